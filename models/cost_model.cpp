@@ -1,0 +1,162 @@
+#include "models/cost_model.h"
+
+#include "sim/error.h"
+
+namespace mobisim::models {
+
+const char* to_string(OpKind k) {
+  static constexpr const char* kNames[] = {
+      "embed",  "attn_norm", "q_proj",  "k_proj",   "v_proj",  "rope",     "attn_score", "softmax",    "attn_context",
+      "o_proj", "residual",  "ffn_norm", "ffn_gate", "ffn_up", "ffn_act", "ffn_down",   "final_norm", "lm_head"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(OpKind::kCount));
+  return kNames[static_cast<int>(k)];
+}
+
+double Work::flops() const {
+  double s = 0;
+  for (const auto& o : ops) s += o.flops;
+  return s;
+}
+double Work::bytes() const {
+  double s = 0;
+  for (const auto& o : ops) s += o.bytes();
+  return s;
+}
+double Work::weight_bytes() const {
+  double s = 0;
+  for (const auto& o : ops) s += o.weight_bytes;
+  return s;
+}
+double Work::kv_read_bytes() const {
+  double s = 0;
+  for (const auto& o : ops) s += o.kv_read_bytes;
+  return s;
+}
+double Work::flops_of(OpKind k) const {
+  double s = 0;
+  for (const auto& o : ops)
+    if (o.kind == k) s += o.flops;
+  return s;
+}
+
+Work& Work::operator+=(const Work& other) {
+  ops.insert(ops.end(), other.ops.begin(), other.ops.end());
+  return *this;
+}
+
+Work Work::scaled(double fraction) const {
+  Work w = *this;
+  for (auto& o : w.ops) {
+    o.flops *= fraction;
+    o.weight_bytes *= fraction;
+    o.act_bytes *= fraction;
+    o.kv_read_bytes *= fraction;
+    o.kv_write_bytes *= fraction;
+  }
+  return w;
+}
+
+std::int64_t CostModel::causal_pairs(std::int64_t n_new, std::int64_t n_cached) {
+  return n_new * n_cached + n_new * (n_new + 1) / 2;
+}
+
+// Adds the per-layer operators (summed over all layers) of a pass in which
+// `n_proj_qkv` positions get fresh Q/K/V projections, `n_queries` positions run
+// attention and FFN, `kv_read_tokens` positions of K/V are read and `pairs`
+// (query, key) pairs are attended per head.
+void CostModel::add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_queries,
+                              std::int64_t kv_read_tokens, std::int64_t pairs) const {
+  const ModelSpec& m = spec_;
+  const double L = m.n_layers, d = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn_hidden;
+  const double hd = m.head_dim, H = m.n_heads;
+  const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype), kb = dtype_bytes(m.kv_dtype);
+  const double np = static_cast<double>(n_proj_qkv), nq = static_cast<double>(n_queries);
+  const double pr = static_cast<double>(pairs);
+  const int layers = m.n_layers;
+  auto add = [&](OpKind k, double flops, double weights, double act, double kv_read = 0, double kv_write = 0) {
+    w.ops.push_back(Op{k, L * flops, L * weights, L * act, L * kv_read, L * kv_write, layers});
+  };
+  const double bias = m.qkv_bias ? 1.0 : 0.0;
+
+  add(OpKind::kAttnNorm, 4 * nq * d, d * wb, 2 * nq * d * ab);
+  if (np > 0) {
+    add(OpKind::kQProj, 2 * np * d * q + bias * np * q, (d * q + bias * q) * wb, np * (d + q) * ab);
+    add(OpKind::kKProj, 2 * np * d * kv + bias * np * kv, (d * kv + bias * kv) * wb, np * d * ab, 0, np * kv * kb);
+    add(OpKind::kVProj, 2 * np * d * kv + bias * np * kv, (d * kv + bias * kv) * wb, np * d * ab, 0, np * kv * kb);
+    add(OpKind::kRope, 3 * np * (q + kv), 0, 2 * np * (q + kv) * ab);
+  }
+  add(OpKind::kAttnScore, 2 * hd * H * pr, 0, nq * q * ab + H * pr * ab, kv_read_tokens * kv * kb);
+  add(OpKind::kSoftmax, 5 * H * pr, 0, 2 * H * pr * ab);
+  add(OpKind::kAttnContext, 2 * hd * H * pr, 0, H * pr * ab + nq * q * ab, kv_read_tokens * kv * kb);
+  add(OpKind::kOProj, 2 * nq * q * d, q * d * wb, nq * (q + d) * ab);
+  add(OpKind::kResidual, 2 * nq * d, 0, 6 * nq * d * ab);
+  add(OpKind::kFfnNorm, 4 * nq * d, d * wb, 2 * nq * d * ab);
+  add(OpKind::kFfnGate, 2 * nq * d * f, d * f * wb, nq * (d + f) * ab);
+  add(OpKind::kFfnUp, 2 * nq * d * f, d * f * wb, nq * (d + f) * ab);
+  add(OpKind::kFfnAct, 5 * nq * f, 0, 3 * nq * f * ab);
+  add(OpKind::kFfnDown, 2 * nq * f * d, f * d * wb, nq * (f + d) * ab);
+}
+
+static void add_head_ops(Work& w, const ModelSpec& m, std::int64_t n_tokens, std::int64_t logit_tokens) {
+  const double d = m.hidden, V = m.vocab;
+  const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype);
+  const double n = static_cast<double>(n_tokens), t = static_cast<double>(logit_tokens);
+  // Embedding rows are gathered, not streamed: only the rows used are read.
+  w.ops.insert(w.ops.begin(), Op{OpKind::kEmbed, 0, n * d * wb, n * d * ab, 0, 0, 1});
+  if (logit_tokens > 0) {
+    w.ops.push_back(Op{OpKind::kFinalNorm, 4 * t * d, d * wb, 2 * t * d * ab, 0, 0, 1});
+    w.ops.push_back(Op{OpKind::kLmHead, 2 * t * d * V, d * V * wb, t * (d + V) * ab, 0, 0, 1});
+  }
+}
+
+Work CostModel::prefill(const PrefillShape& s) const {
+  if (s.n_new < 0 || s.n_cached < 0 || s.n_reused_qkv < 0 || s.n_reused_qkv > s.n_new || s.logit_tokens < 0 ||
+      s.logit_tokens > s.n_new)
+    throw Error("internal: invalid prefill shape");
+  Work w;
+  if (s.n_new == 0) return w;
+  add_layer_ops(w, s.n_new - s.n_reused_qkv, s.n_new, s.n_cached + s.n_new, causal_pairs(s.n_new, s.n_cached));
+  add_head_ops(w, spec_, s.n_new, s.logit_tokens);
+  return w;
+}
+
+Work CostModel::verify(std::int64_t d, std::int64_t context, std::int64_t attended_pairs_within_draft) const {
+  if (d <= 0) return Work{};
+  const std::int64_t within = attended_pairs_within_draft < 0 ? d * (d + 1) / 2 : attended_pairs_within_draft;
+  Work w;
+  add_layer_ops(w, d, d, context + d, d * context + within);
+  add_head_ops(w, spec_, d, d);
+  return w;
+}
+
+Work CostModel::kv_recompute(std::int64_t l) const {
+  Work w;
+  if (l <= 0) return w;
+  const ModelSpec& m = spec_;
+  const double L = m.n_layers, d = m.hidden, kv = m.kv_dim(), n = static_cast<double>(l);
+  const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype), kb = dtype_bytes(m.kv_dtype);
+  const double bias = m.qkv_bias ? 1.0 : 0.0;
+  auto add = [&](OpKind k, double flops, double weights, double act, double kv_write = 0) {
+    w.ops.push_back(Op{k, L * flops, L * weights, L * act, 0, L * kv_write, m.n_layers});
+  };
+  add(OpKind::kAttnNorm, 4 * n * d, d * wb, 2 * n * d * ab);
+  add(OpKind::kKProj, 2 * n * d * kv + bias * n * kv, (d * kv + bias * kv) * wb, n * d * ab, n * kv * kb);
+  add(OpKind::kVProj, 2 * n * d * kv + bias * n * kv, (d * kv + bias * kv) * wb, n * d * ab, n * kv * kb);
+  add(OpKind::kRope, 3 * n * kv, 0, 2 * n * kv * ab);
+  return w;
+}
+
+Work CostModel::q_projection(std::int64_t s) const {
+  Work w;
+  if (s <= 0) return w;
+  const ModelSpec& m = spec_;
+  const double L = m.n_layers, d = m.hidden, q = m.q_dim(), n = static_cast<double>(s);
+  const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype);
+  const double bias = m.qkv_bias ? 1.0 : 0.0;
+  w.ops.push_back(Op{OpKind::kQProj, L * (2 * n * d * q + bias * n * q), L * (d * q + bias * q) * wb,
+                     L * n * (d + q) * ab, 0, 0, m.n_layers});
+  w.ops.push_back(Op{OpKind::kRope, L * 3 * n * q, 0, L * 2 * n * q * ab, 0, 0, m.n_layers});
+  return w;
+}
+
+}  // namespace mobisim::models

@@ -1,0 +1,122 @@
+#pragma once
+// How much work a transformer step is: the operators of a prefill, a decode
+// step, a draft verification or a KV recomputation, each with its FLOPs and the
+// bytes it moves, so that a device can turn them into time and a policy can skip
+// exactly the operators it saves.
+//
+// FLOP convention (the real kernel in models/kernel counts the same way; a test
+// checks they agree operator by operator):
+//   matmul x[m,k] @ W[k,n]          2*m*k*n        (+ m*n for a bias add)
+//   RMSNorm of m vectors of dim d   4*m*d          (square, sum, scale, weight)
+//   RoPE on m vectors of dim d      3*m*d          (6 per rotated pair)
+//   attention scores                2*head_dim     per (query, head, key) pair attended
+//   softmax (incl. 1/sqrt(hd))      5              per (query, head, key) pair
+//   attention context               2*head_dim     per (query, head, key) pair
+//   residual add                    m*d            (two per layer)
+//   SwiGLU activation silu(g)*u     5*m*ffn
+//   embedding lookup                0 FLOPs        (bytes only)
+//   LM head                         2*t*d*vocab    for the t positions whose logits are needed
+// Causal attention: query i of a chunk of n new tokens after c cached ones
+// attends c+i+1 keys (itself included), n*c + n(n+1)/2 pairs in total.
+//
+// Bytes: weights are read once per call (weight-stationary over the tokens of a
+// call), K/V of the attended context is read once per call and layer, new K/V
+// written once, activations read and written once per operator.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/model_spec.h"
+
+namespace mobisim::models {
+
+enum class OpKind : int {
+  kEmbed,
+  kAttnNorm,
+  kQProj,
+  kKProj,
+  kVProj,
+  kRope,
+  kAttnScore,
+  kSoftmax,
+  kAttnContext,
+  kOProj,
+  kResidual,
+  kFfnNorm,
+  kFfnGate,
+  kFfnUp,
+  kFfnAct,
+  kFfnDown,
+  kFinalNorm,
+  kLmHead,
+  kCount
+};
+const char* to_string(OpKind k);
+inline constexpr int kOpKinds = static_cast<int>(OpKind::kCount);
+
+// One operator summed over all layers it runs in.
+struct Op {
+  OpKind kind = OpKind::kEmbed;
+  double flops = 0;
+  double weight_bytes = 0;
+  double act_bytes = 0;
+  double kv_read_bytes = 0;
+  double kv_write_bytes = 0;
+  int layers = 1;  // how many layer instances are summed here (for per-call overheads)
+  double bytes() const { return weight_bytes + act_bytes + kv_read_bytes + kv_write_bytes; }
+};
+
+// A list of operators; totals are sums over them.
+struct Work {
+  std::vector<Op> ops;
+  double flops() const;
+  double bytes() const;
+  double weight_bytes() const;
+  double kv_read_bytes() const;
+  double flops_of(OpKind k) const;
+  Work& operator+=(const Work& other);
+  // The part of the work done by `layers` of the model's layers (for per-block scheduling).
+  Work scaled(double fraction) const;
+};
+
+// What a prefill call computes. Positions are absolute: [0, n_cached) have K/V
+// present (nothing is computed for them); [n_cached, n_cached + n_new) are new.
+// Of the new positions, the first `n_reused_qkv` come with Q/K/V provided
+// (PerCache's QKV reuse): their projections and RoPE are skipped, attention and
+// FFN still run for them.
+struct PrefillShape {
+  std::int64_t n_new = 0;
+  std::int64_t n_cached = 0;
+  std::int64_t n_reused_qkv = 0;
+  std::int64_t logit_tokens = 1;   // positions whose logits are computed
+};
+
+class CostModel {
+ public:
+  explicit CostModel(ModelSpec spec) : spec_(std::move(spec)) {}
+  const ModelSpec& spec() const { return spec_; }
+
+  Work prefill(const PrefillShape& shape) const;
+  Work prefill(std::int64_t n_new, std::int64_t n_cached = 0) const { return prefill(PrefillShape{n_new, n_cached}); }
+  // One decode step: a single new token attending `context` cached tokens plus itself.
+  Work decode(std::int64_t context) const { return prefill(PrefillShape{1, context, 0, 1}); }
+  // Verification of d draft tokens after `context` tokens in one pass. `attended_pairs_within_draft`
+  // is the number of (draft query, draft key) pairs the tree mask allows (a chain: d(d+1)/2);
+  // pass -1 for a chain. Logits are computed for all d positions.
+  Work verify(std::int64_t d, std::int64_t context, std::int64_t attended_pairs_within_draft = -1) const;
+  // K/V of `l` positions rebuilt from stored layer inputs (KVPR): norm + K/V projections + K RoPE.
+  Work kv_recompute(std::int64_t l) const;
+  // Q projection (+RoPE) of `s` positions, needed when attention must run over them (KVPR's Q-aware form).
+  Work q_projection(std::int64_t s) const;
+
+  // Attention pairs of a causal chunk: n*c + n(n+1)/2.
+  static std::int64_t causal_pairs(std::int64_t n_new, std::int64_t n_cached);
+
+ private:
+  void add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_queries, std::int64_t kv_read_tokens,
+                     std::int64_t pairs) const;
+  ModelSpec spec_;
+};
+
+}  // namespace mobisim::models

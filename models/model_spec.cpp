@@ -1,0 +1,125 @@
+#include "models/model_spec.h"
+
+#include <fmt/format.h>
+
+#include "sim/builtin_configs.h"
+#include "sim/error.h"
+
+namespace mobisim::models {
+
+namespace {
+struct DTypeInfo {
+  DType type;
+  const char* name;
+  double bytes;
+};
+constexpr DTypeInfo kDTypes[] = {
+    {DType::kF32, "fp32", 4.0}, {DType::kF16, "fp16", 2.0}, {DType::kBF16, "bf16", 2.0},
+    {DType::kF8, "fp8", 1.0},   {DType::kInt8, "int8", 1.0}, {DType::kInt4, "int4", 0.5},
+};
+}  // namespace
+
+double dtype_bytes(DType t) {
+  for (const auto& d : kDTypes)
+    if (d.type == t) return d.bytes;
+  return 0.0;
+}
+
+const char* to_string(DType t) {
+  for (const auto& d : kDTypes)
+    if (d.type == t) return d.name;
+  return "?";
+}
+
+DType parse_dtype(const std::string& name) {
+  for (const auto& d : kDTypes)
+    if (name == d.name) return d.type;
+  throw ConfigError(fmt::format("unknown dtype '{}' (known: {})", name, fmt::join(dtype_names(), ", ")));
+}
+
+std::vector<std::string> dtype_names() {
+  std::vector<std::string> out;
+  for (const auto& d : kDTypes) out.push_back(d.name);
+  return out;
+}
+
+std::int64_t ModelSpec::params_per_layer() const {
+  const std::int64_t d = hidden, q = q_dim(), kv = kv_dim(), f = ffn_hidden;
+  std::int64_t p = d * q + 2 * d * kv + q * d;  // Wq, Wk, Wv, Wo
+  p += 3 * d * f;                                // gate, up, down
+  p += 2 * d;                                    // attention and FFN RMSNorm weights
+  if (qkv_bias) p += q + 2 * kv;
+  return p;
+}
+
+std::int64_t ModelSpec::params_outside_layers() const {
+  const std::int64_t embed = static_cast<std::int64_t>(vocab) * hidden;
+  return embed + (tied_embeddings ? 0 : embed) + hidden;
+}
+
+std::int64_t ModelSpec::total_params() const {
+  return static_cast<std::int64_t>(n_layers) * params_per_layer() + params_outside_layers();
+}
+
+ParamSchema ModelSpec::schema() {
+  ParamSchema s;
+  s.text("name", std::nullopt, "model name");
+  s.text("family", std::string("llama"), "architecture family (llama, qwen2, mistral, ...)");
+  s.text("source", std::string(""), "where the dimensions come from (model card / config.json)");
+  s.integer("n_layers", std::nullopt, "transformer blocks").at_least(1);
+  s.integer("hidden", std::nullopt, "model width").at_least(1);
+  s.integer("n_heads", std::nullopt, "attention (query) heads").at_least(1);
+  s.integer("n_kv_heads", std::nullopt, "key/value heads (grouped-query attention)").at_least(1);
+  s.integer("head_dim", std::nullopt, "dimension of one head").at_least(1);
+  s.integer("ffn_hidden", std::nullopt, "SwiGLU intermediate size").at_least(1);
+  s.integer("vocab", std::nullopt, "vocabulary size").at_least(1);
+  s.boolean("tied_embeddings", true, "classifier shares the embedding table");
+  s.boolean("qkv_bias", false, "Q/K/V projections have biases (Qwen)");
+  s.real("rope_theta", 10000.0, "RoPE base").positive();
+  s.text("weight_dtype", std::string("fp16"), "dtype of weights").in(dtype_names());
+  s.text("activation_dtype", std::string("fp16"), "dtype of activations").in(dtype_names());
+  s.text("kv_dtype", std::string("fp16"), "dtype of the K/V cache").in(dtype_names());
+  return s;
+}
+
+ModelSpec ModelSpec::from_params(const Params& p) {
+  ModelSpec m;
+  m.name = p.text("name");
+  m.family = p.text("family");
+  m.n_layers = static_cast<int>(p.integer("n_layers"));
+  m.hidden = static_cast<int>(p.integer("hidden"));
+  m.n_heads = static_cast<int>(p.integer("n_heads"));
+  m.n_kv_heads = static_cast<int>(p.integer("n_kv_heads"));
+  m.head_dim = static_cast<int>(p.integer("head_dim"));
+  m.ffn_hidden = static_cast<int>(p.integer("ffn_hidden"));
+  m.vocab = static_cast<int>(p.integer("vocab"));
+  m.tied_embeddings = p.boolean("tied_embeddings");
+  m.qkv_bias = p.boolean("qkv_bias");
+  m.rope_theta = p.real("rope_theta");
+  m.weight_dtype = parse_dtype(p.text("weight_dtype"));
+  m.activation_dtype = parse_dtype(p.text("activation_dtype"));
+  m.kv_dtype = parse_dtype(p.text("kv_dtype"));
+  if (m.n_heads % m.n_kv_heads != 0)
+    p.fail("n_kv_heads", fmt::format("n_heads ({}) must be a multiple of n_kv_heads ({})", m.n_heads, m.n_kv_heads));
+  return m;
+}
+
+ModelSpec load_model_spec(const YAML::Node& node, const ConfigSource& source) {
+  if (node.IsScalar()) return load_model_spec(node.Scalar());
+  ParamSchema s = ModelSpec::schema();
+  return ModelSpec::from_params(Params(node, s, source, {}));
+}
+
+ModelSpec load_model_spec(const std::string& name_or_path) {
+  std::string text, origin;
+  if (!find_config("models", name_or_path, text, origin))
+    throw ConfigError(fmt::format("unknown model '{}' (built-in: {}; or give a path to a YAML file)", name_or_path,
+                                  fmt::join(builtin_model_names(), ", ")));
+  YAML::Node root = load_yaml_string(text, origin);
+  ParamSchema s = ModelSpec::schema();
+  return ModelSpec::from_params(Params(root, s, ConfigSource{std::make_shared<std::string>(origin), ""}, {}));
+}
+
+std::vector<std::string> builtin_model_names() { return builtin_names("models"); }
+
+}  // namespace mobisim::models

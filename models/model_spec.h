@@ -1,0 +1,64 @@
+#pragma once
+// Transformer model specifications (dimensions and dtypes), loaded from
+// configs/models/*.yaml. The same spec drives the cost model (how much work a
+// step is) and, for small models, the real kernel (doing the work).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/params.h"
+
+namespace mobisim::models {
+
+enum class DType { kF32, kF16, kBF16, kF8, kInt8, kInt4 };
+double dtype_bytes(DType t);
+DType parse_dtype(const std::string& name);  // "fp32", "fp16", "bf16", "fp8", "int8", "int4"
+const char* to_string(DType t);
+std::vector<std::string> dtype_names();
+
+struct ModelSpec {
+  std::string name;
+  std::string family;         // llama, qwen2, mistral, ...
+  int n_layers = 0;
+  int hidden = 0;             // model width d
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int ffn_hidden = 0;         // SwiGLU intermediate size
+  int vocab = 0;
+  bool tied_embeddings = true;
+  bool qkv_bias = false;      // Qwen: biases on the Q/K/V projections
+  double rope_theta = 10000.0;
+  DType weight_dtype = DType::kF16;
+  DType activation_dtype = DType::kF16;
+  DType kv_dtype = DType::kF16;
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+  // Parameters of one transformer block (projections, FFN, two norms, QKV biases).
+  std::int64_t params_per_layer() const;
+  // Embedding table + (untied) classifier + final norm.
+  std::int64_t params_outside_layers() const;
+  std::int64_t total_params() const;
+  double weight_bytes() const { return static_cast<double>(total_params()) * dtype_bytes(weight_dtype); }
+  // K and V of one token across all layers.
+  double kv_bytes_per_token(DType t) const { return 2.0 * n_layers * kv_dim() * dtype_bytes(t); }
+  double kv_bytes_per_token() const { return kv_bytes_per_token(kv_dtype); }
+  // Q, K and V of one token across all layers (what PerCache's knowledge bank stores).
+  double qkv_bytes_per_token(DType t) const {
+    return static_cast<double>(n_layers) * (q_dim() + 2.0 * kv_dim()) * dtype_bytes(t);
+  }
+  // Hidden state (layer input) of one token across all layers (what KVPR transfers to recompute).
+  double hidden_bytes_per_token(DType t) const { return static_cast<double>(n_layers) * hidden * dtype_bytes(t); }
+
+  static ParamSchema schema();
+  static ModelSpec from_params(const Params& p);
+};
+
+// Loads a built-in profile by name ("llama-3.2-3b") or a YAML file by path.
+ModelSpec load_model_spec(const std::string& name_or_path);
+// Loads from a YAML node: a name (string) or an inline mapping.
+ModelSpec load_model_spec(const YAML::Node& node, const ConfigSource& source);
+std::vector<std::string> builtin_model_names();
+
+}  // namespace mobisim::models

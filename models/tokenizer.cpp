@@ -1,0 +1,100 @@
+#include "models/tokenizer.h"
+
+#include <fmt/format.h>
+#include <sentencepiece_processor.h>
+
+#include <cctype>
+#include <filesystem>
+
+#include "sim/error.h"
+#include "sim/rng.h"
+
+namespace mobisim::models {
+
+namespace {
+
+class SentencePieceTokenizer : public Tokenizer {
+ public:
+  explicit SentencePieceTokenizer(const std::string& path) : path_(path) {
+    if (!std::filesystem::exists(path)) throw InputError(fmt::format("{}: tokenizer model not found", path));
+    auto status = sp_.Load(path);
+    if (!status.ok())
+      throw InputError(fmt::format("{}: not a SentencePiece model: {}", path, status.ToString()));
+  }
+  std::vector<int> encode(const std::string& text) const override {
+    std::vector<int> ids;
+    auto status = sp_.Encode(text, &ids);
+    if (!status.ok()) throw InputError(fmt::format("tokenizer {}: {}", path_, status.ToString()));
+    return ids;
+  }
+  std::string decode(const std::vector<int>& ids) const override {
+    for (int id : ids)
+      if (id < 0 || id >= sp_.GetPieceSize())
+        throw InputError(fmt::format("token id {} out of range [0, {})", id, sp_.GetPieceSize()));
+    std::string out;
+    auto status = sp_.Decode(ids, &out);
+    if (!status.ok()) throw InputError(fmt::format("tokenizer {}: {}", path_, status.ToString()));
+    return out;
+  }
+  int vocab_size() const override { return sp_.GetPieceSize(); }
+  int bos_id() const override { return sp_.bos_id(); }
+  int eos_id() const override { return sp_.eos_id(); }
+  std::string name() const override {
+    return fmt::format("sentencepiece:{}", std::filesystem::path(path_).filename().string());
+  }
+  bool exact() const override { return true; }
+
+ private:
+  std::string path_;
+  sentencepiece::SentencePieceProcessor sp_;
+};
+
+// Splits text into word and punctuation pieces.
+std::vector<std::string> rough_pieces(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  auto flush = [&] {
+    if (!cur.empty()) out.push_back(cur);
+    cur.clear();
+  };
+  for (unsigned char c : text) {
+    if (std::isspace(c)) {
+      flush();
+    } else if (std::ispunct(c)) {
+      flush();
+      out.emplace_back(1, static_cast<char>(c));
+    } else {
+      cur += static_cast<char>(c);
+    }
+  }
+  flush();
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path) {
+  return std::make_unique<SentencePieceTokenizer>(model_path);
+}
+
+std::size_t EstimateTokenizer::count(const std::string& text) const {
+  std::size_t n = 0;
+  for (const auto& p : rough_pieces(text)) n += std::max<std::size_t>(1, (p.size() + 3) / 4);
+  return n;
+}
+
+std::vector<int> EstimateTokenizer::encode(const std::string& text) const {
+  std::vector<int> ids;
+  for (const auto& p : rough_pieces(text)) {
+    const std::size_t pieces = std::max<std::size_t>(1, (p.size() + 3) / 4);
+    for (std::size_t i = 0; i < pieces; ++i) {
+      const std::string part = p.substr(i * 4, 4);
+      ids.push_back(3 + static_cast<int>(sim::fnv1a64(part) % 31997));
+    }
+  }
+  return ids;
+}
+
+std::string EstimateTokenizer::decode(const std::vector<int>&) const { return ""; }
+
+}  // namespace mobisim::models

@@ -1,0 +1,123 @@
+#pragma once
+// Thin HDF5 helpers (C++ API) used by every layer that writes or reads files.
+//
+// Writing is atomic: `h5::Writer` creates `<path>.tmp-<pid>`, and only
+// `commit()` renames it over `<path>`; a crash or exception leaves no
+// half-written result. Object modification times are not recorded, so the same
+// content gives byte-identical files.
+//
+// Tables are stored column-wise: a group holding one 1-D dataset per column
+// (with a `unit` attribute) and a `columns` attribute giving the order, so that
+//     pandas.DataFrame({c: g[c][()] for c in g.attrs['columns']})
+// rebuilds them with h5py alone. Strings are variable-length UTF-8.
+//
+// Reading converts every HDF5 failure (missing file, not HDF5, truncated,
+// missing dataset, wrong shape) into an InputError naming the file and object.
+#include <H5Cpp.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace mobisim::h5 {
+
+class Writer {
+ public:
+  explicit Writer(std::string path);
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  H5::Group root();
+  // Opens or creates the group at a slash-separated path ("runs/naive/records").
+  H5::Group group(const std::string& path);
+  void commit();  // flush, close and rename to the final path
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, tmp_path_;
+  std::optional<H5::H5File> file_;
+  bool committed_ = false;
+};
+
+// Creates (or opens) a child group with object time tracking disabled.
+H5::Group make_group(const H5::Group& parent, const std::string& name);
+
+void write_attr(const H5::H5Object& obj, const std::string& name, const std::string& value);
+void write_attr(const H5::H5Object& obj, const std::string& name, const char* value);
+void write_attr(const H5::H5Object& obj, const std::string& name, double value);
+void write_attr(const H5::H5Object& obj, const std::string& name, std::int64_t value);
+void write_attr(const H5::H5Object& obj, const std::string& name, const std::vector<std::string>& values);
+void write_attr(const H5::H5Object& obj, const std::string& name, const std::vector<double>& values);
+
+H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std::vector<double>& v,
+                          const std::string& unit = "");
+H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std::vector<float>& v,
+                          const std::string& unit = "");
+H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std::vector<std::int64_t>& v,
+                          const std::string& unit = "");
+H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std::vector<std::int32_t>& v,
+                          const std::string& unit = "");
+H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std::vector<std::uint8_t>& v,
+                          const std::string& unit = "");
+H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std::vector<std::string>& v);
+// A row-major 2-D float32 matrix [rows, cols] (e.g. embeddings).
+H5::DataSet write_matrix(const H5::Group& g, const std::string& name, const std::vector<float>& data,
+                         std::size_t rows, std::size_t cols, const std::string& unit = "");
+
+// A column-oriented table; columns keep insertion order.
+class Table {
+ public:
+  using Column = std::variant<std::vector<double>, std::vector<std::int64_t>, std::vector<std::string>>;
+  void add(const std::string& name, std::vector<double> values, const std::string& unit = "");
+  void add(const std::string& name, std::vector<std::int64_t> values, const std::string& unit = "");
+  void add(const std::string& name, std::vector<std::string> values);
+  std::size_t rows() const;
+  std::size_t columns() const { return names_.size(); }
+  const std::vector<std::string>& names() const { return names_; }
+  const Column& column(const std::string& name) const;
+  // Writes the table as group `name` under `parent`.
+  void write(const H5::Group& parent, const std::string& name) const;
+  // CSV with a header row (units in brackets); numbers printed round-trip exact.
+  std::string to_csv() const;
+
+ private:
+  void check_rows(const std::string& name, std::size_t n) const;
+  std::vector<std::string> names_, units_;
+  std::vector<Column> columns_;
+};
+
+// ---------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------
+class Reader {
+ public:
+  explicit Reader(std::string path);  // InputError when missing, not HDF5 or unreadable
+  const std::string& path() const { return path_; }
+  bool exists(const std::string& object_path) const;
+  H5::Group group(const std::string& path) const;  // InputError when missing
+  // 1-D datasets; `expected_len` checks the length when given.
+  std::vector<double> doubles(const std::string& path, std::optional<std::size_t> expected_len = {}) const;
+  std::vector<float> floats(const std::string& path, std::optional<std::size_t> expected_len = {}) const;
+  std::vector<std::int64_t> ints(const std::string& path, std::optional<std::size_t> expected_len = {}) const;
+  std::vector<std::string> strings(const std::string& path, std::optional<std::size_t> expected_len = {}) const;
+  // 2-D float matrix; returns data row-major and sets rows/cols.
+  std::vector<float> matrix(const std::string& path, std::size_t& rows, std::size_t& cols) const;
+  std::vector<std::size_t> shape(const std::string& path) const;
+  // Attributes on a group or dataset at `object_path` ("/" for the root).
+  std::string attr_string(const std::string& object_path, const std::string& name) const;
+  std::int64_t attr_int(const std::string& object_path, const std::string& name) const;
+  double attr_double(const std::string& object_path, const std::string& name) const;
+  bool has_attr(const std::string& object_path, const std::string& name) const;
+  std::vector<std::string> children(const std::string& group_path) const;  // sorted names
+
+ private:
+  [[noreturn]] void fail(const std::string& object, const std::string& what) const;
+  H5::DataSet dataset(const std::string& path, std::size_t rank, std::optional<std::size_t> expected_len) const;
+  std::string path_;
+  H5::H5File file_;
+};
+
+}  // namespace mobisim::h5

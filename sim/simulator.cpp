@@ -1,0 +1,250 @@
+#include "sim/simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/error.h"
+#include "sim/event.h"
+
+namespace mobisim::sim {
+
+Simulator::Simulator() { heap_.reserve(1024); }
+
+Simulator::~Simulator() {
+  // Destroy the frames of processes that never finished (their locals, e.g. leases, run their destructors).
+  for (auto& p : processes_) {
+    if (p->frame) {
+      auto f = std::exchange(p->frame, {});
+      f.destroy();
+    }
+  }
+}
+
+std::uint32_t Simulator::alloc_slot() {
+  if (!free_slots_.empty()) {
+    std::uint32_t s = free_slots_.back();
+    free_slots_.pop_back();
+    return s;
+  }
+  slots_.emplace_back();
+  return static_cast<std::uint32_t>(slots_.size() - 1);
+}
+
+EventId Simulator::push(Time at, int priority, std::uint32_t slot) {
+  if (at < now_) throw Error(fmt::format("internal: event scheduled in the past ({} < {})", at, now_));
+  const std::uint64_t order = (static_cast<std::uint64_t>(priority) << 56) | (seq_++ & ((1ULL << 56) - 1));
+  heap_.push_back(Entry{at, order, slot});
+  std::push_heap(heap_.begin(), heap_.end(), later);
+  return EventId{slot, slots_[slot].generation};
+}
+
+EventId Simulator::schedule_resume(Time at, std::coroutine_handle<> h, int priority) {
+  return schedule_resume_for(current_, at, h, priority);
+}
+
+EventId Simulator::schedule_resume_for(ProcessState* owner, Time at, std::coroutine_handle<> h, int priority) {
+  std::uint32_t s = alloc_slot();
+  Slot& slot = slots_[s];
+  slot.handle = h;
+  slot.process = owner;
+  slot.cancelled = false;
+  return push(at, priority, s);
+}
+
+EventId Simulator::schedule_call(Time at, std::function<void()> fn, int priority) {
+  std::uint32_t s = alloc_slot();
+  Slot& slot = slots_[s];
+  slot.fn = std::move(fn);
+  slot.handle = {};
+  slot.process = current_;
+  slot.cancelled = false;
+  return push(at, priority, s);
+}
+
+void Simulator::cancel(EventId id) {
+  if (!id.valid() || id.slot >= slots_.size()) return;
+  Slot& s = slots_[id.slot];
+  if (s.generation == id.generation) s.cancelled = true;
+}
+
+bool Simulator::step() {
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const Entry e = heap_.back();
+    heap_.pop_back();
+    Slot& slot = slots_[e.slot];
+    const bool cancelled = slot.cancelled;
+    std::coroutine_handle<> h = slot.handle;
+    std::function<void()> fn = std::move(slot.fn);
+    ProcessState* proc = slot.process;
+    slot.handle = {};
+    slot.fn = nullptr;
+    ++slot.generation;  // invalidates outstanding EventIds for this slot
+    free_slots_.push_back(e.slot);
+    if (cancelled) continue;
+    now_ = e.time;
+    ++events_processed_;
+    current_ = proc;
+    if (h)
+      h.resume();
+    else if (fn)
+      fn();
+    current_ = nullptr;
+    return true;
+  }
+  return false;
+}
+
+void Simulator::rethrow_failures() {
+  if (failure_) {
+    auto f = std::exchange(failure_, nullptr);
+    try {
+      std::rethrow_exception(f);
+    } catch (const Error& e) {
+      throw Error(fmt::format("process '{}' failed: {}", failure_process_, e.what()), e.exit_code());
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("process '{}' failed: {}", failure_process_, e.what()));
+    }
+  }
+}
+
+void Simulator::run() {
+  while (step()) {
+    if (failure_) break;
+  }
+  rethrow_failures();
+}
+
+void Simulator::run_until(Time until) {
+  while (!heap_.empty() && heap_.front().time <= until) {
+    step();
+    if (failure_) break;
+  }
+  rethrow_failures();
+  if (now_ < until) now_ = until;
+}
+
+ProcessHandle Simulator::start(Task<void> task, std::string name) {
+  auto state = std::make_shared<ProcessState>();
+  state->name = name.empty() ? fmt::format("process-{}", processes_.size()) : std::move(name);
+  state->done_event = std::make_shared<EventState>();
+  state->done_event->sim = this;
+  auto h = task.release();
+  h.promise().process = state.get();
+  h.promise().sim = this;
+  state->frame = h;
+  processes_.push_back(state);
+  schedule_resume_for(state.get(), now_, h);
+  return ProcessHandle(state, this);
+}
+
+void detail::finish_process(Simulator& sim, ProcessState& p, std::exception_ptr error) {
+  p.done = true;
+  p.frame = {};
+  p.error = error;
+  if (error && !sim.failure_) {
+    sim.failure_ = error;
+    sim.failure_process_ = p.name;
+  }
+  Event(p.done_event).succeed();
+  // Drop finished processes so long runs do not accumulate state.
+  auto& v = sim.processes_;
+  v.erase(std::remove_if(v.begin(), v.end(), [&](const auto& s) { return s.get() == &p; }), v.end());
+}
+
+Event ProcessHandle::done_event() const { return Event(state_->done_event); }
+
+Simulator::TimeoutAwaiter Simulator::timeout(Time delay) {
+  if (delay < 0) throw Error(fmt::format("internal: negative timeout {}", delay));
+  return TimeoutAwaiter{this, delay, current_};
+}
+
+void Simulator::TimeoutAwaiter::await_suspend(std::coroutine_handle<> h) {
+  EventId id = sim->schedule_resume(sim->now() + delay, h);
+  if (proc) {
+    proc->sleeping_on = id;
+    proc->sleeping_handle = h;
+  }
+}
+
+void Simulator::TimeoutAwaiter::await_resume() {
+  if (!proc) return;
+  proc->sleeping_on = EventId{};
+  proc->sleeping_handle = {};
+  if (proc->interrupt_cause) {
+    std::string cause = std::move(*proc->interrupt_cause);
+    proc->interrupt_cause.reset();
+    throw Interrupt(std::move(cause));
+  }
+}
+
+Event Simulator::timeout_event(Time delay) {
+  Event ev(*this);
+  schedule_call(now_ + delay, [ev]() mutable { ev.succeed(); });
+  return ev;
+}
+
+void Simulator::interrupt(ProcessState* process, std::string cause) {
+  if (!process || process->done) return;
+  process->interrupt_cause = std::move(cause);
+  if (process->sleeping_on.valid() && process->sleeping_handle) {
+    cancel(process->sleeping_on);
+    auto h = process->sleeping_handle;
+    process->sleeping_on = EventId{};
+    schedule_resume_for(process, now_, h, kPriorityUrgent);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Events
+// ---------------------------------------------------------------------------
+void Event::succeed(int value) {
+  if (state_->triggered) return;
+  state_->triggered = true;
+  state_->value = value;
+  auto waiters = std::move(state_->waiters);
+  state_->waiters.clear();
+  Simulator& sim = *state_->sim;
+  for (auto& w : waiters) {
+    if (w.handle)
+      sim.schedule_resume_for(w.process, sim.now(), w.handle);
+    else
+      w.callback(value);
+  }
+}
+
+void Event::on_trigger(std::function<void(int)> fn) {
+  if (state_->triggered)
+    fn(state_->value);
+  else
+    state_->waiters.push_back({{}, std::move(fn), nullptr});
+}
+
+Event any_of(Simulator& sim, const std::vector<Event>& events) {
+  Event out(sim);
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    Event e = events[i];
+    e.on_trigger([out, i](int) mutable { out.succeed(static_cast<int>(i)); });
+  }
+  return out;
+}
+
+Event all_of(Simulator& sim, const std::vector<Event>& events) {
+  Event out(sim);
+  if (events.empty()) {
+    out.succeed(0);
+    return out;
+  }
+  auto remaining = std::make_shared<std::size_t>(events.size());
+  const int n = static_cast<int>(events.size());
+  for (const auto& ev : events) {
+    Event e = ev;
+    e.on_trigger([out, remaining, n](int) mutable {
+      if (--*remaining == 0) out.succeed(n);
+    });
+  }
+  return out;
+}
+
+}  // namespace mobisim::sim

@@ -1,0 +1,129 @@
+#include "sim/stats.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "sim/error.h"
+#include "sim/h5.h"
+#include "sim/simulator.h"
+
+namespace mobisim::sim {
+
+TimeWeighted::TimeWeighted(const Simulator& sim) : sim_(sim), start_(sim.now()), last_(sim.now()) {}
+
+void TimeWeighted::set(double v) {
+  area_ += value_ * static_cast<double>(sim_.now() - last_);
+  last_ = sim_.now();
+  value_ = v;
+  max_ = std::max(max_, v);
+}
+
+double TimeWeighted::mean() const {
+  const double span = static_cast<double>(sim_.now() - start_);
+  if (span <= 0) return value_;
+  return (area_ + value_ * static_cast<double>(sim_.now() - last_)) / span;
+}
+
+double Histogram::sum() const { return std::accumulate(samples_.begin(), samples_.end(), 0.0); }
+double Histogram::mean() const { return samples_.empty() ? 0.0 : sum() / static_cast<double>(samples_.size()); }
+double Histogram::min() const {
+  return samples_.empty() ? 0.0 : *std::min_element(samples_.begin(), samples_.end());
+}
+double Histogram::max() const {
+  return samples_.empty() ? 0.0 : *std::max_element(samples_.begin(), samples_.end());
+}
+
+double Histogram::percentile(double p) const {
+  if (samples_.empty()) return 0.0;
+  std::vector<double> s = samples_;
+  std::sort(s.begin(), s.end());
+  const double rank = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(s.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(rank));
+  const auto hi = std::min(lo + 1, s.size() - 1);
+  const double frac = rank - static_cast<double>(lo);
+  return s[lo] + (s[hi] - s[lo]) * frac;
+}
+
+StatGroup::Entry& StatGroup::new_entry(const std::string& name, const std::string& unit, const std::string& doc) {
+  for (const auto& e : entries_)
+    if (e.name == name) throw Error(fmt::format("internal: statistic '{}.{}' declared twice", name_, name));
+  entries_.push_back(Entry{name, unit, doc, nullptr, nullptr, nullptr});
+  return entries_.back();
+}
+
+Counter& StatGroup::counter(const std::string& name, const std::string& unit, const std::string& doc) {
+  auto& e = new_entry(name, unit, doc);
+  e.counter = std::make_unique<Counter>();
+  return *e.counter;
+}
+
+TimeWeighted& StatGroup::time_weighted(const Simulator& sim, const std::string& name, const std::string& unit,
+                                       const std::string& doc) {
+  auto& e = new_entry(name, unit, doc);
+  e.tw = std::make_unique<TimeWeighted>(sim);
+  return *e.tw;
+}
+
+Histogram& StatGroup::histogram(const std::string& name, const std::string& unit, const std::string& doc) {
+  auto& e = new_entry(name, unit, doc);
+  e.hist = std::make_unique<Histogram>();
+  return *e.hist;
+}
+
+StatGroup& StatGroup::child(const std::string& name, const std::string& doc) {
+  for (auto& c : children_)
+    if (c->name_ == name) return *c;
+  children_.push_back(std::make_unique<StatGroup>(name, doc));
+  return *children_.back();
+}
+
+void StatGroup::write(const H5::Group& parent) const {
+  H5::Group g = h5::make_group(parent, name_);
+  if (!doc_.empty()) h5::write_attr(g, "doc", doc_);
+  for (const auto& e : entries_) {
+    H5::Group s = h5::make_group(g, e.name);
+    h5::write_attr(s, "unit", e.unit);
+    h5::write_attr(s, "doc", e.doc);
+    if (e.counter) {
+      h5::write_attr(s, "kind", "counter");
+      h5::write_attr(s, "value", e.counter->value());
+    } else if (e.tw) {
+      h5::write_attr(s, "kind", "time_weighted");
+      h5::write_attr(s, "mean", e.tw->mean());
+      h5::write_attr(s, "max", e.tw->max());
+      h5::write_attr(s, "value", e.tw->value());
+    } else if (e.hist) {
+      h5::write_attr(s, "kind", "histogram");
+      h5::write_attr(s, "count", static_cast<std::int64_t>(e.hist->count()));
+      h5::write_attr(s, "mean", e.hist->mean());
+      h5::write_attr(s, "min", e.hist->min());
+      h5::write_attr(s, "max", e.hist->max());
+      h5::write_attr(s, "p50", e.hist->percentile(50));
+      h5::write_attr(s, "p90", e.hist->percentile(90));
+      h5::write_attr(s, "p99", e.hist->percentile(99));
+      h5::write_dataset(s, "samples", e.hist->samples(), e.unit);
+    }
+  }
+  for (const auto& c : children_) c->write(g);
+}
+
+std::vector<std::pair<std::string, double>> StatGroup::flatten(const std::string& prefix) const {
+  std::vector<std::pair<std::string, double>> out;
+  const std::string base = prefix.empty() ? name_ : prefix + "." + name_;
+  for (const auto& e : entries_) {
+    if (e.counter) out.emplace_back(base + "." + e.name, e.counter->value());
+    if (e.tw) out.emplace_back(base + "." + e.name + ".mean", e.tw->mean());
+    if (e.hist) out.emplace_back(base + "." + e.name + ".mean", e.hist->mean());
+  }
+  for (const auto& c : children_) {
+    auto sub = c->flatten(base);
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
+}  // namespace mobisim::sim

@@ -1,0 +1,90 @@
+#pragma once
+// Statistics that mirror the component tree (as Ramulator prints them): a
+// `StatGroup` owns named counters, time-weighted averages, histograms and
+// child groups. Components bind a reference once and bump it on the hot path
+// (no lookups by string). The tree is written to the result file under /stats.
+#include <H5Cpp.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/time.h"
+
+namespace mobisim::sim {
+
+class Simulator;
+
+class Counter {
+ public:
+  void add(double v = 1.0) { value_ += v; }
+  double value() const { return value_; }
+
+ private:
+  double value_ = 0.0;
+};
+
+// The time-average of a piecewise-constant quantity (queue length, bytes resident).
+class TimeWeighted {
+ public:
+  explicit TimeWeighted(const Simulator& sim);
+  void set(double v);
+  void add(double dv) { set(value_ + dv); }
+  double value() const { return value_; }
+  double max() const { return max_; }
+  double mean() const;  // over [creation, now]
+
+ private:
+  const Simulator& sim_;
+  Time start_, last_;
+  double value_ = 0.0, max_ = 0.0, area_ = 0.0;
+};
+
+// Keeps every sample (runs here record thousands, not billions), so percentiles are exact.
+class Histogram {
+ public:
+  void add(double v) { samples_.push_back(v); }
+  std::size_t count() const { return samples_.size(); }
+  double sum() const;
+  double mean() const;
+  double min() const;
+  double max() const;
+  // Linear interpolation between closest ranks (numpy's default); p in [0, 100].
+  double percentile(double p) const;
+  const std::vector<double>& samples() const { return samples_; }
+
+ private:
+  std::vector<double> samples_;
+};
+
+class StatGroup {
+ public:
+  explicit StatGroup(std::string name, std::string doc = "") : name_(std::move(name)), doc_(std::move(doc)) {}
+  Counter& counter(const std::string& name, const std::string& unit, const std::string& doc);
+  TimeWeighted& time_weighted(const Simulator& sim, const std::string& name, const std::string& unit,
+                              const std::string& doc);
+  Histogram& histogram(const std::string& name, const std::string& unit, const std::string& doc);
+  StatGroup& child(const std::string& name, const std::string& doc = "");
+  const std::string& name() const { return name_; }
+
+  // Writes the tree as HDF5 groups; scalars become attributes `value`/`mean`, histograms get
+  // a `samples` dataset and p50/p90/p99 attributes.
+  void write(const H5::Group& parent) const;
+  // A flat "path = value unit" listing (for logs and tests).
+  std::vector<std::pair<std::string, double>> flatten(const std::string& prefix = "") const;
+
+ private:
+  struct Entry {
+    std::string name, unit, doc;
+    std::unique_ptr<Counter> counter;
+    std::unique_ptr<TimeWeighted> tw;
+    std::unique_ptr<Histogram> hist;
+  };
+  Entry& new_entry(const std::string& name, const std::string& unit, const std::string& doc);
+  std::string name_, doc_;
+  std::vector<Entry> entries_;
+  std::vector<std::unique_ptr<StatGroup>> children_;
+};
+
+}  // namespace mobisim::sim

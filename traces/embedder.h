@@ -1,0 +1,73 @@
+#pragma once
+// The built-in deterministic text embedder ("hashed-tfidf-ngram-v1"): no
+// network, no weights, same bytes on every platform.
+//
+// Features of a text (see traces/text.h for the word split):
+//   * words (unigrams), and
+//   * character n-grams (n = char_ngram_min..char_ngram_max) of each word wrapped
+//     as "<word>", which keep "rehearsal"/"rehearse" close.
+// Each feature is weighted by sublinear TF (1 + ln tf) times a smoothed IDF
+//   idf(f) = ln((1 + N) / (1 + df(f))) + 1        (scikit-learn's smooth_idf)
+// fitted on a corpus (the user's knowledge chunks; unfitted: idf = 1), hashed
+// with FNV-1a 64 into dim-1 buckets with a hash-derived sign (signed feature
+// hashing keeps collisions unbiased). The word part and the char part are
+// L2-normalised separately and mixed so that
+//   raw_cos = word_weight * cos_words + (1 - word_weight) * cos_chars.
+//
+// Calibration ("anisotropy"): neural sentence embedders such as
+// Qwen3-Embedding (PerCache) are anisotropic: unrelated texts still score about
+// 0.3-0.6 and paraphrases 0.8-0.95, whereas raw hashed TF-IDF cosines of
+// unrelated texts sit near 0. Component 0 of every embedding is a shared
+// direction of weight sqrt(a), the hashed part has weight sqrt(1 - a), so the
+// dot product of two embeddings is exactly
+//   cos = a + (1 - a) * raw_cos
+// with a = `anisotropy` (default 0.5). Thresholds written for neural
+// embeddings (PerCache's tau = 0.85 QA bank) then apply unchanged: tau = 0.85
+// corresponds to raw_cos = 0.70, tau = 0.8 to raw_cos = 0.60. The measured
+// distribution on QMSum and on the generator is in traces/SCHEMA.md.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace mobisim::traces {
+
+struct EmbedderConfig {
+  int dim = 512;
+  int char_ngram_min = 3;
+  int char_ngram_max = 5;
+  double word_weight = 0.5;
+  double anisotropy = 0.5;
+  std::string name() const;           // "hashed-tfidf-ngram-v1"
+  std::string describe() const;       // name plus every parameter, for trace metadata
+};
+
+class HashedEmbedder {
+ public:
+  explicit HashedEmbedder(EmbedderConfig cfg = {});
+  // Fits document frequencies on `corpus` (each string one document).
+  void fit(const std::vector<std::string>& corpus);
+  std::vector<float> embed(std::string_view text) const;
+  // Raw cosine without the anisotropy offset (for calibration reports).
+  static double calibrated_from_raw(double raw, double anisotropy) { return anisotropy + (1 - anisotropy) * raw; }
+  const EmbedderConfig& config() const { return cfg_; }
+  std::size_t fitted_documents() const { return n_docs_; }
+
+ private:
+  struct Feature {
+    std::uint64_t hash;
+    bool is_word;
+  };
+  void features(std::string_view text, std::vector<Feature>& out) const;
+  double idf(std::uint64_t h) const;
+
+  EmbedderConfig cfg_;
+  std::size_t n_docs_ = 0;
+  std::unordered_map<std::uint64_t, std::uint32_t> df_;  // lookups only; never iterated
+};
+
+double dot(const std::vector<float>& a, const std::vector<float>& b);
+double cosine(const std::vector<float>& a, const std::vector<float>& b);
+
+}  // namespace mobisim::traces

@@ -1,0 +1,103 @@
+#pragma once
+// Retrieval over one user's knowledge chunks, as PerCache does it (section
+// 4.2.2): BM25 Okapi (the rank_bm25 package's BM25Okapi), embedding cosine, and
+// the hybrid of the two that PerCache cites ([13], Eversberg 2024), which fuses
+// the two rankings by reciprocal rank fusion:
+//   rrf(d) = 1 / (rrf_k + rank_bm25(d)) + 1 / (rrf_k + rank_dense(d)),  ranks 1-based,
+// rrf_k = 60 (Cormack et al. 2009). A min-max-normalised weighted score sum
+//   s(d) = alpha * bm25_norm(d) + (1 - alpha) * cos_norm(d)
+// is available as fusion "weighted". Ties always break towards the lower chunk
+// id, so rankings are deterministic.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "traces/embedder.h"
+
+namespace mobisim::traces {
+
+// BM25 Okapi exactly as rank_bm25.BM25Okapi (k1 = 1.5, b = 0.75, epsilon = 0.25):
+//   idf(t) = ln(N - n(t) + 0.5) - ln(n(t) + 0.5)
+//   terms with idf < 0 (in more than half of the documents) get epsilon * mean(idf)
+//   score(d, q) = sum over query tokens t (repeats count) of
+//                 idf(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + k1 * (1 - b + b * |d| / avgdl))
+// Tokens are traces::words() (lower-cased, punctuation split off).
+class Bm25 {
+ public:
+  struct Params {
+    double k1 = 1.5, b = 0.75, epsilon = 0.25;
+  };
+  explicit Bm25(const std::vector<std::vector<std::string>>& tokenized_docs, Params p);
+  explicit Bm25(const std::vector<std::vector<std::string>>& tokenized_docs) : Bm25(tokenized_docs, Params{}) {}
+  std::vector<double> scores(const std::vector<std::string>& query_tokens) const;
+  double idf(const std::string& term) const;  // 0 for unknown terms
+  double average_idf() const { return average_idf_; }
+  double avgdl() const { return avgdl_; }
+  std::size_t size() const { return doc_len_.size(); }
+
+ private:
+  struct Posting {
+    std::uint32_t doc;
+    std::uint32_t tf;
+  };
+  struct Term {
+    double idf = 0;
+    std::vector<Posting> postings;  // ascending doc id
+  };
+  Params p_;
+  std::vector<std::uint32_t> doc_len_;
+  std::vector<double> len_norm_;  // k1 * (1 - b + b * |d| / avgdl)
+  double avgdl_ = 0, average_idf_ = 0;
+  std::unordered_map<std::string, Term> terms_;  // lookups only; never iterated for output
+};
+
+enum class Fusion { kRrf, kWeighted };
+enum class RetrievalMode { kBm25, kDense, kHybrid };
+
+struct RetrieverConfig {
+  RetrievalMode mode = RetrievalMode::kHybrid;
+  Fusion fusion = Fusion::kRrf;
+  double rrf_k = 60.0;
+  double alpha = 0.5;  // weighted fusion: weight of BM25
+  Bm25::Params bm25;
+  std::string describe() const;
+};
+RetrievalMode parse_retrieval_mode(const std::string& s);  // "bm25" | "dense" | "hybrid"; ConfigError otherwise
+Fusion parse_fusion(const std::string& s);                  // "rrf" | "weighted"
+
+struct Hit {
+  std::int32_t chunk = -1;
+  double score = 0.0;
+};
+
+// Built once per user over that user's chunks. When `chunk_embeddings` is
+// empty, the retriever fits the built-in embedder on the chunk texts and embeds
+// the chunks itself; then `embed()` produces query embeddings that are
+// consistent with them (what the importers and the generator store).
+class Retriever {
+ public:
+  Retriever(const std::vector<std::string>& chunk_texts, std::vector<std::vector<float>> chunk_embeddings,
+            RetrieverConfig cfg = {}, EmbedderConfig embedder = {});
+  // Top-k chunks, best first. `query_embedding` may be empty: it is then computed
+  // with the built-in embedder (only possible when the retriever owns it).
+  std::vector<Hit> retrieve(std::string_view query_text, const std::vector<float>& query_embedding,
+                            std::size_t k) const;
+  std::vector<float> embed(std::string_view text) const;
+  bool owns_embedder() const { return embedder_.has_value(); }
+  const std::vector<std::vector<float>>& chunk_embeddings() const { return chunk_emb_; }
+  std::size_t size() const { return bm25_.size(); }
+
+ private:
+  RetrieverConfig cfg_;
+  Bm25 bm25_;
+  std::optional<HashedEmbedder> embedder_;
+  std::vector<std::vector<float>> chunk_emb_;
+};
+
+// Ranks the ids 0..n-1 by descending score (ties: lower id first) and returns the first k.
+std::vector<Hit> top_k(const std::vector<double>& scores, std::size_t k);
+
+}  // namespace mobisim::traces
