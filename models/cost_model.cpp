@@ -74,7 +74,7 @@ void CostModel::add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_q
   const double pr = static_cast<double>(pairs);
   const int layers = m.n_layers;
   auto add = [&](OpKind k, double flops, double weights, double act, double kv_read = 0, double kv_write = 0) {
-    w.ops.push_back(Op{k, L * flops, L * weights, L * act, L * kv_read, L * kv_write, layers});
+    w.ops.push_back(Op{k, L * flops, L * weights, L * act, L * kv_read, L * kv_write, layers, n_queries});
   };
   const double bias = m.qkv_bias ? 1.0 : 0.0;
 
@@ -102,10 +102,10 @@ static void add_head_ops(Work& w, const ModelSpec& m, std::int64_t n_tokens, std
   const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype);
   const double n = static_cast<double>(n_tokens), t = static_cast<double>(logit_tokens);
   // Embedding rows are gathered, not streamed: only the rows used are read.
-  w.ops.insert(w.ops.begin(), Op{OpKind::kEmbed, 0, n * d * wb, n * d * ab, 0, 0, 1});
+  w.ops.insert(w.ops.begin(), Op{OpKind::kEmbed, 0, n * d * wb, n * d * ab, 0, 0, 1, n_tokens});
   if (logit_tokens > 0) {
-    w.ops.push_back(Op{OpKind::kFinalNorm, 4 * t * d, d * wb, 2 * t * d * ab, 0, 0, 1});
-    w.ops.push_back(Op{OpKind::kLmHead, 2 * t * d * V, d * V * wb, t * (d + V) * ab, 0, 0, 1});
+    w.ops.push_back(Op{OpKind::kFinalNorm, 4 * t * d, d * wb, 2 * t * d * ab, 0, 0, 1, logit_tokens});
+    w.ops.push_back(Op{OpKind::kLmHead, 2 * t * d * V, d * V * wb, t * (d + V) * ab, 0, 0, 1, logit_tokens});
   }
 }
 
@@ -137,7 +137,7 @@ Work CostModel::kv_recompute(std::int64_t l) const {
   const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype), kb = dtype_bytes(m.kv_dtype);
   const double bias = m.qkv_bias ? 1.0 : 0.0;
   auto add = [&](OpKind k, double flops, double weights, double act, double kv_write = 0) {
-    w.ops.push_back(Op{k, L * flops, L * weights, L * act, 0, L * kv_write, m.n_layers});
+    w.ops.push_back(Op{k, L * flops, L * weights, L * act, 0, L * kv_write, m.n_layers, l});
   };
   add(OpKind::kAttnNorm, 4 * n * d, d * wb, 2 * n * d * ab);
   add(OpKind::kKProj, 2 * n * d * kv + bias * n * kv, (d * kv + bias * kv) * wb, n * d * ab, n * kv * kb);
@@ -154,8 +154,8 @@ Work CostModel::q_projection(std::int64_t s) const {
   const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype);
   const double bias = m.qkv_bias ? 1.0 : 0.0;
   w.ops.push_back(Op{OpKind::kQProj, L * (2 * n * d * q + bias * n * q), L * (d * q + bias * q) * wb,
-                     L * n * (d + q) * ab, 0, 0, m.n_layers});
-  w.ops.push_back(Op{OpKind::kRope, L * 3 * n * q, 0, L * 2 * n * q * ab, 0, 0, m.n_layers});
+                     L * n * (d + q) * ab, 0, 0, m.n_layers, s});
+  w.ops.push_back(Op{OpKind::kRope, L * 3 * n * q, 0, L * 2 * n * q * ab, 0, 0, m.n_layers, s});
   return w;
 }
 

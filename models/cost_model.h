@@ -64,6 +64,7 @@ struct Op {
   double kv_read_bytes = 0;
   double kv_write_bytes = 0;
   int layers = 1;  // how many layer instances are summed here (for per-call overheads)
+  std::int64_t tokens = 0;  // query tokens processed per layer (1 = matrix-vector work)
   double bytes() const { return weight_bytes + act_bytes + kv_read_bytes + kv_write_bytes; }
 };
 

@@ -83,7 +83,9 @@ H5::Group make_group(const H5::Group& parent, const std::string& name) {
   hid_t id = H5Gcreate2(parent.getId(), name.c_str(), H5P_DEFAULT, gcpl, H5P_DEFAULT);
   H5Pclose(gcpl);
   if (id < 0) throw Error(fmt::format("cannot create HDF5 group '{}'", name));
-  return H5::Group(id);
+  H5::Group g(id);  // the C++ wrapper takes its own reference to the id...
+  H5Gclose(id);     // ...so drop ours, or the file would stay open after close()
+  return g;
 }
 
 H5::Group Writer::group(const std::string& path) {

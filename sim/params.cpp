@@ -170,7 +170,7 @@ bool parse_int(const YAML::Node& n, std::int64_t& out) {
 
 Params::Params(const YAML::Node& node, const ParamSchema& schema, ConfigSource source,
                std::vector<std::string> passthrough)
-    : node_(node), schema_(&schema), source_(std::move(source)) {
+    : node_(node), schema_(std::make_shared<const ParamSchema>(schema)), source_(std::move(source)) {
   if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap())
     throw ConfigError(fmt::format("{}: expected a mapping of parameters, got {}", source_.where(node_),
                                   describe(node_)));

@@ -105,7 +105,7 @@ class Params {
  private:
   YAML::Node value_of(const std::string& name, ParamType expected) const;
   YAML::Node node_;
-  const ParamSchema* schema_;
+  std::shared_ptr<const ParamSchema> schema_;  // a copy: Params may outlive the caller's schema
   ConfigSource source_;
 };
 

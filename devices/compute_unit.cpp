@@ -1,0 +1,100 @@
+#include "devices/compute_unit.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/error.h"
+
+namespace mobisim::devices {
+
+using models::DType;
+
+ParamSchema ComputeUnitSpec::schema() {
+  ParamSchema s;
+  s.node("peak_tflops", "peak TFLOP/s (TOPS for integer dtypes) per weight dtype, e.g. {fp32: 0.2, int8: 1.6}");
+  s.real("mem_bandwidth_gbps", std::nullopt, "DRAM bandwidth available to this unit").positive().with_unit("GB/s");
+  s.real("compute_efficiency", 1.0, "achieved fraction of peak on GEMM-like work").range(1e-6, 1.0);
+  s.real("gemv_compute_efficiency", 0.0, "achieved fraction of peak on single-token operators (0: same as compute_efficiency)")
+      .range(0.0, 1.0);
+  s.real("bandwidth_efficiency", 1.0, "achieved fraction of peak bandwidth").range(1e-6, 1.0);
+  s.real("call_overhead_us", 0.0, "fixed cost per operator per layer (kernel launch, sync)")
+      .non_negative()
+      .with_unit("us");
+  s.real("active_power_w", 0.0, "power while busy").non_negative().with_unit("W");
+  s.real("idle_power_w", 0.0, "power while idle").non_negative().with_unit("W");
+  s.integer("cores", 1, "cores used (informational)").at_least(1);
+  s.text("source", std::string(""), "where these numbers come from");
+  return s;
+}
+
+ComputeUnitSpec ComputeUnitSpec::from_params(const std::string& name, const Params& p) {
+  ComputeUnitSpec u;
+  u.name = name;
+  u.mem_bandwidth_gbps = p.real("mem_bandwidth_gbps");
+  u.compute_efficiency = p.real("compute_efficiency");
+  u.bandwidth_efficiency = p.real("bandwidth_efficiency");
+  u.gemv_compute_efficiency = p.real("gemv_compute_efficiency");
+  if (u.gemv_compute_efficiency == 0) u.gemv_compute_efficiency = u.compute_efficiency;
+  u.call_overhead_us = p.real("call_overhead_us");
+  u.active_power_w = p.real("active_power_w");
+  u.idle_power_w = p.real("idle_power_w");
+  u.cores = static_cast<int>(p.integer("cores"));
+  YAML::Node peaks = p.node("peak_tflops");
+  if (!peaks.IsMap() || peaks.size() == 0) p.fail("peak_tflops", "expected a mapping dtype -> TFLOP/s, e.g. {fp16: 1.0}");
+  for (const auto& kv : peaks) {
+    const std::string dt = kv.first.as<std::string>();
+    DType t;
+    try {
+      t = models::parse_dtype(dt);
+    } catch (const ConfigError& e) {
+      p.fail("peak_tflops", e.what());
+    }
+    double v = 0;
+    try {
+      v = kv.second.as<double>();
+    } catch (const YAML::Exception&) {
+      p.fail("peak_tflops", fmt::format("peak for {} must be a number", dt));
+    }
+    if (!(v > 0)) p.fail("peak_tflops", fmt::format("peak for {} must be > 0, got {}", dt, v));
+    u.peak_tflops[t] = v;
+  }
+  return u;
+}
+
+double ComputeUnitSpec::peak_flops(DType t) const {
+  // Fallback chain: the arithmetic a unit actually runs for a dtype it has no peak for.
+  static const std::map<DType, std::vector<DType>> chain = {
+      {DType::kInt4, {DType::kInt4, DType::kInt8, DType::kF16, DType::kF32}},
+      {DType::kF8, {DType::kF8, DType::kInt8, DType::kF16, DType::kF32}},
+      {DType::kInt8, {DType::kInt8, DType::kF16, DType::kF32}},
+      {DType::kBF16, {DType::kBF16, DType::kF16, DType::kF32}},
+      {DType::kF16, {DType::kF16, DType::kF32}},
+      {DType::kF32, {DType::kF32}},
+  };
+  for (DType c : chain.at(t)) {
+    auto it = peak_tflops.find(c);
+    if (it != peak_tflops.end()) return it->second * 1e12;
+  }
+  throw ConfigError(fmt::format("compute unit '{}' has no peak_tflops usable for dtype {}", name, to_string(t)));
+}
+
+double ComputeUnitSpec::op_seconds(const models::Op& op, DType dtype) const {
+  const double eff = op.tokens == 1 ? gemv_compute_efficiency : compute_efficiency;
+  const double compute = op.flops / (peak_flops(dtype) * eff);
+  const double memory = op.bytes() / (mem_bandwidth_gbps * 1e9 * bandwidth_efficiency);
+  return std::max(compute, memory) + call_overhead_us * 1e-6 * op.layers;
+}
+
+double ComputeUnitSpec::seconds(const models::Work& w, DType dtype) const {
+  double s = 0;
+  for (const auto& op : w.ops) s += op_seconds(op, dtype);
+  return s;
+}
+
+double ComputeUnitSpec::copy_seconds(double bytes) const {
+  // A copy reads and writes every byte.
+  return 2.0 * bytes / (mem_bandwidth_gbps * 1e9 * bandwidth_efficiency);
+}
+
+}  // namespace mobisim::devices

@@ -1,0 +1,46 @@
+#pragma once
+// A compute unit (CPU cluster, mobile GPU, desktop GPU): turns a transformer
+// `Work` into time with a per-operator roofline,
+//
+//   t(op) = max( flops / (peak[dtype] * efficiency(op)),
+//                bytes / (mem_bandwidth * bandwidth_efficiency) ) + call_overhead * layers,
+//
+// summed over operators; efficiency(op) is `gemv_compute_efficiency` for
+// single-token operators (decode runs different kernels than batched prefill)
+// and `compute_efficiency` otherwise. `peak[dtype]` is the unit's peak for arithmetic on
+// weights of that dtype (int4/fp8 fall back to int8, bf16 to fp16, then fp32).
+// Energy is active power while busy plus idle power otherwise (see Device).
+#include <map>
+#include <string>
+
+#include "models/cost_model.h"
+#include "sim/params.h"
+#include "sim/time.h"
+
+namespace mobisim::devices {
+
+struct ComputeUnitSpec {
+  std::string name;
+  std::map<models::DType, double> peak_tflops;  // per weight dtype
+  double mem_bandwidth_gbps = 0;
+  double compute_efficiency = 1.0;
+  double gemv_compute_efficiency = 1.0;  // for single-token (matrix-vector) operators, e.g. decode
+  double bandwidth_efficiency = 1.0;
+  double call_overhead_us = 0;
+  double active_power_w = 0;
+  double idle_power_w = 0;
+  int cores = 1;
+
+  static ParamSchema schema();
+  static ComputeUnitSpec from_params(const std::string& name, const Params& p);
+
+  double peak_flops(models::DType t) const;  // FLOP/s, throws ConfigError when none applies
+  // Roofline time of one operator and of a whole Work.
+  double op_seconds(const models::Op& op, models::DType dtype) const;
+  double seconds(const models::Work& w, models::DType dtype) const;
+  sim::Time time(const models::Work& w, models::DType dtype) const { return sim::from_seconds(seconds(w, dtype)); }
+  // Time to stream `bytes` through this unit's memory (e.g. a DRAM-to-DRAM copy).
+  double copy_seconds(double bytes) const;
+};
+
+}  // namespace mobisim::devices

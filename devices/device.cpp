@@ -1,0 +1,276 @@
+#include "devices/device.h"
+
+#include <fmt/format.h>
+
+#include "sim/builtin_configs.h"
+#include "sim/error.h"
+
+namespace mobisim::devices {
+
+// ---------------------------------------------------------------------------
+// Profile
+// ---------------------------------------------------------------------------
+const ComputeUnitSpec& DeviceProfile::unit(const std::string& n, const std::string& needed_by) const {
+  auto it = compute.find(n);
+  if (it == compute.end()) {
+    std::vector<std::string> names;
+    for (const auto& [k, v] : compute) names.push_back(k);
+    throw ConfigError(fmt::format("device profile '{}' ({}) has no compute unit '{}', needed by {} (it has: {})", name,
+                                  origin, n, needed_by, fmt::join(names, ", ")));
+  }
+  return it->second;
+}
+
+const NpuSpec& DeviceProfile::require_npu(const std::string& needed_by) const {
+  if (!npu) throw ConfigError(fmt::format("device profile '{}' ({}) has no npu, needed by {}", name, origin, needed_by));
+  return *npu;
+}
+
+const StorageSpec& DeviceProfile::require_storage(const std::string& needed_by) const {
+  if (!storage)
+    throw ConfigError(fmt::format("device profile '{}' ({}) has no storage, needed by {}", name, origin, needed_by));
+  return *storage;
+}
+
+const LinkSpec& DeviceProfile::link(const std::string& n, const std::string& needed_by) const {
+  auto it = links.find(n);
+  if (it == links.end())
+    throw ConfigError(fmt::format("device profile '{}' ({}) has no link '{}', needed by {}", name, origin, n, needed_by));
+  return it->second;
+}
+
+const BatterySpec& DeviceProfile::require_battery(const std::string& needed_by) const {
+  if (!battery)
+    throw ConfigError(fmt::format("device profile '{}' ({}) has no battery, needed by {}", name, origin, needed_by));
+  return *battery;
+}
+
+static ParamSchema profile_schema() {
+  ParamSchema s;
+  s.text("name", std::nullopt, "profile name");
+  s.text("description", std::string(""), "what this device is");
+  s.text("soc", std::string(""), "system on chip");
+  s.real("base_power_w", 0.0, "SoC/platform power drawn whenever the simulation runs").non_negative().with_unit("W");
+  s.node("compute", "compute units by name (cpu_big, cpu_mid, cpu_little, gpu, ...)");
+  s.node("npu", "neural processing unit (static graphs)");
+  s.node("dram", "main memory");
+  s.node("storage", "flash storage");
+  s.node("links", "links by name (pcie, ...)");
+  s.node("battery", "battery");
+  return s;
+}
+
+static ParamSchema dram_schema() {
+  ParamSchema s;
+  s.real("capacity_gb", std::nullopt, "DRAM capacity").positive().with_unit("GB");
+  s.real("bandwidth_gbps", std::nullopt, "peak DRAM bandwidth").positive().with_unit("GB/s");
+  s.real("reserved_gb", 0.0, "held by the OS and other apps").non_negative().with_unit("GB");
+  s.text("type", std::string(""), "e.g. LPDDR5");
+  s.text("source", std::string(""), "where these numbers come from");
+  return s;
+}
+
+static ParamSchema battery_schema() {
+  ParamSchema s;
+  s.real("capacity_mah", std::nullopt, "battery capacity").positive().with_unit("mAh");
+  s.real("voltage_v", 3.87, "nominal cell voltage").positive().with_unit("V");
+  s.text("source", std::string(""), "where these numbers come from");
+  return s;
+}
+
+DeviceProfile DeviceProfile::from_yaml(const YAML::Node& root, const ConfigSource& source) {
+  ParamSchema ps = profile_schema();
+  Params p(root, ps, source, {});
+  DeviceProfile d;
+  d.name = p.text("name");
+  d.description = p.text("description");
+  d.soc = p.text("soc");
+  d.base_power_w = p.real("base_power_w");
+  d.origin = source.file ? *source.file : "<inline>";
+
+  YAML::Node compute = p.node("compute");
+  if (compute.IsDefined() && !compute.IsNull()) {
+    if (!compute.IsMap()) p.fail("compute", "expected a mapping of unit name -> unit parameters");
+    ParamSchema us = ComputeUnitSpec::schema();
+    for (const auto& kv : compute) {
+      const std::string n = kv.first.as<std::string>();
+      d.compute.emplace(n, ComputeUnitSpec::from_params(n, Params(kv.second, us, source.child("compute").child(n), {})));
+    }
+  }
+  if (YAML::Node n = p.node("npu"); n.IsDefined() && !n.IsNull()) {
+    ParamSchema s = NpuSpec::schema();
+    d.npu = NpuSpec::from_params(Params(n, s, source.child("npu"), {}));
+  }
+  {
+    YAML::Node n = p.node("dram");
+    if (!n.IsDefined() || n.IsNull()) p.fail("dram", "missing required key 'dram' (capacity_gb, bandwidth_gbps)");
+    ParamSchema s = dram_schema();
+    Params dp(n, s, source.child("dram"), {});
+    d.dram = DramSpec{dp.real("capacity_gb"), dp.real("bandwidth_gbps"), dp.real("reserved_gb")};
+    if (d.dram.reserved_gb >= d.dram.capacity_gb) dp.fail("reserved_gb", "must be smaller than capacity_gb");
+  }
+  if (YAML::Node n = p.node("storage"); n.IsDefined() && !n.IsNull()) {
+    ParamSchema s = StorageSpec::schema();
+    d.storage = StorageSpec::from_params(Params(n, s, source.child("storage"), {}));
+  }
+  if (YAML::Node n = p.node("links"); n.IsDefined() && !n.IsNull()) {
+    if (!n.IsMap()) p.fail("links", "expected a mapping of link name -> link parameters");
+    ParamSchema s = LinkSpec::schema();
+    for (const auto& kv : n) {
+      const std::string ln = kv.first.as<std::string>();
+      d.links.emplace(ln, LinkSpec::from_params(ln, Params(kv.second, s, source.child("links").child(ln), {})));
+    }
+  }
+  if (YAML::Node n = p.node("battery"); n.IsDefined() && !n.IsNull()) {
+    ParamSchema s = battery_schema();
+    Params bp(n, s, source.child("battery"), {});
+    d.battery = BatterySpec{bp.real("capacity_mah"), bp.real("voltage_v")};
+  }
+  return d;
+}
+
+DeviceProfile load_device_profile(const std::string& name_or_path) {
+  std::string text, origin;
+  if (!find_config("devices", name_or_path, text, origin))
+    throw ConfigError(fmt::format("unknown device '{}' (built-in: {}; or give a path to a YAML file)", name_or_path,
+                                  fmt::join(builtin_device_names(), ", ")));
+  return DeviceProfile::from_yaml(load_yaml_string(text, origin),
+                                  ConfigSource{std::make_shared<std::string>(origin), ""});
+}
+
+DeviceProfile load_device_profile(const YAML::Node& node, const ConfigSource& source) {
+  if (node.IsScalar()) return load_device_profile(node.Scalar());
+  return DeviceProfile::from_yaml(node, source);
+}
+
+std::vector<std::string> builtin_device_names() { return builtin_names("devices"); }
+
+// ---------------------------------------------------------------------------
+// Runtime device
+// ---------------------------------------------------------------------------
+Device::Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup& stats, sim::Timeline* timeline)
+    : sim_(sim), profile_(profile), stats_(stats), timeline_(timeline) {
+  for (const auto& [name, spec] : profile_.compute) {
+    Unit u;
+    u.queue = std::make_unique<sim::Resource>(sim_, profile_.name + "/" + name, 1);
+    u.active_w = spec.active_power_w;
+    u.idle_w = spec.idle_power_w;
+    auto& g = stats_.child(name);
+    u.flops = &g.counter("flops", "FLOP", "floating-point operations executed");
+    u.busy_s = &g.counter("busy_s", "s", "time spent executing");
+    units_.emplace(name, std::move(u));
+  }
+  if (profile_.npu) {
+    Unit u;
+    u.queue = std::make_unique<sim::Resource>(sim_, profile_.name + "/npu", 1);
+    u.active_w = profile_.npu->active_power_w;
+    u.idle_w = profile_.npu->idle_power_w;
+    auto& g = stats_.child("npu");
+    u.flops = &g.counter("flops", "FLOP", "operations executed");
+    u.busy_s = &g.counter("busy_s", "s", "time spent executing");
+    units_.emplace("npu", std::move(u));
+  }
+  if (profile_.storage)
+    storage_ = std::make_unique<Storage>(sim_, *profile_.storage, profile_.name + "/storage", stats_.child("storage"),
+                                         timeline_);
+  for (const auto& [name, spec] : profile_.links)
+    links_.emplace(name, std::make_unique<sim::Resource>(sim_, profile_.name + "/" + name, 1));
+  dram_tw_ = &stats_.child("dram").time_weighted(sim_, "used_bytes", "bytes", "DRAM held by simulated components");
+}
+
+Device::Unit& Device::unit_state(const std::string& name) {
+  auto it = units_.find(name);
+  if (it == units_.end()) {
+    if (name == "npu") profile_.require_npu("a compute request");
+    profile_.unit(name, "a compute request");  // throws with the list of units
+  }
+  return it->second;
+}
+
+sim::Resource& Device::unit_queue(const std::string& unit) { return *unit_state(unit).queue; }
+
+sim::Task<void> Device::compute(const std::string& unit, const models::Work& work, models::DType dtype,
+                                std::string label, int priority, bool preempt, bool preemptible) {
+  const double seconds = profile_.unit(unit, label).seconds(work, dtype);
+  Unit& u = unit_state(unit);
+  auto lease = co_await u.queue->acquire(priority, preempt, preemptible);
+  const sim::Time t0 = sim_.now();
+  try {
+    co_await sim_.timeout(sim::from_seconds(seconds));
+  } catch (const sim::Interrupt&) {
+    u.busy_s->add(sim::to_seconds(sim_.now() - t0));
+    if (timeline_) timeline_->span(profile_.name + "/" + unit, label + " (preempted)", t0, sim_.now());
+    throw;
+  }
+  u.flops->add(work.flops());
+  u.busy_s->add(seconds);
+  if (timeline_) timeline_->span(profile_.name + "/" + unit, label, t0, sim_.now());
+}
+
+sim::Task<void> Device::busy(const std::string& unit, sim::Time duration, std::string label, int priority,
+                             bool preempt, bool preemptible) {
+  Unit& u = unit_state(unit);
+  auto lease = co_await u.queue->acquire(priority, preempt, preemptible);
+  const sim::Time t0 = sim_.now();
+  try {
+    co_await sim_.timeout(duration);
+  } catch (const sim::Interrupt&) {
+    u.busy_s->add(sim::to_seconds(sim_.now() - t0));
+    throw;
+  }
+  u.busy_s->add(sim::to_seconds(duration));
+  if (timeline_) timeline_->span(profile_.name + "/" + unit, label, t0, sim_.now());
+}
+
+sim::Task<void> Device::transfer(const std::string& link, double bytes, std::string label) {
+  const LinkSpec& spec = profile_.link(link, label);
+  auto& q = *links_.at(link);
+  auto lease = co_await q.acquire();
+  const sim::Time t0 = sim_.now();
+  co_await sim_.timeout(sim::from_seconds(spec.transfer_seconds(bytes)));
+  if (timeline_) timeline_->span(profile_.name + "/" + link, label, t0, sim_.now(), "io");
+}
+
+Storage& Device::storage() {
+  if (!storage_) profile_.require_storage("a storage request");
+  return *storage_;
+}
+
+bool Device::allocate(const std::string& owner, double bytes) {
+  (void)owner;
+  if (dram_used_ + bytes > profile_.dram.available_bytes()) return false;
+  dram_used_ += bytes;
+  dram_tw_->set(dram_used_);
+  return true;
+}
+
+void Device::release(const std::string& owner, double bytes) {
+  (void)owner;
+  dram_used_ = std::max(0.0, dram_used_ - bytes);
+  dram_tw_->set(dram_used_);
+}
+
+double Device::busy_seconds(const std::string& unit) const {
+  auto it = units_.find(unit);
+  return it == units_.end() ? 0.0 : it->second.queue->busy_slot_seconds();
+}
+
+double Device::energy_j() const {
+  const double elapsed = sim::to_seconds(sim_.now());
+  double e = profile_.base_power_w * elapsed;
+  for (const auto& [name, u] : units_) {
+    const double busy = u.queue->busy_slot_seconds();
+    e += u.active_w * busy + u.idle_w * std::max(0.0, elapsed - busy);
+  }
+  if (storage_) {
+    const double busy = storage_->busy_seconds();
+    e += profile_.storage->active_power_w * busy + profile_.storage->idle_power_w * std::max(0.0, elapsed - busy);
+  }
+  return e;
+}
+
+double Device::battery_percent(double joules) const {
+  return 100.0 * joules / profile_.require_battery("battery_percent").joules();
+}
+
+}  // namespace mobisim::devices

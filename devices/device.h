@@ -1,0 +1,112 @@
+#pragma once
+// A device = a profile (static numbers from configs/devices/*.yaml) plus, inside
+// one simulation, the queued units that work is submitted to.
+//
+//   co_await device.compute("cpu_big", work, dtype, "prefill q3");
+//   co_await device.storage().read(bytes);
+//   co_await device.transfer("pcie", bytes);
+//
+// Energy: every unit draws `active_power_w` while busy and `idle_power_w`
+// otherwise, plus the SoC's `base_power_w` for the whole run; energy_j() sums
+// them, battery_percent() converts joules to % of the battery (mAh x V).
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "devices/compute_unit.h"
+#include "devices/link.h"
+#include "devices/npu.h"
+#include "devices/storage.h"
+#include "sim/resource.h"
+#include "sim/stats.h"
+#include "sim/timeline.h"
+
+namespace mobisim::devices {
+
+struct DramSpec {
+  double capacity_gb = 0;
+  double bandwidth_gbps = 0;
+  double reserved_gb = 0;  // OS and other apps: not available to the simulated workload
+  double available_bytes() const { return (capacity_gb - reserved_gb) * 1e9; }
+};
+
+struct BatterySpec {
+  double capacity_mah = 0;
+  double voltage_v = 0;
+  double joules() const { return capacity_mah * 1e-3 * voltage_v * 3600.0; }
+};
+
+struct DeviceProfile {
+  std::string name, description, soc, origin;
+  std::map<std::string, ComputeUnitSpec> compute;
+  std::optional<NpuSpec> npu;
+  DramSpec dram;
+  std::optional<StorageSpec> storage;
+  std::map<std::string, LinkSpec> links;
+  std::optional<BatterySpec> battery;
+  double base_power_w = 0;
+
+  // Accessors that fail with a ConfigError naming the profile and who needed the unit.
+  const ComputeUnitSpec& unit(const std::string& name, const std::string& needed_by) const;
+  const NpuSpec& require_npu(const std::string& needed_by) const;
+  const StorageSpec& require_storage(const std::string& needed_by) const;
+  const LinkSpec& link(const std::string& name, const std::string& needed_by) const;
+  const BatterySpec& require_battery(const std::string& needed_by) const;
+
+  static DeviceProfile from_yaml(const YAML::Node& root, const ConfigSource& source);
+};
+
+DeviceProfile load_device_profile(const std::string& name_or_path);
+DeviceProfile load_device_profile(const YAML::Node& node, const ConfigSource& source);
+std::vector<std::string> builtin_device_names();
+
+class Device {
+ public:
+  Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup& stats, sim::Timeline* timeline = nullptr);
+
+  const DeviceProfile& profile() const { return profile_; }
+  sim::Simulator& sim() { return sim_; }
+
+  // Runs `work` on a compute unit, queued behind earlier work (lower priority value first).
+  // With `preemptible`, a later request with `preempt` may take the unit: this call then throws
+  // sim::Interrupt and the work is lost (the caller decides whether to retry).
+  sim::Task<void> compute(const std::string& unit, const models::Work& work, models::DType dtype,
+                          std::string label, int priority = 0, bool preempt = false, bool preemptible = false);
+  // Holds a unit busy for a given duration (e.g. a profiled fixed-cost operation).
+  sim::Task<void> busy(const std::string& unit, sim::Time duration, std::string label, int priority = 0,
+                       bool preempt = false, bool preemptible = false);
+  sim::Task<void> transfer(const std::string& link, double bytes, std::string label = "transfer");
+  Storage& storage();
+  sim::Resource& unit_queue(const std::string& unit);
+
+  // DRAM accounting: `allocate` returns false (and changes nothing) when it would not fit.
+  bool allocate(const std::string& owner, double bytes);
+  void release(const std::string& owner, double bytes);
+  double dram_used_bytes() const { return dram_used_; }
+
+  double busy_seconds(const std::string& unit) const;
+  double energy_j() const;                 // since the start of the simulation
+  double battery_percent(double joules) const;
+
+ private:
+  struct Unit {
+    std::unique_ptr<sim::Resource> queue;
+    double active_w = 0, idle_w = 0;
+    sim::Counter* flops = nullptr;
+    sim::Counter* busy_s = nullptr;
+  };
+  Unit& unit_state(const std::string& name);
+  sim::Simulator& sim_;
+  DeviceProfile profile_;
+  sim::StatGroup& stats_;
+  sim::Timeline* timeline_;
+  std::map<std::string, Unit> units_;
+  std::unique_ptr<Storage> storage_;
+  std::map<std::string, std::unique_ptr<sim::Resource>> links_;
+  double dram_used_ = 0;
+  sim::TimeWeighted* dram_tw_ = nullptr;
+};
+
+}  // namespace mobisim::devices

@@ -1,0 +1,54 @@
+#include "devices/npu.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mobisim::devices {
+
+ParamSchema NpuSpec::schema() {
+  ParamSchema s;
+  s.real("peak_tops_int8", std::nullopt, "peak INT8 TOPS (vendor figure)").positive().with_unit("TOPS");
+  s.real("peak_tflops_fp16", 0.0, "peak FP16 TFLOP/s (0: half the INT8 figure)").non_negative().with_unit("TFLOP/s");
+  s.real("max_utilization", 0.1, "fraction of peak reached by long chunks on LLM graphs").range(1e-6, 1.0);
+  s.real("half_utilization_chunk", 64.0, "chunk length at which half of max_utilization is reached").positive();
+  s.real("exec_overhead_ms", 1.0, "fixed cost per graph execution").non_negative().with_unit("ms");
+  s.real("mem_bandwidth_gbps", std::nullopt, "DRAM bandwidth available to the NPU").positive().with_unit("GB/s");
+  s.real("graph_load_ms_per_layer", 10.0, "time to load/switch one layer's compiled graph").non_negative().with_unit("ms");
+  s.real("active_power_w", 0.0, "power while executing").non_negative().with_unit("W");
+  s.real("idle_power_w", 0.0, "power while idle").non_negative().with_unit("W");
+  s.text("source", std::string(""), "where these numbers come from");
+  return s;
+}
+
+NpuSpec NpuSpec::from_params(const Params& p) {
+  NpuSpec n;
+  n.peak_tops_int8 = p.real("peak_tops_int8");
+  n.peak_tflops_fp16 = p.real("peak_tflops_fp16");
+  if (n.peak_tflops_fp16 == 0) n.peak_tflops_fp16 = n.peak_tops_int8 / 2.0;
+  n.max_utilization = p.real("max_utilization");
+  n.half_utilization_chunk = p.real("half_utilization_chunk");
+  n.exec_overhead_ms = p.real("exec_overhead_ms");
+  n.mem_bandwidth_gbps = p.real("mem_bandwidth_gbps");
+  n.graph_load_ms_per_layer = p.real("graph_load_ms_per_layer");
+  n.active_power_w = p.real("active_power_w");
+  n.idle_power_w = p.real("idle_power_w");
+  return n;
+}
+
+double NpuSpec::exec_seconds(const models::Work& work, double chunk, models::DType weight_dtype) const {
+  const bool integer = weight_dtype == models::DType::kInt8 || weight_dtype == models::DType::kInt4 ||
+                       weight_dtype == models::DType::kF8;
+  const double peak = (integer ? peak_tops_int8 : peak_tflops_fp16) * 1e12;
+  const double compute = work.flops() / (peak * utilization(chunk));
+  const double memory = work.bytes() / (mem_bandwidth_gbps * 1e9);
+  return exec_overhead_ms * 1e-3 + std::max(compute, memory);
+}
+
+double NpuSpec::run_seconds(std::int64_t n_tokens, std::int64_t chunk, const models::Work& work_of_chunk,
+                            models::DType weight_dtype) const {
+  if (n_tokens <= 0) return 0.0;
+  const std::int64_t execs = (n_tokens + chunk - 1) / chunk;
+  return static_cast<double>(execs) * exec_seconds(work_of_chunk, static_cast<double>(chunk), weight_dtype);
+}
+
+}  // namespace mobisim::devices

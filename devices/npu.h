@@ -1,0 +1,46 @@
+#pragma once
+// A mobile NPU running static compiled graphs (as Qualcomm QNN / mllm do).
+//
+// A graph is compiled for a fixed input shape: a chunk of `c` tokens. Running n
+// tokens on a graph of chunk c costs ceil(n / c) executions, each padded to c
+// tokens. One execution costs
+//
+//   t_exec(c) = exec_overhead + max( flops(c) / (peak * util(c)), weight_bytes / bandwidth ),
+//   util(c)   = max_utilization * c / (c + half_utilization_chunk),
+//
+// i.e. a weight-stationary array that is poorly used by short inputs and
+// saturates for long ones (CoordGen section 2.3: longer chunks are more
+// efficient per token). Loading a graph (or switching to another shape) costs
+// `graph_load_ms_per_layer` per layer and keeps a copy of the weights resident
+// per loaded graph (graphs do not share weights).
+#include <string>
+
+#include "models/cost_model.h"
+#include "sim/params.h"
+
+namespace mobisim::devices {
+
+struct NpuSpec {
+  double peak_tops_int8 = 0;
+  double peak_tflops_fp16 = 0;
+  double max_utilization = 1.0;
+  double half_utilization_chunk = 64;
+  double exec_overhead_ms = 0;
+  double mem_bandwidth_gbps = 0;
+  double graph_load_ms_per_layer = 0;
+  double active_power_w = 0;
+  double idle_power_w = 0;
+
+  static ParamSchema schema();
+  static NpuSpec from_params(const Params& p);
+
+  double utilization(double chunk) const { return max_utilization * chunk / (chunk + half_utilization_chunk); }
+  // One execution of a graph of `chunk` tokens doing `work` (the work of exactly `chunk` tokens).
+  double exec_seconds(const models::Work& work_of_chunk, double chunk, models::DType weight_dtype) const;
+  // n tokens on a graph of chunk c: ceil(n/c) padded executions (work_of_chunk as above).
+  double run_seconds(std::int64_t n_tokens, std::int64_t chunk, const models::Work& work_of_chunk,
+                     models::DType weight_dtype) const;
+  double graph_load_seconds(int layers) const { return graph_load_ms_per_layer * 1e-3 * layers; }
+};
+
+}  // namespace mobisim::devices

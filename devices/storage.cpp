@@ -1,0 +1,144 @@
+#include "devices/storage.h"
+
+#include <cmath>
+
+#include "sim/event.h"
+
+namespace mobisim::devices {
+
+ParamSchema StorageSpec::schema() {
+  ParamSchema s;
+  s.text("kind", std::nullopt, "storage standard").in({"ufs2.1", "ufs2.2", "ufs3.0", "ufs3.1", "ufs4.0", "nvme", "emmc"});
+  s.real("seq_read_gbps", std::nullopt, "sequential read bandwidth").positive().with_unit("GB/s");
+  s.real("seq_write_gbps", std::nullopt, "sequential write bandwidth").positive().with_unit("GB/s");
+  s.real("random_read_iops", std::nullopt, "4 KB random read IOPS at full queue depth").positive();
+  s.real("random_write_iops", std::nullopt, "4 KB random write IOPS at full queue depth").positive();
+  s.integer("queue_depth", 32, "command queue depth (UFS: 32)").at_least(1);
+  s.real("access_latency_us", 80.0, "flash access latency per command").non_negative().with_unit("us");
+  s.real("max_transfer_kb", 512.0, "largest single command; bigger requests are split").positive().with_unit("KB");
+  s.real("page_size_kb", 4.0, "flash program page; partial-page writes program a whole page").positive().with_unit("KB");
+  s.real("active_power_w", 0.0, "power while transferring").non_negative().with_unit("W");
+  s.real("idle_power_w", 0.0, "power while idle").non_negative().with_unit("W");
+  s.real("capacity_gb", 128.0, "capacity").positive().with_unit("GB");
+  s.text("source", std::string(""), "where these numbers come from");
+  return s;
+}
+
+StorageSpec StorageSpec::from_params(const Params& p) {
+  StorageSpec s;
+  s.kind = p.text("kind");
+  s.seq_read_gbps = p.real("seq_read_gbps");
+  s.seq_write_gbps = p.real("seq_write_gbps");
+  s.random_read_iops = p.real("random_read_iops");
+  s.random_write_iops = p.real("random_write_iops");
+  s.queue_depth = static_cast<int>(p.integer("queue_depth"));
+  s.access_latency_us = p.real("access_latency_us");
+  s.max_transfer_kb = p.real("max_transfer_kb");
+  s.page_size_kb = p.real("page_size_kb");
+  s.active_power_w = p.real("active_power_w");
+  s.idle_power_w = p.real("idle_power_w");
+  s.capacity_gb = p.real("capacity_gb");
+  return s;
+}
+
+double StorageSpec::written_bytes(double bytes) const {
+  const double page = page_size_kb * 1024.0;
+  return std::ceil(bytes / page) * page;
+}
+
+// Idle-device time: commands pipeline through controller, flash and bus; the
+// slowest stage paces them, the first command pays every stage once.
+static double pipeline_seconds(double bytes, double iops, double latency_s, double bw_bps, double max_cmd,
+                               int queue_depth) {
+  if (bytes <= 0) return 0.0;
+  const double n_cmd = std::ceil(bytes / max_cmd);
+  const double cmd_bytes = bytes / n_cmd;
+  const double ctrl = 1.0 / iops, xfer = cmd_bytes / bw_bps;
+  // With queue_depth slots, a slot turns over every (ctrl + latency + xfer) at best.
+  const double slot_pace = (ctrl + latency_s + xfer) / queue_depth;
+  const double pace = std::max({ctrl, xfer, slot_pace});
+  return ctrl + latency_s + xfer + (n_cmd - 1) * pace;
+}
+
+double StorageSpec::read_seconds(double bytes) const {
+  return pipeline_seconds(bytes, random_read_iops, access_latency_us * 1e-6, seq_read_gbps * 1e9,
+                          max_transfer_kb * 1024.0, queue_depth);
+}
+
+double StorageSpec::write_seconds(double bytes) const {
+  return pipeline_seconds(written_bytes(bytes), random_write_iops, access_latency_us * 1e-6, seq_write_gbps * 1e9,
+                          max_transfer_kb * 1024.0, queue_depth);
+}
+
+double StorageSpec::sustained_read_bps(double request_bytes) const {
+  const double cmd = std::min(request_bytes, max_transfer_kb * 1024.0);
+  const double ctrl = 1.0 / random_read_iops, xfer = cmd / (seq_read_gbps * 1e9);
+  const double slot_pace = (ctrl + access_latency_us * 1e-6 + xfer) / queue_depth;
+  return cmd / std::max({ctrl, xfer, slot_pace});
+}
+
+Storage::Storage(sim::Simulator& sim, StorageSpec spec, std::string name, sim::StatGroup& stats,
+                 sim::Timeline* timeline)
+    : sim_(sim),
+      spec_(std::move(spec)),
+      name_(std::move(name)),
+      slots_(sim, name_ + "/slots", spec_.queue_depth),
+      controller_(sim, name_ + "/controller", 1),
+      bus_(sim, name_ + "/bus", 1),
+      bytes_read_(stats.counter("bytes_read", "bytes", "bytes read by requests")),
+      bytes_written_(stats.counter("bytes_written", "bytes", "bytes written by requests")),
+      flash_bytes_written_(stats.counter("flash_bytes_written", "bytes", "bytes programmed (whole pages)")),
+      commands_(stats.counter("commands", "count", "device commands issued")),
+      request_ms_(stats.histogram("request_latency_ms", "ms", "latency of each read/write request")),
+      timeline_(timeline) {}
+
+sim::Task<void> Storage::command(double bytes, bool is_write) {
+  auto slot = co_await slots_.acquire();
+  {
+    auto ctrl = co_await controller_.acquire();
+    co_await sim_.timeout(sim::from_seconds(1.0 / (is_write ? spec_.random_write_iops : spec_.random_read_iops)));
+  }
+  co_await sim_.timeout(sim::from_seconds(spec_.access_latency_us * 1e-6));
+  auto bus = co_await bus_.acquire();
+  const double bw = (is_write ? spec_.seq_write_gbps : spec_.seq_read_gbps) * 1e9;
+  co_await sim_.timeout(sim::from_seconds(bytes / bw));
+  commands_.add();
+}
+
+// Commands of one request are issued concurrently (as an io_uring batch would) and the
+// request completes when the last finishes.
+static sim::Task<void> run_request(sim::Simulator& sim, std::vector<sim::Task<void>> cmds) {
+  std::vector<sim::Event> done;
+  for (auto& c : cmds) done.push_back(sim.start(std::move(c), "storage-command").done_event());
+  co_await sim::all_of(sim, done);
+}
+
+sim::Task<void> Storage::read(double bytes, std::string label) {
+  if (bytes <= 0) co_return;
+  const sim::Time t0 = sim_.now();
+  const double max_cmd = spec_.max_transfer_kb * 1024.0;
+  const auto n = static_cast<std::size_t>(std::ceil(bytes / max_cmd));
+  std::vector<sim::Task<void>> cmds;
+  for (std::size_t i = 0; i < n; ++i) cmds.push_back(command(bytes / static_cast<double>(n), false));
+  co_await run_request(sim_, std::move(cmds));
+  bytes_read_.add(bytes);
+  request_ms_.add(sim::to_ms(sim_.now() - t0));
+  if (timeline_) timeline_->span(name_, label, t0, sim_.now(), "io");
+}
+
+sim::Task<void> Storage::write(double bytes, std::string label) {
+  if (bytes <= 0) co_return;
+  const sim::Time t0 = sim_.now();
+  const double programmed = spec_.written_bytes(bytes);
+  const double max_cmd = spec_.max_transfer_kb * 1024.0;
+  const auto n = static_cast<std::size_t>(std::ceil(programmed / max_cmd));
+  std::vector<sim::Task<void>> cmds;
+  for (std::size_t i = 0; i < n; ++i) cmds.push_back(command(programmed / static_cast<double>(n), true));
+  co_await run_request(sim_, std::move(cmds));
+  bytes_written_.add(bytes);
+  flash_bytes_written_.add(programmed);
+  request_ms_.add(sim::to_ms(sim_.now() - t0));
+  if (timeline_) timeline_->span(name_, label, t0, sim_.now(), "io");
+}
+
+}  // namespace mobisim::devices

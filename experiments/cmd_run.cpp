@@ -1,0 +1,115 @@
+// `mobisim run`, `mobisim validate` and `mobisim list`.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "devices/device.h"
+#include "experiments/experiment.h"
+#include "models/model_spec.h"
+#include "sim/cli.h"
+#include "sim/error.h"
+#include "sim/registry.h"
+
+namespace mobisim::experiments {
+namespace {
+
+cli::ArgParser run_parser(const std::string& usage, const std::string& doc) {
+  cli::ArgParser a(usage, doc);
+  a.positional("CONFIG", "experiment YAML file");
+  a.repeated("set", "p", "KEY.PATH=VALUE", "override a config value, e.g. -p experiment.pipeline.top_k=5");
+  a.option("output", "FILE.h5", "result file (overrides the config's output)");
+  a.option("timeline", "FILE.json", "also write a Perfetto/Chrome-trace timeline");
+  a.flag("no-plot", "do not draw the plot");
+  a.flag("quiet", "no progress or table output");
+  return a;
+}
+
+int cmd_run(const std::vector<std::string>& args) {
+  auto a = run_parser("mobisim run CONFIG [-p key=value]... [--output FILE.h5] [--timeline FILE.json]",
+                      "Runs an experiment: prints its summary table, writes an HDF5 result file, a CSV summary\n"
+                      "and (unless --no-plot) a PNG plot next to it.");
+  if (!a.parse(args)) return kExitOk;
+  RunOptions o;
+  o.overrides = a.all("set");
+  o.output_override = a.maybe("output").value_or("");
+  o.timeline_override = a.maybe("timeline").value_or("");
+  o.no_plot = a.flag_set("no-plot");
+  o.quiet = a.flag_set("quiet");
+  return run_experiment_file(a.get("CONFIG"), o);
+}
+
+int cmd_validate(const std::vector<std::string>& args) {
+  auto a = run_parser("mobisim validate CONFIG [-p key=value]...",
+                      "Checks an experiment file (keys, types, ranges, plug-in names, device and model\n"
+                      "profiles) without running it.");
+  if (!a.parse(args)) return kExitOk;
+  RunOptions o;
+  o.overrides = a.all("set");
+  o.validate_only = true;
+  return run_experiment_file(a.get("CONFIG"), o);
+}
+
+void list_devices() {
+  std::cout << "devices (configs/devices/, built in):\n";
+  for (const auto& name : devices::builtin_device_names()) {
+    auto d = devices::load_device_profile(name);
+    std::vector<std::string> units;
+    for (const auto& [u, spec] : d.compute) units.push_back(u);
+    if (d.npu) units.push_back(fmt::format("npu {:.0f} TOPS", d.npu->peak_tops_int8));
+    std::cout << fmt::format("  {:<24} {}\n  {:<24}   units: {}; DRAM {:.0f} GB @ {:.1f} GB/s; storage: {}\n", name,
+                             d.description, "", fmt::join(units, ", "), d.dram.capacity_gb, d.dram.bandwidth_gbps,
+                             d.storage ? d.storage->kind : std::string("none"));
+  }
+}
+
+void list_models() {
+  std::cout << "\nmodels (configs/models/, built in):\n";
+  std::cout << fmt::format("  {:<14} {:>7} {:>6} {:>6} {:>9} {:>6} {:>7} {:>8} {:>14}\n", "name", "params", "layers",
+                           "hidden", "heads/kv", "head", "ffn", "vocab", "KV B/token fp16");
+  for (const auto& name : models::builtin_model_names()) {
+    auto m = models::load_model_spec(name);
+    std::cout << fmt::format("  {:<14} {:>6.2f}B {:>6} {:>6} {:>5}/{:<3} {:>6} {:>7} {:>8} {:>14.0f}\n", name,
+                             m.total_params() / 1e9, m.n_layers, m.hidden, m.n_heads, m.n_kv_heads, m.head_dim,
+                             m.ffn_hidden, m.vocab, m.kv_bytes_per_token(models::DType::kF16));
+  }
+}
+
+void list_plugins(bool verbose) {
+  for (const auto& [kind, lister] : RegistryCatalog::instance().kinds()) {
+    std::cout << fmt::format("\n{} plug-ins (impl: NAME):\n", kind);
+    for (const auto& e : lister()) {
+      std::cout << fmt::format("  {:<24} {}\n", e.name, e.doc);
+      if (!verbose) continue;
+      for (const auto& d : e.schema.defs()) {
+        std::string def = d.required() ? "required" : "default " + d.default_text();
+        std::cout << fmt::format("      {:<28} {:<10} {:<18} {}{}\n", d.name, to_string(d.type), def, d.doc,
+                                 d.unit.empty() ? "" : " [" + d.unit + "]");
+      }
+    }
+  }
+}
+
+int cmd_list(const std::vector<std::string>& args) {
+  cli::ArgParser a("mobisim list [devices|models|plugins] [--brief]",
+                   "Lists built-in device and model profiles and registered plug-ins with their parameters.");
+  a.positional("WHAT", "devices, models or plugins (default: all)", false);
+  a.flag("brief", "plug-in names only, without parameters");
+  if (!a.parse(args)) return kExitOk;
+  const std::string what = a.maybe("WHAT").value_or("all");
+  if (what != "all" && what != "devices" && what != "models" && what != "plugins")
+    throw UsageError(fmt::format("unknown list '{}': expected devices, models or plugins", what));
+  if (what == "all" || what == "devices") list_devices();
+  if (what == "all" || what == "models") list_models();
+  if (what == "all" || what == "plugins") list_plugins(!a.flag_set("brief"));
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace mobisim::experiments
+
+MOBISIM_REGISTER_COMMAND("run", "run an experiment YAML (HDF5 + CSV + PNG results)", "mobisim run CONFIG",
+                         mobisim::experiments::cmd_run)
+MOBISIM_REGISTER_COMMAND("validate", "check an experiment YAML without running it", "mobisim validate CONFIG",
+                         mobisim::experiments::cmd_validate)
+MOBISIM_REGISTER_COMMAND("list", "list devices, models and plug-ins with their parameters", "mobisim list",
+                         mobisim::experiments::cmd_list)

@@ -1,0 +1,197 @@
+#include "experiments/experiment.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <variant>
+
+#include "sim/atomic_file.h"
+#include "sim/error.h"
+#include "sim/registry.h"
+#include "sim/version.h"
+
+#ifndef MOBISIM_SOURCE_DIR_DEFAULT
+#define MOBISIM_SOURCE_DIR_DEFAULT ""
+#endif
+
+namespace mobisim::experiments {
+
+Results::Variant& Results::variant(const std::string& name) {
+  for (auto& v : variants_)
+    if (v->name == name) return *v;
+  variants_.push_back(std::make_unique<Variant>());
+  variants_.back()->name = name;
+  return *variants_.back();
+}
+
+void RunContext::progress(const std::string& message) const {
+  if (!quiet) std::cerr << "[" << name << "] " << message << "\n";
+}
+
+std::string source_root() {
+  if (const char* home = std::getenv("MOBISIM_HOME")) return home;
+  return MOBISIM_SOURCE_DIR_DEFAULT;
+}
+
+static ParamSchema run_schema() {
+  ParamSchema s;
+  s.text("name", std::string(""), "run name (default: the config file's stem)");
+  s.text("description", std::string(""), "what this experiment shows");
+  s.integer("seed", 1, "master seed of every random stream").non_negative();
+  s.integer("run", 0, "run number (independent replication with the same seed)").non_negative();
+  s.text("output", std::string(""), "HDF5 result path (default: results/<name>.h5)");
+  s.text("timeline", std::string(""), "write a Chrome-trace/Perfetto JSON timeline to this path");
+  s.text("plot", std::string(""), "plot script under plots/ (default: the experiment's own; 'none' to skip)");
+  s.node("experiment", "the experiment driver: {impl: NAME, ...its parameters}");
+  return s;
+}
+
+std::string format_table(const h5::Table& t, std::size_t max_rows) {
+  std::vector<std::vector<std::string>> cells(t.rows() + 1);
+  for (const auto& n : t.names()) cells[0].push_back(n);
+  for (std::size_t r = 0; r < t.rows() && r < max_rows; ++r) {
+    for (const auto& n : t.names()) {
+      std::visit(
+          [&](const auto& c) {
+            using V = std::decay_t<decltype(c[0])>;
+            if constexpr (std::is_same_v<V, std::string>)
+              cells[r + 1].push_back(c[r]);
+            else if constexpr (std::is_same_v<V, double>)
+              cells[r + 1].push_back(fmt::format("{:.4g}", c[r]));
+            else
+              cells[r + 1].push_back(fmt::format("{}", c[r]));
+          },
+          t.column(n));
+    }
+  }
+  cells.resize(std::min(cells.size(), max_rows + 1));
+  std::vector<std::size_t> width(t.names().size(), 0);
+  for (const auto& row : cells)
+    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  std::string out;
+  for (std::size_t r = 0; r < cells.size(); ++r) {
+    for (std::size_t i = 0; i < cells[r].size(); ++i)
+      out += fmt::format("{:>{}}{}", cells[r][i], width[i], i + 1 < cells[r].size() ? "  " : "\n");
+    if (r == 0) {
+      std::size_t total = 0;
+      for (auto w : width) total += w + 2;
+      out += std::string(total > 2 ? total - 2 : 0, '-') + "\n";
+    }
+  }
+  if (t.rows() > max_rows) out += fmt::format("... ({} rows)\n", t.rows());
+  return out;
+}
+
+std::string write_results(const RunContext& ctx) {
+  h5::Writer w(ctx.output);
+  {  // every HDF5 handle must be closed before commit() so the file is really closed
+  H5::Group root = w.root();
+  h5::write_attr(root, "mobisim_version", kVersion);
+  h5::write_attr(root, "format", "mobisim-results/1");
+  h5::write_attr(root, "name", ctx.name);
+  h5::write_attr(root, "seed", static_cast<std::int64_t>(ctx.seed));
+  h5::write_attr(root, "run", static_cast<std::int64_t>(ctx.run));
+  h5::write_attr(root, "config", yaml_to_string(ctx.resolved));
+  if (ctx.resolved["experiment"]["impl"])
+    h5::write_attr(root, "experiment", ctx.resolved["experiment"]["impl"].as<std::string>());
+  ctx.results.summary.write(root, "summary");
+  H5::Group runs = w.group("runs");
+  std::vector<std::string> order;
+  for (const auto& v : ctx.results.variants()) {
+    H5::Group g = h5::make_group(runs, v->name);
+    v->records.write(g, "records");
+    v->stats.write(g);
+    order.push_back(v->name);
+  }
+  h5::write_attr(runs, "order", order);
+  if (!ctx.results.tables.empty()) {
+    H5::Group tg = w.group("tables");
+    for (const auto& [name, t] : ctx.results.tables) t.write(tg, name);
+  }
+  }
+  w.commit();
+  std::string csv = ctx.output;
+  if (csv.ends_with(".h5")) csv.resize(csv.size() - 3);
+  csv += "_summary.csv";
+  write_file_atomic(csv, ctx.results.summary.to_csv());
+  return csv;
+}
+
+bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error) {
+  const std::string script_path = source_root() + "/plots/" + script;
+  if (!std::filesystem::exists(script_path)) {
+    error = fmt::format("plot script {} not found (set MOBISIM_HOME to the mobisim source tree)", script_path);
+    return false;
+  }
+  const char* py = std::getenv("MOBISIM_PYTHON");
+  // Debian installs matplotlib/h5py for /usr/bin/python3; another python3 on PATH may lack them.
+  const std::string python = py ? py : (std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
+  const std::string cmd = fmt::format("'{}' '{}' '{}' '{}'", python, script_path, h5_path, png_path);
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    error = fmt::format("plot command failed (exit {}): {}", rc, cmd);
+    return false;
+  }
+  return true;
+}
+
+int run_experiment(YAML::Node root, const std::string& origin, const RunOptions& options) {
+  for (const auto& o : options.overrides) apply_override(root, o);
+  auto file = std::make_shared<std::string>(origin);
+  ConfigSource src{file, ""};
+  ParamSchema schema = run_schema();
+  Params p(root, schema, src, {});
+  YAML::Node exp_node = p.node("experiment");
+  if (!exp_node.IsDefined() || exp_node.IsNull())
+    throw ConfigError(fmt::format("{}: missing required key 'experiment' (a driver: {})", src.where(root),
+                                  fmt::join(Registry<Experiment>::instance().names(), ", ")));
+  auto experiment = Registry<Experiment>::instance().create(exp_node, src.child("experiment"));
+
+  RunContext ctx;
+  ctx.config_path = origin;
+  ctx.name = p.text("name");
+  if (ctx.name.empty()) ctx.name = std::filesystem::path(origin).stem().string();
+  ctx.seed = static_cast<std::uint64_t>(p.integer("seed"));
+  ctx.run = static_cast<std::uint64_t>(p.integer("run"));
+  ctx.output = options.output_override.empty() ? p.text("output") : options.output_override;
+  if (ctx.output.empty()) ctx.output = "results/" + ctx.name + ".h5";
+  ctx.timeline_path = options.timeline_override.empty() ? p.text("timeline") : options.timeline_override;
+  if (!ctx.timeline_path.empty()) ctx.timeline = std::make_unique<sim::Timeline>();
+  ctx.quiet = options.quiet;
+  ctx.resolved = yaml_clone(root);
+  if (options.validate_only) {
+    std::cout << fmt::format("{}: ok (experiment '{}')\n", origin, exp_node["impl"] ? exp_node["impl"].as<std::string>() : "?");
+    return kExitOk;
+  }
+
+  experiment->run(ctx);
+  const std::string csv = write_results(ctx);
+  if (ctx.timeline) ctx.timeline->write(ctx.timeline_path);
+  if (!ctx.quiet) {
+    std::cout << format_table(ctx.results.summary);
+    std::cout << fmt::format("results: {} (summary CSV: {})\n", ctx.output, csv);
+    if (ctx.timeline) std::cout << fmt::format("timeline: {} ({} spans)\n", ctx.timeline_path, ctx.timeline->size());
+  }
+  std::string plot = p.text("plot");
+  if (plot.empty()) plot = experiment->default_plot();
+  if (!options.no_plot && !plot.empty() && plot != "none") {
+    std::string png = ctx.output;
+    if (png.ends_with(".h5")) png.resize(png.size() - 3);
+    png += ".png";
+    std::string error;
+    if (run_plot(plot, ctx.output, png, error)) {
+      if (!ctx.quiet) std::cout << fmt::format("plot: {}\n", png);
+    } else {
+      std::cerr << "warning: " << error << "\n";
+    }
+  }
+  return kExitOk;
+}
+
+int run_experiment_file(const std::string& path, const RunOptions& options) {
+  return run_experiment(load_yaml_file(path), path, options);
+}
+
+}  // namespace mobisim::experiments

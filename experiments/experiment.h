@@ -1,0 +1,88 @@
+#pragma once
+// Experiments: an experiment YAML names a driver (`experiment: {impl: rag_qa, ...}`)
+// plus run-level keys (name, seed, run, output, timeline, plot). The driver wires
+// devices, models, workloads and policies together and fills a `Results`, which
+// is written as one HDF5 file (+ a CSV summary) through a temporary name.
+//
+// Result file layout (readable with h5py/pandas alone):
+//   /                 attrs: mobisim_version, experiment, name, seed, run, config (resolved YAML)
+//   /summary          table, one row per variant (policy, setting) with the headline metrics
+//   /runs/<variant>/records   per-record table (one row per query / step / I/O)
+//   /runs/<variant>/stats     statistics tree of that variant's simulation(s)
+//   /tables/<name>    any extra tables a driver adds (e.g. sweeps)
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/h5.h"
+#include "sim/params.h"
+#include "sim/stats.h"
+#include "sim/timeline.h"
+
+namespace mobisim::experiments {
+
+class Results {
+ public:
+  struct Variant {
+    std::string name;
+    h5::Table records;
+    sim::StatGroup stats{"stats"};
+  };
+  Variant& variant(const std::string& name);
+  const std::vector<std::unique_ptr<Variant>>& variants() const { return variants_; }
+  h5::Table summary;
+  std::map<std::string, h5::Table> tables;
+
+ private:
+  std::vector<std::unique_ptr<Variant>> variants_;
+};
+
+struct RunContext {
+  std::string name;
+  std::string config_path;
+  std::uint64_t seed = 1;
+  std::uint64_t run = 0;
+  std::string output;       // HDF5 path
+  std::string timeline_path;
+  bool quiet = false;
+  YAML::Node resolved;      // the fully resolved configuration (stored with the results)
+  std::unique_ptr<sim::Timeline> timeline;  // non-null when a timeline was requested
+  Results results;
+
+  void progress(const std::string& message) const;
+};
+
+class Experiment {
+ public:
+  static constexpr const char* kRegistryKind = "experiment";
+  virtual ~Experiment() = default;
+  virtual void run(RunContext& ctx) = 0;
+  // The plot script (under plots/) that turns this experiment's result file into a PNG.
+  virtual std::string default_plot() const { return ""; }
+};
+
+// Loads, overrides, validates and runs an experiment file; returns the exit code.
+struct RunOptions {
+  std::vector<std::string> overrides;  // -p key.path=value
+  std::string output_override;
+  bool validate_only = false;
+  bool quiet = false;
+  bool no_plot = false;
+  std::string timeline_override;
+};
+int run_experiment_file(const std::string& path, const RunOptions& options);
+// Same, for an already-loaded YAML document (used by `reproduce` and tests).
+int run_experiment(YAML::Node root, const std::string& origin, const RunOptions& options);
+
+// Writes the results (HDF5 + CSV) atomically; returns the CSV path.
+std::string write_results(const RunContext& ctx);
+// A fixed-width text rendering of a table (for the terminal).
+std::string format_table(const h5::Table& t, std::size_t max_rows = 50);
+// Runs plots/<script> on `h5_path` to write `png_path` with /usr/bin/python3 (or $MOBISIM_PYTHON).
+bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error);
+// Where plot scripts and experiment YAMLs live: $MOBISIM_HOME or the source tree.
+std::string source_root();
+
+}  // namespace mobisim::experiments

@@ -1,0 +1,320 @@
+// The `rag_qa` experiment driver: single-user RAG question answering.
+//
+// For each policy and each user, one simulation of that user's phone replays
+// the user's queries in arrival order: between queries the policy may run
+// background work (`idle`), then it serves the query. A query that arrives while
+// the previous one is still being answered waits (one user, one phone).
+//
+// Parameters (YAML under `experiment:`):
+//   device      built-in profile name, YAML path, or inline mapping
+//   model       built-in model name, YAML path, or {base: NAME, <field>: <override>...}
+//   workload    {trace: FILE.h5} or {generate: default | PATH | {generator config}}
+//               plus max_users / max_queries_per_user (0 = all)
+//   pipeline    shared pipeline settings (see PipelineConfig)
+//   policies    list of {impl: NAME, label: TEXT (optional), ...policy parameters}
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "devices/device.h"
+#include "experiments/experiment.h"
+#include "models/cost_model.h"
+#include "policies/rag/rag_policy.h"
+#include "sim/builtin_configs.h"
+#include "sim/error.h"
+#include "sim/registry.h"
+#include "sim/simulator.h"
+#include "traces/generator.h"
+#include "traces/rag_trace_io.h"
+
+namespace mobisim::experiments {
+
+namespace {
+
+using policies::QueryRecord;
+using policies::RagPolicy;
+
+// A model node: a name/path, or a mapping {base: NAME, field: override, ...}.
+models::ModelSpec load_model(const YAML::Node& node, const ConfigSource& src) {
+  if (node.IsMap() && node["base"]) {
+    std::string text, origin;
+    const std::string base = node["base"].as<std::string>();
+    if (!find_config("models", base, text, origin))
+      throw ConfigError(fmt::format("{}: unknown base model '{}' (built-in: {})", src.child("base").where(node["base"]),
+                                    base, fmt::join(models::builtin_model_names(), ", ")));
+    YAML::Node merged = load_yaml_string(text, origin);
+    for (const auto& kv : node)
+      if (kv.first.as<std::string>() != "base") merged[kv.first.as<std::string>()] = kv.second;
+    return models::load_model_spec(merged, src);
+  }
+  return models::load_model_spec(node, src);
+}
+
+struct WorkloadSpec {
+  static ParamSchema schema() {
+    ParamSchema s;
+    s.text("trace", std::string(""), "an HDF5 RAG trace (mobisim trace import/generate)");
+    s.node("generate", "generate a trace: 'default', a generator YAML path, or an inline generator config");
+    s.integer("max_users", 0, "simulate only the first N users (0 = all)").non_negative();
+    s.integer("max_queries_per_user", 0, "replay only the first N queries of each user (0 = all)").non_negative();
+    return s;
+  }
+};
+
+traces::RagTrace load_workload(const Params& w, std::uint64_t seed) {
+  const std::string trace_path = w.text("trace");
+  YAML::Node gen = w.node("generate");
+  const bool has_gen = gen.IsDefined() && !gen.IsNull();
+  if (trace_path.empty() == !has_gen)
+    w.fail("trace", "give exactly one of 'trace: FILE.h5' or 'generate: default|PATH|{...}'");
+  traces::RagTrace trace;
+  if (!trace_path.empty()) {
+    trace = traces::read_rag_trace(trace_path);
+  } else {
+    YAML::Node cfg = gen;
+    std::string origin = w.source_of("generate").key_path;
+    if (gen.IsScalar()) {
+      std::string text;
+      if (!find_config("workloads", gen.Scalar() == "default" ? "rag_default" : gen.Scalar(), text, origin))
+        w.fail("generate", fmt::format("no generator config '{}' (built-in: {})", gen.Scalar(),
+                                       fmt::join(builtin_names("workloads"), ", ")));
+      cfg = load_yaml_string(text, origin);
+    }
+    trace = traces::generate_rag_trace_from_yaml(cfg, origin, seed);
+  }
+  const auto max_users = static_cast<std::size_t>(w.integer("max_users"));
+  const auto max_q = static_cast<std::size_t>(w.integer("max_queries_per_user"));
+  if (max_users > 0 && trace.users.size() > max_users) trace.users.resize(max_users);
+  if (max_q > 0)
+    for (auto& u : trace.users)
+      if (u.queries.size() > max_q) u.queries.resize(max_q);
+  if (trace.users.empty()) w.fail("trace", "the workload has no users");
+  return trace;
+}
+
+class RagQaExperiment : public Experiment {
+ public:
+  explicit RagQaExperiment(const Params& p) : params_(p) {
+    device_ = devices::load_device_profile(p.node("device"), p.source_of("device"));
+    model_ = load_model(p.node("model"), p.source_of("model"));
+    ParamSchema ps = policies::PipelineConfig::schema();
+    pipeline_ = policies::PipelineConfig::from_params(Params(p.node("pipeline"), ps, p.source_of("pipeline"), {}));
+    device_.unit(pipeline_.compute_unit, "pipeline.compute_unit");
+    YAML::Node pol = p.node("policies");
+    if (!pol.IsSequence() || pol.size() == 0)
+      p.fail("policies", fmt::format("expected a non-empty list of policies (known: {})",
+                                     fmt::join(Registry<RagPolicy>::instance().names(), ", ")));
+    for (std::size_t i = 0; i < pol.size(); ++i) {
+      YAML::Node node = yaml_clone(pol[i]);
+      std::string label;
+      if (node.IsMap() && node["label"]) {
+        label = node["label"].as<std::string>();
+        node.remove("label");
+      }
+      const ConfigSource src = p.source_of("policies").element(i);
+      Registry<RagPolicy>::instance().validate(node, src);  // fail before any simulation
+      if (label.empty()) label = node.IsMap() ? node["impl"].as<std::string>() : node.as<std::string>();
+      for (const auto& e : policies_)
+        if (e.label == label)
+          throw ConfigError(fmt::format("{}: duplicate policy label '{}' (add label: to tell them apart)",
+                                        src.where(pol[i]), label));
+      policies_.push_back({label, node, src});
+    }
+    ParamSchema ws = WorkloadSpec::schema();
+    workload_node_ = p.node("workload");
+    Params wp(workload_node_, ws, p.source_of("workload"), {});
+    (void)wp;
+  }
+
+  static ParamSchema schema() {
+    ParamSchema s;
+    s.node("device", "device profile: built-in name, YAML path or inline mapping");
+    s.node("model", "model: built-in name, YAML path, or {base: NAME, field: override}");
+    s.node("workload", "{trace: FILE.h5} or {generate: default|PATH|{...}}, max_users, max_queries_per_user");
+    s.node("pipeline", "shared pipeline settings: compute_unit, system_prompt_tokens, top_k, answer_tokens, ...");
+    s.node("policies", "list of policies to compare: [{impl: naive}, ...]");
+    return s;
+  }
+
+  std::string default_plot() const override { return "rag_latency.py"; }
+
+  void run(RunContext& ctx) override {
+    ParamSchema ws = WorkloadSpec::schema();
+    Params wp(workload_node_, ws, params_.source_of("workload"), {});
+    const traces::RagTrace trace = load_workload(wp, ctx.seed);
+    const models::CostModel cost(model_);
+    ctx.progress(fmt::format("{} users, {} on {}, {} policies", trace.users.size(), model_.name, device_.name,
+                             policies_.size()));
+    SummaryBuilder summary;
+    for (const auto& entry : policies_) {
+      auto& variant = ctx.results.variant(entry.label);
+      RecordColumns cols;
+      for (std::size_t u = 0; u < trace.users.size(); ++u) {
+        auto policy = Registry<RagPolicy>::instance().create(entry.node, entry.source);
+        simulate_user(ctx, *policy, cost, trace.users[u], variant.stats.child(sanitize(trace.users[u].user_id)), cols);
+      }
+      ctx.progress(fmt::format("policy {}: {} queries, mean latency {:.2f} s", entry.label, cols.latency.size(),
+                               mean(cols.latency)));
+      cols.to_table(variant.records);
+      summary.add(entry.label, cols);
+    }
+    summary.to_table(ctx.results.summary);
+  }
+
+ private:
+  struct PolicyEntry {
+    std::string label;
+    YAML::Node node;
+    ConfigSource source;
+  };
+
+  struct RecordColumns {
+    std::vector<std::string> user;
+    std::vector<std::int64_t> query, prompt_tokens, reused_tokens, computed_tokens, answer_tokens, qa_hit, kv_hit_chunks;
+    std::vector<double> arrival, start, end, latency, embed, qa_match, retrieval, kv_match, load, prefill, decode, flops,
+        bytes_loaded, energy;
+    void add(const QueryRecord& r) {
+      user.push_back(r.user);
+      query.push_back(r.query_index);
+      arrival.push_back(r.arrival_s);
+      start.push_back(r.start_s);
+      end.push_back(r.end_s);
+      latency.push_back(r.latency_s());
+      embed.push_back(r.embed_s);
+      qa_match.push_back(r.qa_match_s);
+      retrieval.push_back(r.retrieval_s);
+      kv_match.push_back(r.kv_match_s);
+      load.push_back(r.load_s);
+      prefill.push_back(r.prefill_s);
+      decode.push_back(r.decode_s);
+      prompt_tokens.push_back(r.prompt_tokens);
+      reused_tokens.push_back(r.reused_tokens);
+      computed_tokens.push_back(r.computed_tokens);
+      answer_tokens.push_back(r.answer_tokens);
+      flops.push_back(r.flops);
+      bytes_loaded.push_back(r.bytes_loaded);
+      energy.push_back(r.energy_j);
+      qa_hit.push_back(r.qa_hit ? 1 : 0);
+      kv_hit_chunks.push_back(r.kv_hit_chunks);
+    }
+    void to_table(h5::Table& t) const {
+      t.add("user", user);
+      t.add("query", query);
+      t.add("arrival_s", arrival, "s");
+      t.add("start_s", start, "s");
+      t.add("end_s", end, "s");
+      t.add("latency_s", latency, "s");
+      t.add("embed_s", embed, "s");
+      t.add("qa_match_s", qa_match, "s");
+      t.add("retrieval_s", retrieval, "s");
+      t.add("kv_match_s", kv_match, "s");
+      t.add("load_s", load, "s");
+      t.add("prefill_s", prefill, "s");
+      t.add("decode_s", decode, "s");
+      t.add("prompt_tokens", prompt_tokens, "tokens");
+      t.add("reused_tokens", reused_tokens, "tokens");
+      t.add("computed_tokens", computed_tokens, "tokens");
+      t.add("answer_tokens", answer_tokens, "tokens");
+      t.add("flops", flops, "FLOP");
+      t.add("bytes_loaded", bytes_loaded, "bytes");
+      t.add("energy_j", energy, "J");
+      t.add("qa_hit", qa_hit, "bool");
+      t.add("kv_hit_chunks", kv_hit_chunks, "chunks");
+    }
+  };
+
+  static double mean(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+  }
+
+  struct SummaryBuilder {
+    std::vector<std::string> policy;
+    std::vector<std::int64_t> queries;
+    std::vector<double> mean_latency, p50, p90, mean_prefill, mean_decode, mean_load, qa_hit_rate, tflops, energy;
+    void add(const std::string& label, const RecordColumns& c) {
+      sim::Histogram h;
+      for (double x : c.latency) h.add(x);
+      policy.push_back(label);
+      queries.push_back(static_cast<std::int64_t>(c.latency.size()));
+      mean_latency.push_back(h.mean());
+      p50.push_back(h.percentile(50));
+      p90.push_back(h.percentile(90));
+      mean_prefill.push_back(mean(c.prefill));
+      mean_decode.push_back(mean(c.decode));
+      mean_load.push_back(mean(c.load));
+      double hits = 0, fl = 0, e = 0;
+      for (auto x : c.qa_hit) hits += static_cast<double>(x);
+      for (double x : c.flops) fl += x;
+      for (double x : c.energy) e += x;
+      qa_hit_rate.push_back(c.qa_hit.empty() ? 0.0 : hits / static_cast<double>(c.qa_hit.size()));
+      tflops.push_back(fl / 1e12);
+      energy.push_back(e);
+    }
+    void to_table(h5::Table& t) const {
+      t.add("policy", policy);
+      t.add("queries", queries, "count");
+      t.add("mean_latency_s", mean_latency, "s");
+      t.add("p50_latency_s", p50, "s");
+      t.add("p90_latency_s", p90, "s");
+      t.add("mean_prefill_s", mean_prefill, "s");
+      t.add("mean_decode_s", mean_decode, "s");
+      t.add("mean_load_s", mean_load, "s");
+      t.add("qa_hit_rate", qa_hit_rate, "fraction");
+      t.add("total_tflops", tflops, "TFLOP");
+      t.add("query_energy_j", energy, "J");
+    }
+  };
+
+  static std::string sanitize(const std::string& s) {
+    std::string out;
+    for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
+    return out.empty() ? "user" : out;
+  }
+
+  static sim::Task<void> replay(sim::Simulator& sim, RagPolicy& policy, policies::RagPipeline& pipe,
+                                const traces::UserTrace& user, devices::Device& device, RecordColumns& cols) {
+    policy.begin_user(pipe);
+    for (std::size_t i = 0; i < user.queries.size(); ++i) {
+      const traces::Query& q = user.queries[i];
+      const sim::Time arrival = sim::from_seconds(q.arrival_s);
+      if (sim.now() < arrival) {
+        co_await policy.idle(pipe, arrival);
+        if (sim.now() < arrival) co_await sim.timeout(arrival - sim.now());
+      }
+      QueryRecord rec;
+      rec.user = user.user_id;
+      rec.query_index = static_cast<std::int64_t>(i);
+      rec.arrival_s = q.arrival_s;
+      rec.start_s = sim::to_seconds(sim.now());
+      const double e0 = device.energy_j();
+      co_await policy.serve(pipe, q, rec);
+      rec.end_s = sim::to_seconds(sim.now());
+      rec.energy_j = device.energy_j() - e0;
+      cols.add(rec);
+    }
+  }
+
+  void simulate_user(RunContext& ctx, RagPolicy& policy, const models::CostModel& cost, const traces::UserTrace& user,
+                     sim::StatGroup& stats, RecordColumns& cols) {
+    sim::Simulator sim;
+    devices::Device device(sim, device_, stats.child("device"), ctx.timeline.get());
+    policies::RagPipeline pipe(sim, device, cost, pipeline_, user, stats);
+    sim.start(replay(sim, policy, pipe, user, device, cols), "user " + user.user_id);
+    sim.run();
+  }
+
+  Params params_;
+  devices::DeviceProfile device_;
+  models::ModelSpec model_;
+  policies::PipelineConfig pipeline_;
+  std::vector<PolicyEntry> policies_;
+  YAML::Node workload_node_;
+};
+
+MOBISIM_REGISTER(Experiment, RagQaExperiment, "rag_qa",
+                 "Single-user RAG question answering: replay each user's queries under each policy.")
+
+}  // namespace
+}  // namespace mobisim::experiments

@@ -1,0 +1,18 @@
+#pragma once
+// Naive RAG (PerCache section 5.2's "Naive" baseline): no caching at all. Every
+// query is embedded, retrieves its top-k chunks, prefills the whole prompt
+// (system prompt + chunks + query) and decodes the full answer.
+//
+// Parameters: none.
+#include "policies/rag/rag_policy.h"
+
+namespace mobisim::policies {
+
+class NaivePolicy : public RagPolicy {
+ public:
+  explicit NaivePolicy(const Params&) {}
+  static ParamSchema schema() { return {}; }
+  sim::Task<void> serve(RagPipeline& p, const traces::Query& q, QueryRecord& rec) override;
+};
+
+}  // namespace mobisim::policies

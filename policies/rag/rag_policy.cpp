@@ -1,0 +1,110 @@
+#include "policies/rag/rag_policy.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace mobisim::policies {
+
+ParamSchema PipelineConfig::schema() {
+  ParamSchema s;
+  s.text("compute_unit", std::string("cpu"), "device compute unit that runs the LLM");
+  s.integer("system_prompt_tokens", 64, "tokens of the system prompt (the root of every prompt)").non_negative();
+  s.integer("top_k", 3, "knowledge chunks retrieved per query").at_least(1);
+  s.integer("answer_tokens", 0, "fixed answer length; 0 uses the trace's reference answer length").non_negative();
+  s.real("embed_query_ms", 0.0, "fixed cost of embedding a query (PerCache Table 1 measures 1610 ms incl. matching)")
+      .non_negative()
+      .with_unit("ms");
+  s.real("retrieval_ms", 0.0, "fixed cost of hybrid retrieval (PerCache Table 1: 3940 ms)").non_negative().with_unit("ms");
+  return s;
+}
+
+PipelineConfig PipelineConfig::from_params(const Params& p) {
+  PipelineConfig c;
+  c.compute_unit = p.text("compute_unit");
+  c.system_prompt_tokens = p.integer("system_prompt_tokens");
+  c.top_k = p.integer("top_k");
+  c.answer_tokens_override = p.integer("answer_tokens");
+  c.embed_query_ms = p.real("embed_query_ms");
+  c.retrieval_ms = p.real("retrieval_ms");
+  return c;
+}
+
+RagPipeline::RagPipeline(sim::Simulator& sim, devices::Device& device, const models::CostModel& cost,
+                         const PipelineConfig& config, const traces::UserTrace& user, sim::StatGroup& stats)
+    : sim_(sim), device_(device), cost_(cost), config_(config), user_(user), stats_(stats) {}
+
+std::vector<std::int32_t> RagPipeline::retrieved_chunks(const traces::Query& q) const {
+  const auto k = static_cast<std::size_t>(config_.top_k);
+  if (!q.retrieved.empty()) {
+    std::vector<std::int32_t> out(q.retrieved.begin(), q.retrieved.begin() + std::min(k, q.retrieved.size()));
+    return out;
+  }
+  // Fallback: cosine similarity of stored embeddings (ties broken by chunk id, so results are stable).
+  const auto& chunks = user_.chunks;
+  std::vector<std::pair<double, std::int32_t>> scored;
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    double s = 0;
+    const auto& e = chunks[i].embedding;
+    for (std::size_t j = 0; j < std::min(e.size(), q.embedding.size()); ++j) s += double(e[j]) * q.embedding[j];
+    scored.emplace_back(-s, static_cast<std::int32_t>(i));
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::int32_t> out;
+  for (std::size_t i = 0; i < std::min(k, scored.size()); ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+std::int64_t RagPipeline::prompt_tokens(const traces::Query& q, const std::vector<std::int32_t>& chunks) const {
+  std::int64_t n = config_.system_prompt_tokens + q.tokens;
+  for (auto c : chunks) n += user_.chunks.at(static_cast<std::size_t>(c)).tokens;
+  return n;
+}
+
+std::int64_t RagPipeline::answer_tokens(const traces::Query& q) const {
+  if (config_.answer_tokens_override > 0) return config_.answer_tokens_override;
+  return std::max<std::int64_t>(1, q.answer_tokens);
+}
+
+sim::Task<void> RagPipeline::embed(QueryRecord& rec) {
+  if (config_.embed_query_ms <= 0) co_return;
+  const sim::Time t0 = sim_.now();
+  co_await device_.busy(config_.compute_unit, sim::from_ms(config_.embed_query_ms), "embed query");
+  rec.embed_s += sim::to_seconds(sim_.now() - t0);
+}
+
+sim::Task<void> RagPipeline::retrieve(QueryRecord& rec) {
+  if (config_.retrieval_ms <= 0) co_return;
+  const sim::Time t0 = sim_.now();
+  co_await device_.busy(config_.compute_unit, sim::from_ms(config_.retrieval_ms), "retrieve");
+  rec.retrieval_s += sim::to_seconds(sim_.now() - t0);
+}
+
+sim::Task<void> RagPipeline::prefill(QueryRecord& rec, const models::PrefillShape& shape, const std::string& label) {
+  const models::Work w = cost_.prefill(shape);
+  const sim::Time t0 = sim_.now();
+  co_await device_.compute(config_.compute_unit, w, cost_.spec().weight_dtype, label);
+  rec.prefill_s += sim::to_seconds(sim_.now() - t0);
+  rec.flops += w.flops();
+  rec.computed_tokens += shape.n_new;
+}
+
+sim::Task<void> RagPipeline::decode(QueryRecord& rec, std::int64_t context, std::int64_t n_tokens,
+                                    const std::string& label) {
+  // Each step is its own device request so that other work can interleave between tokens.
+  const sim::Time t0 = sim_.now();
+  for (std::int64_t i = 0; i < n_tokens; ++i) {
+    const models::Work w = cost_.decode(context + i);
+    co_await device_.compute(config_.compute_unit, w, cost_.spec().weight_dtype, label);
+    rec.flops += w.flops();
+  }
+  rec.decode_s += sim::to_seconds(sim_.now() - t0);
+}
+
+sim::Task<void> RagPipeline::load(QueryRecord& rec, double bytes, const std::string& label) {
+  const sim::Time t0 = sim_.now();
+  co_await device_.storage().read(bytes, label);
+  rec.load_s += sim::to_seconds(sim_.now() - t0);
+  rec.bytes_loaded += bytes;
+}
+
+}  // namespace mobisim::policies

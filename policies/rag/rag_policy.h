@@ -1,0 +1,102 @@
+#pragma once
+// The RAG question-answering pipeline as simulated processes, and the policy
+// interface that caching strategies (Naive, PerCache, RAGCache, MeanCache,
+// Sleep-time Compute, ...) implement.
+//
+// A policy serves each user query with `serve()` and may do background work in
+// idle time with `idle()`. It builds its latency out of the phase helpers of
+// `RagPipeline` (embed, retrieve, match, load, prefill, decode, populate), each
+// of which charges the device (time, FLOPs, energy) and records the phase in the
+// query's record. One policy = one file pair under policies/rag/, registered with
+//   MOBISIM_REGISTER(mobisim::policies::RagPolicy, MyPolicy, "my_policy", "doc");
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "devices/device.h"
+#include "models/cost_model.h"
+#include "sim/params.h"
+#include "sim/simulator.h"
+#include "sim/stats.h"
+#include "traces/rag_trace.h"
+
+namespace mobisim::policies {
+
+// One row of the per-query result table.
+struct QueryRecord {
+  std::string user;
+  std::int64_t query_index = 0;
+  double arrival_s = 0, start_s = 0, end_s = 0;
+  // Latency breakdown by phase (seconds).
+  double embed_s = 0, qa_match_s = 0, retrieval_s = 0, kv_match_s = 0, load_s = 0, prefill_s = 0, decode_s = 0;
+  std::int64_t prompt_tokens = 0, reused_tokens = 0, computed_tokens = 0, answer_tokens = 0;
+  double flops = 0, bytes_loaded = 0, energy_j = 0;
+  bool qa_hit = false;
+  std::int64_t kv_hit_chunks = 0;
+  double latency_s() const { return end_s - arrival_s; }
+};
+
+// Shared settings of the pipeline (from the experiment's YAML).
+struct PipelineConfig {
+  std::string compute_unit = "cpu";     // unit that runs the LLM
+  std::int64_t system_prompt_tokens = 64;
+  std::int64_t top_k = 3;
+  std::int64_t answer_tokens_override = 0;  // > 0: every answer has this length
+  double embed_query_ms = 0;            // fixed query-embedding cost (0: none)
+  double retrieval_ms = 0;              // fixed retrieval cost
+  static ParamSchema schema();
+  static PipelineConfig from_params(const Params& p);
+};
+
+// Everything a policy may use while serving one user's queries.
+class RagPipeline {
+ public:
+  RagPipeline(sim::Simulator& sim, devices::Device& device, const models::CostModel& cost,
+              const PipelineConfig& config, const traces::UserTrace& user, sim::StatGroup& stats);
+
+  sim::Simulator& sim() { return sim_; }
+  devices::Device& device() { return device_; }
+  const models::CostModel& cost() const { return cost_; }
+  const PipelineConfig& config() const { return config_; }
+  const traces::UserTrace& user() const { return user_; }
+  sim::StatGroup& stats() { return stats_; }
+
+  // Chunk ids retrieved for a query (precomputed in the trace, else top-k by embedding cosine).
+  std::vector<std::int32_t> retrieved_chunks(const traces::Query& q) const;
+  std::int64_t prompt_tokens(const traces::Query& q, const std::vector<std::int32_t>& chunks) const;
+  std::int64_t answer_tokens(const traces::Query& q) const;
+
+  // Phase helpers: each runs on the device and adds its time to `rec`.
+  sim::Task<void> embed(QueryRecord& rec);
+  sim::Task<void> retrieve(QueryRecord& rec);
+  sim::Task<void> prefill(QueryRecord& rec, const models::PrefillShape& shape, const std::string& label);
+  sim::Task<void> decode(QueryRecord& rec, std::int64_t context, std::int64_t n_tokens, const std::string& label);
+  sim::Task<void> load(QueryRecord& rec, double bytes, const std::string& label);
+
+ private:
+  sim::Simulator& sim_;
+  devices::Device& device_;
+  const models::CostModel& cost_;
+  const PipelineConfig& config_;
+  const traces::UserTrace& user_;
+  sim::StatGroup& stats_;
+};
+
+class RagPolicy {
+ public:
+  static constexpr const char* kRegistryKind = "rag_policy";
+  virtual ~RagPolicy() = default;
+  // Called once per user before the first query.
+  virtual void begin_user(RagPipeline& pipeline) { (void)pipeline; }
+  // Serves one query; fills `rec` (phases, tokens, hit flags).
+  virtual sim::Task<void> serve(RagPipeline& pipeline, const traces::Query& q, QueryRecord& rec) = 0;
+  // Background work allowed until `until` (the next query's arrival or the end of an idle window).
+  virtual sim::Task<void> idle(RagPipeline& pipeline, sim::Time until) {
+    (void)pipeline;
+    (void)until;
+    co_return;
+  }
+};
+
+}  // namespace mobisim::policies
