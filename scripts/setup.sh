@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package mobisim needs (idempotent; sudo only when not root),
+# then configures and builds a Release tree in ./build. Nothing else is downloaded.
+#   scripts/setup.sh            # install + build
+#   BUILD_DIR=out scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  g++ cmake make pkg-config
+  libeigen3-dev libboost-dev libyaml-cpp-dev libhdf5-dev libgsl-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev
+  python3 python3-matplotlib python3-h5py python3-simpy
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi
+
+build=${BUILD_DIR:-build}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j"$(nproc)"
+echo "setup: built $build/mobisim"

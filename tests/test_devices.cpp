@@ -1,0 +1,202 @@
+// Devices: golden timings computed by hand (as DRAMsim3 asserts tRCD + CL + BL), profile
+// validation, the UFS request-size curve, and energy accounting.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "devices/device.h"
+#include "models/cost_model.h"
+#include "sim/error.h"
+#include "sim/event.h"
+
+namespace mobisim::devices {
+namespace {
+
+StorageSpec simple_ufs() {
+  StorageSpec s;
+  s.kind = "ufs4.0";
+  s.seq_read_gbps = 2.9;
+  s.seq_write_gbps = 1.6;
+  s.random_read_iops = 120000;
+  s.random_write_iops = 100000;
+  s.queue_depth = 32;
+  s.access_latency_us = 70;
+  s.max_transfer_kb = 512;
+  s.page_size_kb = 16;
+  return s;
+}
+
+TEST(Devices, LargeReadIsBandwidthBound) {
+  // 74 MB at 1.2 GB/s: 61.7 ms plus one command's fixed costs.
+  StorageSpec s = simple_ufs();
+  s.seq_read_gbps = 1.2;
+  const double t = s.read_seconds(74e6);
+  const double ideal = 74e6 / 1.2e9;
+  EXPECT_GT(t, ideal);
+  EXPECT_LT(t, ideal + 1.0 / s.random_read_iops + s.access_latency_us * 1e-6 + 512 * 1024 / 1.2e9);
+}
+
+TEST(Devices, SmallReadsAreIopsBoundBelowTheKnee) {
+  const StorageSpec s = simple_ufs();
+  // Knee at bandwidth / IOPS = 2.9e9 / 120000 = 24.2 KB (DynaKV figure 3b: ~24 KB).
+  EXPECT_NEAR(s.seq_read_gbps * 1e9 / s.random_read_iops / 1000.0, 24.2, 0.1);
+  EXPECT_NEAR(s.sustained_read_bps(4096), 120000.0 * 4096, 1.0);      // IOPS x size
+  EXPECT_NEAR(s.sustained_read_bps(8192), 120000.0 * 8192, 1.0);      // linear in size
+  EXPECT_NEAR(s.sustained_read_bps(256 * 1024), 2.9e9, 1.0);          // bandwidth-bound
+}
+
+sim::Task<void> read_many(Storage& st, int n, double bytes, sim::Simulator& sim, sim::Time& done) {
+  std::vector<sim::Event> evs;
+  for (int i = 0; i < n; ++i) evs.push_back(sim.start(st.read(bytes)).done_event());
+  co_await sim::all_of(sim, evs);
+  done = sim.now();
+}
+
+TEST(Devices, SimulatedQueueMatchesTheAnalyticCurve) {
+  sim::Simulator sim;
+  sim::StatGroup stats("dev");
+  Storage st(sim, simple_ufs(), "ufs", stats);
+  sim::Time done = 0;
+  // 2000 concurrent 4 KB reads: IOPS-bound, about 2000 / 120000 s.
+  sim.start(read_many(st, 2000, 4096, sim, done));
+  sim.run();
+  EXPECT_NEAR(sim::to_seconds(done), 2000.0 / 120000.0, 0.0005);
+  EXPECT_DOUBLE_EQ(st.bytes_read(), 2000 * 4096.0);
+
+  sim::Simulator sim2;
+  sim::StatGroup stats2("dev");
+  Storage st2(sim2, simple_ufs(), "ufs", stats2);
+  sim::Time done2 = 0;
+  sim2.start(read_many(st2, 1, 74e6, sim2, done2));
+  sim2.run();
+  EXPECT_NEAR(sim::to_seconds(done2), simple_ufs().read_seconds(74e6), 0.0005);
+}
+
+TEST(Devices, PartialPageWritesProgramWholePages) {
+  const StorageSpec s = simple_ufs();  // 16 KB pages
+  EXPECT_DOUBLE_EQ(s.written_bytes(1), 16384);
+  EXPECT_DOUBLE_EQ(s.written_bytes(16384), 16384);
+  EXPECT_DOUBLE_EQ(s.written_bytes(16385), 32768);
+}
+
+TEST(Devices, DecodeStepOfA3BModelIsWeightsOverBandwidth) {
+  // A decode step is memory-bound: time = bytes / bandwidth when compute is plentiful.
+  ComputeUnitSpec u;
+  u.name = "cpu";
+  u.peak_tflops[models::DType::kF16] = 1000.0;  // effectively infinite compute
+  u.mem_bandwidth_gbps = 25.0;
+  const models::CostModel cm(models::load_model_spec("llama-3.2-3b"));
+  const models::Work w = cm.decode(0);
+  EXPECT_NEAR(u.seconds(w, models::DType::kF16), w.bytes() / 25e9, 1e-6);
+  EXPECT_NEAR(w.weight_bytes() / 25e9, 0.257, 0.003);  // 6.4 GB of fp16 weights (+ tied head) at 25 GB/s
+}
+
+TEST(Devices, ComputeBoundPrefillUsesPeakTimesEfficiency) {
+  ComputeUnitSpec u;
+  u.name = "gpu";
+  u.peak_tflops[models::DType::kF16] = 10.0;
+  u.compute_efficiency = 0.5;
+  u.gemv_compute_efficiency = 0.5;  // the LM head of a prefill runs for one token
+  u.mem_bandwidth_gbps = 1e6;  // effectively infinite bandwidth
+  const models::CostModel cm(models::load_model_spec("llama-3.2-1b"));
+  const models::Work w = cm.prefill(2048);
+  EXPECT_NEAR(u.seconds(w, models::DType::kF16), w.flops() / 5e12, 1e-6);
+  // int4 weights fall back to the int8 peak, then fp16.
+  EXPECT_DOUBLE_EQ(u.peak_flops(models::DType::kInt4), 10e12);
+  ComputeUnitSpec none;
+  none.name = "none";
+  none.peak_tflops[models::DType::kInt8] = 1.0;
+  EXPECT_THROW(none.peak_flops(models::DType::kF32), ConfigError);
+}
+
+TEST(Devices, PixelSevenReproducesPerCacheTableOne) {
+  // The profile was fitted to PerCache Table 1: prefill 62.14 s for the 349-token query, decode
+  // 10.95 s for its 136 output tokens (Llama-3.2-3B, int4 weights, fp32 activations, mllm).
+  const DeviceProfile d = load_device_profile("pixel7");
+  models::ModelSpec m = models::load_model_spec("llama-3.2-3b");
+  m.weight_dtype = models::DType::kInt4;
+  m.activation_dtype = m.kv_dtype = models::DType::kF32;
+  const models::CostModel cm(m);
+  const auto& cpu = d.unit("cpu", "test");
+  EXPECT_NEAR(cpu.seconds(cm.prefill(349), m.weight_dtype), 62.14, 62.14 * 0.05);
+  double decode = 0;
+  for (int i = 0; i < 136; ++i) decode += cpu.seconds(cm.decode(349 + i), m.weight_dtype);
+  EXPECT_NEAR(decode, 10.95, 10.95 * 0.08);
+}
+
+TEST(Devices, EveryBuiltinProfileLoads) {
+  const auto names = builtin_device_names();
+  EXPECT_GE(names.size(), 13u);
+  for (const auto& n : names) {
+    SCOPED_TRACE(n);
+    const DeviceProfile d = load_device_profile(n);
+    EXPECT_FALSE(d.compute.empty());
+    EXPECT_GT(d.dram.available_bytes(), 0);
+  }
+}
+
+TEST(Devices, ProfileErrorsNameTheUnitAndWhoNeedsIt) {
+  const DeviceProfile d = load_device_profile("galaxy-s22-ultra");
+  try {
+    d.require_npu("policy coordgen");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no npu, needed by policy coordgen"), std::string::npos);
+  }
+  EXPECT_THROW(d.unit("tpu", "x"), ConfigError);
+  EXPECT_THROW(load_device_profile("no-such-phone"), ConfigError);
+  YAML::Node bad = YAML::Load(
+      "{name: b, dram: {capacity_gb: 8, bandwidth_gbps: 50}, storage: {kind: ufs3.1, seq_read_gbps: -1, "
+      "seq_write_gbps: 1, random_read_iops: 1, random_write_iops: 1}}");
+  try {
+    DeviceProfile::from_yaml(bad, ConfigSource{std::make_shared<std::string>("bad.yaml"), ""});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("storage.seq_read_gbps"), std::string::npos) << e.what();
+  }
+}
+
+sim::Task<void> run_work(Device& dev, const models::Work& w) {
+  co_await dev.compute("cpu", w, models::DType::kF16, "w");
+}
+
+TEST(Devices, EnergyIsActiveWhileBusyIdleOtherwise) {
+  DeviceProfile p;
+  p.name = "toy";
+  ComputeUnitSpec cpu;
+  cpu.name = "cpu";
+  cpu.peak_tflops[models::DType::kF16] = 1.0;
+  cpu.mem_bandwidth_gbps = 1e6;
+  cpu.active_power_w = 5.0;
+  cpu.idle_power_w = 0.5;
+  p.compute.emplace("cpu", cpu);
+  p.base_power_w = 1.0;
+  p.battery = BatterySpec{1000, 3.6};
+  sim::Simulator sim;
+  sim::StatGroup stats("toy");
+  Device dev(sim, p, stats);
+  models::Work w;
+  w.ops.push_back(models::Op{models::OpKind::kFfnUp, 2e12, 0, 0, 0, 0, 1, 100});  // 2 s at 1 TFLOP/s
+  sim.start(run_work(dev, w));
+  sim.schedule_call(sim::from_seconds(10), [] {});
+  sim.run();
+  // 10 s: base 10 J + active 2 s x 5 W + idle 8 s x 0.5 W = 24 J.
+  EXPECT_NEAR(dev.energy_j(), 24.0, 1e-6);
+  // 1000 mAh x 3.6 V = 12960 J.
+  EXPECT_NEAR(dev.battery_percent(24.0), 100.0 * 24.0 / 12960.0, 1e-9);
+}
+
+TEST(Devices, DramAllocationRefusesWhatDoesNotFit) {
+  DeviceProfile p = load_device_profile("pixel7");  // 8 GB, 3 GB reserved
+  sim::Simulator sim;
+  sim::StatGroup stats("d");
+  Device dev(sim, p, stats);
+  EXPECT_TRUE(dev.allocate("weights", 4e9));
+  EXPECT_FALSE(dev.allocate("kv", 2e9));
+  EXPECT_DOUBLE_EQ(dev.dram_used_bytes(), 4e9);
+  dev.release("weights", 4e9);
+  EXPECT_TRUE(dev.allocate("kv", 2e9));
+}
+
+}  // namespace
+}  // namespace mobisim::devices

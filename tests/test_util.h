@@ -1,0 +1,87 @@
+#pragma once
+// Helpers shared by the test files: temporary directories, the shared data
+// folder (../shared, may be absent), and running the `mobisim` binary.
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <unistd.h>
+
+namespace mobisim::testing {
+
+// A fresh directory under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "mobisim") {
+    static int counter = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            (tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// ../shared (real data and models), or "" when absent.
+inline std::string shared_dir() {
+  if (const char* env = std::getenv("MOBISIM_SHARED_DIR"); env && std::filesystem::exists(env)) return env;
+#ifdef MOBISIM_SOURCE_DIR
+  std::string guess = std::string(MOBISIM_SOURCE_DIR) + "/../shared";
+  if (std::filesystem::exists(guess)) return guess;
+#endif
+  return "";
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs the mobisim binary with `args` (a shell-quoted string) and captures its output.
+inline CommandResult run_mobisim(const std::string& args) {
+  CommandResult r;
+#ifdef MOBISIM_BINARY
+  const std::string cmd = std::string("MOBISIM_HOME='") + MOBISIM_SOURCE_DIR + "' '" + MOBISIM_BINARY + "' " + args + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf{};
+  std::size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+#endif
+  return r;
+}
+
+inline std::string source_dir() {
+#ifdef MOBISIM_SOURCE_DIR
+  return MOBISIM_SOURCE_DIR;
+#else
+  return ".";
+#endif
+}
+
+}  // namespace mobisim::testing
