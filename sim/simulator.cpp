@@ -134,6 +134,7 @@ ProcessHandle Simulator::start(Task<void> task, std::string name) {
   h.promise().process = state.get();
   h.promise().sim = this;
   state->frame = h;
+  state->index = processes_.size();
   processes_.push_back(state);
   schedule_resume_for(state.get(), now_, h);
   return ProcessHandle(state, this);
@@ -148,9 +149,17 @@ void detail::finish_process(Simulator& sim, ProcessState& p, std::exception_ptr 
     sim.failure_process_ = p.name;
   }
   Event(p.done_event).succeed();
-  // Drop finished processes so long runs do not accumulate state.
+  // Drop finished processes so long runs do not accumulate state (swap-remove: O(1)).
   auto& v = sim.processes_;
-  v.erase(std::remove_if(v.begin(), v.end(), [&](const auto& s) { return s.get() == &p; }), v.end());
+  const std::size_t i = p.index;
+  if (i < v.size() && v[i].get() == &p) {
+    std::shared_ptr<ProcessState> keep = std::move(v[i]);  // `p` must outlive this function
+    if (i + 1 != v.size()) {
+      v[i] = std::move(v.back());
+      v[i]->index = i;
+    }
+    v.pop_back();
+  }
 }
 
 Event ProcessHandle::done_event() const { return Event(state_->done_event); }

@@ -61,6 +61,7 @@ struct ProcessState {
   std::coroutine_handle<> sleeping_handle;
   std::optional<std::string> interrupt_cause;
   std::coroutine_handle<> frame;  // owned by the simulator until the process finishes
+  std::size_t index = 0;          // position in the simulator's list of running processes
 };
 
 // ---------------------------------------------------------------------------

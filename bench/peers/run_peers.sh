@@ -7,7 +7,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../../build}
 n=${2:-200000}
 cxx_json=$("$build/mobisim_bench" --benchmark_filter='BM_MM1' --benchmark_format=json 2>/dev/null)
-cxx_rate=$(printf '%s' "$cxx_json" | /usr/bin/python3 -c 'import json,sys; b=json.load(sys.stdin)["benchmarks"][0]; print(f"{b[\"customers/s\"]:.0f} {b[\"events/s\"]:.0f}")')
+cxx_rate=$(printf '%s' "$cxx_json" | /usr/bin/python3 -c '
+import json, sys
+b = json.load(sys.stdin)["benchmarks"][0]
+print("%.0f %.0f" % (b["customers/s"], b["events/s"]))')
 read -r cxx_cust cxx_events <<<"$cxx_rate"
 py_line=$(/usr/bin/python3 "$here/mm1_simpy.py" "$n")
 py_cust=${py_line##*customers_per_s=}
