@@ -19,6 +19,7 @@ cli::ArgParser run_parser(const std::string& usage, const std::string& doc) {
   a.repeated("set", "p", "KEY.PATH=VALUE", "override a config value, e.g. -p experiment.pipeline.top_k=5");
   a.option("output", "FILE.h5", "result file (overrides the config's output)");
   a.option("timeline", "FILE.json", "also write a Perfetto/Chrome-trace timeline");
+  a.option("threads", "N", "worker threads for independent simulations (results are identical for any N)", "1");
   a.flag("no-plot", "do not draw the plot");
   a.flag("quiet", "no progress or table output");
   return a;
@@ -35,6 +36,8 @@ int cmd_run(const std::vector<std::string>& args) {
   o.timeline_override = a.maybe("timeline").value_or("");
   o.no_plot = a.flag_set("no-plot");
   o.quiet = a.flag_set("quiet");
+  o.threads = static_cast<int>(a.get_int("threads"));
+  if (o.threads < 1) throw UsageError("--threads must be >= 1");
   return run_experiment_file(a.get("CONFIG"), o);
 }
 

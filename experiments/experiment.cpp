@@ -160,6 +160,8 @@ int run_experiment(YAML::Node root, const std::string& origin, const RunOptions&
   ctx.timeline_path = options.timeline_override.empty() ? p.text("timeline") : options.timeline_override;
   if (!ctx.timeline_path.empty()) ctx.timeline = std::make_unique<sim::Timeline>();
   ctx.quiet = options.quiet;
+  // A timeline records spans from every simulation into one object: keep it single-threaded.
+  ctx.threads = ctx.timeline ? 1 : std::max(1, options.threads);
   ctx.resolved = yaml_clone(root);
   if (options.validate_only) {
     std::cout << fmt::format("{}: ok (experiment '{}')\n", origin, exp_node["impl"] ? exp_node["impl"].as<std::string>() : "?");

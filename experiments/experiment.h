@@ -47,6 +47,7 @@ struct RunContext {
   std::string output;       // HDF5 path
   std::string timeline_path;
   bool quiet = false;
+  int threads = 1;          // worker threads for independent simulations (results do not depend on it)
   YAML::Node resolved;      // the fully resolved configuration (stored with the results)
   std::unique_ptr<sim::Timeline> timeline;  // non-null when a timeline was requested
   Results results;
@@ -71,6 +72,7 @@ struct RunOptions {
   bool quiet = false;
   bool no_plot = false;
   std::string timeline_override;
+  int threads = 1;
 };
 int run_experiment_file(const std::string& path, const RunOptions& options);
 // Same, for an already-loaded YAML document (used by `reproduce` and tests).

@@ -78,7 +78,9 @@ void CostModel::add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_q
   };
   const double bias = m.qkv_bias ? 1.0 : 0.0;
 
-  add(OpKind::kAttnNorm, 4 * nq * d, d * wb, 2 * nq * d * ab);
+  // The attention norm only feeds the Q/K/V projections: positions whose Q/K/V are reused
+  // (PerCache crops them from the layer input, appendix B.1) skip it too.
+  add(OpKind::kAttnNorm, 4 * np * d, d * wb, 2 * np * d * ab);
   if (np > 0) {
     add(OpKind::kQProj, 2 * np * d * q + bias * np * q, (d * q + bias * q) * wb, np * (d + q) * ab);
     add(OpKind::kKProj, 2 * np * d * kv + bias * np * kv, (d * kv + bias * kv) * wb, np * d * ab, 0, np * kv * kb);
@@ -153,6 +155,8 @@ Work CostModel::q_projection(std::int64_t s) const {
   const double L = m.n_layers, d = m.hidden, q = m.q_dim(), n = static_cast<double>(s);
   const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype);
   const double bias = m.qkv_bias ? 1.0 : 0.0;
+  // Q is projected from the stored (un-normalised) layer inputs, so their RMSNorm runs first.
+  w.ops.push_back(Op{OpKind::kAttnNorm, L * 4 * n * d, L * d * wb, L * 2 * n * d * ab, 0, 0, m.n_layers, s});
   w.ops.push_back(Op{OpKind::kQProj, L * (2 * n * d * q + bias * n * q), L * (d * q + bias * q) * wb,
                      L * n * (d + q) * ab, 0, 0, m.n_layers, s});
   w.ops.push_back(Op{OpKind::kRope, L * 3 * n * q, 0, L * 2 * n * q * ab, 0, 0, m.n_layers, s});

@@ -108,7 +108,9 @@ class CostModel {
   Work verify(std::int64_t d, std::int64_t context, std::int64_t attended_pairs_within_draft = -1) const;
   // K/V of `l` positions rebuilt from stored layer inputs (KVPR): norm + K/V projections + K RoPE.
   Work kv_recompute(std::int64_t l) const;
-  // Q projection (+RoPE) of `s` positions, needed when attention must run over them (KVPR's Q-aware form).
+  // RMSNorm + Q projection + RoPE of `s` positions from stored layer inputs, needed when attention
+  // must run over them (KVPR's Q-aware form). Combined with kv_recompute(l), the norm of [0, l) is
+  // charged twice (4*l*d per layer: negligible next to the projections).
   Work q_projection(std::int64_t s) const;
 
   // Attention pairs of a causal chunk: n*c + n(n+1)/2.

@@ -87,6 +87,7 @@ TEST(CostModel, QkvReuseSkipsOnlyProjectionsAndRope) {
   const Work reuse = cm.prefill(PrefillShape{500, 0, 300, 1});
   EXPECT_DOUBLE_EQ(reuse.flops_of(OpKind::kQProj), full.flops_of(OpKind::kQProj) * 200.0 / 500.0);
   EXPECT_DOUBLE_EQ(reuse.flops_of(OpKind::kRope), full.flops_of(OpKind::kRope) * 200.0 / 500.0);
+  EXPECT_DOUBLE_EQ(reuse.flops_of(OpKind::kAttnNorm), full.flops_of(OpKind::kAttnNorm) * 200.0 / 500.0);
   for (OpKind k : {OpKind::kAttnScore, OpKind::kFfnGate, OpKind::kOProj, OpKind::kLmHead})
     EXPECT_DOUBLE_EQ(reuse.flops_of(k), full.flops_of(k));
   // prefix_skip (K/V cached) removes all per-position work of the cached part.

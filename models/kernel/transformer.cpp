@@ -200,15 +200,16 @@ void rope(Mat& rows, const std::vector<int>& pos, int head_dim, float theta, Rop
   }
 }
 
-// Softmax-weighted sum of V rows over `keys` (cache slots) for one query head.
-// Writes the head output and returns the number of keys attended.
-void attend(const float* q, const Mat& K, const Mat& V, int kvh, int head_dim, const std::vector<int>& keys,
-            std::vector<float>& att, float* out) {
+// Softmax-weighted sum of V rows over n_keys cache slots (slot(j) gives the j-th)
+// for one query head; leaves the probabilities in `att`.
+template <class Slot>
+void attend_slots(const float* q, const Mat& K, const Mat& V, int kvh, int head_dim, std::size_t n_keys, Slot slot,
+                  std::vector<float>& att, float* out) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  att.resize(keys.size());
+  att.resize(n_keys);
   float mx = -std::numeric_limits<float>::infinity();
-  for (std::size_t j = 0; j < keys.size(); ++j) {
-    const float* k = K.row(keys[j]).data() + kvh * head_dim;
+  for (std::size_t j = 0; j < n_keys; ++j) {
+    const float* k = K.row(slot(j)).data() + kvh * head_dim;
     float s = 0;
     for (int i = 0; i < head_dim; ++i) s += q[i] * k[i];
     att[j] = s * scale;
@@ -221,12 +222,17 @@ void attend(const float* q, const Mat& K, const Mat& V, int kvh, int head_dim, c
   }
   const float inv = 1.0f / sum;
   std::fill(out, out + head_dim, 0.0f);
-  for (std::size_t j = 0; j < keys.size(); ++j) {
-    const float* v = V.row(keys[j]).data() + kvh * head_dim;
+  for (std::size_t j = 0; j < n_keys; ++j) {
+    const float* v = V.row(slot(j)).data() + kvh * head_dim;
     const float a = att[j] * inv;
     att[j] = a;
     for (int i = 0; i < head_dim; ++i) out[i] += a * v[i];
   }
+}
+
+void attend(const float* q, const Mat& K, const Mat& V, int kvh, int head_dim, const std::vector<int>& keys,
+            std::vector<float>& att, float* out) {
+  attend_slots(q, K, V, kvh, head_dim, keys.size(), [&keys](std::size_t j) { return keys[j]; }, att, out);
 }
 
 void check_tokens(const Model& m, std::span<const int> tokens) {
@@ -339,7 +345,28 @@ const Mat& forward(const Model& m, KVCache& cache, RunState& s, std::span<const 
 
     s.att_out.resize(n, c.q_dim());
     double pairs = 0;
-    for (int i = 0; i < n; ++i) {
+    if (!tree && !opt.kv_selector) {
+      // Plain causal attention as matrix products per head: scores of all rows
+      // against keys [0, c0 + n), masked to [0, c0 + i] for row i.
+      const int nk = c0 + n;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      for (int h = 0; h < c.n_heads; ++h) {
+        const int kvh = h / c.kv_mul();
+        s.scores.noalias() = s.q.middleCols(h * hd, hd) * cache.k[l].block(0, kvh * hd, nk, hd).transpose();
+        for (int i = 0; i < n; ++i) {
+          auto r = s.scores.row(i);
+          const int len = c0 + i + 1;
+          r.head(len) *= scale;
+          const float mx = r.head(len).maxCoeff();
+          r.head(len) = (r.head(len).array() - mx).exp();
+          r.head(len) /= r.head(len).sum();
+          r.tail(nk - len).setZero();
+        }
+        s.att_out.middleCols(h * hd, hd).noalias() = s.scores * cache.v[l].block(0, kvh * hd, nk, hd);
+      }
+      pairs = static_cast<double>(c.n_heads) * (static_cast<double>(n) * c0 + n * (n + 1.0) / 2.0);
+    }
+    for (int i = 0; i < n && (tree || opt.kv_selector); ++i) {
       // The chunk keys row i sees: itself and its ancestors (tree) or all earlier rows (sequence).
       std::vector<int> chunk_keys;
       if (tree) {

@@ -176,7 +176,7 @@ struct ForwardOptions {
 
 // Scratch activations, reused across calls so that a decode step allocates nothing.
 struct RunState {
-  Mat x, xb, q, k, v, att_out, hb, hb2, logits;
+  Mat x, xb, q, k, v, att_out, hb, hb2, logits, scores;
   std::vector<float> att;  // one row of attention scores
   Vec rope_cos, rope_sin;
 };
