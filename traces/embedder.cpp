@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
 
 #include "sim/error.h"
 #include "sim/rng.h"
@@ -17,6 +16,32 @@ std::string EmbedderConfig::name() const { return "hashed-tfidf-ngram-v1"; }
 std::string EmbedderConfig::describe() const {
   return fmt::format("{}(dim={}, char_ngrams={}-{}, word_weight={}, anisotropy={}, idf=per-user-chunks)", name(),
                      dim, char_ngram_min, char_ngram_max, word_weight, anisotropy);
+}
+
+std::optional<EmbedderConfig> EmbedderConfig::parse(const std::string& d) {
+  EmbedderConfig c;
+  const std::string prefix = c.name() + "(";
+  if (d.rfind(prefix, 0) != 0) return std::nullopt;
+  auto value = [&](const std::string& key) -> std::optional<std::string> {
+    const auto p = d.find(key + "=");
+    if (p == std::string::npos) return std::nullopt;
+    const auto b = p + key.size() + 1;
+    const auto e = d.find_first_of(",)", b);
+    return d.substr(b, e - b);
+  };
+  try {
+    if (auto v = value("dim")) c.dim = std::stoi(*v);
+    if (auto v = value("char_ngrams")) {
+      const auto dash = v->find('-');
+      c.char_ngram_min = std::stoi(v->substr(0, dash));
+      c.char_ngram_max = std::stoi(v->substr(dash + 1));
+    }
+    if (auto v = value("word_weight")) c.word_weight = std::stod(*v);
+    if (auto v = value("anisotropy")) c.anisotropy = std::stod(*v);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return c;
 }
 
 HashedEmbedder::HashedEmbedder(EmbedderConfig cfg) : cfg_(cfg) {
@@ -48,12 +73,14 @@ void HashedEmbedder::fit(const std::vector<std::string>& corpus) {
   df_.clear();
   n_docs_ = corpus.size();
   std::vector<Feature> f;
-  std::unordered_set<std::uint64_t> seen;
+  std::vector<std::uint64_t> hashes;
   for (const auto& doc : corpus) {
     features(doc, f);
-    seen.clear();
-    for (const auto& x : f)
-      if (seen.insert(x.hash).second) ++df_[x.hash];
+    hashes.clear();
+    for (const auto& x : f) hashes.push_back(x.hash);
+    std::sort(hashes.begin(), hashes.end());
+    hashes.erase(std::unique(hashes.begin(), hashes.end()), hashes.end());
+    for (std::uint64_t h : hashes) ++df_[h];
   }
 }
 

@@ -26,6 +26,7 @@
 // corresponds to raw_cos = 0.70, tau = 0.8 to raw_cos = 0.60. The measured
 // distribution on QMSum and on the generator is in traces/SCHEMA.md.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -41,6 +42,8 @@ struct EmbedderConfig {
   double anisotropy = 0.5;
   std::string name() const;           // "hashed-tfidf-ngram-v1"
   std::string describe() const;       // name plus every parameter, for trace metadata
+  // Inverse of describe(); nullopt when `description` is not a built-in embedder's.
+  static std::optional<EmbedderConfig> parse(const std::string& description);
 };
 
 class HashedEmbedder {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "sim/error.h"
+#include "traces/rag_trace.h"
 #include "traces/text.h"
 
 namespace mobisim::traces {
@@ -178,6 +179,21 @@ std::vector<Hit> Retriever::retrieve(std::string_view query_text, const std::vec
     for (std::size_t i = 0; i < n; ++i) fused[i] = cfg_.alpha * ns[i] + (1.0 - cfg_.alpha) * nd[i];
   }
   return top_k(fused, k);
+}
+
+Retriever retriever_for_user(const UserTrace& user, const RagTraceMeta& meta, RetrieverConfig cfg) {
+  std::vector<std::string> texts;
+  texts.reserve(user.chunks.size());
+  for (const auto& c : user.chunks) texts.push_back(c.text);
+  if (meta.embedding_dim <= 0) {
+    cfg.mode = RetrievalMode::kBm25;
+    return Retriever(texts, {}, cfg);
+  }
+  if (auto builtin = EmbedderConfig::parse(meta.embedder)) return Retriever(texts, {}, cfg, *builtin);
+  std::vector<std::vector<float>> emb;
+  emb.reserve(user.chunks.size());
+  for (const auto& c : user.chunks) emb.push_back(c.embedding);
+  return Retriever(texts, std::move(emb), cfg);
 }
 
 }  // namespace mobisim::traces

@@ -22,6 +22,7 @@ namespace mobisim::traces {
 // BM25 Okapi exactly as rank_bm25.BM25Okapi (k1 = 1.5, b = 0.75, epsilon = 0.25):
 //   idf(t) = ln(N - n(t) + 0.5) - ln(n(t) + 0.5)
 //   terms with idf < 0 (in more than half of the documents) get epsilon * mean(idf)
+//   (like rank_bm25, the floor itself can be negative when the mean idf is)
 //   score(d, q) = sum over query tokens t (repeats count) of
 //                 idf(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + k1 * (1 - b + b * |d| / avgdl))
 // Tokens are traces::words() (lower-cased, punctuation split off).
@@ -96,6 +97,16 @@ class Retriever {
   std::optional<HashedEmbedder> embedder_;
   std::vector<std::vector<float>> chunk_emb_;
 };
+
+// The retriever a simulation uses for one user of a trace. When the trace was
+// embedded by the built-in embedder, the embedder is rebuilt from the metadata
+// and refitted on the user's chunks, so new texts (e.g. predicted queries) are
+// embedded exactly as the stored ones were. With external embeddings the stored
+// chunk vectors are used and queries must come with their own embeddings. A
+// trace without embeddings gets BM25-only retrieval.
+struct UserTrace;
+struct RagTraceMeta;
+Retriever retriever_for_user(const UserTrace& user, const RagTraceMeta& meta, RetrieverConfig cfg = {});
 
 // Ranks the ids 0..n-1 by descending score (ties: lower id first) and returns the first k.
 std::vector<Hit> top_k(const std::vector<double>& scores, std::size_t k);

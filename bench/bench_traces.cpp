@@ -1,0 +1,90 @@
+// Workload-layer speed targets (issue "Workloads"): importing all 197 QMSum
+// meetings in under 30 s, and top-3 retrieval over a 100-chunk knowledge base
+// in under 1 ms.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "sim/params.h"
+#include "traces/generator.h"
+#include "traces/qmsum.h"
+#include "traces/retrieval.h"
+
+namespace {
+
+using namespace mobisim::traces;
+
+// ../shared: MOBISIM_SHARED_DIR, else the first ancestor of the binary with a sibling "shared".
+std::string shared_dir() {
+  if (const char* d = std::getenv("MOBISIM_SHARED_DIR")) return d;
+  std::error_code ec;
+  auto dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  for (; !ec && !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
+    if (std::filesystem::is_directory(dir / "shared" / "data" / "qmsum")) return (dir / "shared").string();
+  return "";
+}
+
+void BM_ImportQmsumAll(benchmark::State& state) {
+  const std::string shared = shared_dir();
+  if (shared.empty()) {
+    state.SkipWithError("QMSum data not found (set MOBISIM_SHARED_DIR)");
+    return;
+  }
+  QmsumOptions o;
+  o.dir = shared + "/data/qmsum";
+  o.split = "all";
+  const std::string tok = shared + "/models/llama2-tokenizer.model";
+  if (std::filesystem::exists(tok)) o.tokenizer_path = tok;
+  std::size_t queries = 0;
+  for (auto _ : state) {
+    const RagTrace t = import_qmsum(o);  // JSON, chunking, SentencePiece, embeddings, top-3 hybrid retrieval
+    queries = 0;
+    for (const auto& u : t.users) queries += u.queries.size();
+    benchmark::DoNotOptimize(queries);
+  }
+  state.counters["queries"] = static_cast<double>(queries);
+}
+BENCHMARK(BM_ImportQmsumAll)->Iterations(1)->Unit(benchmark::kSecond);
+
+struct Kb {
+  std::vector<std::string> chunks;
+  std::vector<std::string> queries;
+};
+
+Kb knowledge_base() {
+  // One generated user: 100 chunks of 100 words, 20 queries.
+  YAML::Node root = mobisim::load_yaml_string("users: 1\nretrieval: {k: 0}\n", "bench");
+  const RagTrace t = generate_rag_trace_from_yaml(root, "bench", 1);
+  Kb kb;
+  for (const auto& c : t.users[0].chunks) kb.chunks.push_back(c.text);
+  for (const auto& q : t.users[0].queries) kb.queries.push_back(q.text);
+  return kb;
+}
+
+void BM_RetrieveTop3Hybrid100Chunks(benchmark::State& state) {
+  const Kb kb = knowledge_base();
+  const Retriever r(kb.chunks, {});
+  std::size_t i = 0;
+  for (auto _ : state) {
+    // Includes embedding the query text, as for a predicted query inside the simulation.
+    auto hits = r.retrieve(kb.queries[i++ % kb.queries.size()], {}, 3);
+    benchmark::DoNotOptimize(hits);
+  }
+}
+BENCHMARK(BM_RetrieveTop3Hybrid100Chunks)->Unit(benchmark::kMicrosecond);
+
+void BM_RetrieveTop3Bm25_100Chunks(benchmark::State& state) {
+  const Kb kb = knowledge_base();
+  RetrieverConfig c;
+  c.mode = RetrievalMode::kBm25;
+  const Retriever r(kb.chunks, {}, c);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    auto hits = r.retrieve(kb.queries[i++ % kb.queries.size()], {}, 3);
+    benchmark::DoNotOptimize(hits);
+  }
+}
+BENCHMARK(BM_RetrieveTop3Bm25_100Chunks)->Unit(benchmark::kMicrosecond);
+
+}  // namespace

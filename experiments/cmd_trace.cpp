@@ -1,0 +1,224 @@
+// `mobisim trace ...`: import real workloads, generate synthetic ones, attach
+// external embeddings and inspect traces. The formats are in traces/SCHEMA.md.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "sim/atomic_file.h"
+#include "sim/cli.h"
+#include "sim/error.h"
+#include "sim/params.h"
+#include "traces/generator.h"
+#include "traces/jsonl.h"
+#include "traces/qmsum.h"
+#include "traces/rag_trace_io.h"
+#include "traces/stats.h"
+
+namespace mobisim {
+namespace {
+
+using traces::RagTrace;
+
+constexpr const char* kTraceUsage =
+    "mobisim trace {import qmsum|import jsonl|generate|stats|embeddings} [options]   (--help on each)";
+
+void add_enrich_options(cli::ArgParser& a) {
+  a.option("tokenizer", "PATH", "SentencePiece model for exact token counts (e.g. ../shared/models/llama2-tokenizer.model); "
+                                "default: the documented estimate, marked tokens_exact=0")
+      .option("chunk-words", "N", "words per knowledge chunk", "100")
+      .option("seed", "N", "seed of the arrival model", "1")
+      .option("mean-gap-s", "S", "mean gap between a user's queries in active (daytime) seconds", "14400")
+      .option("retrieve-k", "K", "chunks retrieved per query and stored (0: none)", "3")
+      .option("retrieval", "MODE", "bm25 | dense | hybrid", "hybrid")
+      .option("fusion", "F", "hybrid fusion: rrf | weighted", "rrf")
+      .option("embed-dim", "D", "dimension of the built-in embedder", "512")
+      .option("anisotropy", "A", "built-in embedder calibration: cos = A + (1 - A) * raw_cos", "0.5")
+      .flag("no-embed", "store no embeddings (retrieval falls back to BM25)");
+}
+
+template <class Opt>
+void read_enrich_options(const cli::ArgParser& a, Opt& o) {
+  o.tokenizer_path = a.maybe("tokenizer").value_or("");
+  const long cw = a.get_int("chunk-words");
+  if (cw <= 0) throw UsageError("--chunk-words must be > 0");
+  o.chunk_words = static_cast<std::size_t>(cw);
+  o.seed = static_cast<std::uint64_t>(a.get_int("seed"));
+  o.arrival.mean_gap_s = a.get_real("mean-gap-s");
+  const long k = a.get_int("retrieve-k");
+  if (k < 0) throw UsageError("--retrieve-k must be >= 0");
+  o.retrieve_k = static_cast<std::size_t>(k);
+  o.retrieval.mode = traces::parse_retrieval_mode(a.get("retrieval"));
+  o.retrieval.fusion = traces::parse_fusion(a.get("fusion"));
+  o.embedder.dim = static_cast<int>(a.get_int("embed-dim"));
+  o.embedder.anisotropy = a.get_real("anisotropy");
+  o.embed = !a.flag_set("no-embed");
+  o.arrival.validate();
+}
+
+void print_summary(const RagTrace& t, const std::string& out) {
+  std::size_t chunks = 0, queries = 0;
+  for (const auto& u : t.users) {
+    chunks += u.chunks.size();
+    queries += u.queries.size();
+  }
+  std::cout << fmt::format("wrote {}: {} users, {} chunks, {} queries (source {}, tokenizer {}, embedder {})\n", out,
+                           t.users.size(), chunks, queries, t.meta.source, t.meta.tokenizer,
+                           t.meta.embedder.empty() ? "none" : t.meta.embedder);
+}
+
+int import_qmsum_cmd(const std::vector<std::string>& args) {
+  cli::ArgParser a("mobisim trace import qmsum --dir DIR --out FILE [options]",
+                   "Import QMSum meetings as a RAG trace: one meeting = one user's knowledge base; transcript turns\n"
+                   "are cut into chunks of N words; general then specific queries (or interleaved) with their\n"
+                   "reference answers; arrival times from the sparse arrival model. Data is read, never copied.");
+  a.option("dir", "DIR", "QMSum directory holding train/ and val/ (e.g. ../shared/data/qmsum)")
+      .option("out", "FILE", "output HDF5 trace")
+      .option("split", "S", "train | val | test | all", "val")
+      .option("order", "O", "general-first | interleaved", "general-first")
+      .option("max-meetings", "N", "import at most N meetings (0: all)", "0");
+  add_enrich_options(a);
+  if (!a.parse(args)) return kExitOk;
+  traces::QmsumOptions o;
+  o.dir = a.get("dir");
+  o.split = a.get("split");
+  o.order = a.get("order");
+  o.max_meetings = static_cast<std::size_t>(std::max(0L, a.get_int("max-meetings")));
+  read_enrich_options(a, o);
+  const RagTrace t = traces::import_qmsum(o);
+  traces::write_rag_trace(a.get("out"), t);
+  print_summary(t, a.get("out"));
+  return kExitOk;
+}
+
+int import_jsonl_cmd(const std::vector<std::string>& args) {
+  cli::ArgParser a("mobisim trace import jsonl --in FILE --out FILE [options]",
+                   "Import a JSONL workload (one JSON object per line; \"type\" is user, document, chunk or query;\n"
+                   "see traces/jsonl.h and traces/SCHEMA.md for every key).");
+  a.option("in", "FILE", "input .jsonl file").option("out", "FILE", "output HDF5 trace");
+  add_enrich_options(a);
+  if (!a.parse(args)) return kExitOk;
+  traces::JsonlOptions o;
+  read_enrich_options(a, o);
+  const RagTrace t = traces::import_jsonl(a.get("in"), o);
+  traces::write_rag_trace(a.get("out"), t);
+  print_summary(t, a.get("out"));
+  return kExitOk;
+}
+
+int generate_cmd(const std::vector<std::string>& args) {
+  cli::ArgParser a("mobisim trace generate CONFIG --out FILE [-p key=value ...] [--seed N]",
+                   "Generate a synthetic RAG trace whose statistics follow PerCache's observations (repeated chunk\n"
+                   "retrieval, low prefix overlap, sparse mostly dissimilar queries with a few 0.8+ pairs).\n"
+                   "CONFIG: e.g. configs/workloads/rag_default.yaml; unknown keys are errors.");
+  a.positional("CONFIG", "generator YAML config")
+      .option("out", "FILE", "output HDF5 trace")
+      .repeated("param", "p", "KEY=VALUE", "override a config value, e.g. -p users=10 -p queries.per_user=40")
+      .option("seed", "N", "seed (default: the config's seed)");
+  if (!a.parse(args)) return kExitOk;
+  const std::string cfg = a.get("CONFIG");
+  YAML::Node root = load_yaml_file(cfg);
+  for (const auto& kv : a.all("param")) apply_override(root, kv);
+  std::optional<std::uint64_t> seed;
+  if (a.has("seed")) seed = static_cast<std::uint64_t>(a.get_int("seed"));
+  const RagTrace t = traces::generate_rag_trace_from_yaml(root, cfg, seed);
+  traces::write_rag_trace(a.get("out"), t);
+  print_summary(t, a.get("out"));
+  return kExitOk;
+}
+
+std::string plot_script() {
+  if (const char* d = std::getenv("MOBISIM_PLOTS_DIR")) return std::string(d) + "/trace_stats.py";
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  for (auto dir = exe.parent_path(); !ec && !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
+    if (std::filesystem::exists(dir / "plots" / "trace_stats.py")) return (dir / "plots" / "trace_stats.py").string();
+  throw UsageError("cannot find plots/trace_stats.py next to the mobisim binary; set MOBISIM_PLOTS_DIR");
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string o = "'";
+  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+
+int stats_cmd(const std::vector<std::string>& args) {
+  cli::ArgParser a("mobisim trace stats FILE [--k K] [--json OUT] [--plot PNG]",
+                   "Print workload statistics of a RAG trace: queries per user, chunk retrieval frequency\n"
+                   "(PerCache fig. 3), prefix overlap of retrieved lists under reactive caching (fig. 5), top-1\n"
+                   "similarity of each query to earlier ones (fig. 6), pairwise similarity (fig. 2), token lengths.");
+  a.positional("FILE", "HDF5 RAG trace")
+      .option("k", "K", "top-k used for retrieval statistics (PerCache: 2)", "2")
+      .option("json", "OUT", "also write the statistics (with raw per-query values) as JSON")
+      .option("plot", "PNG", "draw the distributions with plots/trace_stats.py (matplotlib)");
+  if (!a.parse(args)) return kExitOk;
+  const RagTrace t = traces::read_rag_trace(a.get("FILE"));
+  traces::StatsOptions so;
+  const long k = a.get_int("k");
+  if (k <= 0) throw UsageError("--k must be > 0");
+  so.k = static_cast<std::size_t>(k);
+  const auto s = traces::compute_stats(t, so);
+  std::cout << traces::format_stats(s);
+  std::string json_path = a.maybe("json").value_or("");
+  if (!json_path.empty()) write_file_atomic(json_path, traces::stats_json(s));
+  if (auto png = a.maybe("plot")) {
+    if (json_path.empty()) {
+      json_path = *png + ".stats.json";
+      write_file_atomic(json_path, traces::stats_json(s));
+    }
+    const std::string cmd = fmt::format("/usr/bin/python3 {} --stats {} --out {}", shell_quote(plot_script()),
+                                        shell_quote(json_path), shell_quote(*png));
+    const int rc = std::system(cmd.c_str());
+    if (rc != 0) throw Error(fmt::format("plot command failed (exit {}): {}", rc, cmd));
+    std::cout << "wrote " << *png << "\n";
+  }
+  return kExitOk;
+}
+
+int embeddings_cmd(const std::vector<std::string>& args) {
+  cli::ArgParser a("mobisim trace embeddings TRACE --from FILE [--queries NPY] [--model NAME] --out FILE",
+                   "Replace a trace's embeddings with an external model's (e.g. Qwen3-Embedding, as PerCache).\n"
+                   "FILE: HDF5 with /chunk_embeddings [C,D] and /query_embeddings [Q,D], or a chunk .npy with\n"
+                   "--queries giving the query .npy. Rows in trace order; each row is L2-normalised.");
+  a.positional("TRACE", "input HDF5 RAG trace")
+      .option("from", "FILE", "HDF5 or .npy embeddings")
+      .option("queries", "NPY", "query embeddings .npy (when --from is a .npy)")
+      .option("model", "NAME", "embedding model name recorded in the trace")
+      .option("out", "FILE", "output HDF5 trace");
+  if (!a.parse(args)) return kExitOk;
+  RagTrace t = traces::read_rag_trace(a.get("TRACE"));
+  traces::import_embeddings(t, a.get("from"), a.maybe("queries").value_or(""), a.maybe("model").value_or(""));
+  traces::write_rag_trace(a.get("out"), t);
+  print_summary(t, a.get("out"));
+  return kExitOk;
+}
+
+int trace_main(const std::vector<std::string>& args) {
+  auto rest = [&](std::size_t n) { return std::vector<std::string>(args.begin() + static_cast<long>(n), args.end()); };
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << "usage: " << kTraceUsage << "\n\n"
+              << "  import qmsum   import QMSum meetings (one meeting = one user)\n"
+              << "  import jsonl   import a JSONL workload (documented format)\n"
+              << "  generate       generate a calibrated synthetic RAG trace from a YAML config\n"
+              << "  stats          print (and plot) workload statistics of a trace\n"
+              << "  embeddings     attach embeddings from an external model to a trace\n";
+    return args.empty() ? kExitUsage : kExitOk;
+  }
+  if (args[0] == "import") {
+    if (args.size() >= 2 && args[1] == "qmsum") return import_qmsum_cmd(rest(2));
+    if (args.size() >= 2 && args[1] == "jsonl") return import_jsonl_cmd(rest(2));
+    throw UsageError("usage: mobisim trace import {qmsum|jsonl} [options]");
+  }
+  if (args[0] == "generate") return generate_cmd(rest(1));
+  if (args[0] == "stats") return stats_cmd(rest(1));
+  if (args[0] == "embeddings") return embeddings_cmd(rest(1));
+  throw UsageError(fmt::format("unknown trace subcommand '{}'\nusage: {}", args[0], kTraceUsage));
+}
+
+}  // namespace
+}  // namespace mobisim
+
+MOBISIM_REGISTER_COMMAND("trace", "Import, generate and inspect RAG workload traces", mobisim::kTraceUsage,
+                         mobisim::trace_main)

@@ -1,0 +1,247 @@
+// HDF5 RAG trace round trip and error paths; external embeddings.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "sim/atomic_file.h"
+#include "sim/error.h"
+#include "sim/h5.h"
+#include "test_traces_util.h"
+#include "traces/rag_trace_io.h"
+
+using namespace mobisim;
+using namespace mobisim::traces;
+
+namespace {
+
+RagTrace sample_trace() {
+  RagTrace t;
+  t.meta.source = "test";
+  t.meta.tokenizer = "estimate";
+  t.meta.tokens_exact = false;
+  t.meta.embedder = "unit-test";
+  t.meta.embedding_dim = 3;
+  t.meta.chunker = "words";
+  t.meta.chunk_words = 100;
+  t.meta.arrival_model = "fixed";
+  t.meta.params_yaml = "a: 1\n";
+  t.meta.retrieval = "bm25";
+  t.meta.retrieved_k = 2;
+  UserTrace u;
+  u.user_id = "alice";
+  u.topics = {"budget", "rehearsal \xc3\xa9t\xc3\xa9"};
+  u.chunks.push_back(Chunk{"chunk zero", 3, {1, 0, 0}});
+  u.chunks.push_back(Chunk{"chunk one \xe2\x9c\x93", 4, {0, 1, 0}});
+  Query q;
+  q.text = "what about zero?";
+  q.arrival_s = 10.5;
+  q.tokens = 5;
+  q.embedding = {0.6f, 0.8f, 0};
+  q.answer_text = "zero";
+  q.answer_tokens = 2;
+  q.retrieved = {0, 1};
+  q.relevant = {0};
+  q.kind = "general";
+  q.topic = 1;
+  u.queries.push_back(q);
+  q.text = "and one?";
+  q.arrival_s = 7200;
+  q.retrieved = {1};
+  q.relevant = {};
+  q.kind = "specific";
+  q.topic = -1;
+  u.queries.push_back(q);
+  u.idle_windows = {{0, 5, true}, {600, 7000, false}};
+  t.users.push_back(u);
+  UserTrace empty;
+  empty.user_id = "bob";
+  t.users.push_back(empty);
+  return t;
+}
+
+void expect_same(const RagTrace& a, const RagTrace& b) {
+  EXPECT_EQ(a.meta.source, b.meta.source);
+  EXPECT_EQ(a.meta.tokenizer, b.meta.tokenizer);
+  EXPECT_EQ(a.meta.tokens_exact, b.meta.tokens_exact);
+  EXPECT_EQ(a.meta.embedder, b.meta.embedder);
+  EXPECT_EQ(a.meta.embedding_dim, b.meta.embedding_dim);
+  EXPECT_EQ(a.meta.chunk_words, b.meta.chunk_words);
+  EXPECT_EQ(a.meta.params_yaml, b.meta.params_yaml);
+  EXPECT_EQ(a.meta.retrieval, b.meta.retrieval);
+  EXPECT_EQ(a.meta.retrieved_k, b.meta.retrieved_k);
+  ASSERT_EQ(a.users.size(), b.users.size());
+  for (std::size_t u = 0; u < a.users.size(); ++u) {
+    const auto &x = a.users[u], &y = b.users[u];
+    EXPECT_EQ(x.user_id, y.user_id);
+    EXPECT_EQ(x.topics, y.topics);
+    ASSERT_EQ(x.chunks.size(), y.chunks.size());
+    for (std::size_t c = 0; c < x.chunks.size(); ++c) {
+      EXPECT_EQ(x.chunks[c].text, y.chunks[c].text);
+      EXPECT_EQ(x.chunks[c].tokens, y.chunks[c].tokens);
+      EXPECT_EQ(x.chunks[c].embedding, y.chunks[c].embedding);
+    }
+    ASSERT_EQ(x.queries.size(), y.queries.size());
+    for (std::size_t q = 0; q < x.queries.size(); ++q) {
+      const auto &p = x.queries[q], &r = y.queries[q];
+      EXPECT_EQ(p.text, r.text);
+      EXPECT_EQ(p.arrival_s, r.arrival_s);
+      EXPECT_EQ(p.tokens, r.tokens);
+      EXPECT_EQ(p.embedding, r.embedding);
+      EXPECT_EQ(p.answer_text, r.answer_text);
+      EXPECT_EQ(p.answer_tokens, r.answer_tokens);
+      EXPECT_EQ(p.retrieved, r.retrieved);
+      EXPECT_EQ(p.relevant, r.relevant);
+      EXPECT_EQ(p.kind, r.kind);
+      EXPECT_EQ(p.topic, r.topic);
+    }
+    ASSERT_EQ(x.idle_windows.size(), y.idle_windows.size());
+    for (std::size_t i = 0; i < x.idle_windows.size(); ++i) {
+      EXPECT_EQ(x.idle_windows[i].start_s, y.idle_windows[i].start_s);
+      EXPECT_EQ(x.idle_windows[i].end_s, y.idle_windows[i].end_s);
+      EXPECT_EQ(x.idle_windows[i].charging, y.idle_windows[i].charging);
+    }
+  }
+}
+
+// Rewrites one root attribute of an existing file.
+void set_root_attr(const std::string& path, const std::string& name, std::int64_t v) {
+  H5::H5File f(path, H5F_ACC_RDWR);
+  h5::write_attr(f.openGroup("/"), name, v);
+}
+
+}  // namespace
+
+TEST(TraceIo, RoundTripKeepsEveryField) {
+  const std::string dir = trace_testing::temp_dir("io");
+  const std::string p = dir + "/t.h5";
+  const RagTrace t = sample_trace();
+  write_rag_trace(p, t);
+  expect_same(t, read_rag_trace(p));
+  // Deterministic bytes.
+  write_rag_trace(dir + "/t2.h5", t);
+  EXPECT_EQ(read_file(p), read_file(dir + "/t2.h5"));
+}
+
+TEST(TraceIo, TraceWithoutEmbeddingsRoundTrips) {
+  RagTrace t = sample_trace();
+  t.meta.embedding_dim = 0;
+  for (auto& u : t.users) {
+    for (auto& c : u.chunks) c.embedding.clear();
+    for (auto& q : u.queries) q.embedding.clear();
+  }
+  const std::string p = trace_testing::temp_dir("io-noemb") + "/t.h5";
+  write_rag_trace(p, t);
+  expect_same(t, read_rag_trace(p));
+}
+
+TEST(TraceIo, WriterRejectsInconsistentTraces) {
+  RagTrace t = sample_trace();
+  t.users[0].queries[0].retrieved = {7};
+  EXPECT_THROW(write_rag_trace(trace_testing::temp_dir("io-bad") + "/t.h5", t), Error);
+  t = sample_trace();
+  t.users[0].queries[1].arrival_s = 1.0;  // earlier than query 0
+  EXPECT_THROW(write_rag_trace(trace_testing::temp_dir("io-bad") + "/t.h5", t), Error);
+  t = sample_trace();
+  t.users[0].chunks[0].embedding = {1, 0};
+  EXPECT_THROW(write_rag_trace(trace_testing::temp_dir("io-bad") + "/t.h5", t), Error);
+}
+
+TEST(TraceIo, NewerSchemaVersionIsAnInputError) {
+  const std::string p = trace_testing::temp_dir("io-ver") + "/t.h5";
+  write_rag_trace(p, sample_trace());
+  set_root_attr(p, "schema_version", kRagSchemaVersion + 1);
+  try {
+    read_rag_trace(p);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+  set_root_attr(p, "schema_version", 0);
+  EXPECT_THROW(read_rag_trace(p), InputError);
+}
+
+TEST(TraceIo, TruncatedFileIsAnInputError) {
+  const std::string dir = trace_testing::temp_dir("io-trunc");
+  const std::string p = dir + "/t.h5";
+  write_rag_trace(p, sample_trace());
+  const std::string bytes = read_file(p);
+  for (std::size_t keep : {bytes.size() / 2, std::size_t{100}, std::size_t{0}}) {
+    const std::string q = dir + "/cut.h5";
+    std::ofstream(q, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(keep));
+    EXPECT_THROW(read_rag_trace(q), InputError) << "kept " << keep << " bytes";
+  }
+  EXPECT_THROW(read_rag_trace(dir + "/missing.h5"), InputError);
+}
+
+TEST(TraceIo, WrongShapesAndForeignFilesAreInputErrors) {
+  const std::string dir = trace_testing::temp_dir("io-shape");
+  {
+    // An HDF5 file that is not a trace.
+    h5::Writer w(dir + "/other.h5");
+    h5::write_attr(w.root(), "format", "something-else");
+    w.commit();
+  }
+  EXPECT_THROW(read_rag_trace(dir + "/other.h5"), InputError);
+  const std::string p = dir + "/t.h5";
+  write_rag_trace(p, sample_trace());
+  set_root_attr(p, "embedding_dim", 4);  // matrices are [n, 3]
+  try {
+    read_rag_trace(p);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("embedding"), std::string::npos) << e.what();
+  }
+  write_rag_trace(p, sample_trace());
+  set_root_attr(p, "num_users", 3);
+  EXPECT_THROW(read_rag_trace(p), InputError);
+}
+
+namespace {
+void write_npy(const std::string& path, const std::vector<float>& v, std::size_t rows, std::size_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(cols) + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  out += header;
+  out.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+  std::ofstream(path, std::ios::binary) << out;
+}
+}  // namespace
+
+TEST(TraceIo, ImportsExternalEmbeddingsFromNpyAndHdf5) {
+  const std::string dir = trace_testing::temp_dir("io-emb");
+  RagTrace t = sample_trace();  // 2 chunks, 2 queries in total
+  write_npy(dir + "/c.npy", {3, 4, 0, 0, 0, 2}, 2, 3);
+  write_npy(dir + "/q.npy", {1, 0, 0, 0, 0, 5}, 2, 3);
+  import_embeddings(t, dir + "/c.npy", dir + "/q.npy", "Qwen3-Embedding-0.6B");
+  EXPECT_EQ(t.meta.embedder, "Qwen3-Embedding-0.6B");
+  EXPECT_EQ(t.meta.embedding_dim, 3);
+  EXPECT_EQ(t.users[0].chunks[0].embedding, (std::vector<float>{0.6f, 0.8f, 0.0f}));  // L2-normalised
+  EXPECT_EQ(t.users[0].queries[1].embedding, (std::vector<float>{0, 0, 1}));
+  // Row count must match the trace.
+  write_npy(dir + "/q3.npy", {1, 0, 0, 0, 1, 0, 0, 0, 1}, 3, 3);
+  EXPECT_THROW(import_embeddings(t, dir + "/c.npy", dir + "/q3.npy"), InputError);
+  // HDF5 variant with a model attribute, dimension 2.
+  {
+    h5::Writer w(dir + "/e.h5");
+    h5::write_matrix(w.root(), "chunk_embeddings", {1, 0, 0, 1}, 2, 2);
+    h5::write_matrix(w.root(), "query_embeddings", {1, 1, 2, 0}, 2, 2);
+    h5::write_attr(w.root(), "model", "m2");
+    w.commit();
+  }
+  import_embeddings(t, dir + "/e.h5");
+  EXPECT_EQ(t.meta.embedder, "m2");
+  EXPECT_EQ(t.meta.embedding_dim, 2);
+  write_rag_trace(dir + "/t.h5", t);
+  EXPECT_EQ(read_rag_trace(dir + "/t.h5").users[0].queries[1].embedding, (std::vector<float>{1, 0}));
+  std::ofstream(dir + "/bad.npy") << "not numpy";
+  EXPECT_THROW(import_embeddings(t, dir + "/bad.npy", dir + "/q.npy"), InputError);
+}

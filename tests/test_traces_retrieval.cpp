@@ -1,0 +1,193 @@
+// BM25, the built-in embedder, hybrid fusion and the Retriever.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim/error.h"
+#include "traces/embedder.h"
+#include "traces/rag_trace.h"
+#include "traces/retrieval.h"
+#include "traces/text.h"
+
+using namespace mobisim::traces;
+
+TEST(Bm25, MatchesHandComputedScoresForToyCorpus) {
+  // Corpus (N = 4): d0 "a b c", d1 "a a d", d2 "a e", d3 "f"; lengths 3,3,2,1, avgdl = 9/4.
+  // df: a = 3, every other term = 1.
+  //   idf(df=1) = ln(4 - 1 + 0.5) - ln(1 + 0.5) = ln(3.5/1.5) = ln(7/3) =: L
+  //   idf(a)    = ln(1.5) - ln(3.5) = -L < 0  -> floored to epsilon * average_idf
+  //   average_idf = (5L - L) / 6 = 2L/3,  idf(a) = 0.25 * 2L/3 = L/6
+  // len_norm(d) = k1 (1 - b + b |d|/avgdl) = 1.5 (0.25 + |d|/3): 1.875 (|d|=3), 1.375 (2), 0.875 (1)
+  // Query "a b": term weight idf * tf (k1+1) / (tf + len_norm):
+  //   d0: (L/6 + L) * 2.5 / 2.875            = L * (7/6) * (20/23) = 70L/69
+  //   d1: (L/6) * 2 * 2.5 / (2 + 1.875)      = (L/6) * (40/31)     = 20L/93
+  //   d2: (L/6) * 2.5 / (1 + 1.375)          = (L/6) * (20/19)     = 10L/57
+  //   d3: 0
+  const std::vector<std::vector<std::string>> docs = {{"a", "b", "c"}, {"a", "a", "d"}, {"a", "e"}, {"f"}};
+  Bm25 bm(docs);
+  const double L = std::log(7.0 / 3.0);
+  EXPECT_NEAR(bm.avgdl(), 2.25, 1e-15);
+  EXPECT_NEAR(bm.average_idf(), 2 * L / 3, 1e-12);
+  EXPECT_NEAR(bm.idf("a"), L / 6, 1e-12);
+  EXPECT_NEAR(bm.idf("b"), L, 1e-12);
+  EXPECT_EQ(bm.idf("zzz"), 0.0);
+  const auto s = bm.scores({"a", "b"});
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_NEAR(s[0], 70 * L / 69, 1e-12);  // 0.8595775395232501 (rank_bm25 gives the same)
+  EXPECT_NEAR(s[1], 20 * L / 93, 1e-12);  // 0.1822145936316567
+  EXPECT_NEAR(s[2], 10 * L / 57, 1e-12);  // 0.1486487474363515
+  EXPECT_EQ(s[3], 0.0);
+  // Repeated query tokens count again (rank_bm25 loops over the query list).
+  const auto s2 = bm.scores({"b", "b"});
+  EXPECT_NEAR(s2[0], 2 * L * 2.5 / 2.875, 1e-12);
+}
+
+TEST(Bm25, TermInExactlyHalfTheDocumentsHasZeroIdfNotEpsilon) {
+  // N = 2, df = 1: ln(1.5) - ln(1.5) = 0, which rank_bm25 keeps (only idf < 0 is floored).
+  Bm25 bm({{"x", "y"}, {"x", "z"}});
+  EXPECT_EQ(bm.idf("y"), 0.0);
+  // "x" is in both documents: ln(0.5) - ln(2.5) = -ln 5 < 0 -> epsilon * average_idf, where
+  // average_idf = (-ln 5 + 0 + 0) / 3 is itself negative, so the floor is -ln(5)/12. rank_bm25
+  // behaves the same way (its floor is not clamped at zero); we keep parity with it.
+  EXPECT_NEAR(bm.idf("x"), -std::log(5.0) / 12, 1e-12);
+}
+
+TEST(Bm25, TopKBreaksTiesTowardsLowerIds) {
+  const auto hits = top_k({1.0, 3.0, 3.0, 0.5}, 3);
+  ASSERT_EQ(hits.size(), 3u);
+  EXPECT_EQ(hits[0].chunk, 1);
+  EXPECT_EQ(hits[1].chunk, 2);
+  EXPECT_EQ(hits[2].chunk, 0);
+  EXPECT_EQ(top_k({1.0}, 5).size(), 1u);
+}
+
+TEST(Bm25, HybridFusionRanksByReciprocalRanks) {
+  // BM25 for "cherry": only c1 matches -> ranks c1=1, c0=2, c2=3 (tie broken by id).
+  // Dense (external embeddings): q.e = 0.6, 0.8, 1.0 -> ranks c2=1, c1=2, c0=3.
+  // RRF (k=60): c1 = 1/61 + 1/62 > c2 = 1/63 + 1/61 > c0 = 1/62 + 1/63.
+  const std::vector<std::string> texts = {"apple banana", "cherry", "apple pie"};
+  const std::vector<std::vector<float>> emb = {{1, 0}, {0, 1}, {0.6f, 0.8f}};
+  const std::vector<float> q = {0.6f, 0.8f};
+  auto order = [&](RetrievalMode m, Fusion f) {
+    RetrieverConfig c;
+    c.mode = m;
+    c.fusion = f;
+    Retriever r(texts, emb, c);
+    std::vector<int> out;
+    for (const auto& h : r.retrieve("cherry", q, 3)) out.push_back(h.chunk);
+    return out;
+  };
+  EXPECT_EQ(order(RetrievalMode::kBm25, Fusion::kRrf), (std::vector<int>{1, 0, 2}));
+  EXPECT_EQ(order(RetrievalMode::kDense, Fusion::kRrf), (std::vector<int>{2, 1, 0}));
+  EXPECT_EQ(order(RetrievalMode::kHybrid, Fusion::kRrf), (std::vector<int>{1, 2, 0}));
+  // Weighted (alpha 0.5, min-max): c0 = 0, c1 = 0.5*1 + 0.5*0.5 = 0.75, c2 = 0.5*0 + 0.5*1 = 0.5.
+  EXPECT_EQ(order(RetrievalMode::kHybrid, Fusion::kWeighted), (std::vector<int>{1, 2, 0}));
+  RetrieverConfig c;
+  Retriever r(texts, emb, c);
+  const auto hits = r.retrieve("cherry", q, 1);
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_NEAR(hits[0].score, 1.0 / 61 + 1.0 / 62, 1e-15);
+  // External embeddings: the retriever cannot embed new text itself.
+  EXPECT_THROW(r.retrieve("cherry", {}, 1), mobisim::InputError);
+  EXPECT_THROW(r.retrieve("cherry", {1, 0, 0}, 1), mobisim::InputError);
+}
+
+TEST(Bm25, RetrieverWithBuiltInEmbedderFindsTheChunkAboutTheQuery) {
+  const std::vector<std::string> texts = {
+      "The budget for the new laptops was approved by finance on Monday.",
+      "We scheduled the presentation rehearsal for Friday afternoon in room 4.",
+      "The remote control design uses a rubber case and a simple battery."};
+  Retriever r(texts, {});
+  ASSERT_TRUE(r.owns_embedder());
+  const auto hits = r.retrieve("When is the presentation rehearsal?", {}, 2);
+  ASSERT_EQ(hits.size(), 2u);
+  EXPECT_EQ(hits[0].chunk, 1);
+  EXPECT_TRUE(Retriever({}, {}).retrieve("anything", {}, 3).empty());
+}
+
+TEST(Embed, DeterministicUnitLengthAndFixedDimension) {
+  HashedEmbedder a, b;
+  const std::string text = "When will the presentation rehearsal take place?";
+  const auto x = a.embed(text), y = b.embed(text);
+  ASSERT_EQ(x.size(), 512u);
+  EXPECT_EQ(x, y);  // bit-identical
+  EXPECT_NEAR(dot(x, x), 1.0, 1e-6);
+  const auto e = a.embed("");
+  EXPECT_NEAR(dot(e, e), 1.0, 1e-6);
+  // Fitting changes weights but stays deterministic and normalised.
+  a.fit({"the rehearsal is on friday", "the budget is approved"});
+  b.fit({"the rehearsal is on friday", "the budget is approved"});
+  EXPECT_EQ(a.embed(text), b.embed(text));
+  EXPECT_NEAR(dot(a.embed(text), a.embed(text)), 1.0, 1e-6);
+}
+
+TEST(Embed, AnisotropyIsTheDocumentedAffineMapOfRawCosine) {
+  EmbedderConfig raw_cfg;
+  raw_cfg.anisotropy = 0.0;
+  EmbedderConfig cal_cfg;  // default a = 0.5
+  HashedEmbedder raw(raw_cfg), cal(cal_cfg);
+  const std::string p = "When will the presentation rehearsal take place?";
+  const std::string q = "Is time of presentation rehearsal given?";  // PerCache's 0.815 example pair
+  const std::string u = "Who approved the budget for the new laptops?";
+  const double r_pq = dot(raw.embed(p), raw.embed(q)), c_pq = dot(cal.embed(p), cal.embed(q));
+  EXPECT_NEAR(c_pq, HashedEmbedder::calibrated_from_raw(r_pq, 0.5), 1e-6);
+  const double c_pu = dot(cal.embed(p), cal.embed(u));
+  // The paraphrase pair is clearly more similar than an unrelated question, and
+  // both land in the range a neural embedder gives (0.5 - 0.9).
+  EXPECT_GT(c_pq, c_pu + 0.1);
+  EXPECT_GT(c_pq, 0.65);
+  EXPECT_LT(c_pq, 0.9);
+  EXPECT_GT(c_pu, 0.45);
+  EXPECT_LT(c_pu, 0.7);
+  EXPECT_NEAR(dot(cal.embed(p), cal.embed(p)), 1.0, 1e-6);
+}
+
+TEST(Embed, CharacterNgramsKeepMorphologicalVariantsClose) {
+  HashedEmbedder e;
+  EXPECT_GT(dot(e.embed("rehearsal schedule"), e.embed("rehearse scheduling")),
+            dot(e.embed("rehearsal schedule"), e.embed("budget laptops")));
+}
+
+TEST(Embed, RejectsInvalidConfig) {
+  EmbedderConfig c;
+  c.dim = 1;
+  EXPECT_THROW(HashedEmbedder{c}, mobisim::ConfigError);
+  c = {};
+  c.anisotropy = 1.0;
+  EXPECT_THROW(HashedEmbedder{c}, mobisim::ConfigError);
+}
+
+TEST(Embed, WordSplitLowercasesAndDropsPunctuation) {
+  EXPECT_EQ(words("Hello, World! It's 2024 — ok"),
+            (std::vector<std::string>{"hello", "world", "it", "s", "2024", "\xe2\x80\x94", "ok"}));
+  EXPECT_FALSE(has_words("  ?!  "));
+}
+
+TEST(Bm25, RetrieverForUserReproducesStoredEmbeddingsAndRetrieval) {
+  RagTrace t;
+  EmbedderConfig ec;
+  ec.dim = 64;
+  ec.anisotropy = 0.4;
+  t.meta.embedder = ec.describe();
+  t.meta.embedding_dim = ec.dim;
+  ASSERT_TRUE(EmbedderConfig::parse(t.meta.embedder).has_value());
+  EXPECT_EQ(EmbedderConfig::parse(t.meta.embedder)->anisotropy, 0.4);
+  EXPECT_FALSE(EmbedderConfig::parse("Qwen3-Embedding-0.6B").has_value());
+  UserTrace u;
+  for (const char* s : {"the rehearsal is on friday", "the budget was approved", "laptops arrive next week"})
+    u.chunks.push_back(Chunk{s, 5, {}});
+  Retriever built(std::vector<std::string>{u.chunks[0].text, u.chunks[1].text, u.chunks[2].text}, {}, {}, ec);
+  for (std::size_t i = 0; i < u.chunks.size(); ++i) u.chunks[i].embedding = built.chunk_embeddings()[i];
+  const Retriever again = retriever_for_user(u, t.meta);
+  EXPECT_EQ(again.chunk_embeddings(), built.chunk_embeddings());
+  EXPECT_EQ(again.embed("when is the rehearsal"), built.embed("when is the rehearsal"));
+  EXPECT_EQ(again.retrieve("budget approval", {}, 1).front().chunk, 1);
+  // External model: stored vectors, queries must bring theirs.
+  t.meta.embedder = "external-model";
+  const Retriever ext = retriever_for_user(u, t.meta);
+  EXPECT_FALSE(ext.owns_embedder());
+  EXPECT_THROW(ext.retrieve("budget", {}, 1), mobisim::InputError);
+  // No embeddings: BM25 only.
+  t.meta.embedding_dim = 0;
+  EXPECT_EQ(retriever_for_user(u, t.meta).retrieve("laptops", {}, 1).front().chunk, 2);
+}

@@ -1,0 +1,422 @@
+#include "traces/rag_trace_io.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "sim/atomic_file.h"
+#include "sim/error.h"
+#include "sim/h5.h"
+
+namespace mobisim::traces {
+
+namespace {
+
+std::string user_group(std::size_t i) { return fmt::format("u{:05d}", i); }
+
+template <class T>
+std::vector<std::int32_t> narrow32(const std::vector<T>& v) {
+  return std::vector<std::int32_t>(v.begin(), v.end());
+}
+
+// CSR encoding of per-query id lists: offsets has Q+1 entries.
+void write_lists(const H5::Group& g, const std::string& name, const std::vector<Query>& qs,
+                 std::vector<std::int32_t> Query::*member) {
+  std::vector<std::int64_t> offsets{0};
+  std::vector<std::int32_t> ids;
+  for (const auto& q : qs) {
+    const auto& l = q.*member;
+    ids.insert(ids.end(), l.begin(), l.end());
+    offsets.push_back(static_cast<std::int64_t>(ids.size()));
+  }
+  h5::write_dataset(g, name + "_offsets", offsets);
+  h5::write_dataset(g, name + "_ids", ids);
+}
+
+void write_embeddings(const H5::Group& g, const std::vector<std::vector<float>>& rows, std::size_t dim) {
+  std::vector<float> flat;
+  flat.reserve(rows.size() * dim);
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  h5::write_matrix(g, "embedding", flat, rows.size(), dim, "unit-L2");
+}
+
+}  // namespace
+
+void validate_rag_trace(const RagTrace& t, const std::string& what) {
+  auto bad = [&](const std::string& m) { throw Error(fmt::format("{}: inconsistent RAG trace: {}", what, m)); };
+  const std::size_t dim = static_cast<std::size_t>(std::max(0, t.meta.embedding_dim));
+  for (std::size_t u = 0; u < t.users.size(); ++u) {
+    const UserTrace& ut = t.users[u];
+    for (std::size_t c = 0; c < ut.chunks.size(); ++c)
+      if (ut.chunks[c].embedding.size() != dim)
+        bad(fmt::format("user {} chunk {} has {} embedding values, meta.embedding_dim is {}", u, c,
+                        ut.chunks[c].embedding.size(), dim));
+    double prev = -INFINITY;
+    for (std::size_t q = 0; q < ut.queries.size(); ++q) {
+      const Query& qq = ut.queries[q];
+      if (qq.embedding.size() != dim)
+        bad(fmt::format("user {} query {} has {} embedding values, meta.embedding_dim is {}", u, q,
+                        qq.embedding.size(), dim));
+      if (!std::isfinite(qq.arrival_s) || qq.arrival_s < prev)
+        bad(fmt::format("user {} query {} arrival_s {} is not finite or earlier than the previous query", u, q,
+                        qq.arrival_s));
+      prev = qq.arrival_s;
+      for (auto* l : {&qq.retrieved, &qq.relevant})
+        for (std::int32_t id : *l)
+          if (id < 0 || static_cast<std::size_t>(id) >= ut.chunks.size())
+            bad(fmt::format("user {} query {} refers to chunk {} of {}", u, q, id, ut.chunks.size()));
+    }
+    for (const auto& w : ut.idle_windows)
+      if (!(w.end_s >= w.start_s)) bad(fmt::format("user {} idle window ends before it starts", u));
+  }
+}
+
+void write_rag_trace(const std::string& path, const RagTrace& t) {
+  validate_rag_trace(t, path);
+  const std::size_t dim = static_cast<std::size_t>(std::max(0, t.meta.embedding_dim));
+  h5::Writer w(path);
+  H5::Group root = w.root();
+  h5::write_attr(root, "format", kRagTraceFormat);
+  h5::write_attr(root, "schema_version", static_cast<std::int64_t>(kRagSchemaVersion));
+  h5::write_attr(root, "source", t.meta.source);
+  h5::write_attr(root, "tokenizer", t.meta.tokenizer);
+  h5::write_attr(root, "tokens_exact", static_cast<std::int64_t>(t.meta.tokens_exact ? 1 : 0));
+  h5::write_attr(root, "embedder", t.meta.embedder);
+  h5::write_attr(root, "embedding_dim", static_cast<std::int64_t>(dim));
+  h5::write_attr(root, "chunker", t.meta.chunker);
+  h5::write_attr(root, "chunk_words", static_cast<std::int64_t>(t.meta.chunk_words));
+  h5::write_attr(root, "arrival_model", t.meta.arrival_model);
+  h5::write_attr(root, "params_yaml", t.meta.params_yaml);
+  h5::write_attr(root, "retrieval", t.meta.retrieval);
+  h5::write_attr(root, "retrieved_k", static_cast<std::int64_t>(t.meta.retrieved_k));
+  h5::write_attr(root, "num_users", static_cast<std::int64_t>(t.users.size()));
+
+  H5::Group users = h5::make_group(root, "users");
+  for (std::size_t u = 0; u < t.users.size(); ++u) {
+    const UserTrace& ut = t.users[u];
+    H5::Group ug = h5::make_group(users, user_group(u));
+    h5::write_attr(ug, "user_id", ut.user_id);
+    h5::write_dataset(ug, "topics", ut.topics);
+
+    H5::Group cg = h5::make_group(ug, "chunks");
+    std::vector<std::string> ctext;
+    std::vector<std::int32_t> ctok;
+    std::vector<std::vector<float>> cemb;
+    for (const auto& c : ut.chunks) {
+      ctext.push_back(c.text);
+      ctok.push_back(c.tokens);
+      cemb.push_back(c.embedding);
+    }
+    h5::write_dataset(cg, "text", ctext);
+    h5::write_dataset(cg, "tokens", ctok, "tokens");
+    if (dim > 0) write_embeddings(cg, cemb, dim);
+
+    H5::Group qg = h5::make_group(ug, "queries");
+    std::vector<std::string> qtext, atext, kind;
+    std::vector<double> arrival;
+    std::vector<std::int32_t> qtok, atok, topic;
+    std::vector<std::vector<float>> qemb;
+    for (const auto& q : ut.queries) {
+      qtext.push_back(q.text);
+      atext.push_back(q.answer_text);
+      kind.push_back(q.kind);
+      arrival.push_back(q.arrival_s);
+      qtok.push_back(q.tokens);
+      atok.push_back(q.answer_tokens);
+      topic.push_back(q.topic);
+      qemb.push_back(q.embedding);
+    }
+    h5::write_dataset(qg, "text", qtext);
+    h5::write_dataset(qg, "arrival_s", arrival, "s");
+    h5::write_dataset(qg, "tokens", qtok, "tokens");
+    h5::write_dataset(qg, "answer_text", atext);
+    h5::write_dataset(qg, "answer_tokens", atok, "tokens");
+    h5::write_dataset(qg, "kind", kind);
+    h5::write_dataset(qg, "topic", topic);
+    if (dim > 0) write_embeddings(qg, qemb, dim);
+    write_lists(qg, "retrieved", ut.queries, &Query::retrieved);
+    write_lists(qg, "relevant", ut.queries, &Query::relevant);
+
+    H5::Group ig = h5::make_group(ug, "idle_windows");
+    std::vector<double> is, ie;
+    std::vector<std::uint8_t> ch;
+    for (const auto& iw : ut.idle_windows) {
+      is.push_back(iw.start_s);
+      ie.push_back(iw.end_s);
+      ch.push_back(iw.charging ? 1 : 0);
+    }
+    h5::write_dataset(ig, "start_s", is, "s");
+    h5::write_dataset(ig, "end_s", ie, "s");
+    h5::write_dataset(ig, "charging", ch);
+  }
+  w.commit();
+}
+
+namespace {
+
+std::vector<std::vector<std::int32_t>> read_lists(const h5::Reader& r, const std::string& base, std::size_t nq,
+                                                  std::size_t n_chunks) {
+  auto offsets = r.ints(base + "_offsets", nq + 1);
+  auto ids = r.ints(base + "_ids");
+  std::vector<std::vector<std::int32_t>> out(nq);
+  if (offsets.empty() || offsets.front() != 0 || static_cast<std::size_t>(offsets.back()) != ids.size())
+    throw InputError(fmt::format("{}: {}_offsets: must start at 0 and end at {} (the length of {}_ids)", r.path(),
+                                 base, ids.size(), base));
+  for (std::size_t q = 0; q < nq; ++q) {
+    if (offsets[q + 1] < offsets[q])
+      throw InputError(fmt::format("{}: {}_offsets: decreasing at query {}", r.path(), base, q));
+    for (auto i = offsets[q]; i < offsets[q + 1]; ++i) {
+      if (ids[i] < 0 || static_cast<std::size_t>(ids[i]) >= n_chunks)
+        throw InputError(fmt::format("{}: {}_ids[{}] = {} is not a chunk id (the user has {} chunks)", r.path(),
+                                     base, i, ids[i], n_chunks));
+      out[q].push_back(static_cast<std::int32_t>(ids[i]));
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<float>> read_embeddings(const h5::Reader& r, const std::string& path, std::size_t n,
+                                                std::size_t dim) {
+  std::vector<std::vector<float>> out(n);
+  if (dim == 0) {
+    if (r.exists(path))
+      throw InputError(fmt::format("{}: {}: present but the file's embedding_dim is 0", r.path(), path));
+    return out;
+  }
+  std::size_t rows = 0, cols = 0;
+  auto flat = r.matrix(path, rows, cols);
+  if (rows != n || cols != dim)
+    throw InputError(fmt::format("{}: {}: shape [{}, {}], expected [{}, {}] (rows x embedding_dim)", r.path(), path,
+                                 rows, cols, n, dim));
+  for (std::size_t i = 0; i < n; ++i) out[i].assign(flat.begin() + i * dim, flat.begin() + (i + 1) * dim);
+  return out;
+}
+
+}  // namespace
+
+RagTrace read_rag_trace(const std::string& path) {
+  h5::Reader r(path);
+  if (!r.has_attr("/", "format") || r.attr_string("/", "format") != kRagTraceFormat)
+    throw InputError(fmt::format("{}: not a mobisim RAG trace (root attribute format != '{}')", path,
+                                 kRagTraceFormat));
+  if (!r.has_attr("/", "schema_version"))
+    throw InputError(fmt::format("{}: missing root attribute schema_version", path));
+  const std::int64_t version = r.attr_int("/", "schema_version");
+  if (version > kRagSchemaVersion)
+    throw InputError(fmt::format("{}: RAG trace schema version {} is newer than this mobisim supports ({}); "
+                                 "upgrade mobisim or re-create the trace",
+                                 path, version, kRagSchemaVersion));
+  if (version < 1) throw InputError(fmt::format("{}: invalid RAG trace schema version {}", path, version));
+
+  RagTrace t;
+  RagTraceMeta& m = t.meta;
+  m.schema_version = version;
+  auto opt_str = [&](const char* name) { return r.has_attr("/", name) ? r.attr_string("/", name) : std::string(); };
+  m.source = opt_str("source");
+  m.tokenizer = opt_str("tokenizer");
+  m.tokens_exact = r.has_attr("/", "tokens_exact") && r.attr_int("/", "tokens_exact") != 0;
+  m.embedder = opt_str("embedder");
+  const std::int64_t dim = r.attr_int("/", "embedding_dim");
+  if (dim < 0 || dim > (1 << 20)) throw InputError(fmt::format("{}: embedding_dim {} out of range", path, dim));
+  m.embedding_dim = static_cast<std::int32_t>(dim);
+  m.chunker = opt_str("chunker");
+  m.chunk_words = r.has_attr("/", "chunk_words") ? static_cast<std::int32_t>(r.attr_int("/", "chunk_words")) : 0;
+  m.arrival_model = opt_str("arrival_model");
+  m.params_yaml = opt_str("params_yaml");
+  m.retrieval = opt_str("retrieval");
+  m.retrieved_k = r.has_attr("/", "retrieved_k") ? static_cast<std::int32_t>(r.attr_int("/", "retrieved_k")) : 0;
+  const std::int64_t n_users = r.attr_int("/", "num_users");
+  if (n_users < 0) throw InputError(fmt::format("{}: num_users {} is negative", path, n_users));
+  const auto present = r.children("/users");
+  if (present.size() != static_cast<std::size_t>(n_users))
+    throw InputError(fmt::format("{}: /users has {} groups, num_users says {}", path, present.size(), n_users));
+
+  const std::size_t d = static_cast<std::size_t>(dim);
+  t.users.resize(static_cast<std::size_t>(n_users));
+  for (std::size_t u = 0; u < t.users.size(); ++u) {
+    UserTrace& ut = t.users[u];
+    const std::string g = "/users/" + user_group(u);
+    ut.user_id = r.attr_string(g, "user_id");
+    ut.topics = r.strings(g + "/topics");
+
+    const auto ctext = r.strings(g + "/chunks/text");
+    const std::size_t nc = ctext.size();
+    const auto ctok = r.ints(g + "/chunks/tokens", nc);
+    auto cemb = read_embeddings(r, g + "/chunks/embedding", nc, d);
+    ut.chunks.resize(nc);
+    for (std::size_t c = 0; c < nc; ++c) {
+      ut.chunks[c].text = ctext[c];
+      ut.chunks[c].tokens = static_cast<std::int32_t>(ctok[c]);
+      ut.chunks[c].embedding = std::move(cemb[c]);
+    }
+
+    const std::string qg = g + "/queries";
+    const auto qtext = r.strings(qg + "/text");
+    const std::size_t nq = qtext.size();
+    const auto arrival = r.doubles(qg + "/arrival_s", nq);
+    const auto qtok = r.ints(qg + "/tokens", nq);
+    const auto atext = r.strings(qg + "/answer_text", nq);
+    const auto atok = r.ints(qg + "/answer_tokens", nq);
+    const auto kind = r.strings(qg + "/kind", nq);
+    const auto topic = r.ints(qg + "/topic", nq);
+    auto qemb = read_embeddings(r, qg + "/embedding", nq, d);
+    auto retrieved = read_lists(r, qg + "/retrieved", nq, nc);
+    auto relevant = read_lists(r, qg + "/relevant", nq, nc);
+    ut.queries.resize(nq);
+    for (std::size_t q = 0; q < nq; ++q) {
+      Query& x = ut.queries[q];
+      x.text = qtext[q];
+      x.arrival_s = arrival[q];
+      if (!std::isfinite(x.arrival_s) || (q > 0 && x.arrival_s < arrival[q - 1]))
+        throw InputError(fmt::format("{}: {}/arrival_s[{}] = {} is not finite or earlier than the previous query",
+                                     path, qg, q, x.arrival_s));
+      x.tokens = static_cast<std::int32_t>(qtok[q]);
+      x.answer_text = atext[q];
+      x.answer_tokens = static_cast<std::int32_t>(atok[q]);
+      x.kind = kind[q];
+      x.topic = static_cast<std::int32_t>(topic[q]);
+      x.embedding = std::move(qemb[q]);
+      x.retrieved = std::move(retrieved[q]);
+      x.relevant = std::move(relevant[q]);
+    }
+
+    const std::string ig = g + "/idle_windows";
+    const auto is = r.doubles(ig + "/start_s");
+    const auto ie = r.doubles(ig + "/end_s", is.size());
+    const auto ch = r.ints(ig + "/charging", is.size());
+    for (std::size_t i = 0; i < is.size(); ++i) {
+      if (!(ie[i] >= is[i]))
+        throw InputError(fmt::format("{}: {}: window {} ends ({}) before it starts ({})", path, ig, i, ie[i], is[i]));
+      ut.idle_windows.push_back({is[i], ie[i], ch[i] != 0});
+    }
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------------------
+// External embeddings
+// ---------------------------------------------------------------------------
+std::vector<float> read_npy_matrix(const std::string& path, std::size_t& rows, std::size_t& cols) {
+  const std::string bytes = read_file(path);
+  auto bad = [&](const std::string& m) -> void { throw InputError(fmt::format("{}: not a usable .npy file: {}", path, m)); };
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) bad("missing \\x93NUMPY magic");
+  const int major = static_cast<unsigned char>(bytes[6]);
+  std::size_t header_len = 0, header_start = 0;
+  if (major == 1) {
+    header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+    header_start = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) bad("truncated header");
+    header_len = 0;
+    for (int i = 3; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[8 + i]);
+    header_start = 12;
+  } else {
+    bad(fmt::format("unsupported format version {}", major));
+  }
+  if (header_start + header_len > bytes.size()) bad("truncated header");
+  const std::string header = bytes.substr(header_start, header_len);
+  auto field = [&](const std::string& key) {
+    auto p = header.find("'" + key + "'");
+    if (p == std::string::npos) bad("header has no '" + key + "'");
+    p = header.find(':', p);
+    return p + 1;
+  };
+  std::size_t p = field("descr");
+  auto q1 = header.find('\'', p), q2 = header.find('\'', q1 + 1);
+  const std::string descr = header.substr(q1 + 1, q2 - q1 - 1);
+  std::size_t elem = 0;
+  if (descr == "<f4") elem = 4;
+  else if (descr == "<f8") elem = 8;
+  else bad("dtype '" + descr + "' (expected <f4 or <f8)");
+  p = field("fortran_order");
+  if (header.compare(header.find_first_not_of(' ', p), 5, "False") != 0) bad("fortran_order must be False");
+  p = field("shape");
+  auto o = header.find('(', p), c = header.find(')', p);
+  if (o == std::string::npos || c == std::string::npos) bad("malformed shape");
+  std::vector<std::size_t> dims;
+  std::string cur;
+  for (char ch : header.substr(o + 1, c - o - 1)) {
+    if (ch >= '0' && ch <= '9') cur += ch;
+    else if (!cur.empty()) {
+      dims.push_back(std::stoull(cur));
+      cur.clear();
+    }
+  }
+  if (!cur.empty()) dims.push_back(std::stoull(cur));
+  if (dims.size() != 2) bad(fmt::format("expected a 2-D array, got {} dimensions", dims.size()));
+  rows = dims[0];
+  cols = dims[1];
+  const std::size_t data_start = header_start + header_len;
+  if (bytes.size() - data_start != rows * cols * elem)
+    bad(fmt::format("data has {} bytes, shape ({}, {}) of {} needs {} (truncated?)", bytes.size() - data_start, rows,
+                    cols, descr, rows * cols * elem));
+  std::vector<float> out(rows * cols);
+  const char* src = bytes.data() + data_start;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (elem == 4) {
+      std::memcpy(&out[i], src + 4 * i, 4);
+    } else {
+      double dv;
+      std::memcpy(&dv, src + 8 * i, 8);
+      out[i] = static_cast<float>(dv);
+    }
+  }
+  return out;
+}
+
+namespace {
+void assign_rows(const std::string& what, const std::vector<float>& flat, std::size_t rows, std::size_t cols,
+                 std::size_t expected_rows, const std::vector<std::vector<float>*>& targets) {
+  if (rows != expected_rows)
+    throw InputError(fmt::format("{}: {} rows, the trace needs {} (one per item, in trace order)", what, rows,
+                                 expected_rows));
+  if (cols == 0) throw InputError(fmt::format("{}: zero columns", what));
+  for (std::size_t i = 0; i < rows; ++i) {
+    std::vector<float> v(flat.begin() + i * cols, flat.begin() + (i + 1) * cols);
+    double n = 0;
+    for (float x : v) {
+      if (!std::isfinite(x)) throw InputError(fmt::format("{}: row {} has a non-finite value", what, i));
+      n += static_cast<double>(x) * x;
+    }
+    if (n == 0) throw InputError(fmt::format("{}: row {} is all zeros", what, i));
+    const double s = 1.0 / std::sqrt(n);
+    for (float& x : v) x = static_cast<float>(x * s);
+    *targets[i] = std::move(v);
+  }
+}
+}  // namespace
+
+void import_embeddings(RagTrace& t, const std::string& path, const std::string& query_npy_path,
+                       const std::string& model_name) {
+  std::vector<std::vector<float>*> chunk_targets, query_targets;
+  for (auto& u : t.users) {
+    for (auto& c : u.chunks) chunk_targets.push_back(&c.embedding);
+    for (auto& q : u.queries) query_targets.push_back(&q.embedding);
+  }
+  std::vector<float> cflat, qflat;
+  std::size_t cr = 0, cc = 0, qr = 0, qc = 0;
+  std::string model = model_name, cwhat, qwhat;
+  if (!query_npy_path.empty()) {
+    cflat = read_npy_matrix(path, cr, cc);
+    qflat = read_npy_matrix(query_npy_path, qr, qc);
+    cwhat = path;
+    qwhat = query_npy_path;
+    if (model.empty()) model = "external:" + path;
+  } else {
+    h5::Reader r(path);
+    cflat = r.matrix("/chunk_embeddings", cr, cc);
+    qflat = r.matrix("/query_embeddings", qr, qc);
+    cwhat = path + ": /chunk_embeddings";
+    qwhat = path + ": /query_embeddings";
+    if (model.empty()) model = r.has_attr("/", "model") ? r.attr_string("/", "model") : "external:" + path;
+  }
+  if (cc != qc)
+    throw InputError(fmt::format("{}: chunk embeddings have {} columns but query embeddings {}", path, cc, qc));
+  assign_rows(cwhat, cflat, cr, cc, chunk_targets.size(), chunk_targets);
+  assign_rows(qwhat, qflat, qr, qc, query_targets.size(), query_targets);
+  t.meta.embedder = model;
+  t.meta.embedding_dim = static_cast<std::int32_t>(cc);
+}
+
+}  // namespace mobisim::traces

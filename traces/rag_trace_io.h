@@ -1,0 +1,46 @@
+#pragma once
+// Reading and writing RAG traces in the HDF5 layout of traces/SCHEMA.md.
+//
+// Writing is atomic (temp file + rename) and deterministic: the same trace gives
+// the same bytes. Reading checks the format tag, the schema version (a newer
+// version is refused, not guessed at), every dataset's shape and every index's
+// range; any problem is an InputError naming the file and the object.
+#include <string>
+
+#include "traces/rag_trace.h"
+
+namespace mobisim::traces {
+
+inline constexpr const char* kRagTraceFormat = "mobisim-rag-trace";
+// Reserved for the issues that fill them (layouts in traces/SCHEMA.md).
+inline constexpr const char* kChatTraceFormat = "mobisim-chat-trace";
+inline constexpr const char* kChatSessionsGroup = "/chat_sessions";
+inline constexpr const char* kDecodeTraceFormat = "mobisim-decode-trace";
+inline constexpr const char* kDecodeStepsGroup = "/decode_steps";
+
+// Throws mobisim::Error when the in-memory trace is inconsistent (a bug in the
+// producer): embeddings of the wrong size, retrieved ids out of range, arrival
+// times out of order.
+void validate_rag_trace(const RagTrace& trace, const std::string& what);
+
+void write_rag_trace(const std::string& path, const RagTrace& trace);
+RagTrace read_rag_trace(const std::string& path);
+
+// Replaces every chunk and query embedding with vectors from an external model
+// (e.g. Qwen3-Embedding-0.6B, as PerCache used), L2-normalising each row.
+// Rows are in trace order: all chunks of user 0, then of user 1, ...; likewise
+// for queries. Accepted inputs (see SCHEMA.md, "External embeddings"):
+//   * an HDF5 file with float datasets /chunk_embeddings [C, D] and
+//     /query_embeddings [Q, D] and an optional string attribute /model;
+//   * a pair of NumPy .npy files (float32 or float64, C order, 2-D): pass the
+//     chunk file as `path` and the query file as `query_npy_path`.
+// `model_name` overrides the recorded embedder name. Retrieval over such a trace
+// needs query embeddings from the same model (the built-in embedder cannot
+// produce them).
+void import_embeddings(RagTrace& trace, const std::string& path, const std::string& query_npy_path = "",
+                       const std::string& model_name = "");
+
+// A 2-D float matrix from a .npy file (descr <f4 or <f8, C order). InputError otherwise.
+std::vector<float> read_npy_matrix(const std::string& path, std::size_t& rows, std::size_t& cols);
+
+}  // namespace mobisim::traces
