@@ -14,6 +14,7 @@
 //   policies    list of {impl: NAME, label: TEXT (optional), ...policy parameters}
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "devices/device.h"
@@ -25,6 +26,7 @@
 #include "sim/registry.h"
 #include "sim/simulator.h"
 #include "traces/generator.h"
+#include "traces/metrics.h"
 #include "traces/rag_trace_io.h"
 
 namespace mobisim::experiments {
@@ -56,6 +58,7 @@ struct WorkloadSpec {
     s.text("trace", std::string(""), "an HDF5 RAG trace (mobisim trace import/generate)");
     s.node("generate", "generate a trace: 'default', a generator YAML path, or an inline generator config");
     s.integer("max_users", 0, "simulate only the first N users (0 = all)").non_negative();
+    s.text_list("user_ids", std::vector<std::string>{}, "simulate only these users, in this order (empty = all)");
     s.integer("max_queries_per_user", 0, "replay only the first N queries of each user (0 = all)").non_negative();
     return s;
   }
@@ -81,6 +84,16 @@ traces::RagTrace load_workload(const Params& w, std::uint64_t seed) {
       cfg = load_yaml_string(text, origin);
     }
     trace = traces::generate_rag_trace_from_yaml(cfg, origin, seed);
+  }
+  const auto ids = w.text_list("user_ids");
+  if (!ids.empty()) {
+    std::vector<traces::UserTrace> picked;
+    for (const auto& id : ids) {
+      auto it = std::find_if(trace.users.begin(), trace.users.end(), [&](const auto& u) { return u.user_id == id; });
+      if (it == trace.users.end()) w.fail("user_ids", fmt::format("no user '{}' in the workload", id));
+      picked.push_back(*it);
+    }
+    trace.users = std::move(picked);
   }
   const auto max_users = static_cast<std::size_t>(w.integer("max_users"));
   const auto max_q = static_cast<std::size_t>(w.integer("max_queries_per_user"));
@@ -145,6 +158,9 @@ class RagQaExperiment : public Experiment {
     const models::CostModel cost(model_);
     ctx.progress(fmt::format("{} users, {} on {}, {} policies", trace.users.size(), model_.name, device_.name,
                              policies_.size()));
+    // Workload checks of every policy (e.g. missing embeddings) before any simulation starts.
+    for (const auto& entry : policies_)
+      Registry<RagPolicy>::instance().create(entry.node, entry.source)->check_workload(trace, cost);
     SummaryBuilder summary;
     for (const auto& entry : policies_) {
       auto& variant = ctx.results.variant(entry.label);
@@ -170,9 +186,10 @@ class RagQaExperiment : public Experiment {
 
   struct RecordColumns {
     std::vector<std::string> user;
-    std::vector<std::int64_t> query, prompt_tokens, reused_tokens, computed_tokens, answer_tokens, qa_hit, kv_hit_chunks;
+    std::vector<std::int64_t> query, prompt_tokens, reused_tokens, computed_tokens, answer_tokens, qa_hit, kv_hit_chunks,
+        retrieved_chunks, bg_jobs;
     std::vector<double> arrival, start, end, latency, embed, qa_match, retrieval, kv_match, load, prefill, decode, flops,
-        bytes_loaded, energy;
+        bytes_loaded, energy, qa_similarity, rouge_l, bleu, bg_s, bg_flops, bg_energy, cache_bytes;
     void add(const QueryRecord& r) {
       user.push_back(r.user);
       query.push_back(r.query_index);
@@ -196,6 +213,15 @@ class RagQaExperiment : public Experiment {
       energy.push_back(r.energy_j);
       qa_hit.push_back(r.qa_hit ? 1 : 0);
       kv_hit_chunks.push_back(r.kv_hit_chunks);
+      retrieved_chunks.push_back(r.retrieved_chunks);
+      qa_similarity.push_back(r.qa_similarity);
+      rouge_l.push_back(r.rouge_l);
+      bleu.push_back(r.bleu);
+      bg_s.push_back(r.bg_s);
+      bg_flops.push_back(r.bg_flops);
+      bg_energy.push_back(r.bg_energy_j);
+      bg_jobs.push_back(r.bg_jobs);
+      cache_bytes.push_back(r.cache_bytes);
     }
     void to_table(h5::Table& t) const {
       t.add("user", user);
@@ -220,6 +246,15 @@ class RagQaExperiment : public Experiment {
       t.add("energy_j", energy, "J");
       t.add("qa_hit", qa_hit, "bool");
       t.add("kv_hit_chunks", kv_hit_chunks, "chunks");
+      t.add("retrieved_chunks", retrieved_chunks, "chunks");
+      t.add("qa_similarity", qa_similarity, "cosine");
+      t.add("rouge_l", rouge_l, "F");
+      t.add("bleu", bleu, "score");
+      t.add("bg_s", bg_s, "s");
+      t.add("bg_flops", bg_flops, "FLOP");
+      t.add("bg_energy_j", bg_energy, "J");
+      t.add("bg_jobs", bg_jobs, "count");
+      t.add("cache_bytes", cache_bytes, "bytes");
     }
   };
 
@@ -232,7 +267,8 @@ class RagQaExperiment : public Experiment {
   struct SummaryBuilder {
     std::vector<std::string> policy;
     std::vector<std::int64_t> queries;
-    std::vector<double> mean_latency, p50, p90, mean_prefill, mean_decode, mean_load, qa_hit_rate, tflops, energy;
+    std::vector<double> mean_latency, p50, p90, mean_prefill, mean_decode, mean_load, qa_hit_rate, tflops, energy,
+        kv_chunk_hit_rate, bg_tflops, bg_energy, rouge, bleu_mean;
     void add(const std::string& label, const RecordColumns& c) {
       sim::Histogram h;
       for (double x : c.latency) h.add(x);
@@ -251,6 +287,20 @@ class RagQaExperiment : public Experiment {
       qa_hit_rate.push_back(c.qa_hit.empty() ? 0.0 : hits / static_cast<double>(c.qa_hit.size()));
       tflops.push_back(fl / 1e12);
       energy.push_back(e);
+      // Chunk hit rate of the KV/QKV cache over the queries that reached the LLM.
+      double hit = 0, ret = 0, bgf = 0, bge = 0;
+      for (std::size_t i = 0; i < c.qa_hit.size(); ++i)
+        if (!c.qa_hit[i]) {
+          hit += static_cast<double>(c.kv_hit_chunks[i]);
+          ret += static_cast<double>(c.retrieved_chunks[i]);
+        }
+      for (double x : c.bg_flops) bgf += x;
+      for (double x : c.bg_energy) bge += x;
+      kv_chunk_hit_rate.push_back(ret > 0 ? hit / ret : 0.0);
+      bg_tflops.push_back(bgf / 1e12);
+      bg_energy.push_back(bge);
+      rouge.push_back(mean(c.rouge_l));
+      bleu_mean.push_back(mean(c.bleu));
     }
     void to_table(h5::Table& t) const {
       t.add("policy", policy);
@@ -264,6 +314,11 @@ class RagQaExperiment : public Experiment {
       t.add("qa_hit_rate", qa_hit_rate, "fraction");
       t.add("total_tflops", tflops, "TFLOP");
       t.add("query_energy_j", energy, "J");
+      t.add("kv_chunk_hit_rate", kv_chunk_hit_rate, "fraction");
+      t.add("background_tflops", bg_tflops, "TFLOP");
+      t.add("background_energy_j", bg_energy, "J");
+      t.add("mean_rouge_l", rouge, "F");
+      t.add("mean_bleu", bleu_mean, "score");
     }
   };
 
@@ -284,6 +339,14 @@ class RagQaExperiment : public Experiment {
         if (sim.now() < arrival) co_await sim.timeout(arrival - sim.now());
       }
       QueryRecord rec;
+      // Background work of the idle time just ended belongs to this query's row.
+      QueryRecord& bg = pipe.background();
+      rec.bg_s = bg.embed_s + bg.qa_match_s + bg.retrieval_s + bg.kv_match_s + bg.load_s + bg.prefill_s + bg.decode_s;
+      rec.bg_flops = bg.flops;
+      rec.bg_energy_j = bg.active_energy_j;
+      rec.bg_jobs = pipe.background_jobs();
+      bg = QueryRecord{};
+      pipe.background_jobs() = 0;
       rec.user = user.user_id;
       rec.query_index = static_cast<std::int64_t>(i);
       rec.arrival_s = q.arrival_s;
@@ -292,6 +355,17 @@ class RagQaExperiment : public Experiment {
       co_await policy.serve(pipe, q, rec);
       rec.end_s = sim::to_seconds(sim.now());
       rec.energy_j = device.energy_j() - e0;
+      // Quality: an answer generated for this query stands for the reference answer; an answer
+      // served from the QA bank is scored against it (ROUGE-L F, sentence BLEU-4).
+      if (!q.answer_text.empty()) {
+        if (rec.served_answer.empty()) {
+          rec.rouge_l = 1.0;
+          rec.bleu = 1.0;
+        } else {
+          rec.rouge_l = traces::rouge_l(rec.served_answer, q.answer_text).f;
+          rec.bleu = traces::sentence_bleu(rec.served_answer, q.answer_text);
+        }
+      }
       cols.add(rec);
     }
   }

@@ -8,6 +8,7 @@ sim::Task<void> NaivePolicy::serve(RagPipeline& p, const traces::Query& q, Query
   co_await p.embed(rec);
   co_await p.retrieve(rec);
   const auto chunks = p.retrieved_chunks(q);
+  rec.retrieved_chunks = static_cast<std::int64_t>(chunks.size());
   const std::int64_t prompt = p.prompt_tokens(q, chunks);
   rec.prompt_tokens = prompt;
   co_await p.prefill(rec, models::PrefillShape{prompt, 0, 0, 1}, "prefill");

@@ -15,6 +15,12 @@ ParamSchema PipelineConfig::schema() {
       .non_negative()
       .with_unit("ms");
   s.real("retrieval_ms", 0.0, "fixed cost of hybrid retrieval (PerCache Table 1: 3940 ms)").non_negative().with_unit("ms");
+  s.real("qa_match_ms", 0.0, "fixed cost of matching a query against a QA bank (cosine over entries)")
+      .non_negative()
+      .with_unit("ms");
+  s.real("kv_match_ms", 0.0, "fixed cost of matching retrieved chunks in a KV/QKV cache tree (Table 1: 15 ms)")
+      .non_negative()
+      .with_unit("ms");
   return s;
 }
 
@@ -26,6 +32,8 @@ PipelineConfig PipelineConfig::from_params(const Params& p) {
   c.answer_tokens_override = p.integer("answer_tokens");
   c.embed_query_ms = p.real("embed_query_ms");
   c.retrieval_ms = p.real("retrieval_ms");
+  c.qa_match_ms = p.real("qa_match_ms");
+  c.kv_match_ms = p.real("kv_match_ms");
   return c;
 }
 
@@ -70,6 +78,7 @@ sim::Task<void> RagPipeline::embed(QueryRecord& rec) {
   const sim::Time t0 = sim_.now();
   co_await device_.busy(config_.compute_unit, sim::from_ms(config_.embed_query_ms), "embed query");
   rec.embed_s += sim::to_seconds(sim_.now() - t0);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
 }
 
 sim::Task<void> RagPipeline::retrieve(QueryRecord& rec) {
@@ -77,6 +86,7 @@ sim::Task<void> RagPipeline::retrieve(QueryRecord& rec) {
   const sim::Time t0 = sim_.now();
   co_await device_.busy(config_.compute_unit, sim::from_ms(config_.retrieval_ms), "retrieve");
   rec.retrieval_s += sim::to_seconds(sim_.now() - t0);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
 }
 
 sim::Task<void> RagPipeline::prefill(QueryRecord& rec, const models::PrefillShape& shape, const std::string& label) {
@@ -85,7 +95,9 @@ sim::Task<void> RagPipeline::prefill(QueryRecord& rec, const models::PrefillShap
   co_await device_.compute(config_.compute_unit, w, cost_.spec().weight_dtype, label);
   rec.prefill_s += sim::to_seconds(sim_.now() - t0);
   rec.flops += w.flops();
-  rec.computed_tokens += shape.n_new;
+  rec.computed_tokens += shape.n_new - shape.n_reused_qkv;
+  rec.reused_tokens += shape.n_cached + shape.n_reused_qkv;
+  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
 }
 
 sim::Task<void> RagPipeline::decode(QueryRecord& rec, std::int64_t context, std::int64_t n_tokens,
@@ -98,6 +110,7 @@ sim::Task<void> RagPipeline::decode(QueryRecord& rec, std::int64_t context, std:
     rec.flops += w.flops();
   }
   rec.decode_s += sim::to_seconds(sim_.now() - t0);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
 }
 
 sim::Task<void> RagPipeline::load(QueryRecord& rec, double bytes, const std::string& label) {
@@ -105,6 +118,59 @@ sim::Task<void> RagPipeline::load(QueryRecord& rec, double bytes, const std::str
   co_await device_.storage().read(bytes, label);
   rec.load_s += sim::to_seconds(sim_.now() - t0);
   rec.bytes_loaded += bytes;
+  add_energy(rec, sim::to_seconds(sim_.now() - t0), true);
+}
+
+sim::Task<void> RagPipeline::qa_match(QueryRecord& rec) {
+  if (config_.qa_match_ms <= 0) co_return;
+  const sim::Time t0 = sim_.now();
+  co_await device_.busy(config_.compute_unit, sim::from_ms(config_.qa_match_ms), "qa match");
+  rec.qa_match_s += sim::to_seconds(sim_.now() - t0);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
+}
+
+sim::Task<void> RagPipeline::kv_match(QueryRecord& rec) {
+  if (config_.kv_match_ms <= 0) co_return;
+  const sim::Time t0 = sim_.now();
+  co_await device_.busy(config_.compute_unit, sim::from_ms(config_.kv_match_ms), "kv match");
+  rec.kv_match_s += sim::to_seconds(sim_.now() - t0);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
+}
+
+sim::Task<void> RagPipeline::compute(QueryRecord& rec, const models::Work& work, const std::string& label) {
+  const sim::Time t0 = sim_.now();
+  co_await device_.compute(config_.compute_unit, work, cost_.spec().weight_dtype, label);
+  rec.prefill_s += sim::to_seconds(sim_.now() - t0);
+  rec.flops += work.flops();
+  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
+}
+
+sim::Task<void> RagPipeline::store(QueryRecord& rec, double bytes, const std::string& label) {
+  if (bytes <= 0) co_return;
+  const sim::Time t0 = sim_.now();
+  co_await device_.storage().write(bytes, label);
+  rec.load_s += sim::to_seconds(sim_.now() - t0);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0), true);
+}
+
+double RagPipeline::estimate_compute_s(const models::Work& work) const {
+  return device_.profile().unit(config_.compute_unit, "pipeline").seconds(work, cost_.spec().weight_dtype);
+}
+double RagPipeline::estimate_read_s(double bytes) const {
+  return bytes > 0 ? device_.profile().require_storage("pipeline").read_seconds(bytes) : 0.0;
+}
+double RagPipeline::estimate_write_s(double bytes) const {
+  return bytes > 0 ? device_.profile().require_storage("pipeline").write_seconds(bytes) : 0.0;
+}
+
+void RagPipeline::add_energy(QueryRecord& rec, double busy_s, bool storage_io) const {
+  const auto& prof = device_.profile();
+  if (storage_io) {
+    if (prof.storage) rec.active_energy_j += (prof.storage->active_power_w - prof.storage->idle_power_w) * busy_s;
+    return;
+  }
+  const auto& u = prof.unit(config_.compute_unit, "pipeline");
+  rec.active_energy_j += (u.active_power_w - u.idle_power_w) * busy_s;
 }
 
 }  // namespace mobisim::policies

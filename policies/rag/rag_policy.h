@@ -34,6 +34,21 @@ struct QueryRecord {
   double flops = 0, bytes_loaded = 0, energy_j = 0;
   bool qa_hit = false;
   std::int64_t kv_hit_chunks = 0;
+  std::int64_t retrieved_chunks = 0;
+  // Flash used by the policy's caches when the query arrived (KV/QKV tree + QA bank).
+  double cache_bytes = 0;
+  // Best QA-bank similarity seen for this query (-1: no QA bank or an empty one).
+  double qa_similarity = -1;
+  // The answer served from a cache (QA hit); empty when the LLM generated this query's own answer.
+  std::string served_answer;
+  // Quality of the served answer against the reference answer (filled by the driver).
+  double rouge_l = 0, bleu = 0;
+  // Background work (prediction, population, conversion, refresh) done in the idle time
+  // before this query: busy seconds, FLOPs, energy above idle, jobs run (filled by the driver).
+  double bg_s = 0, bg_flops = 0, bg_energy_j = 0;
+  std::int64_t bg_jobs = 0;
+  // Marginal energy of the phases run through the helpers (active minus idle power x busy time).
+  double active_energy_j = 0;
   double latency_s() const { return end_s - arrival_s; }
 };
 
@@ -45,6 +60,8 @@ struct PipelineConfig {
   std::int64_t answer_tokens_override = 0;  // > 0: every answer has this length
   double embed_query_ms = 0;            // fixed query-embedding cost (0: none)
   double retrieval_ms = 0;              // fixed retrieval cost
+  double qa_match_ms = 0;               // fixed cost of matching a query against the QA bank
+  double kv_match_ms = 0;               // fixed cost of matching retrieved chunks against a KV/QKV tree
   static ParamSchema schema();
   static PipelineConfig from_params(const Params& p);
 };
@@ -73,6 +90,24 @@ class RagPipeline {
   sim::Task<void> prefill(QueryRecord& rec, const models::PrefillShape& shape, const std::string& label);
   sim::Task<void> decode(QueryRecord& rec, std::int64_t context, std::int64_t n_tokens, const std::string& label);
   sim::Task<void> load(QueryRecord& rec, double bytes, const std::string& label);
+  // Cache look-ups (fixed costs from the pipeline config).
+  sim::Task<void> qa_match(QueryRecord& rec);
+  sim::Task<void> kv_match(QueryRecord& rec);
+  // Any other transformer work (e.g. a Q projection added to a prefill), charged as prefill time.
+  sim::Task<void> compute(QueryRecord& rec, const models::Work& work, const std::string& label);
+  // Writes cache files to flash (charged to rec.load_s: I/O time).
+  sim::Task<void> store(QueryRecord& rec, double bytes, const std::string& label);
+
+  // Analytic durations on an idle device (what a background scheduler uses to decide
+  // whether a job fits before the next query arrives).
+  double estimate_compute_s(const models::Work& work) const;
+  double estimate_read_s(double bytes) const;
+  double estimate_write_s(double bytes) const;
+
+  // Accumulator for background work: policies pass it to the phase helpers from idle();
+  // the driver moves its totals into the next query's record (bg_*) and resets it.
+  QueryRecord& background() { return background_; }
+  std::int64_t& background_jobs() { return background_jobs_; }
 
  private:
   sim::Simulator& sim_;
@@ -81,12 +116,21 @@ class RagPipeline {
   const PipelineConfig& config_;
   const traces::UserTrace& user_;
   sim::StatGroup& stats_;
+  QueryRecord background_;
+  std::int64_t background_jobs_ = 0;
+  void add_energy(QueryRecord& rec, double busy_s, bool storage_io) const;
 };
 
 class RagPolicy {
  public:
   static constexpr const char* kRegistryKind = "rag_policy";
   virtual ~RagPolicy() = default;
+  // Checks the workload before any simulation (e.g. a semantic policy needs query embeddings,
+  // a storage limit must hold one chunk's tensors); throws ConfigError.
+  virtual void check_workload(const traces::RagTrace& trace, const models::CostModel& cost) const {
+    (void)trace;
+    (void)cost;
+  }
   // Called once per user before the first query.
   virtual void begin_user(RagPipeline& pipeline) { (void)pipeline; }
   // Serves one query; fills `rec` (phases, tokens, hit flags).

@@ -1,0 +1,801 @@
+#include "policies/rag/cache_engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "sim/error.h"
+#include "sim/rng.h"
+#include "traces/embedder.h"
+#include "traces/text.h"
+#include "traces/workload.h"
+
+namespace mobisim::policies {
+
+ReuseMode parse_reuse_mode(const std::string& s) {
+  if (s == "qkv_projection") return ReuseMode::kQkvProjection;
+  if (s == "kv_projection") return ReuseMode::kKvProjection;
+  if (s == "prefix_skip") return ReuseMode::kPrefixSkip;
+  throw ConfigError(fmt::format("unknown reuse mode '{}' (known: qkv_projection, kv_projection, prefix_skip)", s));
+}
+
+const char* to_string(ReuseMode m) {
+  switch (m) {
+    case ReuseMode::kQkvProjection: return "qkv_projection";
+    case ReuseMode::kKvProjection: return "kv_projection";
+    case ReuseMode::kPrefixSkip: return "prefix_skip";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------
+// Parameters.
+// ---------------------------------------------------------------------------
+void add_qa_params(ParamSchema& s, double default_tau) {
+  s.real("tau_query", default_tau, "QA bank cosine-similarity threshold: a hit returns the cached answer").range(0, 1);
+  s.real("qa_capacity_mb", 100.0, "QA bank storage cap (LFU eviction); PerCache: 100 MB").positive().with_unit("MB");
+  s.real("qa_entry_kb", 4.0, "flash size of one QA entry (query, embedding, answer); Table 1: 4 KB")
+      .positive()
+      .with_unit("KB");
+}
+
+void add_kv_params(ParamSchema& s, const std::string& default_mode, const std::string& default_eviction) {
+  s.real("storage_limit_gb", 8.0, "flash budget of the knowledge cache tree (eviction keeps it below)")
+      .positive()
+      .with_unit("GB");
+  s.text("reuse_mode", default_mode, "what a cached token saves: qkv_projection | kv_projection | prefix_skip")
+      .in({"qkv_projection", "kv_projection", "prefix_skip"});
+  s.text("eviction", default_eviction, "tree eviction: lfu (PerCache) | pgdsf (RAGCache)").in({"lfu", "pgdsf"});
+  s.boolean("boundary_rules", true, "apply the tokenization-boundary rules of PerCache appendix B.2");
+  s.integer("boundary_tokens", 4, "B.2 rule 2: tokens at the end of the last matched slice recomputed from text")
+      .non_negative();
+}
+
+void add_prediction_params(ParamSchema& s) {
+  s.integer("prediction_stride", 5, "queries predicted per prediction (PerCache's stride)").at_least(1);
+  s.integer("predicted_answer_tokens", 136, "decode length of a predicted query's answer (Table 1: 136)").at_least(1);
+  s.integer("predicted_answer_words", 60, "words of the extractive stand-in answer stored for a predicted query")
+      .at_least(1);
+  s.text("knowledge_type", std::string("meeting record"),
+         "the B.3 prompt's [personal emails/daily dialog/meeting record] slot");
+  s.text("tokenizer", std::string(""), "SentencePiece model counting prompt tokens; empty: documented estimate");
+  s.node("predictor", "how predicted texts are produced: {impl: generator|file|oracle, ...} (default generator)");
+  s.boolean("charging_only", false, "run background work only inside the trace's charging idle windows");
+}
+
+void read_qa_params(const Params& p, EngineOptions& o) {
+  o.tau_query = p.real("tau_query");
+  o.qa_capacity_mb = p.real("qa_capacity_mb");
+  o.qa_entry_kb = p.real("qa_entry_kb");
+}
+
+void read_kv_params(const Params& p, EngineOptions& o) {
+  o.storage_limit_gb = p.real("storage_limit_gb");
+  o.reuse = parse_reuse_mode(p.text("reuse_mode"));
+  o.eviction = parse_kv_eviction(p.text("eviction"));
+  o.boundary_rules = p.boolean("boundary_rules");
+  o.boundary_tokens = p.integer("boundary_tokens");
+}
+
+void read_prediction_params(const Params& p, EngineOptions& o) {
+  o.stride = p.integer("prediction_stride");
+  o.predicted_answer_tokens = p.integer("predicted_answer_tokens");
+  o.predicted_answer_words = p.integer("predicted_answer_words");
+  o.knowledge_type = p.text("knowledge_type");
+  o.tokenizer = p.text("tokenizer");
+  o.predictor = p.node("predictor");
+  o.predictor_source = p.source_of("predictor");
+  o.charging_only = p.boolean("charging_only");
+  // Validate the predictor now (unknown impl or keys fail before any simulation).
+  (void)make_predictor(o.predictor, o.predictor_source);
+}
+
+std::vector<ScheduledChange> parse_schedule(const Params& p, const std::string& key) {
+  std::vector<ScheduledChange> out;
+  const YAML::Node list = p.node(key);
+  if (!list.IsDefined() || list.IsNull()) return out;
+  if (!list.IsSequence()) p.fail(key, "expected a list of {after_query: N, set: {...}}");
+  ParamSchema entry;
+  entry.integer("after_query", std::nullopt, "the change applies once this many queries have been served")
+      .at_least(1);
+  entry.node("set", "the values to change: tau_query, storage_limit_gb, scheduler, conversions");
+  ParamSchema set;
+  set.real("tau_query", std::nullopt, "new QA threshold").range(0, 1).optional();
+  set.real("storage_limit_gb", std::nullopt, "new tree storage limit").positive().optional();
+  set.boolean("scheduler", std::nullopt, "scheduler on/off").optional();
+  set.boolean("conversions", std::nullopt, "conversions on/off").optional();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const ConfigSource src = p.source_of(key).element(i);
+    Params e(list[i], entry, src, {});
+    Params s(e.node("set"), set, src.child("set"), {});
+    ScheduledChange c;
+    c.after_query = e.integer("after_query");
+    if (s.has("tau_query")) c.tau_query = s.real("tau_query");
+    if (s.has("storage_limit_gb")) c.storage_limit_gb = s.real("storage_limit_gb");
+    if (s.has("scheduler")) c.scheduler = s.boolean("scheduler");
+    if (s.has("conversions")) c.conversions = s.boolean("conversions");
+    if (!out.empty() && c.after_query < out.back().after_query)
+      throw ConfigError(fmt::format("{}: schedule entries must be in after_query order", src.where(list[i])));
+    out.push_back(c);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Construction and checks.
+// ---------------------------------------------------------------------------
+CachingPolicy::CachingPolicy(EngineOptions options, const Params& params)
+    : o_(std::move(options)), source_(params.source()), node_(params.yaml()) {}
+
+double CachingPolicy::bytes_per_token() const {
+  const auto& spec = pipe_ ? pipe_->cost().spec() : models::ModelSpec{};
+  return o_.reuse == ReuseMode::kQkvProjection ? spec.qkv_bytes_per_token(spec.activation_dtype)
+                                               : spec.kv_bytes_per_token(spec.kv_dtype);
+}
+
+void CachingPolicy::check_workload(const traces::RagTrace& trace, const models::CostModel& cost) const {
+  const bool semantic = o_.qa_bank || o_.uses_prediction();
+  auto where = [&](const std::string& key) {
+    return node_.IsMap() && node_[key] ? source_.child(key).where(node_[key]) : source_.where(node_);
+  };
+  for (const auto& u : trace.users) {
+    if (semantic)
+      for (std::size_t i = 0; i < u.queries.size(); ++i)
+        if (u.queries[i].embedding.empty())
+          throw ConfigError(fmt::format(
+              "{}: this policy matches queries by embedding, but query {} of user '{}' in the workload has none "
+              "(import or generate the trace with embeddings, or attach them with `mobisim trace embeddings`)",
+              source_.where(node_), i, u.user_id));
+    if (o_.uses_prediction())
+      for (std::size_t i = 0; i < u.chunks.size(); ++i)
+        if (u.chunks[i].text.empty())
+          throw ConfigError(fmt::format("{}: query prediction needs chunk texts, but chunk {} of user '{}' has none",
+                                        source_.where(node_), i, u.user_id));
+  }
+  if (o_.kv_cache) {
+    const auto& spec = cost.spec();
+    const double bpt = o_.reuse == ReuseMode::kQkvProjection ? spec.qkv_bytes_per_token(spec.activation_dtype)
+                                                             : spec.kv_bytes_per_token(spec.kv_dtype);
+    std::int64_t max_tokens = 0;
+    for (const auto& u : trace.users)
+      for (const auto& c : u.chunks) max_tokens = std::max<std::int64_t>(max_tokens, c.tokens);
+    double limit = o_.storage_limit_gb;
+    for (const auto& c : o_.schedule)
+      if (c.storage_limit_gb) limit = std::min(limit, *c.storage_limit_gb);
+    const double need = static_cast<double>(max_tokens) * bpt;
+    if (limit * 1e9 < need)
+      throw ConfigError(fmt::format(
+          "{}: storage limit {:.3f} GB is smaller than one chunk's tensors ({:.3f} GB: {} tokens x {:.0f} bytes of "
+          "{} per token for {})",
+          where("storage_limit_gb"), limit, need / 1e9, max_tokens, bpt,
+          o_.reuse == ReuseMode::kQkvProjection ? "Q/K/V" : "K/V", spec.name));
+  }
+}
+
+void CachingPolicy::begin_user(RagPipeline& p) {
+  pipe_ = &p;
+  const auto& user = p.user();
+  if (o_.qa_bank || o_.uses_prediction()) bank_ = std::make_unique<QaBank>(o_.qa_capacity_mb * 1e6, o_.qa_entry_kb * 1e3);
+  if (o_.kv_cache) tree_ = std::make_unique<KvTree>(o_.storage_limit_gb * 1e9, o_.eviction, o_.boundary_rules);
+  if (o_.uses_prediction()) {
+    predictor_ = make_predictor(o_.predictor, o_.predictor_source);
+    tokenizer_ = traces::make_tokenizer(o_.tokenizer);
+    index_ = user_index(user);
+    retriever_ = index_->retriever.get();
+    phrases_ = index_->phrases.get();
+  }
+}
+
+std::shared_ptr<const CachingPolicy::UserIndex> CachingPolicy::user_index(const traces::UserTrace& user) {
+  // Keyed by the content (user id, chunk count, hash of every chunk text), never by address.
+  std::uint64_t h = sim::fnv1a64(user.user_id);
+  for (const auto& c : user.chunks) h = sim::fnv1a64(c.text, h ^ 0x9e3779b97f4a7c15ULL);
+  const std::string key = fmt::format("{}/{}/{:016x}", user.user_id, user.chunks.size(), h);
+  static std::map<std::string, std::shared_ptr<const UserIndex>> memo;
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  if (memo.size() >= 256) memo.clear();
+  auto idx = std::make_shared<UserIndex>();
+  std::vector<std::string> texts;
+  for (const auto& c : user.chunks) texts.push_back(c.text);
+  // Fits the built-in embedder on the user's chunks: predicted queries are embedded and
+  // retrieved exactly as the trace's queries were (traces/workload.h enrich_user).
+  idx->retriever = std::make_unique<traces::Retriever>(texts, std::vector<std::vector<float>>{});
+  idx->phrases = std::make_unique<PhraseIndex>(user);
+  memo.emplace(key, idx);
+  return idx;
+}
+
+// ---------------------------------------------------------------------------
+// Cost pieces.
+// ---------------------------------------------------------------------------
+std::int64_t CachingPolicy::reusable_tokens(const KvMatch& m) const {
+  if (m.nodes.empty()) return 0;
+  std::int64_t trim = 0;
+  if (o_.boundary_rules) {
+    const auto& last = tree_->nodes()[static_cast<std::size_t>(m.nodes.back())];
+    trim = std::min<std::int64_t>(o_.boundary_tokens, last.tokens);
+  }
+  return m.tokens - trim;
+}
+
+void CachingPolicy::add_prefill_steps(Plan& plan, std::int64_t prompt, std::int64_t reused,
+                                      const std::string& label) const {
+  Step s{Step::kPrefill};
+  s.label = label;
+  if (o_.reuse == ReuseMode::kPrefixSkip) {
+    s.shape = models::PrefillShape{prompt - reused, reused, 0, 1};
+  } else {
+    s.shape = models::PrefillShape{prompt, 0, reused, 1};
+  }
+  plan.steps.push_back(s);
+  plan.seconds += pipe_->estimate_compute_s(pipe_->cost().prefill(s.shape));
+  if (o_.reuse == ReuseMode::kKvProjection && reused > 0) {
+    Step q{Step::kCompute};
+    q.work = pipe_->cost().q_projection(reused);
+    q.label = label + " (Q of cached positions)";
+    plan.seconds += pipe_->estimate_compute_s(q.work);
+    plan.steps.push_back(q);
+  }
+}
+
+sim::Task<void> CachingPolicy::run_step(RagPipeline& p, QueryRecord& rec, const Step& s) {
+  switch (s.kind) {
+    case Step::kEmbed: co_await p.embed(rec); break;
+    case Step::kRetrieve: co_await p.retrieve(rec); break;
+    case Step::kKvMatch: co_await p.kv_match(rec); break;
+    case Step::kRead: co_await p.load(rec, s.bytes, s.label); break;
+    case Step::kPrefill: co_await p.prefill(rec, s.shape, s.label); break;
+    case Step::kCompute: co_await p.compute(rec, s.work, s.label); break;
+    case Step::kDecode: co_await p.decode(rec, s.context, s.n, s.label); break;
+    case Step::kWrite: co_await p.store(rec, s.bytes, s.label); break;
+  }
+}
+
+double CachingPolicy::slice_cost_s(std::int64_t tokens, std::int64_t prefix) const {
+  return pipe_->estimate_compute_s(pipe_->cost().prefill(models::PrefillShape{tokens, prefix, 0, 0}));
+}
+
+KvSlice CachingPolicy::root_slice() const {
+  const std::int64_t t = pipe_->config().system_prompt_tokens;
+  return KvSlice{-1, t, static_cast<double>(t) * bytes_per_token(), slice_cost_s(t, 0)};
+}
+
+std::vector<KvSlice> CachingPolicy::slices(const std::vector<std::int32_t>& chunks) const {
+  std::vector<KvSlice> out;
+  std::int64_t prefix = pipe_->config().system_prompt_tokens;
+  for (auto c : chunks) {
+    const std::int64_t t = pipe_->user().chunks.at(static_cast<std::size_t>(c)).tokens;
+    out.push_back(KvSlice{c, t, static_cast<double>(t) * bytes_per_token(), slice_cost_s(t, prefix)});
+    prefix += t;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Serving a user query.
+// ---------------------------------------------------------------------------
+sim::Task<void> CachingPolicy::serve(RagPipeline& p, const traces::Query& q, QueryRecord& rec) {
+  rec.cache_bytes = (tree_ ? tree_->used_bytes() : 0.0) + (bank_ ? bank_->used_bytes() : 0.0);
+  co_await p.embed(rec);
+  if (o_.qa_bank) {
+    co_await p.qa_match(rec);
+    const QaMatch m = bank_->match(q.embedding, o_.tau_query);
+    rec.qa_similarity = m.similarity;
+    if (m.index) {
+      bank_->touch(*m.index);
+      const QaEntry& e = bank_->entries()[*m.index];
+      rec.qa_hit = true;
+      rec.served_answer = e.answer.empty() ? std::string(" ") : e.answer;
+      if (o_.qa_answer_hits_later) {
+        // PerCache 4.2.1: the real answer to this query is generated in idle time and stored.
+        Job j{JobKind::kAnswer};
+        j.text = q.text;
+        j.embedding = q.embedding;
+        j.chunks = p.retrieved_chunks(q);
+        j.have_chunks = true;
+        j.answer = q.answer_text;
+        j.answer_tokens = p.answer_tokens(q);
+        j.query_tokens = q.tokens;
+        j.fill_kv = o_.kv_cache;
+        j.fill_qa = true;
+        j.decode = true;
+        jobs_.push_front(std::move(j));
+      }
+      history_.push_back(q.text);
+      history_chunks_.push_back({});
+      ++served_;
+      enqueue_history();
+      co_return;
+    }
+  }
+  co_await p.retrieve(rec);
+  const auto chunks = p.retrieved_chunks(q);
+  rec.retrieved_chunks = static_cast<std::int64_t>(chunks.size());
+  const std::int64_t prompt = p.prompt_tokens(q, chunks);
+  rec.prompt_tokens = prompt;
+  std::int64_t reused = 0;
+  if (tree_) {
+    co_await p.kv_match(rec);
+    const KvMatch m = tree_->match(chunks);
+    if (!m.nodes.empty()) {
+      tree_->touch(m);
+      rec.kv_hit_chunks = m.chunks;
+      reused = reusable_tokens(m);
+      // One file per slice, loaded on demand.
+      for (auto id : m.nodes) co_await p.load(rec, tree_->nodes()[static_cast<std::size_t>(id)].bytes, "load slice");
+    }
+  }
+  Plan plan;
+  add_prefill_steps(plan, prompt, reused, "prefill");
+  for (const auto& s : plan.steps) co_await run_step(p, rec, s);
+  const std::int64_t answer = p.answer_tokens(q);
+  rec.answer_tokens = answer;
+  co_await p.decode(rec, prompt, answer - 1, "decode");
+  // Population of the caches with this query (new slices and QA entry are written in idle time).
+  if (tree_ || (o_.qa_bank && bank_)) {
+    Job j{JobKind::kStore};
+    j.text = q.text;
+    j.embedding = q.embedding;
+    j.chunks = chunks;
+    j.have_chunks = true;
+    j.answer = q.answer_text;
+    j.answer_tokens = answer;
+    j.fill_kv = tree_ != nullptr;
+    j.fill_qa = o_.qa_bank;
+    jobs_.push_front(std::move(j));
+  }
+  history_.push_back(q.text);
+  history_chunks_.push_back(chunks);
+  ++served_;
+  enqueue_history();
+}
+
+// ---------------------------------------------------------------------------
+// Background work.
+// ---------------------------------------------------------------------------
+void CachingPolicy::enqueue_history() {
+  if (!o_.history_prediction && !(o_.raw_context_prediction && o_.raw_rounds_per_idle > 0)) return;
+  const sim::Time at = pipe_->sim().now() + sim::from_seconds(o_.quiet_period_s);
+  // A query within the quiet period postpones the pending history prediction.
+  for (auto& j : jobs_)
+    if ((j.kind == JobKind::kHistory || j.kind == JobKind::kRaw) && !j.prepared && j.not_before > 0) {
+      j.not_before = at;
+      return;
+    }
+  if (o_.history_prediction) {
+    Job j{JobKind::kHistory};
+    j.not_before = at;
+    jobs_.push_back(std::move(j));
+  }
+  for (std::int64_t r = 0; o_.raw_context_prediction && r < o_.raw_rounds_per_idle; ++r) {
+    Job j{JobKind::kRaw};
+    j.not_before = at;
+    jobs_.push_back(std::move(j));
+  }
+}
+
+PredictionContext CachingPolicy::context() const {
+  PredictionContext c;
+  c.user = &pipe_->user();
+  c.phrases = phrases_;
+  c.knowledge_type = o_.knowledge_type;
+  c.abstract = abstract_items_;
+  const std::size_t n = std::min<std::size_t>(history_.size(), static_cast<std::size_t>(o_.history_buffer));
+  c.history.assign(history_.end() - static_cast<std::ptrdiff_t>(n), history_.end());
+  c.history_chunks.assign(history_chunks_.end() - static_cast<std::ptrdiff_t>(n), history_chunks_.end());
+  c.queries_served = served_;
+  c.similarity = [this](const std::string& a, const std::string& b) { return similarity(a, b); };
+  return c;
+}
+
+const std::vector<float>& CachingPolicy::embed(const std::string& text) const {
+  auto it = embed_cache_.find(text);
+  if (it == embed_cache_.end()) it = embed_cache_.emplace(text, retriever_->embed(text)).first;
+  return it->second;
+}
+
+double CachingPolicy::similarity(const std::string& a, const std::string& b) const {
+  return traces::dot(embed(a), embed(b));
+}
+
+std::int64_t CachingPolicy::count_tokens(const std::string& text) const {
+  return static_cast<std::int64_t>(tokenizer_->count(text));
+}
+
+std::string CachingPolicy::proxy_answer(const std::vector<std::int32_t>& chunks) const {
+  // Stand-in for the LLM's answer to a predicted query: the opening words of its best chunk.
+  if (chunks.empty()) return "";
+  const auto ws = traces::split_whitespace(pipe_->user().chunks.at(static_cast<std::size_t>(chunks[0])).text);
+  return traces::join(ws, " ", 0, std::min<std::size_t>(ws.size(), static_cast<std::size_t>(o_.predicted_answer_words)));
+}
+
+void CachingPolicy::prepare_populate(Job& j) {
+  if (j.have_chunks) return;
+  if (j.embedding.empty()) j.embedding = embed(j.text);
+  if (retriever_) {
+    for (const auto& h : retriever_->retrieve(j.text, j.embedding, static_cast<std::size_t>(pipe_->config().top_k)))
+      j.chunks.push_back(h.chunk);
+  } else {
+    traces::Query q;
+    q.embedding = j.embedding;
+    j.chunks = pipe_->retrieved_chunks(q);
+  }
+  j.have_chunks = true;
+  if (j.query_tokens == 0) j.query_tokens = tokenizer_ ? count_tokens(j.text) : 16;
+  if (j.predicted && j.answer.empty()) j.answer = proxy_answer(j.chunks);
+}
+
+std::vector<std::string> CachingPolicy::predict(Job& j) {
+  if (j.prepared) return j.questions;
+  PredictionContext c = context();
+  const int n = static_cast<int>(o_.stride);
+  if (j.kind == JobKind::kKnowledge) {
+    j.questions = predictor_->knowledge_based(c, n);
+  } else if (j.kind == JobKind::kHistory) {
+    j.questions = predictor_->history_based(c, n);
+  } else {
+    const std::size_t nc = pipe_->user().chunks.size();
+    for (std::int64_t i = 0; i < o_.raw_window_chunks && nc > 0; ++i)
+      c.raw_chunks.push_back(static_cast<std::int32_t>((raw_cursor_ + static_cast<std::size_t>(i)) % nc));
+    raw_cursor_ = nc ? (raw_cursor_ + static_cast<std::size_t>(o_.raw_window_chunks)) % nc : 0;
+    j.chunks = c.raw_chunks;
+    j.questions = predictor_->raw_context(c, n);
+  }
+  j.prepared = true;
+  return j.questions;
+}
+
+CachingPolicy::Plan CachingPolicy::plan_job(Job& j) {
+  Plan plan;
+  auto add = [&](Step s, double sec) {
+    plan.steps.push_back(std::move(s));
+    plan.seconds += sec;
+  };
+  const auto& cfg = pipe_->config();
+  auto llm = [&](std::int64_t prompt_tokens, std::int64_t output_tokens, const std::string& label) {
+    add_prefill_steps(plan, prompt_tokens, 0, label + " prefill");
+    if (output_tokens > 1) {
+      Step d{Step::kDecode};
+      d.context = prompt_tokens;
+      d.n = output_tokens - 1;
+      d.label = label + " decode";
+      add(d, static_cast<double>(d.n) *
+                 pipe_->estimate_compute_s(pipe_->cost().decode(prompt_tokens + output_tokens / 2)));
+    }
+  };
+  auto write_new = [&](const std::vector<std::int32_t>& chunks, bool fill_kv) {
+    double bytes = 0;
+    if (fill_kv && tree_) {
+      const KvMatch m = tree_->match(chunks);
+      const auto sl = slices(chunks);
+      if (m.nodes.empty()) bytes += root_slice().bytes;
+      // New slices: those past the match, plus (B.2 rule 1) a copy of the last matched chunk
+      // when the path continues beyond it.
+      std::size_t from = static_cast<std::size_t>(m.chunks);
+      if (o_.boundary_rules && from > 0 && from < chunks.size()) --from;
+      for (std::size_t i = from; i < sl.size(); ++i) bytes += sl[i].bytes;
+    }
+    if (bytes > 0) {
+      Step w{Step::kWrite};
+      w.bytes = bytes;
+      w.label = "write slices";
+      add(w, pipe_->estimate_write_s(bytes));
+    }
+  };
+  // Match + load + prefill (+ decode) + write of one query through the tree.
+  auto populate = [&](Job& job, bool embed_and_retrieve, bool prefill_needed) {
+    if (embed_and_retrieve) {
+      add(Step{Step::kEmbed}, cfg.embed_query_ms / 1e3);
+      add(Step{Step::kRetrieve}, cfg.retrieval_ms / 1e3);
+    }
+    prepare_populate(job);
+    std::int64_t prompt = cfg.system_prompt_tokens + job.query_tokens;
+    for (auto c : job.chunks) prompt += pipe_->user().chunks.at(static_cast<std::size_t>(c)).tokens;
+    std::int64_t reused = 0;
+    if (tree_) {
+      add(Step{Step::kKvMatch}, cfg.kv_match_ms / 1e3);
+      const KvMatch m = tree_->match(job.chunks);
+      if (!m.nodes.empty()) {
+        reused = reusable_tokens(m);
+        Step r{Step::kRead};
+        r.bytes = m.bytes;
+        r.label = "load slices";
+        add(r, pipe_->estimate_read_s(m.bytes));
+      }
+    }
+    if (prefill_needed) add_prefill_steps(plan, prompt, reused, "populate");
+    if (job.decode && job.answer_tokens > 1) {
+      Step d{Step::kDecode};
+      d.context = prompt;
+      d.n = job.answer_tokens - 1;
+      d.label = "populate decode";
+      add(d, static_cast<double>(d.n) * pipe_->estimate_compute_s(pipe_->cost().decode(prompt + d.n / 2)));
+    }
+    write_new(job.chunks, job.fill_kv);
+  };
+
+  switch (j.kind) {
+    case JobKind::kStore:
+      write_new(j.chunks, j.fill_kv);
+      break;
+    case JobKind::kAnswer:
+      populate(j, true, true);
+      break;
+    case JobKind::kPopulate:
+      populate(j, true, true);
+      break;
+    case JobKind::kRestore:
+      populate(j, false, true);
+      break;
+    case JobKind::kDecodePending:
+      // QKV->QA: the pending query's prompt is rebuilt from its stored slices, then decoded.
+      populate(j, false, true);
+      break;
+    case JobKind::kAbstract: {
+      const auto& b = abstract_.batches[j.batch];
+      std::vector<std::string> texts;
+      for (auto c : b.chunks) texts.push_back(pipe_->user().chunks.at(static_cast<std::size_t>(c)).text);
+      const std::int64_t out = std::max<std::int64_t>(8, count_tokens(traces::join(b.items, "; ")));
+      llm(count_tokens(abstract_prompt(texts)), out, "abstract");
+      break;
+    }
+    case JobKind::kKnowledge:
+    case JobKind::kHistory:
+    case JobKind::kRaw: {
+      const auto qs = predict(j);
+      std::string prompt;
+      if (j.kind == JobKind::kKnowledge) {
+        prompt = knowledge_prediction_prompt(o_.knowledge_type, traces::join(abstract_items_, "; "),
+                                             static_cast<int>(o_.stride));
+      } else if (j.kind == JobKind::kHistory) {
+        prompt = history_prediction_prompt(o_.knowledge_type, context().history, static_cast<int>(o_.stride));
+      } else {
+        std::vector<std::string> texts;
+        for (auto c : j.chunks) texts.push_back(pipe_->user().chunks.at(static_cast<std::size_t>(c)).text);
+        prompt = knowledge_prediction_prompt(o_.knowledge_type, traces::join(texts, "\n"), static_cast<int>(o_.stride));
+      }
+      llm(count_tokens(prompt), std::max<std::int64_t>(1, count_tokens(prediction_output(qs))), "predict");
+      break;
+    }
+  }
+  return plan;
+}
+
+void CachingPolicy::commit_job(Job& j) {
+  auto insert_tree = [&](const std::vector<std::int32_t>& chunks) {
+    if (tree_) tree_->insert(root_slice(), slices(chunks));
+  };
+  switch (j.kind) {
+    case JobKind::kStore:
+      if (j.fill_kv) insert_tree(j.chunks);
+      if (j.fill_qa && bank_) {
+        QaEntry e;
+        e.query = j.text;
+        e.embedding = j.embedding;
+        e.answer = j.answer;
+        e.answered = true;
+        e.answer_tokens = j.answer_tokens;
+        e.chunks = j.chunks;
+        bank_->insert(std::move(e));
+      }
+      break;
+    case JobKind::kAnswer:
+    case JobKind::kPopulate: {
+      if (j.fill_kv) insert_tree(j.chunks);
+      if (j.fill_qa && bank_) {
+        QaEntry e;
+        e.query = j.text;
+        e.embedding = j.embedding;
+        e.answered = j.decode;
+        if (j.decode) e.answer = j.answer;
+        e.answer_tokens = j.answer_tokens;
+        e.chunks = j.chunks;
+        e.predicted = j.predicted;
+        bank_->insert(std::move(e));
+      }
+      if (j.predicted) ++predicted_;
+      break;
+    }
+    case JobKind::kRestore:
+      insert_tree(j.chunks);
+      ++conv_qa_to_qkv_;
+      break;
+    case JobKind::kDecodePending:
+      if (bank_->answer(j.qa_id, j.answer, j.answer_tokens)) ++conv_qkv_to_qa_;
+      break;
+    case JobKind::kAbstract: {
+      const auto& items = abstract_.batches[j.batch].items;
+      abstract_items_.insert(abstract_items_.end(), items.begin(), items.end());
+      break;
+    }
+    case JobKind::kKnowledge:
+    case JobKind::kHistory:
+    case JobKind::kRaw: {
+      // The predicted queries are populated next, in order, ahead of other queued work.
+      const bool raw = j.kind == JobKind::kRaw;
+      std::vector<Job> pops;
+      for (const auto& text : j.questions) {
+        Job p{JobKind::kPopulate};
+        p.text = text;
+        p.predicted = true;
+        p.fill_kv = o_.predictions_fill_kv && tree_ != nullptr && !raw;
+        p.fill_qa = o_.predictions_fill_qa && bank_ != nullptr;
+        p.decode = p.fill_qa && !prefill_only();
+        p.answer_tokens = o_.predicted_answer_tokens;
+        pops.push_back(std::move(p));
+      }
+      for (auto it = pops.rbegin(); it != pops.rend(); ++it) jobs_.push_front(std::move(*it));
+      break;
+    }
+  }
+}
+
+std::size_t CachingPolicy::front_insert_position() const {
+  // After the population of the query just served (its tensors are still in memory).
+  std::size_t i = 0;
+  while (i < jobs_.size() && (jobs_[i].kind == JobKind::kStore || jobs_[i].kind == JobKind::kAnswer)) ++i;
+  return i;
+}
+
+void CachingPolicy::add_conversion_jobs() {
+  if (!bank_ || !o_.scheduler || !o_.conversions) return;
+  for (const auto& j : jobs_)
+    if (j.kind == JobKind::kDecodePending || j.kind == JobKind::kRestore) return;  // still converting
+  std::vector<Job> conv;
+  // QKV -> QA: decode the queries stored prefill-only, once tau_query is at or below the cutoff.
+  if (!prefill_only()) {
+    for (const auto& e : bank_->entries()) {
+      if (e.answered) continue;
+      Job j{JobKind::kDecodePending};
+      j.text = e.query;
+      j.embedding = e.embedding;
+      j.chunks = e.chunks;
+      j.have_chunks = true;
+      j.qa_id = e.id;
+      j.answer_tokens = std::max<std::int64_t>(e.answer_tokens, o_.predicted_answer_tokens);
+      j.query_tokens = tokenizer_ ? count_tokens(e.query) : 16;
+      j.answer = proxy_answer(e.chunks);
+      j.decode = true;
+      conv.push_back(std::move(j));
+    }
+  }
+  // QA -> QKV: restore the slices of QA entries evicted from the tree while they fit in the free
+  // space (no eviction): most-hit entries first, real queries before predicted ones, newest first.
+  if (tree_) {
+    std::vector<const QaEntry*> order;
+    for (const auto& e : bank_->entries()) order.push_back(&e);
+    std::stable_sort(order.begin(), order.end(), [](const QaEntry* a, const QaEntry* b) {
+      if (a->hits != b->hits) return a->hits > b->hits;
+      if (a->predicted != b->predicted) return !a->predicted;
+      return a->inserted > b->inserted;
+    });
+    double free = tree_->free_bytes();
+    for (const QaEntry* e : order) {
+      if (e->chunks.empty()) continue;
+      if (std::find(restore_attempted_.begin(), restore_attempted_.end(), e->id) != restore_attempted_.end()) continue;
+      const KvMatch m = tree_->match(e->chunks);
+      if (m.chunks == static_cast<std::int64_t>(e->chunks.size())) continue;
+      double need = m.nodes.empty() ? root_slice().bytes : 0.0;
+      const auto sl = slices(e->chunks);
+      std::size_t from = static_cast<std::size_t>(m.chunks);
+      if (o_.boundary_rules && from > 0 && from < e->chunks.size()) --from;
+      for (std::size_t i = from; i < sl.size(); ++i) need += sl[i].bytes;
+      if (need > free) continue;
+      free -= need;
+      restore_attempted_.push_back(e->id);
+      Job j{JobKind::kRestore};
+      j.text = e->query;
+      j.chunks = e->chunks;
+      j.have_chunks = true;
+      j.query_tokens = tokenizer_ ? count_tokens(e->query) : 16;
+      j.fill_kv = true;
+      j.decode = false;
+      conv.push_back(std::move(j));
+    }
+  }
+  const auto at = jobs_.begin() + static_cast<std::ptrdiff_t>(front_insert_position());
+  jobs_.insert(at, std::make_move_iterator(conv.begin()), std::make_move_iterator(conv.end()));
+}
+
+void CachingPolicy::apply_schedule() {
+  while (schedule_applied_ < o_.schedule.size() && served_ >= o_.schedule[schedule_applied_].after_query) {
+    const auto& c = o_.schedule[schedule_applied_++];
+    if (c.tau_query) o_.tau_query = *c.tau_query;
+    if (c.scheduler) o_.scheduler = *c.scheduler;
+    if (c.conversions) o_.conversions = *c.conversions;
+    if (c.storage_limit_gb) {
+      o_.storage_limit_gb = *c.storage_limit_gb;
+      if (tree_) tree_->set_limit(o_.storage_limit_gb * 1e9);
+      restore_attempted_.clear();
+    }
+  }
+}
+
+sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
+  apply_schedule();
+  if (!started_) {
+    started_ = true;
+    const sim::Time quiet = p.sim().now() + sim::from_seconds(o_.abstract_quiet_s);
+    if (o_.knowledge_prediction) {
+      abstract_ = build_abstract(p.user(), *phrases_, o_.abstract_source, static_cast<std::size_t>(o_.abstract_batch_chunks));
+      for (std::size_t b = 0; b < abstract_.batches.size(); ++b) {
+        Job j{JobKind::kAbstract};
+        j.batch = b;
+        j.not_before = quiet;
+        jobs_.push_back(std::move(j));
+      }
+      for (std::int64_t r = 0; r < o_.knowledge_rounds; ++r) {
+        Job j{JobKind::kKnowledge};
+        j.not_before = quiet;
+        jobs_.push_back(std::move(j));
+      }
+    }
+    for (std::int64_t r = 0; o_.raw_context_prediction && r < o_.raw_rounds_initial; ++r) {
+      Job j{JobKind::kRaw};
+      j.not_before = quiet;
+      jobs_.push_back(std::move(j));
+    }
+  }
+  // Conversions run first in every idle period (once turned on they execute automatically).
+  add_conversion_jobs();
+  const auto& windows = p.user().idle_windows;
+  while (true) {
+    if (jobs_.empty()) add_conversion_jobs();
+    if (jobs_.empty()) break;
+    // The first job in queue order that may start now; else the earliest one.
+    std::size_t pick = jobs_.size();
+    sim::Time earliest = std::numeric_limits<sim::Time>::max();
+    std::size_t earliest_i = 0;
+    for (std::size_t i = 0; i < jobs_.size(); ++i) {
+      if (jobs_[i].not_before <= p.sim().now()) {
+        pick = i;
+        break;
+      }
+      if (jobs_[i].not_before < earliest) {
+        earliest = jobs_[i].not_before;
+        earliest_i = i;
+      }
+    }
+    sim::Time start = p.sim().now();
+    if (pick == jobs_.size()) {
+      pick = earliest_i;
+      start = earliest;
+    }
+    sim::Time window_end = until;
+    if (o_.charging_only) {
+      bool found = false;
+      for (const auto& w : windows) {
+        if (!w.charging) continue;
+        const sim::Time ws = sim::from_seconds(w.start_s), we = sim::from_seconds(w.end_s);
+        if (we <= start) continue;
+        start = std::max(start, ws);
+        window_end = std::min(until, we);
+        found = true;
+        break;
+      }
+      if (!found) break;
+    }
+    if (start >= window_end) break;
+    Job job = jobs_[pick];
+    const Plan plan = plan_job(job);
+    jobs_[pick] = job;  // keep what planning prepared (predicted texts, retrieval)
+    const sim::Time need = sim::from_seconds(plan.seconds * 1.02 + 0.5);
+    if (start + need > window_end) {
+      if (o_.charging_only && window_end < until) {
+        // Try the next charging window.
+        co_await p.sim().timeout(window_end - p.sim().now());
+        continue;
+      }
+      break;  // does not fit before the next query: it waits for the next idle period
+    }
+    if (start > p.sim().now()) co_await p.sim().timeout(start - p.sim().now());
+    jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(pick));
+    for (const auto& s : plan.steps) co_await run_step(p, p.background(), s);
+    ++p.background_jobs();
+    commit_job(job);
+  }
+}
+
+}  // namespace mobisim::policies

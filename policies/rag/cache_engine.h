@@ -1,0 +1,232 @@
+#pragma once
+// The caching engine shared by PerCache and its baselines: one implementation of
+// the QA bank layer, the knowledge (K/V or Q/K/V) cache-tree layer, query
+// prediction in idle time, the cache scheduler and the cross-layer conversions.
+// Each registered policy (percache.h, ragcache.h, meancache.h, sleeptime.h,
+// ragcache_meancache.h, ragcache_sleeptime.h) is a thin file pair that declares
+// its own parameters and switches on the pieces it uses.
+//
+// Serving a query (section 3, right half of figure 7):
+//   embed -> [QA match: hit returns the cached answer] -> retrieve (top-k) ->
+//   [tree match: walk the retrieved order until the first miss] -> load the
+//   matched slices from UFS -> prefill what is not reused -> decode.
+// Rule 2 of appendix B.2: the last `boundary_tokens` tokens of the final matched
+// node are recomputed from text (their tensors were tokenized next to another
+// successor). Reuse modes (what a matched token saves in the prefill):
+//   qkv_projection  PerCache: Q/K/V projections + RoPE skipped, attention and FFN
+//                   still run for every position (appendix B.1). Stores Q, K, V.
+//   kv_projection   the paper's RAGCache as evaluated in section 5.3: K/V stored,
+//                   so only the K/V projections are skipped (Q is recomputed).
+//   prefix_skip     vLLM / SGLang / RAGCache proper: nothing at all is computed
+//                   for cached positions (their K/V are attended). Stores K, V.
+// Both qkv_projection and prefix_skip are exact only with the RoPE offset of the
+// cached length; models/kernel/oracles.h (oracle_percache, oracle_prefix_reuse)
+// checks both on the real kernel.
+//
+// Background work (figure 8, sections 4.1.2-4.3) runs only in idle time
+// (optionally only in the trace's charging windows), one job at a time. A job
+// starts only when its analytic duration fits before the next query's arrival
+// (and the window's end), so it never delays a user query: a job that does not
+// fit waits for the next idle period. Jobs: writing a served query's new tensor
+// slices and QA entry; answering a QA-hit query for real (PerCache); knowledge
+// abstract batches; knowledge-based, history-based (after a quiet period) and
+// raw-context (Sleep-time Compute) predictions; populating the caches with each
+// predicted query (embed, retrieve, match, load, prefill, decode unless the
+// scheduler says prefill-only, write); conversions QKV->QA (decode pending
+// entries when tau_query <= tau_scheduler) and QA->QKV (re-prefill QA entries
+// whose slices were evicted, when they fit in free space). All of it is
+// charged time, FLOPs and energy through RagPipeline::background().
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/tokenizer.h"
+#include "policies/rag/kv_tree.h"
+#include "policies/rag/qa_bank.h"
+#include "policies/rag/query_predictor.h"
+#include "policies/rag/rag_policy.h"
+#include "traces/retrieval.h"
+
+namespace mobisim::policies {
+
+enum class ReuseMode { kQkvProjection, kKvProjection, kPrefixSkip };
+ReuseMode parse_reuse_mode(const std::string& s);  // ConfigError for unknown names
+const char* to_string(ReuseMode m);
+
+// A mid-run change (figure 15): after the policy has served `after_query` queries
+// (i.e. in the idle time that follows query index after_query - 1), set these values.
+struct ScheduledChange {
+  std::int64_t after_query = 0;
+  std::optional<double> tau_query, storage_limit_gb;
+  std::optional<bool> scheduler, conversions;
+};
+
+struct EngineOptions {
+  // QA bank layer.
+  bool qa_bank = false;
+  double tau_query = 0.85;
+  double qa_capacity_mb = 100;
+  double qa_entry_kb = 4;
+  bool qa_answer_hits_later = false;  // PerCache: a QA hit's real answer is generated in idle time
+  // Knowledge cache-tree layer.
+  bool kv_cache = false;
+  ReuseMode reuse = ReuseMode::kQkvProjection;
+  KvEviction eviction = KvEviction::kLfu;
+  double storage_limit_gb = 8;
+  bool boundary_rules = true;
+  std::int64_t boundary_tokens = 4;
+  // Prediction.
+  bool knowledge_prediction = false;
+  bool history_prediction = false;
+  bool raw_context_prediction = false;  // Sleep-time Compute
+  bool predictions_fill_kv = true;      // predicted queries populate the tree
+  bool predictions_fill_qa = true;      // predicted queries populate the QA bank
+  std::int64_t stride = 5;
+  std::int64_t knowledge_rounds = 2;
+  std::int64_t raw_rounds_initial = 2;
+  std::int64_t raw_rounds_per_idle = 1;
+  std::int64_t raw_window_chunks = 8;
+  double quiet_period_s = 600;
+  double abstract_quiet_s = 600;
+  std::int64_t history_buffer = 5;
+  std::string abstract_source = "key_phrases";
+  std::int64_t abstract_batch_chunks = 8;
+  std::int64_t predicted_answer_tokens = 136;
+  std::int64_t predicted_answer_words = 60;
+  std::string knowledge_type = "meeting record";
+  std::string tokenizer;
+  YAML::Node predictor;
+  ConfigSource predictor_source;
+  // Scheduler.
+  bool scheduler = false;
+  double tau_scheduler = 0.875;
+  bool conversions = false;
+  bool charging_only = false;
+  std::vector<ScheduledChange> schedule;
+  bool uses_prediction() const { return knowledge_prediction || history_prediction || raw_context_prediction; }
+};
+
+// Shared parameter groups (each policy picks the ones it exposes).
+void add_qa_params(ParamSchema& s, double default_tau);
+void add_kv_params(ParamSchema& s, const std::string& default_mode, const std::string& default_eviction);
+void add_prediction_params(ParamSchema& s);
+void read_qa_params(const Params& p, EngineOptions& o);
+void read_kv_params(const Params& p, EngineOptions& o);
+void read_prediction_params(const Params& p, EngineOptions& o);
+std::vector<ScheduledChange> parse_schedule(const Params& p, const std::string& key);
+
+class CachingPolicy : public RagPolicy {
+ public:
+  CachingPolicy(EngineOptions options, const Params& params);
+
+  void check_workload(const traces::RagTrace& trace, const models::CostModel& cost) const override;
+  void begin_user(RagPipeline& p) override;
+  sim::Task<void> serve(RagPipeline& p, const traces::Query& q, QueryRecord& rec) override;
+  sim::Task<void> idle(RagPipeline& p, sim::Time until) override;
+
+  // Introspection for tests and reports.
+  const EngineOptions& options() const { return o_; }
+  const QaBank* qa_bank() const { return bank_.get(); }
+  const KvTree* kv_tree() const { return tree_.get(); }
+  std::int64_t predicted_queries() const { return predicted_; }
+  std::int64_t conversions_qkv_to_qa() const { return conv_qkv_to_qa_; }
+  std::int64_t conversions_qa_to_qkv() const { return conv_qa_to_qkv_; }
+  // True when predicted queries are populated prefill-only (tau_query above tau_scheduler).
+  bool prefill_only() const { return o_.scheduler && o_.tau_query > o_.tau_scheduler; }
+  double bytes_per_token() const;
+
+ private:
+  enum class JobKind { kStore, kAnswer, kAbstract, kKnowledge, kHistory, kRaw, kPopulate, kDecodePending, kRestore };
+  struct Job {
+    explicit Job(JobKind k = JobKind::kStore) : kind(k) {}
+    JobKind kind;
+    sim::Time not_before = 0;
+    std::string text;
+    std::vector<float> embedding;
+    std::vector<std::int32_t> chunks;
+    bool have_chunks = false;
+    std::string answer;
+    std::int64_t answer_tokens = 0;
+    std::int64_t query_tokens = 0;
+    bool fill_kv = false, fill_qa = false, decode = true, predicted = false;
+    std::uint64_t qa_id = 0;
+    std::size_t batch = 0;
+    bool prepared = false;
+    std::vector<std::string> questions;
+  };
+  struct Step {
+    enum Kind { kEmbed, kRetrieve, kKvMatch, kRead, kPrefill, kCompute, kDecode, kWrite };
+    explicit Step(Kind k) : kind(k) {}
+    Kind kind;
+    models::PrefillShape shape{};
+    models::Work work{};
+    double bytes = 0;
+    std::int64_t context = 0, n = 0;
+    std::string label;
+  };
+  struct Plan {
+    std::vector<Step> steps;
+    double seconds = 0;
+  };
+
+  // Serving helpers.
+  std::int64_t reusable_tokens(const KvMatch& m) const;
+  void add_prefill_steps(Plan& plan, std::int64_t prompt, std::int64_t reused, const std::string& label) const;
+  sim::Task<void> run_step(RagPipeline& p, QueryRecord& rec, const Step& s);
+  std::vector<KvSlice> slices(const std::vector<std::int32_t>& chunks) const;
+  KvSlice root_slice() const;
+  double slice_cost_s(std::int64_t tokens, std::int64_t prefix) const;
+
+  // Background.
+  Plan plan_job(Job& j);
+  void commit_job(Job& j);
+  void add_conversion_jobs();
+  std::size_t front_insert_position() const;
+  void apply_schedule();
+  void enqueue_history();
+  std::vector<std::string> predict(Job& j);
+  void prepare_populate(Job& j);
+  std::string proxy_answer(const std::vector<std::int32_t>& chunks) const;
+  double similarity(const std::string& a, const std::string& b) const;
+  std::int64_t count_tokens(const std::string& text) const;
+  PredictionContext context() const;
+
+  EngineOptions o_;
+  ConfigSource source_;
+  YAML::Node node_;
+  // Per-user state (a policy instance serves one user).
+  RagPipeline* pipe_ = nullptr;
+  std::unique_ptr<QaBank> bank_;
+  std::unique_ptr<KvTree> tree_;
+  std::unique_ptr<QueryPredictor> predictor_;
+  // Retriever (built-in embedder fitted on the user's chunks) and phrase index: pure functions
+  // of the user's chunk texts, built once per distinct knowledge base and shared by policies.
+  struct UserIndex {
+    std::unique_ptr<traces::Retriever> retriever;
+    std::unique_ptr<PhraseIndex> phrases;
+  };
+  static std::shared_ptr<const UserIndex> user_index(const traces::UserTrace& user);
+  std::shared_ptr<const UserIndex> index_;
+  const traces::Retriever* retriever_ = nullptr;
+  std::unique_ptr<models::Tokenizer> tokenizer_;
+  const PhraseIndex* phrases_ = nullptr;
+  mutable std::map<std::string, std::vector<float>> embed_cache_;
+  const std::vector<float>& embed(const std::string& text) const;
+  KnowledgeAbstract abstract_;
+  std::vector<std::string> abstract_items_;
+  std::deque<Job> jobs_;
+  std::vector<std::string> history_;
+  std::vector<std::vector<std::int32_t>> history_chunks_;
+  std::int64_t served_ = 0;
+  std::size_t raw_cursor_ = 0;
+  std::size_t schedule_applied_ = 0;
+  bool started_ = false;
+  std::int64_t predicted_ = 0, conv_qkv_to_qa_ = 0, conv_qa_to_qkv_ = 0;
+  std::vector<std::uint64_t> restore_attempted_;
+};
+
+}  // namespace mobisim::policies

@@ -1,0 +1,72 @@
+#include "policies/rag/qa_bank.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/error.h"
+#include "traces/embedder.h"
+
+namespace mobisim::policies {
+
+QaBank::QaBank(double capacity_bytes, double entry_bytes) : capacity_bytes_(capacity_bytes), entry_bytes_(entry_bytes) {
+  if (!(entry_bytes > 0)) throw ConfigError(fmt::format("QA bank entry size must be > 0 bytes (got {})", entry_bytes));
+  if (capacity_bytes < entry_bytes)
+    throw ConfigError(fmt::format("QA bank capacity {} bytes is smaller than one entry ({} bytes)", capacity_bytes,
+                                  entry_bytes));
+}
+
+QaMatch QaBank::match(const std::vector<float>& embedding, double tau) const {
+  QaMatch m;
+  std::size_t best = entries_.size();
+  // entries_ is in insertion order: a strict improvement is required, so ties keep the older entry.
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const QaEntry& e = entries_[i];
+    if (!e.answered) continue;
+    const double s = traces::dot(e.embedding, embedding);
+    if (best == entries_.size() || s > m.similarity) {
+      m.similarity = s;
+      best = i;
+    }
+  }
+  if (best < entries_.size() && m.similarity >= tau) m.index = best;
+  return m;
+}
+
+std::uint64_t QaBank::insert(QaEntry e) {
+  while (!entries_.empty() && used_bytes() + entry_bytes_ > capacity_bytes_) {
+    auto victim = std::min_element(entries_.begin(), entries_.end(), [](const QaEntry& a, const QaEntry& b) {
+      return a.hits != b.hits ? a.hits < b.hits : a.inserted < b.inserted;
+    });
+    entries_.erase(victim);
+    ++evictions_;
+  }
+  e.inserted = seq_;
+  e.id = seq_++;
+  e.hits = 0;
+  entries_.push_back(std::move(e));
+  return entries_.back().id;
+}
+
+bool QaBank::answer(std::uint64_t id, const std::string& text, std::int64_t tokens) {
+  for (auto& e : entries_)
+    if (e.id == id) {
+      e.answer = text;
+      e.answer_tokens = tokens;
+      e.answered = true;
+      return true;
+    }
+  return false;
+}
+
+const QaEntry* QaBank::find(std::uint64_t id) const {
+  for (const auto& e : entries_)
+    if (e.id == id) return &e;
+  return nullptr;
+}
+
+std::size_t QaBank::pending() const {
+  return static_cast<std::size_t>(std::count_if(entries_.begin(), entries_.end(), [](const QaEntry& e) { return !e.answered; }));
+}
+
+}  // namespace mobisim::policies

@@ -1,0 +1,47 @@
+#include "policies/rag/sleeptime.h"
+
+#include "sim/registry.h"
+
+namespace mobisim::policies {
+
+void add_sleeptime_params(ParamSchema& s) {
+  add_qa_params(s, 0.85);
+  add_prediction_params(s);
+  s.integer("initial_rounds", 2, "raw-context predictions before the first query").non_negative();
+  s.integer("rounds_per_idle", 1, "raw-context predictions after each query (after the quiet period)").non_negative();
+  s.integer("raw_window_chunks", 8, "raw chunks in each prediction prompt (round robin over the knowledge base)")
+      .at_least(1);
+  s.real("quiet_period_s", 600.0, "predictions after a query wait this long").non_negative().with_unit("s");
+}
+
+void read_sleeptime_params(const Params& p, EngineOptions& o) {
+  read_qa_params(p, o);
+  read_prediction_params(p, o);
+  o.qa_bank = true;
+  o.raw_context_prediction = true;
+  o.predictions_fill_qa = true;
+  o.predictions_fill_kv = false;
+  o.raw_rounds_initial = p.integer("initial_rounds");
+  o.raw_rounds_per_idle = p.integer("rounds_per_idle");
+  o.raw_window_chunks = p.integer("raw_window_chunks");
+  o.quiet_period_s = p.real("quiet_period_s");
+}
+
+ParamSchema SleepTimePolicy::schema() {
+  ParamSchema s;
+  add_sleeptime_params(s);
+  return s;
+}
+
+EngineOptions SleepTimePolicy::options_from(const Params& p) {
+  EngineOptions o;
+  read_sleeptime_params(p, o);
+  return o;
+}
+
+SleepTimePolicy::SleepTimePolicy(const Params& p) : CachingPolicy(options_from(p), p) {}
+
+MOBISIM_REGISTER(RagPolicy, SleepTimePolicy, "sleeptime",
+                 "Sleep-time Compute: predict questions from raw context in idle time, precompute answers into a QA bank.")
+
+}  // namespace mobisim::policies

@@ -1,0 +1,247 @@
+// PerCache and its baselines as policies: scheduler, conversions, bad input,
+// predictor hygiene, end-to-end ordering, and the kernel oracles behind the two
+// reuse modes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "models/kernel/checkpoint.h"
+#include "models/kernel/oracles.h"
+#include "policies/rag/query_predictor.h"
+#include "sim/error.h"
+#include "test_percache_util.h"
+#include "traces/embedder.h"
+#include "traces/rag_trace_io.h"
+#include "traces/retrieval.h"
+
+namespace mobisim::policies {
+namespace {
+
+using testing::generated;
+using testing::mean_over_users;
+using testing::run_user;
+
+TEST(PerCacheBadInput, UnknownPolicyAndOutOfRangeTauAreConfigErrors) {
+  EXPECT_THROW(testing::make_policy("{impl: percash}"), ConfigError);
+  EXPECT_THROW(testing::make_policy("{impl: percache, tau_query: 1.2}"), ConfigError);
+  EXPECT_THROW(testing::make_policy("{impl: meancache, tau_query: -0.1}"), ConfigError);
+  EXPECT_THROW(testing::make_policy("{impl: percache, tau_scheduler: 2}"), ConfigError);
+  EXPECT_THROW(testing::make_policy("{impl: percache, schedule: [{after_query: 2, set: {tau_query: 1.5}}]}"),
+               ConfigError);
+  EXPECT_THROW(testing::make_policy("{impl: percache, schedule: [{after_query: 2, set: {tau: 0.9}}]}"), ConfigError);
+  EXPECT_THROW(testing::make_policy("{impl: percache, reuse_mode: full}"), ConfigError);
+  EXPECT_THROW(testing::make_policy("{impl: percache, predictor: {impl: crystal_ball}}"), ConfigError);
+  EXPECT_THROW(testing::make_policy("{impl: ragcache, tau_query: 0.9}"), ConfigError);  // not a RAGCache key
+  EXPECT_THROW(testing::make_policy("{impl: percache, qa_bank: false, qkv_cache: false}"), ConfigError);
+  EXPECT_NO_THROW(testing::make_policy("{impl: percache, tau_query: 0}"));
+  EXPECT_NO_THROW(testing::make_policy("{impl: percache, tau_query: 1}"));
+}
+
+TEST(PerCacheBadInput, StorageLimitBelowOneChunkIsRejectedBeforeSimulation) {
+  const auto trace = generated("users: 1\nqueries: {per_user: 3}");
+  const models::CostModel cost(testing::llama_fp32_act());
+  // One ~130-token chunk of fp32 Q/K/V is ~75 MB; 0.01 GB cannot hold it.
+  auto p = testing::make_policy("{impl: percache, storage_limit_gb: 0.01}");
+  try {
+    p->check_workload(trace, cost);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("smaller than one chunk"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(testing::make_policy("{impl: ragcache, storage_limit_gb: 0.001}")->check_workload(trace, cost),
+               ConfigError);
+  // A schedule that lowers the limit below one chunk is caught as well.
+  EXPECT_THROW(testing::make_policy("{impl: percache, schedule: [{after_query: 1, set: {storage_limit_gb: 0.01}}]}")
+                   ->check_workload(trace, cost),
+               ConfigError);
+  EXPECT_NO_THROW(testing::make_policy("{impl: percache, storage_limit_gb: 1}")->check_workload(trace, cost));
+}
+
+TEST(PerCacheBadInput, SemanticPoliciesNeedQueryEmbeddings) {
+  auto trace = generated("users: 1\nqueries: {per_user: 3}");
+  for (auto& q : trace.users[0].queries) q.embedding.clear();
+  const models::CostModel cost(testing::llama_fp32_act());
+  for (const char* name : {"percache", "meancache", "sleeptime", "ragcache_meancache", "ragcache_sleeptime"})
+    EXPECT_THROW(testing::make_policy(std::string("{impl: ") + name + "}")->check_workload(trace, cost), ConfigError)
+        << name;
+  EXPECT_NO_THROW(testing::make_policy("{impl: ragcache}")->check_workload(trace, cost));
+  EXPECT_NO_THROW(testing::make_policy("{impl: naive}")->check_workload(trace, cost));
+}
+
+TEST(PerCachePolicy, SchedulerPopulatesPrefillOnlyAboveTauScheduler) {
+  const auto trace = generated("users: 1\nqueries: {per_user: 10}");
+  const auto high = run_user("{impl: percache, tau_query: 0.9, tau_scheduler: 0.875}", trace);
+  const auto high_off = run_user("{impl: percache, tau_query: 0.9, scheduler: false}", trace);
+  const auto low = run_user("{impl: percache, tau_query: 0.85, tau_scheduler: 0.875}", trace);
+  EXPECT_TRUE(high.caching().prefill_only());
+  EXPECT_FALSE(low.caching().prefill_only());
+  EXPECT_FALSE(high_off.caching().prefill_only());
+  // Above the cutoff the predicted queries are stored without answers (pending) ...
+  std::size_t predicted_pending = 0, predicted_answered = 0;
+  for (const auto& e : high.caching().qa_bank()->entries()) (e.answered ? predicted_answered : predicted_pending) += e.predicted;
+  EXPECT_GT(predicted_pending, 0u);
+  EXPECT_EQ(predicted_answered, 0u);
+  // ... at or below it they are decoded.
+  for (const auto& e : low.caching().qa_bank()->entries())
+    if (e.predicted) {
+      EXPECT_TRUE(e.answered);
+    }
+  // Same predictions, less compute: the scheduler skips the decodes.
+  EXPECT_EQ(high.caching().predicted_queries(), high_off.caching().predicted_queries());
+  EXPECT_LT(high.total_flops(), high_off.total_flops());
+}
+
+TEST(PerCachePolicy, ConversionsRunInIdleTimeAndNeverDelayAQuery) {
+  const auto trace = generated("users: 1\nqueries: {per_user: 10}");
+  // QKV -> QA: tau drops from 0.9 to 0.85 after query 3: the pending entries get decoded.
+  const auto down = run_user(
+      "{impl: percache, tau_query: 0.9, schedule: [{after_query: 3, set: {tau_query: 0.85}}]}", trace);
+  EXPECT_GT(down.caching().conversions_qkv_to_qa(), 0);
+  EXPECT_EQ(down.caching().qa_bank()->pending(), 0u);
+  const auto down_off = run_user(
+      "{impl: percache, tau_query: 0.9, conversions: false, schedule: [{after_query: 3, set: {tau_query: 0.85}}]}",
+      trace);
+  EXPECT_EQ(down_off.caching().conversions_qkv_to_qa(), 0);
+  EXPECT_GT(down_off.caching().qa_bank()->pending(), 0u);
+  // QA -> QKV: the tree's limit rises from 0.5 GB to 4 GB after query 4: evicted slices are restored.
+  const auto up = run_user(
+      "{impl: percache, storage_limit_gb: 0.5, schedule: [{after_query: 4, set: {storage_limit_gb: 4}}]}", trace);
+  EXPECT_GT(up.caching().conversions_qa_to_qkv(), 0);
+  const auto up_off = run_user(
+      "{impl: percache, storage_limit_gb: 0.5, conversions: false, schedule: [{after_query: 4, set: {storage_limit_gb: "
+      "4}}]}",
+      trace);
+  EXPECT_EQ(up_off.caching().conversions_qa_to_qkv(), 0);
+  std::int64_t hits_up = 0, hits_off = 0;
+  for (std::size_t i = 4; i < up.records.size(); ++i) {
+    hits_up += up.records[i].kv_hit_chunks;
+    hits_off += up_off.records[i].kv_hit_chunks;
+  }
+  EXPECT_GE(hits_up, hits_off);
+  // All of it is background work: every query starts at its arrival.
+  for (const auto* run : {&down, &up})
+    for (const auto& r : run->records) EXPECT_NEAR(r.start_s, r.arrival_s, 1e-6) << "query " << r.query_index;
+  // And it is charged: the idle periods after the change carry background FLOPs.
+  double bg_after = 0;
+  for (const auto& r : up.records)
+    if (r.query_index >= 4) bg_after += r.bg_flops;
+  EXPECT_GT(bg_after, 0);
+}
+
+TEST(PerCachePolicy, PredictionsUseTheB3PromptsAndNeverTheFuture) {
+  const auto trace = generated("users: 1\nqueries: {per_user: 6}");
+  auto altered = trace;
+  for (std::size_t i = 3; i < altered.users[0].queries.size(); ++i)
+    altered.users[0].queries[i].text = "completely different future question number " + std::to_string(i);
+  PhraseIndex idx(trace.users[0]);
+  auto predict = [&](const traces::UserTrace& u, const char* impl) {
+    auto p = make_predictor(YAML::Load(std::string("{impl: ") + impl + "}"), ConfigSource{});
+    PredictionContext c;
+    c.user = &u;
+    c.phrases = &idx;
+    c.abstract = build_abstract(u, idx, "key_phrases", 8).items();
+    c.history = {u.queries[0].text, u.queries[1].text, u.queries[2].text};
+    c.history_chunks = {u.queries[0].retrieved, u.queries[1].retrieved, u.queries[2].retrieved};
+    c.queries_served = 3;
+    auto out = p->knowledge_based(c, 5);
+    for (auto& s : p->history_based(c, 5)) out.push_back(s);
+    return out;
+  };
+  const auto a = predict(trace.users[0], "generator"), b = predict(altered.users[0], "generator");
+  EXPECT_EQ(a, b) << "the generator must not read queries that have not arrived";
+  EXPECT_GE(a.size(), 5u);
+  // The oracle reads the future, and says so.
+  EXPECT_NE(predict(trace.users[0], "oracle"), predict(altered.users[0], "oracle"));
+  EXPECT_TRUE(make_predictor(YAML::Load("{impl: oracle}"), ConfigSource{})->is_oracle());
+  // Prompts: appendix B.3 text with the slots filled.
+  const std::string k = knowledge_prediction_prompt("meeting record", "budget; design", 5);
+  EXPECT_NE(k.find("Here is some abstract of the content: budget; design."), std::string::npos);
+  EXPECT_NE(k.find("Now guess 5 questions"), std::string::npos);
+  const std::string h = history_prediction_prompt("personal emails", {"When is the rehearsal?"}, 3);
+  EXPECT_NE(h.find("Here is their recent query history: When is the rehearsal?."), std::string::npos);
+  EXPECT_EQ(prediction_output({"A?", "B?"}), "1. A?; 2. B?");
+}
+
+TEST(PerCachePolicy, PredictedQueriesAreEmbeddedAndRetrievedLikeTheTrace) {
+  const auto trace = generated("users: 1\nqueries: {per_user: 6}");
+  const auto& u = trace.users[0];
+  std::vector<std::string> texts;
+  for (const auto& c : u.chunks) texts.push_back(c.text);
+  traces::Retriever r(texts, {});
+  for (const auto& q : u.queries) {
+    const auto e = r.embed(q.text);
+    EXPECT_NEAR(traces::dot(e, q.embedding), 1.0, 1e-5) << q.text;
+    const auto hits = r.retrieve(q.text, e, q.retrieved.size());
+    std::vector<std::int32_t> ids;
+    for (const auto& h : hits) ids.push_back(h.chunk);
+    EXPECT_EQ(ids, q.retrieved) << q.text;
+  }
+}
+
+TEST(PerCachePolicy, QmsumEmbeddingsAreReproducible) {
+  const std::string dir = testing::shared_dir();
+  const std::string trace_path = std::string(MOBISIM_SOURCE_DIR) + "/results/qmsum_val.h5";
+  if (dir.empty() || !std::filesystem::exists(trace_path))
+    GTEST_SKIP() << "QMSum val trace not present (run `mobisim reproduce percache` or `mobisim trace import qmsum`)";
+  const auto trace = traces::read_rag_trace(trace_path);
+  const auto& u = trace.users.at(9);
+  std::vector<std::string> texts;
+  for (const auto& c : u.chunks) texts.push_back(c.text);
+  traces::Retriever r(texts, {});
+  for (const auto& q : u.queries) EXPECT_NEAR(traces::dot(r.embed(q.text), q.embedding), 1.0, 1e-5) << q.text;
+}
+
+TEST(PerCachePolicy, BeatsEveryBaselineOnTheGeneratedWorkload) {
+  const auto trace = generated("users: 3\nqueries: {per_user: 20}");
+  const double percache = mean_over_users("{impl: percache, knowledge_type: notes, abstract_source: key_phrases}", trace);
+  const double naive = mean_over_users("{impl: naive}", trace);
+  EXPECT_LT(percache, 0.97 * naive);
+  for (const char* b : {"ragcache", "meancache", "sleeptime", "ragcache_meancache", "ragcache_sleeptime"})
+    EXPECT_LT(percache, mean_over_users(std::string("{impl: ") + b + "}", trace)) << b;
+}
+
+TEST(PerCachePolicy, ReuseModesSaveWhatTheyClaim) {
+  const auto trace = generated("users: 1\nqueries: {per_user: 12}");
+  const auto qkv = run_user("{impl: ragcache, reuse_mode: qkv_projection}", trace);
+  const auto kv = run_user("{impl: ragcache, reuse_mode: kv_projection}", trace);
+  const auto skip = run_user("{impl: ragcache, reuse_mode: prefix_skip, storage_limit_gb: 20}", trace);
+  const auto naive = run_user("{impl: naive}", trace);
+  double f_qkv = 0, f_kv = 0, f_skip = 0, f_naive = 0;
+  for (std::size_t i = 0; i < naive.records.size(); ++i) {
+    f_naive += naive.records[i].flops;
+    f_qkv += qkv.records[i].flops;
+    f_kv += kv.records[i].flops;
+    f_skip += skip.records[i].flops;
+  }
+  // prefix_skip saves all compute of cached positions, qkv_projection only the projections,
+  // kv_projection only the K/V projections.
+  EXPECT_LT(f_skip, f_qkv);
+  EXPECT_LT(f_qkv, f_kv);
+  EXPECT_LT(f_kv, f_naive);
+}
+
+TEST(PerCachePolicy, DeterministicAcrossRuns) {
+  const auto trace = generated("users: 1\nqueries: {per_user: 8}");
+  const auto a = run_user("{impl: percache}", trace), b = run_user("{impl: percache}", trace);
+  ASSERT_EQ(a.records.size(), b.records.size());
+  for (std::size_t i = 0; i < a.records.size(); ++i) {
+    EXPECT_EQ(a.records[i].end_s, b.records[i].end_s);
+    EXPECT_EQ(a.records[i].bg_flops, b.records[i].bg_flops);
+  }
+}
+
+// Both reuse modes the policies use are exact on the real kernel (models/kernel/oracles.h):
+// prefix_skip = oracle 2 (prefix K/V reuse), qkv_projection = oracle 3 (PerCache's QKV reuse
+// with the RoPE offset; without it the check must fail).
+TEST(PerCacheKernel, ReuseModesAreBackedByTheKernelOracles) {
+  const kernel::Model m = kernel::make_synthetic(kernel::tiny_config(), 7);
+  const auto seq = kernel::sample_sequence(m, 64, 3);
+  const auto prefix = kernel::oracle_prefix_reuse(m, seq);
+  EXPECT_TRUE(prefix.pass) << prefix.compared << ": " << prefix.value;
+  const auto rows = kernel::oracle_percache(m, seq, 5);
+  ASSERT_FALSE(rows.empty());
+  for (const auto& r : rows) EXPECT_TRUE(r.pass) << r.id << " " << r.compared << ": " << r.value;
+}
+
+}  // namespace
+}  // namespace mobisim::policies
