@@ -19,6 +19,7 @@
 
 #include "devices/device.h"
 #include "experiments/experiment.h"
+#include "experiments/parallel.h"
 #include "models/cost_model.h"
 #include "policies/rag/rag_policy.h"
 #include "sim/builtin_configs.h"
@@ -161,18 +162,36 @@ class RagQaExperiment : public Experiment {
     // Workload checks of every policy (e.g. missing embeddings) before any simulation starts.
     for (const auto& entry : policies_)
       Registry<RagPolicy>::instance().create(entry.node, entry.source)->check_workload(trace, cost);
+    // One independent simulation per (policy, user): build policies and statistics groups first
+    // (not thread-safe), run the simulations on ctx.threads workers, then merge in order, so the
+    // result does not depend on the thread count.
+    struct Job {
+      std::size_t policy, user;
+      std::unique_ptr<RagPolicy> impl;
+      sim::StatGroup* stats;
+      std::vector<QueryRecord> records;
+    };
+    std::vector<Job> jobs;
+    for (std::size_t p = 0; p < policies_.size(); ++p) {
+      auto& variant = ctx.results.variant(policies_[p].label);
+      for (std::size_t u = 0; u < trace.users.size(); ++u)
+        jobs.push_back(Job{p, u, Registry<RagPolicy>::instance().create(policies_[p].node, policies_[p].source),
+                           &variant.stats.child(sanitize(trace.users[u].user_id)), {}});
+    }
+    parallel_for(jobs.size(), ctx.threads, [&](std::size_t j) {
+      Job& job = jobs[j];
+      simulate_user(ctx, *job.impl, cost, trace.users[job.user], *job.stats, job.records);
+    });
     SummaryBuilder summary;
-    for (const auto& entry : policies_) {
-      auto& variant = ctx.results.variant(entry.label);
+    for (std::size_t p = 0; p < policies_.size(); ++p) {
       RecordColumns cols;
-      for (std::size_t u = 0; u < trace.users.size(); ++u) {
-        auto policy = Registry<RagPolicy>::instance().create(entry.node, entry.source);
-        simulate_user(ctx, *policy, cost, trace.users[u], variant.stats.child(sanitize(trace.users[u].user_id)), cols);
-      }
-      ctx.progress(fmt::format("policy {}: {} queries, mean latency {:.2f} s", entry.label, cols.latency.size(),
+      for (const auto& job : jobs)
+        if (job.policy == p)
+          for (const auto& rec : job.records) cols.add(rec);
+      ctx.progress(fmt::format("policy {}: {} queries, mean latency {:.2f} s", policies_[p].label, cols.latency.size(),
                                mean(cols.latency)));
-      cols.to_table(variant.records);
-      summary.add(entry.label, cols);
+      cols.to_table(ctx.results.variant(policies_[p].label).records);
+      summary.add(policies_[p].label, cols);
     }
     summary.to_table(ctx.results.summary);
   }
@@ -329,7 +348,8 @@ class RagQaExperiment : public Experiment {
   }
 
   static sim::Task<void> replay(sim::Simulator& sim, RagPolicy& policy, policies::RagPipeline& pipe,
-                                const traces::UserTrace& user, devices::Device& device, RecordColumns& cols) {
+                                const traces::UserTrace& user, devices::Device& device,
+                                std::vector<QueryRecord>& out) {
     policy.begin_user(pipe);
     for (std::size_t i = 0; i < user.queries.size(); ++i) {
       const traces::Query& q = user.queries[i];
@@ -366,16 +386,16 @@ class RagQaExperiment : public Experiment {
           rec.bleu = traces::sentence_bleu(rec.served_answer, q.answer_text);
         }
       }
-      cols.add(rec);
+      out.push_back(std::move(rec));
     }
   }
 
   void simulate_user(RunContext& ctx, RagPolicy& policy, const models::CostModel& cost, const traces::UserTrace& user,
-                     sim::StatGroup& stats, RecordColumns& cols) {
+                     sim::StatGroup& stats, std::vector<QueryRecord>& out) {
     sim::Simulator sim;
     devices::Device device(sim, device_, stats.child("device"), ctx.timeline.get());
     policies::RagPipeline pipe(sim, device, cost, pipeline_, user, stats);
-    sim.start(replay(sim, policy, pipe, user, device, cols), "user " + user.user_id);
+    sim.start(replay(sim, policy, pipe, user, device, out), "user " + user.user_id);
     sim.run();
   }
 
