@@ -1,0 +1,387 @@
+// The `kvpr_cake` experiment: compute-or-load splits (seed 002) on the P100 server,
+// the closed forms' error against the exact ILP, and the same strategies on phones.
+//
+// Parts (each optional, so one YAML can run one figure):
+//   fig3     time of each strategy over pure load across sequence lengths, without and with Q
+//            (seed 002 figure 3) on `device` (server-p100: PCIe 3.0 from host DRAM).
+//   error    the closed forms' split against the exact ILP's (seed 002 figures 6 and 7), in the
+//            document's analytic form for several widths h and in the device form.
+//   phones   beyond the documents: a phone's prefix cache read from UFS/NVMe while the CPU, GPU
+//            or NPU prefills blocks from the front (Cake), for K/V or PerCache-style Q/K/V
+//            payloads; per device the prefix length above which Cake beats pure load.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "devices/device.h"
+#include "experiments/experiment.h"
+#include "models/cost_model.h"
+#include "policies/kvsplit/kv_split.h"
+#include "sim/error.h"
+#include "sim/registry.h"
+
+namespace mobisim::experiments {
+
+namespace {
+
+using policies::kvsplit::AnalyticRates;
+using policies::kvsplit::AnalyticSplitCosts;
+using policies::kvsplit::CakeOptions;
+using policies::kvsplit::DeviceCostOptions;
+using policies::kvsplit::DeviceSplitCosts;
+using policies::kvsplit::KvSplitStrategy;
+using policies::kvsplit::Payload;
+using policies::kvsplit::RecomputeKind;
+using policies::kvsplit::SplitCosts;
+using policies::kvsplit::SplitRequest;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct ErrorSpec {
+  static ParamSchema schema() {
+    ParamSchema s;
+    s.int_list("seq_lens", std::vector<std::int64_t>{64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192},
+               "sequence lengths of the error sweep");
+    s.real_list("analytic_h", std::vector<double>{1024, 2560, 4096}, "embedding widths h of the analytic form");
+    s.real("c1", 1.0 / 1.013, "constant of the closed form").positive();
+    s.real("c2", 1.0 / 1.026, "constant of the Q-aware closed form").positive();
+    return s;
+  }
+};
+
+struct PhoneSpec {
+  static ParamSchema schema() {
+    ParamSchema s;
+    s.text_list("devices", std::vector<std::string>{"midtier-android-ufs21", "pixel7", "redmi-k60-pro", "iphone-14-pro"},
+                "phone profiles (UFS 2.1 / 3.1 / 4.0 / NVMe)");
+    s.text_list("units", std::vector<std::string>{"gpu", "cpu", "npu"}, "compute units that prefill blocks (npu: NPU graphs)");
+    s.text_list("payloads", std::vector<std::string>{"kv", "qkv"}, "what the store holds per token: K/V or PerCache Q/K/V");
+    s.int_list("prefix_lens", std::vector<std::int64_t>{32, 64, 128, 180, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096},
+               "prefix lengths");
+    s.int_list("block_tokens", std::vector<std::int64_t>{32, 128, 512},
+               "Cake block sizes on the phone (a block's prefill reads every weight once: larger blocks amortise it)");
+    s.real("compute_block_overhead_us", 20, "per block and layer on the compute stream").non_negative().with_unit("us");
+    s.real("load_block_overhead_us", 5, "per block and layer on the read stream").non_negative().with_unit("us");
+    s.text("model", std::string("generic-3b"), "model whose prefix is cached");
+    return s;
+  }
+};
+
+class KvprCakeExperiment : public Experiment {
+ public:
+  explicit KvprCakeExperiment(const Params& p) : params_(p) {
+    parts_ = p.text_list("parts");
+    for (const auto& part : parts_)
+      if (part != "fig3" && part != "error" && part != "phones")
+        p.fail("parts", fmt::format("unknown part '{}' (expected fig3, error, phones)", part));
+    device_ = devices::load_device_profile(p.node("device"), p.source_of("device"));
+    model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
+    unit_ = p.text("compute_unit");
+    link_ = p.text("link");
+    device_.unit(unit_, "experiment.compute_unit");
+    if (!link_.empty()) device_.link(link_, "experiment.link");
+    seq_lens_ = p.int_list("seq_lens");
+    for (auto s : seq_lens_)
+      if (s < 0) p.fail("seq_lens", fmt::format("sequence length {} must be >= 0", s));
+    YAML::Node strat = p.node("strategies");
+    if (!strat.IsSequence() || strat.size() == 0)
+      p.fail("strategies", fmt::format("expected a non-empty list of strategies (known: {})",
+                                       fmt::join(Registry<KvSplitStrategy>::instance().names(), ", ")));
+    for (std::size_t i = 0; i < strat.size(); ++i) {
+      YAML::Node node = yaml_clone(strat[i]);
+      std::string label = node.IsMap() && node["impl"] ? node["impl"].as<std::string>() : node.as<std::string>();
+      if (node.IsMap() && node["label"]) {
+        label = node["label"].as<std::string>();
+        node.remove("label");
+      }
+      strategies_.push_back({label, Registry<KvSplitStrategy>::instance().create(node, p.source_of("strategies").element(i))});
+    }
+    cake_phone_.block_tokens = 32;
+    ParamSchema es = ErrorSpec::schema(), ps = PhoneSpec::schema();
+    error_ = std::make_unique<Params>(p.node("error"), es, p.source_of("error"), std::vector<std::string>{});
+    phones_ = std::make_unique<Params>(p.node("phones"), ps, p.source_of("phones"), std::vector<std::string>{});
+    for (const auto& name : phones_->text_list("devices"))
+      phone_profiles_.push_back(devices::load_device_profile(name));
+    phone_model_ = models::load_model_spec(phones_->text("model"));
+    for (const auto& pl : phones_->text_list("payloads"))
+      if (pl != "kv" && pl != "qkv") phones_->fail("payloads", fmt::format("unknown payload '{}' (expected kv, qkv)", pl));
+  }
+
+  static ParamSchema schema() {
+    ParamSchema s;
+    s.text_list("parts", std::vector<std::string>{"fig3", "error", "phones"}, "which parts to run: fig3, error, phones");
+    s.node("device", "server profile of figure 3 (built-in name, YAML path or mapping)");
+    s.node("model", "model (built-in name, YAML path or mapping)");
+    s.text("compute_unit", std::string("gpu"), "compute stream unit");
+    s.text("link", std::string("pcie"), "copy stream link (empty: the device's storage)");
+    s.int_list("seq_lens", std::vector<std::int64_t>{64, 128, 256, 512, 1024, 2048, 4096, 8192}, "figure 3 sequence lengths");
+    s.node("strategies", "list of kv_split_strategy plug-ins: [{impl: always_load}, {impl: cake, block_tokens: 64}, ...]");
+    s.node("error", "figures 6-7 sweep: seq_lens, analytic_h, c1, c2");
+    s.node("phones", "phone extension: devices, units, payloads, prefix_lens, block_tokens, overheads, model");
+    return s;
+  }
+
+  std::string default_plot() const override { return "kvpr_cake_fig3.py"; }
+
+  void run(RunContext& ctx) override {
+    const models::CostModel cost(model_);
+    auto has = [&](const char* part) { return std::find(parts_.begin(), parts_.end(), part) != parts_.end(); };
+    if (has("fig3")) run_fig3(ctx, cost);
+    if (has("error")) run_error(ctx, cost);
+    if (has("phones")) run_phones(ctx);
+  }
+
+ private:
+  struct Entry {
+    std::string label;
+    std::unique_ptr<KvSplitStrategy> strategy;
+  };
+
+  void run_fig3(RunContext& ctx, const models::CostModel& cost) {
+    DeviceCostOptions o;
+    o.compute_unit = unit_;
+    o.link = link_;
+    o.recompute = RecomputeKind::kHidden;
+    const DeviceSplitCosts costs(cost, device_, o);
+    ctx.progress(fmt::format("figure 3: {}", costs.describe()));
+    std::vector<std::int64_t> seq, with_q, l_col;
+    std::vector<std::string> label;
+    std::vector<double> time_ms, ratio, compute_busy_ms, copy_busy_ms;
+    // Summary: per strategy and Q setting.
+    std::vector<std::string> s_label;
+    std::vector<std::int64_t> s_q, s_from;
+    std::vector<double> s_first, s_last, s_min;
+    for (int q = 0; q <= 1; ++q) {
+      for (const auto& e : strategies_) {
+        double first = kNaN, last = kNaN, mn = kNaN;
+        std::int64_t beats_from = -1;
+        for (auto s : seq_lens_) {
+          const SplitRequest req{s, q == 1};
+          const auto base = strategy_named("always_load").plan(costs, req);
+          const auto plan = e.strategy->plan(costs, req);
+          const double r = base.time_s > 0 ? plan.time_s / base.time_s : 1.0;
+          seq.push_back(s);
+          with_q.push_back(q);
+          label.push_back(e.label);
+          l_col.push_back(plan.recomputed_tokens);
+          time_ms.push_back(plan.time_s * 1e3);
+          ratio.push_back(r);
+          compute_busy_ms.push_back(plan.compute_busy_s * 1e3);
+          copy_busy_ms.push_back(plan.copy_busy_s * 1e3);
+          if (std::isnan(first)) first = r;
+          last = r;
+          mn = std::isnan(mn) ? r : std::min(mn, r);
+          if (r < 1.0 - 1e-9) {
+            if (beats_from < 0) beats_from = s;
+          } else {
+            beats_from = -1;  // must beat load from here on
+          }
+        }
+        s_label.push_back(e.label);
+        s_q.push_back(q);
+        s_first.push_back(first);
+        s_last.push_back(last);
+        s_min.push_back(mn);
+        s_from.push_back(beats_from);
+      }
+    }
+    h5::Table t;
+    t.add("seq_len", seq, "tokens");
+    t.add("with_q", with_q, "bool");
+    t.add("strategy", label);
+    t.add("recomputed_tokens", l_col, "tokens");
+    t.add("time_ms", time_ms, "ms");
+    t.add("ratio_vs_load", ratio, "ratio");
+    t.add("compute_busy_ms", compute_busy_ms, "ms");
+    t.add("copy_busy_ms", copy_busy_ms, "ms");
+    ctx.results.tables["fig3"] = std::move(t);
+    h5::Table& sm = ctx.results.summary;
+    sm.add("strategy", s_label);
+    sm.add("with_q", s_q, "bool");
+    sm.add("ratio_at_shortest", s_first, "ratio");
+    sm.add("ratio_at_longest", s_last, "ratio");
+    sm.add("min_ratio", s_min, "ratio");
+    sm.add("beats_load_from_tokens", s_from, "tokens");
+  }
+
+  const KvSplitStrategy& strategy_named(const std::string& label) {
+    for (const auto& e : strategies_)
+      if (e.label == label) return *e.strategy;
+    if (!load_) load_ = Registry<KvSplitStrategy>::instance().create(YAML::Node("always_load"), ConfigSource{});
+    return *load_;
+  }
+
+  void run_error(RunContext& ctx, const models::CostModel& cost) {
+    const auto lens = error_->int_list("seq_lens");
+    const double c1 = error_->real("c1"), c2 = error_->real("c2");
+    std::vector<std::string> form, costs_col;
+    std::vector<std::int64_t> seq, l_ilp, l_cf;
+    std::vector<double> l_real, err_pct, err_pct_c_one, penalty_pct;
+    auto sweep = [&](const SplitCosts& costs, const std::string& name) {
+      for (int q = 0; q <= 1; ++q) {
+        for (auto s : lens) {
+          const std::int64_t li = policies::kvsplit::ilp_split(costs, s, q == 1);
+          const AnalyticRates r = costs.rates();
+          const std::int64_t lc = q == 1 ? policies::kvsplit::closed_form_split_q(r, s, c2)
+                                         : policies::kvsplit::closed_form_split(r, s, c1);
+          const std::int64_t lc1 = q == 1 ? policies::kvsplit::closed_form_split_q(r, s, 1.0)
+                                          : policies::kvsplit::closed_form_split(r, s, 1.0);
+          auto pct = [&](std::int64_t l) {
+            if (li == 0) return l == 0 ? 0.0 : kNaN;
+            return 100.0 * static_cast<double>(l - li) / static_cast<double>(li);
+          };
+          const double t_ilp = policies::kvsplit::split_objective_s(costs, s, li, q == 1);
+          const double t_cf = policies::kvsplit::split_objective_s(costs, s, lc, q == 1);
+          form.push_back(q == 1 ? "closed_form_q" : "closed_form");
+          costs_col.push_back(name);
+          seq.push_back(s);
+          l_ilp.push_back(li);
+          l_cf.push_back(lc);
+          l_real.push_back(policies::kvsplit::closed_form_real(r, s, q == 1));
+          err_pct.push_back(pct(lc));
+          err_pct_c_one.push_back(pct(lc1));
+          penalty_pct.push_back(t_ilp > 0 ? 100.0 * (t_cf - t_ilp) / t_ilp : 0.0);
+        }
+      }
+    };
+    const AnalyticRates dev = DeviceSplitCosts(cost, device_, {unit_, link_, RecomputeKind::kHidden, Payload::kKv, 64, 0}).rates();
+    for (double h : error_->real_list("analytic_h")) {
+      AnalyticRates r = dev;
+      r.h = h;
+      sweep(AnalyticSplitCosts(r), fmt::format("analytic h={:g}", h));
+    }
+    DeviceCostOptions o;
+    o.compute_unit = unit_;
+    o.link = link_;
+    sweep(DeviceSplitCosts(cost, device_, o), fmt::format("device {} ({})", device_.name, model_.name));
+    h5::Table t;
+    t.add("form", form);
+    t.add("costs", costs_col);
+    t.add("seq_len", seq, "tokens");
+    t.add("l_ilp", l_ilp, "tokens");
+    t.add("l_closed_form", l_cf, "tokens");
+    t.add("l_real_without_c", l_real, "tokens");
+    t.add("error_pct", err_pct, "%");
+    t.add("error_pct_without_c", err_pct_c_one, "%");
+    t.add("time_penalty_pct", penalty_pct, "%");
+    ctx.results.tables["error"] = std::move(t);
+    ctx.progress(fmt::format("figures 6-7: {} rows", seq.size()));
+  }
+
+  void run_phones(RunContext& ctx) {
+    const models::CostModel cost(phone_model_);
+    CakeOptions cake;
+    cake.compute_block_overhead_us = phones_->real("compute_block_overhead_us");
+    cake.load_block_overhead_us = phones_->real("load_block_overhead_us");
+    const auto lens = phones_->int_list("prefix_lens");
+    std::vector<std::string> dev_col, storage_col, unit_col, payload_col;
+    std::vector<std::int64_t> len_col, cake_l, ilp_l, block_col, th_block;
+    std::vector<double> load_ms, cake_ms, ilp_ms, recompute_ms, ratio_cake, ratio_ilp;
+    std::vector<std::string> th_dev, th_storage, th_unit, th_payload;
+    std::vector<std::int64_t> th_len;
+    std::vector<double> th_ratio_max, th_saved_ms_max;
+    for (const auto& prof : phone_profiles_) {
+      for (const auto& unit : phones_->text_list("units")) {
+        if (unit == "npu" ? !prof.npu.has_value() : prof.compute.count(unit) == 0) continue;  // the phone lacks it
+        for (const auto& pl : phones_->text_list("payloads"))
+        for (const auto block : phones_->int_list("block_tokens")) {
+          if (block <= 0) phones_->fail("block_tokens", "block sizes must be > 0");
+          cake.block_tokens = block;
+          DeviceCostOptions o;
+          o.compute_unit = unit;
+          o.link = "";
+          o.recompute = RecomputeKind::kPrefill;
+          o.payload = pl == "kv" ? Payload::kKv : Payload::kQkv;
+          o.npu_chunk = cake.block_tokens;
+          const DeviceSplitCosts costs(cost, prof, o);
+          std::int64_t from = -1;
+          double r_last = kNaN, saved_last = kNaN;
+          for (auto s : lens) {
+            const SplitRequest req{s, false};
+            const auto load = policies::kvsplit::simulate_split(costs, s, 0, false);
+            const auto ck = policies::kvsplit::simulate_cake(costs, req, cake);
+            const auto li = policies::kvsplit::ilp_split(costs, s, false);
+            const auto il = policies::kvsplit::simulate_split(costs, s, li, false);
+            dev_col.push_back(prof.name);
+            storage_col.push_back(prof.storage ? prof.storage->kind : "-");
+            unit_col.push_back(unit);
+            payload_col.push_back(pl);
+            block_col.push_back(block);
+            len_col.push_back(s);
+            load_ms.push_back(load.time_s * 1e3);
+            cake_ms.push_back(ck.time_s * 1e3);
+            ilp_ms.push_back(il.time_s * 1e3);
+            recompute_ms.push_back(costs.recompute_s(0, s) * 1e3);
+            cake_l.push_back(ck.recomputed_tokens);
+            ilp_l.push_back(li);
+            const double r = load.time_s > 0 ? ck.time_s / load.time_s : 1.0;
+            ratio_cake.push_back(r);
+            ratio_ilp.push_back(load.time_s > 0 ? il.time_s / load.time_s : 1.0);
+            if (r < 1.0 - 1e-9) {
+              if (from < 0) from = s;
+            } else {
+              from = -1;
+            }
+            r_last = r;
+            saved_last = (load.time_s - ck.time_s) * 1e3;
+          }
+          th_dev.push_back(prof.name);
+          th_storage.push_back(prof.storage ? prof.storage->kind : "-");
+          th_unit.push_back(unit);
+          th_payload.push_back(pl);
+          th_block.push_back(block);
+          th_len.push_back(from);
+          th_ratio_max.push_back(r_last);
+          th_saved_ms_max.push_back(saved_last);
+        }
+      }
+    }
+    h5::Table t;
+    t.add("device", dev_col);
+    t.add("storage", storage_col);
+    t.add("unit", unit_col);
+    t.add("payload", payload_col);
+    t.add("block_tokens", block_col, "tokens");
+    t.add("prefix_len", len_col, "tokens");
+    t.add("load_ms", load_ms, "ms");
+    t.add("cake_ms", cake_ms, "ms");
+    t.add("best_split_ms", ilp_ms, "ms");
+    t.add("recompute_ms", recompute_ms, "ms");
+    t.add("cake_recomputed_tokens", cake_l, "tokens");
+    t.add("best_split_tokens", ilp_l, "tokens");
+    t.add("cake_over_load", ratio_cake, "ratio");
+    t.add("best_split_over_load", ratio_ilp, "ratio");
+    ctx.results.tables["phones"] = std::move(t);
+    h5::Table th;
+    th.add("device", th_dev);
+    th.add("storage", th_storage);
+    th.add("unit", th_unit);
+    th.add("payload", th_payload);
+    th.add("block_tokens", th_block, "tokens");
+    th.add("cake_beats_load_from_tokens", th_len, "tokens");
+    th.add("cake_over_load_at_longest", th_ratio_max, "ratio");
+    th.add("saved_ms_at_longest", th_saved_ms_max, "ms");
+    ctx.results.tables["phone_threshold"] = std::move(th);
+    ctx.progress(fmt::format("phones: {} device/unit/payload combinations", th_dev.size()));
+  }
+
+  Params params_;
+  std::vector<std::string> parts_;
+  devices::DeviceProfile device_;
+  models::ModelSpec model_, phone_model_;
+  std::string unit_, link_;
+  std::vector<std::int64_t> seq_lens_;
+  std::vector<Entry> strategies_;
+  std::unique_ptr<KvSplitStrategy> load_;
+  CakeOptions cake_phone_;
+  std::unique_ptr<Params> error_, phones_;
+  std::vector<devices::DeviceProfile> phone_profiles_;
+};
+
+MOBISIM_REGISTER(Experiment, KvprCakeExperiment, "kvpr_cake",
+                 "Compute-or-load K/V splits (KVPR ILP, closed forms, Cake) on a server and on phones.")
+
+}  // namespace
+}  // namespace mobisim::experiments
