@@ -124,6 +124,16 @@ TEST(Devices, PixelSevenReproducesPerCacheTableOne) {
   EXPECT_NEAR(decode, 10.95, 10.95 * 0.08);
 }
 
+TEST(Devices, PrefixNoteProfilesReproduceUncachedPrefill) {
+  // The prefix-caching note: a 180-token prefill of its 3B model takes ~830 ms (median uncached
+  // TTFT) on an iPhone 14 Pro and ~1.1 s on a mid-tier Android; the GPU efficiencies were fitted to it.
+  const models::CostModel cm(models::load_model_spec("generic-3b"));
+  const models::Work w = cm.prefill(180);
+  EXPECT_NEAR(load_device_profile("iphone-14-pro").unit("gpu", "test").seconds(w, models::DType::kF16), 0.830, 0.01);
+  EXPECT_NEAR(load_device_profile("midtier-android-ufs21").unit("gpu", "test").seconds(w, models::DType::kF16), 1.100,
+              0.015);
+}
+
 TEST(Devices, EveryBuiltinProfileLoads) {
   const auto names = builtin_device_names();
   EXPECT_GE(names.size(), 13u);
