@@ -1,8 +1,10 @@
 // `mobisim reproduce SET`: regenerates every figure/table of a source document.
 //
-//   mobisim reproduce percache [--only fig15a] [--no-plot] [--shared DIR]
+//   mobisim reproduce percache|prefix_cache|kvpr_cake|all [--only fig15a] [--no-plot] [--shared DIR]
 //
 // PerCache (seed 000): experiments/percache/*.yaml -> results/percache/*.{h5,png,csv}.
+// Prefix caching (seed 001): experiments/prefix_cache/*.yaml. KVPR/Cake (seed 002):
+// experiments/kvpr_cake/*.yaml. Each YAML names its own output path.
 // QMSum-based experiments read results/qmsum_val.h5; when it is missing it is first
 // imported from <shared>/data/qmsum (val split, Llama-2 SentencePiece tokenizer when
 // present), where <shared> is --shared, $MOBISIM_SHARED_DIR or <source>/../shared.
@@ -23,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Job {
-  std::string yaml;                    // under experiments/percache/
+  std::string yaml;                    // under experiments/<set>/
   std::vector<std::string> overrides;  // -p values
   std::string output;                  // "" = the YAML's
 };
@@ -36,6 +38,19 @@ std::vector<Job> percache_jobs() {
   for (const char* d : {"redmi-k60-pro", "galaxy-s22-ultra", "oneplus-ace6"})
     jobs.push_back({"fig21", {fmt::format("experiment.device={}", d)}, fmt::format("results/percache/fig21_{}.h5", d)});
   return jobs;
+}
+
+struct Set {
+  std::string name;  // also the folder under experiments/
+  std::vector<Job> jobs;
+};
+
+std::vector<Set> document_sets() {
+  return {
+      {"percache", percache_jobs()},
+      {"prefix_cache", {{"ttft", {}, ""}}},
+      {"kvpr_cake", {{"fig3", {}, ""}, {"error", {}, ""}, {"phones", {}, ""}}},
+  };
 }
 
 std::string shared_dir(const std::string& flag) {
@@ -64,41 +79,52 @@ void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared
 }
 
 int reproduce_main(const std::vector<std::string>& args) {
-  cli::ArgParser a("mobisim reproduce SET [--only NAME] [--no-plot] [--shared DIR]",
-                   "Regenerates every figure and table of a document. SET: percache.");
-  a.positional("set", "which document: percache")
+  cli::ArgParser a("mobisim reproduce SET [--only NAME] [--no-plot] [--shared DIR] [--threads N]",
+                   "Regenerates every figure and table of a document.\n"
+                   "SET: percache (seed 000), prefix_cache (seed 001), kvpr_cake (seed 002), or all.");
+  a.positional("set", "which document: percache, prefix_cache, kvpr_cake or all")
       .option("only", "NAME", "run only this experiment (e.g. fig15a)")
       .option("shared", "DIR", "folder holding data/qmsum (default $MOBISIM_SHARED_DIR or <source>/../shared)")
+      .option("threads", "N", "worker threads per experiment (results do not depend on it)", "1")
       .flag("no-plot", "do not draw the plots")
       .flag("quiet", "no tables");
   if (!a.parse(args)) return kExitOk;
-  if (a.get("set") != "percache") throw UsageError(fmt::format("unknown set '{}' (known: percache)", a.get("set")));
-  const auto jobs = percache_jobs();
+  const std::string set = a.get("set");
+  std::vector<Set> sets;
+  std::vector<std::string> known;
+  for (auto& s : document_sets()) {
+    known.push_back(s.name);
+    if (set == "all" || set == s.name) sets.push_back(std::move(s));
+  }
+  if (sets.empty()) throw UsageError(fmt::format("unknown set '{}' (known: {}, all)", set, fmt::join(known, ", ")));
   const std::string only = a.maybe("only").value_or("");
   bool any = false;
-  for (const auto& j : jobs) {
-    if (!only.empty() && j.yaml != only) continue;
-    any = true;
-    const std::string path = source_root() + "/experiments/percache/" + j.yaml + ".yaml";
-    YAML::Node root = load_yaml_file(path);
-    const YAML::Node tr = root["experiment"]["workload"]["trace"];
-    if (tr && tr.IsScalar()) ensure_qmsum_trace(tr.Scalar(), shared_dir(a.maybe("shared").value_or("")));
-    RunOptions o;
-    o.overrides = j.overrides;
-    o.output_override = j.output;
-    o.no_plot = a.flag_set("no-plot");
-    o.quiet = a.flag_set("quiet");
-    std::cout << fmt::format("== {}{} ==\n", j.yaml, j.output.empty() ? "" : " -> " + j.output);
-    const int rc = run_experiment_file(path, o);
-    if (rc != kExitOk) return rc;
+  for (const auto& s : sets) {
+    for (const auto& j : s.jobs) {
+      if (!only.empty() && j.yaml != only) continue;
+      any = true;
+      const std::string path = source_root() + "/experiments/" + s.name + "/" + j.yaml + ".yaml";
+      YAML::Node root = load_yaml_file(path);
+      const YAML::Node tr = root["experiment"]["workload"]["trace"];
+      if (tr && tr.IsScalar()) ensure_qmsum_trace(tr.Scalar(), shared_dir(a.maybe("shared").value_or("")));
+      RunOptions o;
+      o.overrides = j.overrides;
+      o.output_override = j.output;
+      o.no_plot = a.flag_set("no-plot");
+      o.quiet = a.flag_set("quiet");
+      o.threads = static_cast<int>(a.get_int("threads"));
+      std::cout << fmt::format("== {}/{}{} ==\n", s.name, j.yaml, j.output.empty() ? "" : " -> " + j.output);
+      const int rc = run_experiment_file(path, o);
+      if (rc != kExitOk) return rc;
+    }
   }
-  if (!any) throw UsageError(fmt::format("no PerCache experiment named '{}'", only));
+  if (!any) throw UsageError(fmt::format("no experiment named '{}' in set '{}'", only, set));
   return kExitOk;
 }
 
 }  // namespace
 
-MOBISIM_REGISTER_COMMAND("reproduce", "Regenerate every figure and table of a document (percache)",
-                         "mobisim reproduce percache [--only NAME] [--no-plot] [--shared DIR]", reproduce_main)
+MOBISIM_REGISTER_COMMAND("reproduce", "regenerate every figure and table of a document (percache, prefix_cache, kvpr_cake, all)",
+                         "mobisim reproduce SET [--only NAME] [--no-plot] [--shared DIR]", reproduce_main)
 
 }  // namespace mobisim::experiments
