@@ -33,7 +33,7 @@ struct Job {
 std::vector<Job> percache_jobs() {
   std::vector<Job> jobs;
   for (const char* f : {"fig14_generated", "fig14", "fig15a", "fig15b", "fig15c", "fig16", "fig17", "fig18", "fig19",
-                        "fig20", "table1", "fig22"})
+                        "fig20", "table1", "fig22", "refresh"})
     jobs.push_back({f, {}, ""});
   for (const char* d : {"redmi-k60-pro", "galaxy-s22-ultra", "oneplus-ace6"})
     jobs.push_back({"fig21", {fmt::format("experiment.device={}", d)}, fmt::format("results/percache/fig21_{}.h5", d)});

@@ -206,7 +206,7 @@ class RagQaExperiment : public Experiment {
   struct RecordColumns {
     std::vector<std::string> user;
     std::vector<std::int64_t> query, prompt_tokens, reused_tokens, computed_tokens, answer_tokens, qa_hit, kv_hit_chunks,
-        retrieved_chunks, bg_jobs;
+        retrieved_chunks, bg_jobs, qa_stale;
     std::vector<double> arrival, start, end, latency, embed, qa_match, retrieval, kv_match, load, prefill, decode, flops,
         bytes_loaded, energy, qa_similarity, rouge_l, bleu, bg_s, bg_flops, bg_energy, cache_bytes;
     void add(const QueryRecord& r) {
@@ -231,6 +231,7 @@ class RagQaExperiment : public Experiment {
       bytes_loaded.push_back(r.bytes_loaded);
       energy.push_back(r.energy_j);
       qa_hit.push_back(r.qa_hit ? 1 : 0);
+      qa_stale.push_back(r.qa_stale ? 1 : 0);
       kv_hit_chunks.push_back(r.kv_hit_chunks);
       retrieved_chunks.push_back(r.retrieved_chunks);
       qa_similarity.push_back(r.qa_similarity);
@@ -264,6 +265,7 @@ class RagQaExperiment : public Experiment {
       t.add("bytes_loaded", bytes_loaded, "bytes");
       t.add("energy_j", energy, "J");
       t.add("qa_hit", qa_hit, "bool");
+      t.add("qa_stale", qa_stale, "bool");
       t.add("kv_hit_chunks", kv_hit_chunks, "chunks");
       t.add("retrieved_chunks", retrieved_chunks, "chunks");
       t.add("qa_similarity", qa_similarity, "cosine");
@@ -285,7 +287,7 @@ class RagQaExperiment : public Experiment {
 
   struct SummaryBuilder {
     std::vector<std::string> policy;
-    std::vector<std::int64_t> queries;
+    std::vector<std::int64_t> queries, stale_hits;
     std::vector<double> mean_latency, p50, p90, mean_prefill, mean_decode, mean_load, qa_hit_rate, tflops, energy,
         kv_chunk_hit_rate, bg_tflops, bg_energy, rouge, bleu_mean;
     void add(const std::string& label, const RecordColumns& c) {
@@ -301,6 +303,9 @@ class RagQaExperiment : public Experiment {
       mean_load.push_back(mean(c.load));
       double hits = 0, fl = 0, e = 0;
       for (auto x : c.qa_hit) hits += static_cast<double>(x);
+      std::int64_t stale = 0;
+      for (auto x : c.qa_stale) stale += x;
+      stale_hits.push_back(stale);
       for (double x : c.flops) fl += x;
       for (double x : c.energy) e += x;
       qa_hit_rate.push_back(c.qa_hit.empty() ? 0.0 : hits / static_cast<double>(c.qa_hit.size()));
@@ -331,6 +336,7 @@ class RagQaExperiment : public Experiment {
       t.add("mean_decode_s", mean_decode, "s");
       t.add("mean_load_s", mean_load, "s");
       t.add("qa_hit_rate", qa_hit_rate, "fraction");
+      t.add("qa_stale_hits", stale_hits, "count");
       t.add("total_tflops", tflops, "TFLOP");
       t.add("query_energy_j", energy, "J");
       t.add("kv_chunk_hit_rate", kv_chunk_hit_rate, "fraction");

@@ -2,7 +2,8 @@
 """PerCache figures 17/18/19: a parameter sweep (one variant per value).
 
 usage: percache_sweep.py RESULT.h5 OUT.png
-Panels: mean latency, QA hit rate, QKV chunk hit rate, ROUGE-L and BLEU per variant.
+Panels: mean latency, QA hit rate, QKV chunk hit rate, ROUGE-L and BLEU per variant
+(plus stale QA hits when any variant served one: refresh.yaml).
 """
 import sys
 
@@ -20,6 +21,8 @@ def main(path, out):
     col = lambda c: [summ[c][pol.index(p)] for p in order]  # noqa: E731
     panels = [("mean_latency_s", "mean latency (s)"), ("qa_hit_rate", "QA hit rate"),
               ("kv_chunk_hit_rate", "QKV chunk hit rate"), ("mean_rouge_l", "ROUGE-L"), ("mean_bleu", "BLEU")]
+    if "qa_stale_hits" in summ and any(summ["qa_stale_hits"]):  # refresh.yaml: stale QA hits per variant
+        panels.append(("qa_stale_hits", "stale QA hits"))
     fig, axes = plt.subplots(1, len(panels), figsize=(18, 3.6))
     for ax, (c, label) in zip(axes, panels):
         ax.plot(range(len(order)), col(c), marker="o")

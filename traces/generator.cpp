@@ -76,6 +76,10 @@ std::string pseudo_word(sim::Rng& rng) {
 struct KnowledgeCfg {
   std::size_t chunks, chunk_words, topics, topic_vocab, key_terms;
   double key_fraction, topic_fraction, background_zipf, topic_zipf;
+  double late_fraction = 0;
+  std::size_t late_chunks() const {
+    return static_cast<std::size_t>(std::llround(late_fraction * static_cast<double>(chunks)));
+  }
 };
 struct QueryCfg {
   std::size_t per_user, key_terms, second_key_terms, topic_terms;
@@ -94,6 +98,12 @@ ParamSchema knowledge_schema() {
   s.real("topic_fraction", 0.25, "share of a chunk's words drawn from its topic vocabulary").range(0, 1);
   s.real("background_zipf", 1.0, "Zipf exponent over common English words").non_negative();
   s.real("topic_zipf", 1.0, "Zipf exponent over a topic's vocabulary").non_negative();
+  s.real("late_fraction", 0.0,
+         "extra chunks that join the knowledge base during the trace, as a share of chunks_per_user (0: none). "
+         "Each is an update of a hot chunk (same key terms, new content) appended after the initial chunks, "
+         "added at a uniformly random time between the first and the last query; later queries about the "
+         "updated chunk are answered from the update")
+      .range(0, 10);
   return s;
 }
 
@@ -148,7 +158,7 @@ KnowledgeCfg read_knowledge(const Params& p) {
   return {static_cast<std::size_t>(p.integer("chunks_per_user")), static_cast<std::size_t>(p.integer("chunk_words")),
           static_cast<std::size_t>(p.integer("topics")),          static_cast<std::size_t>(p.integer("topic_vocab")),
           static_cast<std::size_t>(p.integer("key_terms_per_chunk")), p.real("key_fraction"),
-          p.real("topic_fraction"), p.real("background_zipf"), p.real("topic_zipf")};
+          p.real("topic_fraction"), p.real("background_zipf"), p.real("topic_zipf"), p.real("late_fraction")};
 }
 QueryCfg read_queries(const Params& p) {
   QueryCfg q;
@@ -203,11 +213,14 @@ struct QueryPlan {
   std::vector<std::string> terms;
 };
 
-UserTrace generate_user(std::size_t index, std::uint64_t seed, const KnowledgeCfg& kc, const QueryCfg& qc) {
+std::string user_id(std::size_t index) { return fmt::format("gen{:03d}", index); }
+
+UserTrace generate_user(std::size_t index, std::uint64_t seed, const KnowledgeCfg& kc, const QueryCfg& qc,
+                        const std::vector<double>& arrivals) {
   const std::string base = fmt::format("traces/generator/user{}", index);
   sim::Rng vocab_rng(seed, 0, base, "vocab"), chunk_rng(seed, 0, base, "chunks"), query_rng(seed, 0, base, "queries");
   UserTrace u;
-  u.user_id = fmt::format("gen{:03d}", index);
+  u.user_id = user_id(index);
 
   // Vocabulary: unique pseudo-words for topics and chunk key terms.
   std::set<std::string> used(background_words().begin(), background_words().end());
@@ -253,6 +266,55 @@ UserTrace generate_user(std::size_t index, std::uint64_t seed, const KnowledgeCf
   };
   const std::size_t n_templates = templates().size();
 
+  // Late chunks (knowledge.late_fraction): updates of the hot chunks, most popular first, appended
+  // after the initial chunks (so initial chunk ids do not change) and added at random times between
+  // the first and the last query. Own random stream: with late_fraction 0 nothing here runs and the
+  // output is unchanged.
+  std::vector<std::size_t> update_of;              // late chunk j updates chunk update_of[j]
+  std::vector<std::vector<std::size_t>> updates(kc.chunks);  // chunk -> its late chunks (by added_s)
+  if (const std::size_t n_late = kc.late_chunks(); n_late > 0) {
+    sim::Rng late_rng(seed, 0, base, "late");
+    const std::size_t hot = std::min(qc.hot_chunks, kc.chunks);
+    std::vector<double> times;
+    const double t0 = arrivals.empty() ? 0.0 : arrivals.front(), t1 = arrivals.empty() ? 0.0 : arrivals.back();
+    for (std::size_t j = 0; j < n_late; ++j) times.push_back(t0 + late_rng.uniform() * (t1 - t0));
+    std::sort(times.begin(), times.end());
+    for (std::size_t j = 0; j < n_late; ++j) {
+      const std::size_t b = perm[j % hot];
+      ChunkInfo ci;
+      ci.topic = chunks[b].topic;
+      // Same subject (the base chunk's key terms), new content (as many new key terms).
+      std::vector<std::string> fresh_keys;
+      for (std::size_t i = 0; i < kc.key_terms; ++i) fresh_keys.push_back(fresh());
+      ci.keys = chunks[b].keys;
+      for (std::size_t w = 0; w < kc.chunk_words; ++w) {
+        const double r = late_rng.uniform();
+        if (r < kc.key_fraction) {
+          const auto& from = late_rng.bernoulli(0.5) ? chunks[b].keys : fresh_keys;
+          ci.words.push_back(from[late_rng.uniform_int(from.size())]);
+        } else if (r < kc.key_fraction + kc.topic_fraction) {
+          ci.words.push_back(topic_vocab[ci.topic][tz.sample(late_rng)]);
+        } else {
+          ci.words.push_back(background_words()[bg.sample(late_rng)]);
+        }
+      }
+      Chunk c{join(ci.words, " "), 0, {}};
+      c.added_s = std::max(times[j], 1e-3);  // strictly after the start: "0" means present from the start
+      u.chunks.push_back(std::move(c));
+      updates[b].push_back(chunks.size());
+      chunks.push_back(std::move(ci));
+      update_of.push_back(b);
+    }
+  }
+  // The newest version of chunk c present at time t (c itself when it has no arrived update).
+  auto current = [&](std::size_t c, double t) {
+    std::size_t out = c;
+    if (c < updates.size())
+      for (std::size_t l : updates[c])
+        if (u.chunks[l].added_s <= t) out = l;
+    return out;
+  };
+
   auto pick_distinct = [&](const std::vector<std::string>& from, std::size_t n) {
     std::vector<std::string> pool = from;
     query_rng.shuffle(pool);
@@ -297,20 +359,30 @@ UserTrace generate_user(std::size_t index, std::uint64_t seed, const KnowledgeCf
     const auto at = tpl.find("{}");
     q.text = tpl.substr(0, at) + content + tpl.substr(at + 2) + "?";
     q.topic = static_cast<std::int32_t>(chunks[qp.primary].topic);
+    const double at_s = i < arrivals.size() ? arrivals[i] : 0.0;
     q.relevant.push_back(static_cast<std::int32_t>(qp.primary));
     for (auto o : qp.others) q.relevant.push_back(static_cast<std::int32_t>(o));
+    if (!update_of.empty()) {
+      // Arrived updates of the targets are relevant too (they carry the newest content).
+      std::vector<std::int32_t> extra;
+      for (auto r : q.relevant)
+        if (const std::size_t cur = current(static_cast<std::size_t>(r), at_s); cur != static_cast<std::size_t>(r))
+          extra.push_back(static_cast<std::int32_t>(cur));
+      q.relevant.insert(q.relevant.end(), extra.begin(), extra.end());
+    }
     std::sort(q.relevant.begin(), q.relevant.end());
 
     // The reference answer restates a span of the primary chunk (continuing into the next ones).
     const double mu = std::log(qc.answer_words_mean) - 0.5 * qc.answer_words_sigma * qc.answer_words_sigma;
     const std::size_t len = std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(query_rng.lognormal(mu, qc.answer_words_sigma))));
     std::vector<std::string> ans;
-    std::size_t c = qp.primary, w = query_rng.uniform_int(kc.chunk_words);
+    // (From the newest arrived version of the primary chunk: an update supersedes it.)
+    std::size_t c = current(qp.primary, at_s), w = query_rng.uniform_int(kc.chunk_words);
     while (ans.size() < len) {
       ans.push_back(chunks[c].words[w]);
       if (++w == kc.chunk_words) {
         w = 0;
-        c = (c + 1) % kc.chunks;
+        if (c < kc.chunks) c = (c + 1) % kc.chunks;  // an update chunk wraps onto itself
       }
     }
     q.answer_text = join(ans, " ") + ".";
@@ -369,16 +441,38 @@ RagTrace generate_rag_trace(const Params& p, std::uint64_t seed) {
         {"embedder", embedder_schema()},   {"retrieval", retrieval_schema()}};
     resolved[sec] = Params(p.node(sec), schemas.at(sec), p.source_of(sec)).resolved();
   }
+  // late_fraction is recorded only when used: traces generated without late chunks keep the
+  // params_yaml (and so the bytes) they had before the option existed.
+  if (kc.late_fraction == 0.0) resolved["knowledge"].remove("late_fraction");
   t.meta.params_yaml = yaml_to_string(resolved);
 
   const std::size_t users = static_cast<std::size_t>(p.integer("users"));
   for (std::size_t i = 0; i < users; ++i) {
-    UserTrace u = generate_user(i, seed, kc, qc);
-    sim::Rng arr(seed, 0, "traces/arrival/" + u.user_id, "gaps");
-    const auto arrivals = sample_arrivals(u.queries.size(), ac, arr);
+    // Arrivals first (their stream depends only on the user id), so late chunks can be timed.
+    sim::Rng arr(seed, 0, "traces/arrival/" + user_id(i), "gaps");
+    const auto arrivals = sample_arrivals(qc.per_user, ac, arr);
+    UserTrace u = generate_user(i, seed, kc, qc, arrivals);
     for (std::size_t q = 0; q < u.queries.size(); ++q) u.queries[q].arrival_s = arrivals[q];
     u.idle_windows = idle_windows(arrivals, ac);
     enrich_user(u, eo);
+    if (kc.late_chunks() > 0 && rs.k > 0) {
+      // enrich_user ranked all chunks; a query may only retrieve chunks already added. Re-rank with
+      // the same retriever (embedder and BM25 fitted on the final knowledge base, as enrich_user's)
+      // and keep the first k present ones.
+      std::vector<std::string> texts;
+      for (const auto& c : u.chunks) texts.push_back(c.text);
+      const Retriever r(texts, {}, rs.cfg, ec);
+      const std::vector<float> none;
+      for (auto& q : u.queries) {
+        q.retrieved.clear();
+        for (const Hit& h : r.retrieve(q.text, rs.cfg.mode == RetrievalMode::kBm25 ? none : q.embedding,
+                                       u.chunks.size())) {
+          if (!chunk_present(u, static_cast<std::size_t>(h.chunk), q.arrival_s)) continue;
+          q.retrieved.push_back(h.chunk);
+          if (q.retrieved.size() == rs.k) break;
+        }
+      }
+    }
     t.users.push_back(std::move(u));
   }
   return t;

@@ -9,7 +9,10 @@
 // chunk retrieval, PerCache figure 3), sometimes a second chunk, and are
 // phrased with a question template around a few of the targets' key terms;
 // with `paraphrase_prob` a query re-asks an earlier one in other words (the
-// few highly similar pairs of PerCache figures 2 and 6). Arrivals follow the
+// few highly similar pairs of PerCache figures 2 and 6). With
+// `knowledge.late_fraction` > 0 that share of chunks arrives during the trace
+// (Chunk::added_s) as updates of hot chunks, which exercises dynamic cache
+// refresh; the default 0 keeps every chunk present from the start. Arrivals follow the
 // sparse arrival model (traces/workload.h). Token counts, built-in embeddings
 // and top-k retrieval are then computed exactly as for imported data, so the
 // output has the same schema and the same retrieval semantics as QMSum traces.

@@ -9,12 +9,19 @@
 
 namespace mobisim::traces {
 
-inline constexpr std::int64_t kRagSchemaVersion = 1;
+// Newest schema this build reads. Version 2 added Chunk::added_s (chunks/added_s); a writer
+// stamps the oldest version that can represent the trace: 1 when every chunk is present from
+// the start (byte-identical to older files, still readable by older mobisim), 2 otherwise (so
+// an older reader refuses it instead of silently treating late chunks as present from t = 0).
+inline constexpr std::int64_t kRagSchemaVersion = 2;
 
 struct Chunk {
   std::string text;               // may be empty for traces without text
   std::int32_t tokens = 0;
   std::vector<float> embedding;   // L2-normalised, meta.embedding_dim values (may be empty when no embedder)
+  // Seconds since the start of the trace at which the chunk joins the knowledge bank
+  // (0: present from the start). Retrieval at time t only sees chunks with added_s <= t.
+  double added_s = 0.0;
 };
 
 struct Query {
@@ -69,5 +76,16 @@ struct RagTrace {
   RagTraceMeta meta;
   std::vector<UserTrace> users;
 };
+
+// The schema version a writer stamps on `t` (see kRagSchemaVersion).
+inline std::int64_t rag_schema_version_needed(const RagTrace& t) {
+  for (const auto& u : t.users)
+    for (const auto& c : u.chunks)
+      if (c.added_s != 0.0) return 2;
+  return 1;
+}
+
+// Whether chunk `c` of `u` is in the knowledge bank at `t_s` seconds.
+inline bool chunk_present(const UserTrace& u, std::size_t c, double t_s) { return u.chunks[c].added_s <= t_s; }
 
 }  // namespace mobisim::traces

@@ -48,10 +48,13 @@ void validate_rag_trace(const RagTrace& t, const std::string& what) {
   const std::size_t dim = static_cast<std::size_t>(std::max(0, t.meta.embedding_dim));
   for (std::size_t u = 0; u < t.users.size(); ++u) {
     const UserTrace& ut = t.users[u];
-    for (std::size_t c = 0; c < ut.chunks.size(); ++c)
+    for (std::size_t c = 0; c < ut.chunks.size(); ++c) {
       if (ut.chunks[c].embedding.size() != dim)
         bad(fmt::format("user {} chunk {} has {} embedding values, meta.embedding_dim is {}", u, c,
                         ut.chunks[c].embedding.size(), dim));
+      if (!std::isfinite(ut.chunks[c].added_s) || ut.chunks[c].added_s < 0)
+        bad(fmt::format("user {} chunk {} added_s {} is not a finite non-negative time", u, c, ut.chunks[c].added_s));
+    }
     double prev = -INFINITY;
     for (std::size_t q = 0; q < ut.queries.size(); ++q) {
       const Query& qq = ut.queries[q];
@@ -66,6 +69,10 @@ void validate_rag_trace(const RagTrace& t, const std::string& what) {
         for (std::int32_t id : *l)
           if (id < 0 || static_cast<std::size_t>(id) >= ut.chunks.size())
             bad(fmt::format("user {} query {} refers to chunk {} of {}", u, q, id, ut.chunks.size()));
+      for (std::int32_t id : qq.retrieved)
+        if (ut.chunks[static_cast<std::size_t>(id)].added_s > qq.arrival_s)
+          bad(fmt::format("user {} query {} (arrival {} s) retrieved chunk {}, which is only added at {} s", u, q,
+                          qq.arrival_s, id, ut.chunks[static_cast<std::size_t>(id)].added_s));
     }
     for (const auto& w : ut.idle_windows)
       if (!(w.end_s >= w.start_s)) bad(fmt::format("user {} idle window ends before it starts", u));
@@ -74,11 +81,12 @@ void validate_rag_trace(const RagTrace& t, const std::string& what) {
 
 void write_rag_trace(const std::string& path, const RagTrace& t) {
   validate_rag_trace(t, path);
+  const bool late = rag_schema_version_needed(t) >= 2;  // chunks/added_s is written only then
   const std::size_t dim = static_cast<std::size_t>(std::max(0, t.meta.embedding_dim));
   h5::Writer w(path);
   H5::Group root = w.root();
   h5::write_attr(root, "format", kRagTraceFormat);
-  h5::write_attr(root, "schema_version", static_cast<std::int64_t>(kRagSchemaVersion));
+  h5::write_attr(root, "schema_version", rag_schema_version_needed(t));
   h5::write_attr(root, "source", t.meta.source);
   h5::write_attr(root, "tokenizer", t.meta.tokenizer);
   h5::write_attr(root, "tokens_exact", static_cast<std::int64_t>(t.meta.tokens_exact ? 1 : 0));
@@ -111,6 +119,11 @@ void write_rag_trace(const std::string& path, const RagTrace& t) {
     h5::write_dataset(cg, "text", ctext);
     h5::write_dataset(cg, "tokens", ctok, "tokens");
     if (dim > 0) write_embeddings(cg, cemb, dim);
+    if (late) {
+      std::vector<double> added;
+      for (const auto& c : ut.chunks) added.push_back(c.added_s);
+      h5::write_dataset(cg, "added_s", added, "s");
+    }
 
     H5::Group qg = h5::make_group(ug, "queries");
     std::vector<std::string> qtext, atext, kind;
@@ -244,8 +257,22 @@ RagTrace read_rag_trace(const std::string& path) {
     const std::size_t nc = ctext.size();
     const auto ctok = r.ints(g + "/chunks/tokens", nc);
     auto cemb = read_embeddings(r, g + "/chunks/embedding", nc, d);
+    // Version 2: optional chunks/added_s (absent: every chunk is present from the start).
+    std::vector<double> cadded;
+    if (r.exists(g + "/chunks/added_s")) {
+      if (version < 2)
+        throw InputError(fmt::format("{}: {}/chunks/added_s needs schema_version >= 2 (the file says {})", path, g,
+                                     version));
+      cadded = r.doubles(g + "/chunks/added_s", nc);
+    }
     ut.chunks.resize(nc);
     for (std::size_t c = 0; c < nc; ++c) {
+      if (!cadded.empty()) {
+        if (!std::isfinite(cadded[c]) || cadded[c] < 0)
+          throw InputError(fmt::format("{}: {}/chunks/added_s[{}] = {} is not a finite non-negative time", path, g,
+                                       c, cadded[c]));
+        ut.chunks[c].added_s = cadded[c];
+      }
       ut.chunks[c].text = ctext[c];
       ut.chunks[c].tokens = static_cast<std::int32_t>(ctok[c]);
       ut.chunks[c].embedding = std::move(cemb[c]);
@@ -279,6 +306,10 @@ RagTrace read_rag_trace(const std::string& path) {
       x.embedding = std::move(qemb[q]);
       x.retrieved = std::move(retrieved[q]);
       x.relevant = std::move(relevant[q]);
+      for (std::int32_t id : x.retrieved)
+        if (ut.chunks[static_cast<std::size_t>(id)].added_s > x.arrival_s)
+          throw InputError(fmt::format("{}: {}: query {} (arrival {} s) retrieved chunk {}, added only at {} s", path,
+                                       qg, q, x.arrival_s, id, ut.chunks[static_cast<std::size_t>(id)].added_s));
     }
 
     const std::string ig = g + "/idle_windows";

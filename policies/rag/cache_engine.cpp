@@ -179,12 +179,113 @@ void CachingPolicy::begin_user(RagPipeline& p) {
   const auto& user = p.user();
   if (o_.qa_bank || o_.uses_prediction()) bank_ = std::make_unique<QaBank>(o_.qa_capacity_mb * 1e6, o_.qa_entry_kb * 1e3);
   if (o_.kv_cache) tree_ = std::make_unique<KvTree>(o_.storage_limit_gb * 1e9, o_.eviction, o_.boundary_rules);
-  if (o_.uses_prediction()) {
-    predictor_ = make_predictor(o_.predictor, o_.predictor_source);
+  late_.clear();
+  late_seen_ = 0;
+  for (std::size_t c = 0; c < user.chunks.size(); ++c)
+    if (user.chunks[c].added_s > 0) late_.push_back(static_cast<std::int32_t>(c));
+  std::stable_sort(late_.begin(), late_.end(), [&](std::int32_t a, std::int32_t b) {
+    return user.chunks[static_cast<std::size_t>(a)].added_s < user.chunks[static_cast<std::size_t>(b)].added_s;
+  });
+  const bool refresh = o_.refresh && bank_ && !late_.empty();
+  if (o_.uses_prediction() || refresh) {
+    if (o_.uses_prediction()) predictor_ = make_predictor(o_.predictor, o_.predictor_source);
     tokenizer_ = traces::make_tokenizer(o_.tokenizer);
     index_ = user_index(user);
     retriever_ = index_->retriever.get();
     phrases_ = index_->phrases.get();
+  }
+}
+
+double CachingPolicy::now_s() const { return sim::to_seconds(pipe_->sim().now()); }
+
+// In simulator time units (a chunk added at added_s is present once the clock reaches
+// from_seconds(added_s): the idle loop waits exactly that long).
+bool CachingPolicy::present(const traces::UserTrace& u, std::size_t c) const {
+  return sim::from_seconds(u.chunks[c].added_s) <= pipe_->sim().now();
+}
+
+std::vector<std::int32_t> CachingPolicy::present_chunks() const {
+  std::vector<std::int32_t> out;
+  const auto& u = pipe_->user();
+  for (std::size_t c = 0; c < u.chunks.size(); ++c)
+    if (present(u, c)) out.push_back(static_cast<std::int32_t>(c));
+  return out;
+}
+
+std::vector<std::int32_t> CachingPolicy::retrieve_present(const std::string& text, const std::vector<float>& embedding,
+                                                          std::size_t k) const {
+  std::vector<std::int32_t> out;
+  const auto& u = pipe_->user();
+  if (late_.empty()) {
+    for (const auto& h : retriever_->retrieve(text, embedding, k)) out.push_back(h.chunk);
+    return out;
+  }
+  // Rank everything, keep the first k chunks already in the knowledge bank.
+  for (const auto& h : retriever_->retrieve(text, embedding, u.chunks.size())) {
+    if (!present(u, static_cast<std::size_t>(h.chunk))) continue;
+    out.push_back(h.chunk);
+    if (out.size() == k) break;
+  }
+  return out;
+}
+
+bool CachingPolicy::entry_stale(const QaEntry& e) const {
+  if (late_.empty() || !retriever_) return false;
+  const auto& u = pipe_->user();
+  for (auto c : retrieve_present(e.query, e.embedding, static_cast<std::size_t>(o_.k_refresh)))
+    if (u.chunks[static_cast<std::size_t>(c)].added_s > e.chunks_at_s) return true;
+  return false;
+}
+
+void CachingPolicy::poll_new_chunks() {
+  const auto& u = pipe_->user();
+  std::vector<std::int32_t> fresh;
+  while (late_seen_ < late_.size() && present(u, static_cast<std::size_t>(late_[late_seen_])))
+    fresh.push_back(late_[late_seen_++]);
+  if (fresh.empty()) return;
+  std::vector<Job> work;
+  // Refresh (4.1.3): QA entries whose query now ranks a new chunk in its top-k_refresh.
+  if (o_.refresh && bank_ && retriever_) {
+    for (const auto& e : bank_->entries()) {
+      bool queued = false;
+      for (const auto& j : jobs_) queued = queued || (j.kind == JobKind::kRefresh && j.qa_id == e.id);
+      if (queued) continue;
+      const auto top = retrieve_present(e.query, e.embedding, static_cast<std::size_t>(o_.k_refresh));
+      bool hit = false;
+      for (auto c : top) hit = hit || std::find(fresh.begin(), fresh.end(), c) != fresh.end();
+      if (!hit) continue;
+      Job j{JobKind::kRefresh};
+      j.text = e.query;
+      j.embedding = e.embedding;
+      j.qa_id = e.id;
+      j.decode = e.answered;
+      j.predicted = e.predicted;
+      j.fill_kv = tree_ != nullptr;
+      j.answer_tokens = std::max<std::int64_t>(e.answer_tokens, 1);
+      j.query_tokens = tokenizer_ ? count_tokens(e.query) : 16;
+      work.push_back(std::move(j));
+    }
+  }
+  const auto at = jobs_.begin() + static_cast<std::ptrdiff_t>(front_insert_position());
+  jobs_.insert(at, std::make_move_iterator(work.begin()), std::make_move_iterator(work.end()));
+  // The abstract absorbs the new chunks in a batch once no chunk arrived for abstract_quiet_s (4.1.2),
+  // followed by one knowledge-based prediction round.
+  if (o_.knowledge_prediction && started_ && phrases_) {
+    const sim::Time quiet = pipe_->sim().now() + sim::from_seconds(o_.abstract_quiet_s);
+    for (auto& j : jobs_)
+      if ((j.kind == JobKind::kAbstract || j.kind == JobKind::kKnowledge) && !j.prepared) j.not_before = quiet;
+    const KnowledgeAbstract add =
+        build_abstract(u, *phrases_, "key_phrases", static_cast<std::size_t>(o_.abstract_batch_chunks), fresh);
+    for (const auto& b : add.batches) {
+      abstract_.batches.push_back(b);
+      Job j{JobKind::kAbstract};
+      j.batch = abstract_.batches.size() - 1;
+      j.not_before = quiet;
+      jobs_.push_back(std::move(j));
+    }
+    Job k{JobKind::kKnowledge};
+    k.not_before = quiet;
+    jobs_.push_back(std::move(k));
   }
 }
 
@@ -277,6 +378,7 @@ std::vector<KvSlice> CachingPolicy::slices(const std::vector<std::int32_t>& chun
 // Serving a user query.
 // ---------------------------------------------------------------------------
 sim::Task<void> CachingPolicy::serve(RagPipeline& p, const traces::Query& q, QueryRecord& rec) {
+  poll_new_chunks();
   rec.cache_bytes = (tree_ ? tree_->used_bytes() : 0.0) + (bank_ ? bank_->used_bytes() : 0.0);
   co_await p.embed(rec);
   if (o_.qa_bank) {
@@ -287,6 +389,7 @@ sim::Task<void> CachingPolicy::serve(RagPipeline& p, const traces::Query& q, Que
       bank_->touch(*m.index);
       const QaEntry& e = bank_->entries()[*m.index];
       rec.qa_hit = true;
+      rec.qa_stale = entry_stale(e);
       rec.served_answer = e.answer.empty() ? std::string(" ") : e.answer;
       if (o_.qa_answer_hits_later) {
         // PerCache 4.2.1: the real answer to this query is generated in idle time and stored.
@@ -295,6 +398,7 @@ sim::Task<void> CachingPolicy::serve(RagPipeline& p, const traces::Query& q, Que
         j.embedding = q.embedding;
         j.chunks = p.retrieved_chunks(q);
         j.have_chunks = true;
+        j.chunks_at_s = now_s();
         j.answer = q.answer_text;
         j.answer_tokens = p.answer_tokens(q);
         j.query_tokens = q.tokens;
@@ -340,6 +444,7 @@ sim::Task<void> CachingPolicy::serve(RagPipeline& p, const traces::Query& q, Que
     j.embedding = q.embedding;
     j.chunks = chunks;
     j.have_chunks = true;
+    j.chunks_at_s = now_s();
     j.answer = q.answer_text;
     j.answer_tokens = answer;
     j.fill_kv = tree_ != nullptr;
@@ -415,14 +520,14 @@ void CachingPolicy::prepare_populate(Job& j) {
   if (j.have_chunks) return;
   if (j.embedding.empty()) j.embedding = embed(j.text);
   if (retriever_) {
-    for (const auto& h : retriever_->retrieve(j.text, j.embedding, static_cast<std::size_t>(pipe_->config().top_k)))
-      j.chunks.push_back(h.chunk);
+    j.chunks = retrieve_present(j.text, j.embedding, static_cast<std::size_t>(pipe_->config().top_k));
   } else {
     traces::Query q;
     q.embedding = j.embedding;
     j.chunks = pipe_->retrieved_chunks(q);
   }
   j.have_chunks = true;
+  j.chunks_at_s = now_s();
   if (j.query_tokens == 0) j.query_tokens = tokenizer_ ? count_tokens(j.text) : 16;
   if (j.predicted && j.answer.empty()) j.answer = proxy_answer(j.chunks);
 }
@@ -436,9 +541,10 @@ std::vector<std::string> CachingPolicy::predict(Job& j) {
   } else if (j.kind == JobKind::kHistory) {
     j.questions = predictor_->history_based(c, n);
   } else {
-    const std::size_t nc = pipe_->user().chunks.size();
+    const auto present_ids = present_chunks();
+    const std::size_t nc = present_ids.size();
     for (std::int64_t i = 0; i < o_.raw_window_chunks && nc > 0; ++i)
-      c.raw_chunks.push_back(static_cast<std::int32_t>((raw_cursor_ + static_cast<std::size_t>(i)) % nc));
+      c.raw_chunks.push_back(present_ids[(raw_cursor_ + static_cast<std::size_t>(i)) % nc]);
     raw_cursor_ = nc ? (raw_cursor_ + static_cast<std::size_t>(o_.raw_window_chunks)) % nc : 0;
     j.chunks = c.raw_chunks;
     j.questions = predictor_->raw_context(c, n);
@@ -485,6 +591,9 @@ CachingPolicy::Plan CachingPolicy::plan_job(Job& j) {
     }
   };
   // Match + load + prefill (+ decode) + write of one query through the tree.
+  // prefill_needed false: decode from the stored tensors (QKV->QA conversion): the cached
+  // positions' K/V are loaded, only the positions not in the tree (query, unmatched chunks,
+  // B.2 boundary tokens) are prefilled against them, then the answer is decoded.
   auto populate = [&](Job& job, bool embed_and_retrieve, bool prefill_needed) {
     if (embed_and_retrieve) {
       add(Step{Step::kEmbed}, cfg.embed_query_ms / 1e3);
@@ -505,7 +614,14 @@ CachingPolicy::Plan CachingPolicy::plan_job(Job& j) {
         add(r, pipe_->estimate_read_s(m.bytes));
       }
     }
-    if (prefill_needed) add_prefill_steps(plan, prompt, reused, "populate");
+    if (prefill_needed) {
+      add_prefill_steps(plan, prompt, reused, "populate");
+    } else {
+      Step s{Step::kPrefill};
+      s.label = "decode-pending suffix prefill";
+      s.shape = models::PrefillShape{prompt - reused, reused, 0, 1};
+      add(s, pipe_->estimate_compute_s(pipe_->cost().prefill(s.shape)));
+    }
     if (job.decode && job.answer_tokens > 1) {
       Step d{Step::kDecode};
       d.context = prompt;
@@ -530,7 +646,16 @@ CachingPolicy::Plan CachingPolicy::plan_job(Job& j) {
       populate(j, false, true);
       break;
     case JobKind::kDecodePending:
-      // QKV->QA: the pending query's prompt is rebuilt from its stored slices, then decoded.
+      // QKV->QA: "decoding without prefilling" (4.3.3): decode from the pending query's stored slices.
+      populate(j, false, false);
+      break;
+    case JobKind::kRefresh:
+      // Re-retrieve over the current knowledge bank, prefill (reusing cached slices), decode if answered.
+      add(Step{Step::kRetrieve}, cfg.retrieval_ms / 1e3);
+      j.chunks = retrieve_present(j.text, j.embedding, static_cast<std::size_t>(cfg.top_k));
+      j.have_chunks = true;
+      j.chunks_at_s = now_s();
+      j.answer = proxy_answer(j.chunks);
       populate(j, false, true);
       break;
     case JobKind::kAbstract: {
@@ -578,6 +703,7 @@ void CachingPolicy::commit_job(Job& j) {
         e.answered = true;
         e.answer_tokens = j.answer_tokens;
         e.chunks = j.chunks;
+        e.chunks_at_s = j.chunks_at_s;
         bank_->insert(std::move(e));
       }
       break;
@@ -592,6 +718,7 @@ void CachingPolicy::commit_job(Job& j) {
         if (j.decode) e.answer = j.answer;
         e.answer_tokens = j.answer_tokens;
         e.chunks = j.chunks;
+        e.chunks_at_s = j.chunks_at_s;
         e.predicted = j.predicted;
         bank_->insert(std::move(e));
       }
@@ -604,6 +731,10 @@ void CachingPolicy::commit_job(Job& j) {
       break;
     case JobKind::kDecodePending:
       if (bank_->answer(j.qa_id, j.answer, j.answer_tokens)) ++conv_qkv_to_qa_;
+      break;
+    case JobKind::kRefresh:
+      if (j.fill_kv) insert_tree(j.chunks);
+      if (bank_->refresh(j.qa_id, j.chunks, j.chunks_at_s, j.decode, j.answer, j.answer_tokens)) ++refreshed_;
       break;
     case JobKind::kAbstract: {
       const auto& items = abstract_.batches[j.batch].items;
@@ -718,8 +849,14 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
   if (!started_) {
     started_ = true;
     const sim::Time quiet = p.sim().now() + sim::from_seconds(o_.abstract_quiet_s);
+    // Chunks already present are part of the initial abstract; later ones are noticed by poll_new_chunks.
+    const auto present_ids = present_chunks();
+    while (late_seen_ < late_.size() &&
+           present(p.user(), static_cast<std::size_t>(late_[late_seen_])))
+      ++late_seen_;
     if (o_.knowledge_prediction) {
-      abstract_ = build_abstract(p.user(), *phrases_, o_.abstract_source, static_cast<std::size_t>(o_.abstract_batch_chunks));
+      abstract_ = build_abstract(p.user(), *phrases_, o_.abstract_source, static_cast<std::size_t>(o_.abstract_batch_chunks),
+                                 present_ids);
       for (std::size_t b = 0; b < abstract_.batches.size(); ++b) {
         Job j{JobKind::kAbstract};
         j.batch = b;
@@ -738,12 +875,27 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
       jobs_.push_back(std::move(j));
     }
   }
-  // Conversions run first in every idle period (once turned on they execute automatically).
-  add_conversion_jobs();
   const auto& windows = p.user().idle_windows;
   while (true) {
-    if (jobs_.empty()) add_conversion_jobs();
-    if (jobs_.empty()) break;
+    poll_new_chunks();
+    // Conversions (once turned on they execute automatically, 4.3.3) use the idle time that the
+    // population and prediction work leaves: they are queued when no other job may start now, so
+    // they never push back a prediction that is due (they may still run while one waits for its
+    // quiet period).
+    if (std::none_of(jobs_.begin(), jobs_.end(), [&](const Job& j) { return j.not_before <= p.sim().now(); }))
+      add_conversion_jobs();
+    if (jobs_.empty()) {
+      // Nothing to do until the next chunk joins the knowledge bank (if before the next query).
+      if (late_seen_ < late_.size()) {
+        const sim::Time next =
+            sim::from_seconds(p.user().chunks[static_cast<std::size_t>(late_[late_seen_])].added_s);
+        if (next < until) {
+          if (next > p.sim().now()) co_await p.sim().timeout(next - p.sim().now());
+          continue;
+        }
+      }
+      break;
+    }
     // The first job in queue order that may start now; else the earliest one.
     std::size_t pick = jobs_.size();
     sim::Time earliest = std::numeric_limits<sim::Time>::max();

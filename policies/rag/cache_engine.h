@@ -34,8 +34,18 @@
 // predicted query (embed, retrieve, match, load, prefill, decode unless the
 // scheduler says prefill-only, write); conversions QKV->QA (decode pending
 // entries when tau_query <= tau_scheduler) and QA->QKV (re-prefill QA entries
-// whose slices were evicted, when they fit in free space). All of it is
-// charged time, FLOPs and energy through RagPipeline::background().
+// whose slices were evicted, when they fit in free space); dynamic refresh
+// (section 4.1.3: when chunks join the knowledge bank mid-trace, every QA entry
+// whose query now ranks a new chunk in its top-k_refresh is re-retrieved,
+// re-prefilled with QKV reuse and re-decoded). All of it is charged time, FLOPs
+// and energy through RagPipeline::background().
+//
+// Late chunks (traces::Chunk::added_s > 0) are invisible until they arrive: the
+// retrieval of predicted / refreshed / converted queries, the knowledge abstract
+// (new chunks get their own abstract batch, abstract_quiet_s after arrival) and
+// Sleep-time's raw-context windows only see chunks present at that time. The
+// retriever's corpus statistics (BM25 idf, embedder fit) are those of the final
+// knowledge base, as in the trace's precomputed retrieval (traces/generator.cpp).
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -107,6 +117,9 @@ struct EngineOptions {
   bool conversions = false;
   bool charging_only = false;
   std::vector<ScheduledChange> schedule;
+  // Dynamic refresh (PerCache 4.1.3).
+  bool refresh = false;
+  std::int64_t k_refresh = 3;
   bool uses_prediction() const { return knowledge_prediction || history_prediction || raw_context_prediction; }
 };
 
@@ -135,12 +148,18 @@ class CachingPolicy : public RagPolicy {
   std::int64_t predicted_queries() const { return predicted_; }
   std::int64_t conversions_qkv_to_qa() const { return conv_qkv_to_qa_; }
   std::int64_t conversions_qa_to_qkv() const { return conv_qa_to_qkv_; }
+  std::int64_t refreshes() const { return refreshed_; }
+  // Chunk ids present in the knowledge bank now (all of them for traces without late chunks).
+  std::vector<std::int32_t> present_chunks() const;
+  // Top-k over the chunks present now (the retriever of the user's chunks).
+  std::vector<std::int32_t> retrieve_present(const std::string& text, const std::vector<float>& embedding,
+                                             std::size_t k) const;
   // True when predicted queries are populated prefill-only (tau_query above tau_scheduler).
   bool prefill_only() const { return o_.scheduler && o_.tau_query > o_.tau_scheduler; }
   double bytes_per_token() const;
 
  private:
-  enum class JobKind { kStore, kAnswer, kAbstract, kKnowledge, kHistory, kRaw, kPopulate, kDecodePending, kRestore };
+  enum class JobKind { kStore, kAnswer, kAbstract, kKnowledge, kHistory, kRaw, kPopulate, kDecodePending, kRestore, kRefresh };
   struct Job {
     explicit Job(JobKind k = JobKind::kStore) : kind(k) {}
     JobKind kind;
@@ -149,6 +168,7 @@ class CachingPolicy : public RagPolicy {
     std::vector<float> embedding;
     std::vector<std::int32_t> chunks;
     bool have_chunks = false;
+    double chunks_at_s = 0;  // when `chunks` was retrieved
     std::string answer;
     std::int64_t answer_tokens = 0;
     std::int64_t query_tokens = 0;
@@ -185,6 +205,11 @@ class CachingPolicy : public RagPolicy {
   Plan plan_job(Job& j);
   void commit_job(Job& j);
   void add_conversion_jobs();
+  // Notices chunks whose added_s has passed: abstract batch + refresh jobs for them.
+  void poll_new_chunks();
+  bool entry_stale(const QaEntry& e) const;
+  double now_s() const;
+  bool present(const traces::UserTrace& u, std::size_t c) const;
   std::size_t front_insert_position() const;
   void apply_schedule();
   void enqueue_history();
@@ -227,6 +252,10 @@ class CachingPolicy : public RagPolicy {
   bool started_ = false;
   std::int64_t predicted_ = 0, conv_qkv_to_qa_ = 0, conv_qa_to_qkv_ = 0;
   std::vector<std::uint64_t> restore_attempted_;
+  // Late chunks in added_s order and how many of them have been noticed.
+  std::vector<std::int32_t> late_;
+  std::size_t late_seen_ = 0;
+  std::int64_t refreshed_ = 0;
 };
 
 }  // namespace mobisim::policies

@@ -28,6 +28,10 @@ ParamSchema PerCachePolicy::schema() {
   s.real("tau_scheduler", 0.875, "the scheduler's cutoff similarity threshold").range(0, 1);
   s.boolean("conversions", true, "cross-layer conversions QKV->QA and QA->QKV in idle time (with the scheduler)");
   s.boolean("answer_hits_later", true, "generate the real answer of a QA-hit query in idle time and store it");
+  s.boolean("refresh", true,
+            "dynamic refresh (4.1.3): when chunks join the knowledge bank, re-generate in idle time the QA entries "
+            "whose query ranks a new chunk in its top-k_refresh");
+  s.integer("k_refresh", 3, "the refresh rank cutoff k_refresh").at_least(1);
   s.node("schedule", "mid-run changes: [{after_query: N, set: {tau_query|storage_limit_gb|scheduler|conversions: V}}]");
   return s;
 }
@@ -55,6 +59,8 @@ EngineOptions PerCachePolicy::options_from(const Params& p) {
   o.conversions = p.boolean("conversions");
   o.qa_answer_hits_later = p.boolean("answer_hits_later") && o.qa_bank;
   o.schedule = parse_schedule(p, "schedule");
+  o.refresh = p.boolean("refresh") && o.qa_bank;
+  o.k_refresh = p.integer("k_refresh");
   if (!o.qa_bank && !o.kv_cache) p.fail("qa_bank", "PerCache needs at least one cache layer (qa_bank or qkv_cache)");
   return o;
 }

@@ -59,6 +59,23 @@ bool QaBank::answer(std::uint64_t id, const std::string& text, std::int64_t toke
   return false;
 }
 
+bool QaBank::refresh(std::uint64_t id, std::vector<std::int32_t> chunks, double at_s, bool answered,
+                     const std::string& text, std::int64_t tokens) {
+  for (auto& e : entries_)
+    if (e.id == id) {
+      e.chunks = std::move(chunks);
+      e.chunks_at_s = at_s;
+      ++e.refreshes;
+      if (answered) {
+        e.answer = text;
+        e.answer_tokens = tokens;
+        e.answered = true;
+      }
+      return true;
+    }
+  return false;
+}
+
 const QaEntry* QaBank::find(std::uint64_t id) const {
   for (const auto& e : entries_)
     if (e.id == id) return &e;

@@ -30,6 +30,8 @@ struct QaEntry {
   std::int64_t hits = 0;                 // LFU counter
   std::uint64_t inserted = 0;            // insertion sequence number
   std::uint64_t id = 0;                  // stable id (survives other entries' eviction)
+  double chunks_at_s = 0;                // when `chunks` was retrieved (dynamic refresh: newer chunks may rank)
+  std::int64_t refreshes = 0;            // times the dynamic refresh re-generated this entry
 };
 
 struct QaMatch {
@@ -50,6 +52,10 @@ class QaBank {
   std::uint64_t insert(QaEntry e);
   // Sets the answer of a pending entry (the QKV->QA conversion); false when gone.
   bool answer(std::uint64_t id, const std::string& text, std::int64_t tokens);
+  // Dynamic refresh (PerCache 4.1.3): the entry's query was re-run over the current knowledge
+  // bank at `at_s`: new chunk list, and (when `answered`) a new answer. False when gone.
+  bool refresh(std::uint64_t id, std::vector<std::int32_t> chunks, double at_s, bool answered, const std::string& text,
+               std::int64_t tokens);
   const QaEntry* find(std::uint64_t id) const;
 
   const std::vector<QaEntry>& entries() const { return entries_; }

@@ -127,15 +127,22 @@ std::string KnowledgeAbstract::text() const { return traces::join(items(), "; ")
 
 KnowledgeAbstract build_abstract(const traces::UserTrace& user, const PhraseIndex& phrases, const std::string& source,
                                  std::size_t batch_chunks) {
+  std::vector<std::int32_t> all(user.chunks.size());
+  for (std::size_t c = 0; c < all.size(); ++c) all[c] = static_cast<std::int32_t>(c);
+  return build_abstract(user, phrases, source, batch_chunks, all);
+}
+
+KnowledgeAbstract build_abstract(const traces::UserTrace& user, const PhraseIndex& phrases, const std::string& source,
+                                 std::size_t batch_chunks, const std::vector<std::int32_t>& chunk_ids) {
   KnowledgeAbstract a;
-  const std::size_t n = user.chunks.size();
+  const std::size_t n = chunk_ids.size();
   batch_chunks = std::max<std::size_t>(1, batch_chunks);
   const std::size_t n_batches = (n + batch_chunks - 1) / batch_chunks;
   const bool topics = source == "topics" && !user.topics.empty();
   for (std::size_t b = 0; b < n_batches; ++b) {
     AbstractBatch batch;
     for (std::size_t c = b * batch_chunks; c < std::min(n, (b + 1) * batch_chunks); ++c)
-      batch.chunks.push_back(static_cast<std::int32_t>(c));
+      batch.chunks.push_back(chunk_ids[c]);
     if (topics) {
       // The meeting's topics, spread over the batches in order (topic t summarised from batch t*B/T).
       for (std::size_t t = 0; t < user.topics.size(); ++t)

@@ -66,6 +66,10 @@ class PhraseIndex {
 // "key_phrases" (always extracted from the chunks). `batch_chunks` chunks per abstract prompt.
 KnowledgeAbstract build_abstract(const traces::UserTrace& user, const PhraseIndex& phrases, const std::string& source,
                                  std::size_t batch_chunks);
+// The same over a subset of the chunks (`chunk_ids`, in order): the chunks present at some time
+// (traces with late chunks); with "topics" the topic list is spread over these batches.
+KnowledgeAbstract build_abstract(const traces::UserTrace& user, const PhraseIndex& phrases, const std::string& source,
+                                 std::size_t batch_chunks, const std::vector<std::int32_t>& chunk_ids);
 
 struct PredictionContext {
   const traces::UserTrace* user = nullptr;

@@ -43,14 +43,22 @@ RagPipeline::RagPipeline(sim::Simulator& sim, devices::Device& device, const mod
 
 std::vector<std::int32_t> RagPipeline::retrieved_chunks(const traces::Query& q) const {
   const auto k = static_cast<std::size_t>(config_.top_k);
+  // Only chunks already in the knowledge bank (Chunk::added_s <= now) can be retrieved.
+  const sim::Time now = sim_.now();
+  auto present = [&](std::size_t c) { return sim::from_seconds(user_.chunks[c].added_s) <= now; };
   if (!q.retrieved.empty()) {
-    std::vector<std::int32_t> out(q.retrieved.begin(), q.retrieved.begin() + std::min(k, q.retrieved.size()));
+    std::vector<std::int32_t> out;
+    for (auto c : q.retrieved) {
+      if (out.size() == k) break;
+      if (present(static_cast<std::size_t>(c))) out.push_back(c);
+    }
     return out;
   }
   // Fallback: cosine similarity of stored embeddings (ties broken by chunk id, so results are stable).
   const auto& chunks = user_.chunks;
   std::vector<std::pair<double, std::int32_t>> scored;
   for (std::size_t i = 0; i < chunks.size(); ++i) {
+    if (!present(i)) continue;
     double s = 0;
     const auto& e = chunks[i].embedding;
     for (std::size_t j = 0; j < std::min(e.size(), q.embedding.size()); ++j) s += double(e[j]) * q.embedding[j];

@@ -33,6 +33,9 @@ struct QueryRecord {
   std::int64_t prompt_tokens = 0, reused_tokens = 0, computed_tokens = 0, answer_tokens = 0;
   double flops = 0, bytes_loaded = 0, energy_j = 0;
   bool qa_hit = false;
+  // A QA hit served from a stale entry: a chunk added after the entry's retrieval now ranks in its
+  // query's top-k_refresh (what PerCache's dynamic refresh would have re-generated).
+  bool qa_stale = false;
   std::int64_t kv_hit_chunks = 0;
   std::int64_t retrieved_chunks = 0;
   // Flash used by the policy's caches when the query arrived (KV/QKV tree + QA bank).
