@@ -15,7 +15,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from kvpr_cake_common import open_result, rows, table  # noqa: E402
+from mobisim_results import open_result, rows, table  # noqa: E402
 
 
 def main(path, out):

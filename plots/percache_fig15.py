@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from percache_common import load_runs  # noqa: E402
+from mobisim_results import load_runs  # noqa: E402
 
 
 def main(path, out):

@@ -1,4 +1,8 @@
-"""Shared readers for the PerCache plot scripts (h5py only)."""
+"""Readers for mobisim result files shared by every plot script (h5py only).
+
+A result table is an HDF5 group with one dataset per column and a `columns`
+attribute giving their order (see experiments/experiment.h).
+"""
 import h5py
 
 
@@ -31,3 +35,24 @@ def load_table(path, name):
 
 def strs(a):
     return [_s(x) for x in a]
+
+
+def table(f, path):
+    g = f[path]
+    cols = [c.decode() if isinstance(c, bytes) else c for c in g.attrs["columns"]]
+    out = {}
+    for c in cols:
+        v = g[c][()]
+        if len(v) and isinstance(v[0], bytes):
+            v = [x.decode() for x in v]
+        out[c] = list(v)
+    return out
+
+
+def rows(t, **match):
+    n = len(next(iter(t.values())))
+    return [i for i in range(n) if all(t[k][i] == v for k, v in match.items())]
+
+
+def open_result(path):
+    return h5py.File(path, "r")
