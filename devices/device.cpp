@@ -264,7 +264,7 @@ double Device::energy_j() const {
   }
   if (storage_) {
     const double busy = storage_->busy_seconds();
-    e += profile_.storage->active_power_w * busy + profile_.storage->idle_power_w * std::max(0.0, elapsed - busy);
+    e += storage_->io_energy_j() + profile_.storage->idle_power_w * std::max(0.0, elapsed - busy);
   }
   return e;
 }

@@ -7,8 +7,9 @@
 //   co_await device.transfer("pcie", bytes);
 //
 // Energy: every unit draws `active_power_w` while busy and `idle_power_w`
-// otherwise, plus the SoC's `base_power_w` for the whole run; energy_j() sums
-// them, battery_percent() converts joules to % of the battery (mAh x V).
+// otherwise, plus the SoC's `base_power_w` for the whole run; storage I/O also
+// costs energy per byte read and per byte programmed. energy_j() sums them,
+// battery_percent() converts joules to % of the battery (mAh x V).
 #include <map>
 #include <memory>
 #include <optional>

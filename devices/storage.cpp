@@ -19,6 +19,8 @@ ParamSchema StorageSpec::schema() {
   s.real("page_size_kb", 4.0, "flash program page; partial-page writes program a whole page").positive().with_unit("KB");
   s.real("active_power_w", 0.0, "power while transferring").non_negative().with_unit("W");
   s.real("idle_power_w", 0.0, "power while idle").non_negative().with_unit("W");
+  s.real("read_energy_nj_per_byte", 0.0, "energy per byte read").non_negative().with_unit("nJ/B");
+  s.real("write_energy_nj_per_byte", 0.0, "energy per byte programmed (whole pages)").non_negative().with_unit("nJ/B");
   s.real("capacity_gb", 128.0, "capacity").positive().with_unit("GB");
   s.text("source", std::string(""), "where these numbers come from");
   return s;
@@ -37,6 +39,8 @@ StorageSpec StorageSpec::from_params(const Params& p) {
   s.page_size_kb = p.real("page_size_kb");
   s.active_power_w = p.real("active_power_w");
   s.idle_power_w = p.real("idle_power_w");
+  s.read_energy_nj_per_byte = p.real("read_energy_nj_per_byte");
+  s.write_energy_nj_per_byte = p.real("write_energy_nj_per_byte");
   s.capacity_gb = p.real("capacity_gb");
   return s;
 }
@@ -91,6 +95,11 @@ Storage::Storage(sim::Simulator& sim, StorageSpec spec, std::string name, sim::S
       commands_(stats.counter("commands", "count", "device commands issued")),
       request_ms_(stats.histogram("request_latency_ms", "ms", "latency of each read/write request")),
       timeline_(timeline) {}
+
+double Storage::io_energy_j() const {
+  return 1e-9 * (spec_.read_energy_nj_per_byte * bytes_read() + spec_.write_energy_nj_per_byte * flash_bytes_written()) +
+         spec_.active_power_w * busy_seconds();
+}
 
 sim::Task<void> Storage::command(double bytes, bool is_write) {
   auto slot = co_await slots_.acquire();

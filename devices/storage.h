@@ -36,8 +36,10 @@ struct StorageSpec {
   double access_latency_us = 0;
   double max_transfer_kb = 512;
   double page_size_kb = 4;
-  double active_power_w = 0;
+  double active_power_w = 0;            // while the interface is busy
   double idle_power_w = 0;
+  double read_energy_nj_per_byte = 0;   // energy per byte read (in addition to the powers above)
+  double write_energy_nj_per_byte = 0;  // energy per byte programmed (whole pages)
   double capacity_gb = 0;
 
   static ParamSchema schema();
@@ -63,6 +65,9 @@ class Storage {
   double busy_seconds() const { return bus_.busy_slot_seconds(); }
   double bytes_read() const { return bytes_read_.value(); }
   double bytes_written() const { return bytes_written_.value(); }
+  double flash_bytes_written() const { return flash_bytes_written_.value(); }
+  // Energy of the I/O done so far: per-byte read/program energy plus active power while busy.
+  double io_energy_j() const;
 
  private:
   sim::Task<void> command(double bytes, bool is_write);

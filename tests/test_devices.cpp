@@ -196,6 +196,25 @@ TEST(Devices, EnergyIsActiveWhileBusyIdleOtherwise) {
   EXPECT_NEAR(dev.battery_percent(24.0), 100.0 * 24.0 / 12960.0, 1e-9);
 }
 
+sim::Task<void> io(Storage& st) {
+  co_await st.read(1e6);
+  co_await st.write(5000);  // programs two 4 KB pages
+}
+
+TEST(Devices, StorageEnergyIsPerByteReadAndProgrammed) {
+  StorageSpec s = simple_ufs();
+  s.page_size_kb = 4;
+  s.read_energy_nj_per_byte = 0.5;
+  s.write_energy_nj_per_byte = 2.0;
+  sim::Simulator sim;
+  sim::StatGroup stats("dev");
+  Storage st(sim, s, "ufs", stats);
+  sim.start(io(st));
+  sim.run();
+  EXPECT_DOUBLE_EQ(st.flash_bytes_written(), 8192.0);
+  EXPECT_NEAR(st.io_energy_j(), 1e-9 * (0.5 * 1e6 + 2.0 * 8192), 1e-12);
+}
+
 TEST(Devices, DramAllocationRefusesWhatDoesNotFit) {
   DeviceProfile p = load_device_profile("pixel7");  // 8 GB, 3 GB reserved
   sim::Simulator sim;
