@@ -149,6 +149,34 @@ TEST(H5Results, BadExperimentsFailClearlyWithoutResultFiles) {
   EXPECT_EQ(t.exit_code, 4) << t.output;
 }
 
+TEST(H5Results, QuickstartInvariantsHoldForEveryPolicy) {
+  // Energies are never negative, a query's latency covers its phases, and every policy answers every query.
+  TempDir dir;
+  auto r = testing::run_mobisim("run " + testing::source_dir() + "/experiments/quickstart.yaml " +
+                                "-p experiment.workload.max_users=2 -p experiment.workload.max_queries_per_user=6 "
+                                "--threads 2 --no-plot --quiet --output " + dir.file("q.h5"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  h5::Reader h(dir.file("q.h5"));
+  const auto policies = h.strings("/summary/policy");
+  EXPECT_EQ(policies.size(), 7u);
+  for (const auto& p : policies) {
+    SCOPED_TRACE(p);
+    const std::string g = "/runs/" + p + "/records/";
+    const auto lat = h.doubles(g + "latency_s", 12);
+    std::vector<double> phases(12, 0.0);
+    for (const char* c : {"embed_s", "qa_match_s", "retrieval_s", "kv_match_s", "load_s", "prefill_s", "decode_s"}) {
+      const auto v = h.doubles(g + c, 12);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        EXPECT_GE(v[i], 0.0) << c;
+        phases[i] += v[i];
+      }
+    }
+    for (std::size_t i = 0; i < lat.size(); ++i) EXPECT_GE(lat[i] + 1e-9, phases[i]) << i;
+    for (const char* c : {"energy_j", "bg_energy_j", "bg_flops", "flops"})
+      for (double v : h.doubles(g + c, 12)) EXPECT_GE(v, 0.0) << c;
+  }
+}
+
 TEST(H5Results, CliHelpVersionListAndValidate) {
   auto h = testing::run_mobisim("--help");
   EXPECT_EQ(h.exit_code, 0);

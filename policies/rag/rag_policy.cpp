@@ -86,7 +86,7 @@ sim::Task<void> RagPipeline::embed(QueryRecord& rec) {
   const sim::Time t0 = sim_.now();
   co_await device_.busy(config_.compute_unit, sim::from_ms(config_.embed_query_ms), "embed query");
   rec.embed_s += sim::to_seconds(sim_.now() - t0);
-  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::retrieve(QueryRecord& rec) {
@@ -94,7 +94,7 @@ sim::Task<void> RagPipeline::retrieve(QueryRecord& rec) {
   const sim::Time t0 = sim_.now();
   co_await device_.busy(config_.compute_unit, sim::from_ms(config_.retrieval_ms), "retrieve");
   rec.retrieval_s += sim::to_seconds(sim_.now() - t0);
-  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::prefill(QueryRecord& rec, const models::PrefillShape& shape, const std::string& label) {
@@ -105,7 +105,7 @@ sim::Task<void> RagPipeline::prefill(QueryRecord& rec, const models::PrefillShap
   rec.flops += w.flops();
   rec.computed_tokens += shape.n_new - shape.n_reused_qkv;
   rec.reused_tokens += shape.n_cached + shape.n_reused_qkv;
-  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::decode(QueryRecord& rec, std::int64_t context, std::int64_t n_tokens,
@@ -118,15 +118,16 @@ sim::Task<void> RagPipeline::decode(QueryRecord& rec, std::int64_t context, std:
     rec.flops += w.flops();
   }
   rec.decode_s += sim::to_seconds(sim_.now() - t0);
-  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::load(QueryRecord& rec, double bytes, const std::string& label) {
   const sim::Time t0 = sim_.now();
+  const double e0 = device_.storage().io_energy_j();
   co_await device_.storage().read(bytes, label);
   rec.load_s += sim::to_seconds(sim_.now() - t0);
   rec.bytes_loaded += bytes;
-  add_energy(rec, sim::to_seconds(sim_.now() - t0), true);
+  add_storage_energy(rec, sim::to_seconds(sim_.now() - t0), device_.storage().io_energy_j() - e0);
 }
 
 sim::Task<void> RagPipeline::qa_match(QueryRecord& rec) {
@@ -134,7 +135,7 @@ sim::Task<void> RagPipeline::qa_match(QueryRecord& rec) {
   const sim::Time t0 = sim_.now();
   co_await device_.busy(config_.compute_unit, sim::from_ms(config_.qa_match_ms), "qa match");
   rec.qa_match_s += sim::to_seconds(sim_.now() - t0);
-  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::kv_match(QueryRecord& rec) {
@@ -142,7 +143,7 @@ sim::Task<void> RagPipeline::kv_match(QueryRecord& rec) {
   const sim::Time t0 = sim_.now();
   co_await device_.busy(config_.compute_unit, sim::from_ms(config_.kv_match_ms), "kv match");
   rec.kv_match_s += sim::to_seconds(sim_.now() - t0);
-  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::compute(QueryRecord& rec, const models::Work& work, const std::string& label) {
@@ -150,15 +151,16 @@ sim::Task<void> RagPipeline::compute(QueryRecord& rec, const models::Work& work,
   co_await device_.compute(config_.compute_unit, work, cost_.spec().weight_dtype, label);
   rec.prefill_s += sim::to_seconds(sim_.now() - t0);
   rec.flops += work.flops();
-  add_energy(rec, sim::to_seconds(sim_.now() - t0), false);
+  add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::store(QueryRecord& rec, double bytes, const std::string& label) {
   if (bytes <= 0) co_return;
   const sim::Time t0 = sim_.now();
+  const double e0 = device_.storage().io_energy_j();
   co_await device_.storage().write(bytes, label);
   rec.load_s += sim::to_seconds(sim_.now() - t0);
-  add_energy(rec, sim::to_seconds(sim_.now() - t0), true);
+  add_storage_energy(rec, sim::to_seconds(sim_.now() - t0), device_.storage().io_energy_j() - e0);
 }
 
 double RagPipeline::estimate_compute_s(const models::Work& work) const {
@@ -171,14 +173,14 @@ double RagPipeline::estimate_write_s(double bytes) const {
   return bytes > 0 ? device_.profile().require_storage("pipeline").write_seconds(bytes) : 0.0;
 }
 
-void RagPipeline::add_energy(QueryRecord& rec, double busy_s, bool storage_io) const {
-  const auto& prof = device_.profile();
-  if (storage_io) {
-    if (prof.storage) rec.active_energy_j += (prof.storage->active_power_w - prof.storage->idle_power_w) * busy_s;
-    return;
-  }
-  const auto& u = prof.unit(config_.compute_unit, "pipeline");
+// Energy above the idle floor: what doing this work costs compared with staying idle.
+void RagPipeline::add_energy(QueryRecord& rec, double busy_s) const {
+  const auto& u = device_.profile().unit(config_.compute_unit, "pipeline");
   rec.active_energy_j += (u.active_power_w - u.idle_power_w) * busy_s;
+}
+
+void RagPipeline::add_storage_energy(QueryRecord& rec, double busy_s, double io_energy_j) const {
+  rec.active_energy_j += io_energy_j - device_.profile().storage->idle_power_w * busy_s;
 }
 
 }  // namespace mobisim::policies

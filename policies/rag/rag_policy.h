@@ -121,7 +121,8 @@ class RagPipeline {
   sim::StatGroup& stats_;
   QueryRecord background_;
   std::int64_t background_jobs_ = 0;
-  void add_energy(QueryRecord& rec, double busy_s, bool storage_io) const;
+  void add_energy(QueryRecord& rec, double busy_s) const;
+  void add_storage_energy(QueryRecord& rec, double busy_s, double io_energy_j) const;
 };
 
 class RagPolicy {
