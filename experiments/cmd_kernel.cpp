@@ -165,7 +165,11 @@ int cmd_trace(const std::vector<std::string>& args) {
 }
 
 int kernel_main(const std::vector<std::string>& args) {
-  const std::string usage = "usage: mobisim kernel {generate|check|trace} [options]   (each with --help)\n";
+  const std::string usage =
+      "usage: mobisim kernel {generate|check|trace} [options]   (each with --help)\n\n"
+      "  generate   greedy decoding with the real Eigen transformer (llama2.c or GGUF checkpoint)\n"
+      "  check      run the correctness oracles (prefix/QKV reuse, KVPR/Cake, speculation, clusters)\n"
+      "  trace      write per-layer K/V and attention statistics to HDF5 (models/kernel/TRACE_FORMAT.md)\n";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << usage;
     return args.empty() ? kExitUsage : kExitOk;
