@@ -11,6 +11,8 @@
 #include "sim/cli.h"
 #include "sim/error.h"
 #include "sim/params.h"
+#include "policies/kvcache/chat_workload.h"
+#include "traces/chat_trace.h"
 #include "traces/generator.h"
 #include "traces/jsonl.h"
 #include "traces/qmsum.h"
@@ -23,7 +25,7 @@ namespace {
 using traces::RagTrace;
 
 constexpr const char* kTraceUsage =
-    "mobisim trace {import qmsum|import jsonl|generate|stats|embeddings} [options]   (--help on each)";
+    "mobisim trace {import qmsum|import jsonl|generate|generate-chat|stats|embeddings} [options]   (--help on each)";
 
 void add_enrich_options(cli::ArgParser& a) {
   a.option("tokenizer", "PATH", "SentencePiece model for exact token counts (e.g. ../shared/models/llama2-tokenizer.model); "
@@ -129,6 +131,41 @@ int generate_cmd(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int generate_chat_cmd(const std::vector<std::string>& args) {
+  cli::ArgParser a("mobisim trace generate-chat [CONFIG.yaml] --out FILE.h5 [--seed N] [-p key=value ...]",
+                   "Generate a day of chat sessions for prefix caching (policies/kvcache/chat_workload.h: system\n"
+                   "prompt variants with ~90% overlap, user context, history, diurnal arrivals) and write them as a\n"
+                   "chat trace (format mobisim-chat-trace, traces/SCHEMA.md). CONFIG: a YAML mapping of the\n"
+                   "generator's keys (sessions, system_prompts, variant_overlap, ...: ChatWorkloadConfig in\n"
+                   "policies/kvcache/chat_workload.h); without it, the defaults. Replay it with\n"
+                   "`workload: {trace: FILE.h5}` in experiments/prefix_cache/*.yaml. The same config and seed\n"
+                   "give a byte-identical file.");
+  a.positional("CONFIG", "generator YAML config (optional)", false)
+      .option("out", "FILE", "output HDF5 chat trace")
+      .repeated("param", "p", "KEY=VALUE", "override a generator key, e.g. -p sessions=100 -p system_prompts=3")
+      .option("seed", "N", "seed of the generator", "1");
+  if (!a.parse(args)) return kExitOk;
+  const std::string cfg = a.maybe("CONFIG").value_or("");
+  YAML::Node root = cfg.empty() ? YAML::Node(YAML::NodeType::Map) : load_yaml_file(cfg);
+  for (const auto& kv : a.all("param")) apply_override(root, kv);
+  const long seed = a.get_int("seed");
+  if (seed < 0) throw UsageError("--seed must be >= 0");
+  ConfigSource src;
+  if (!cfg.empty()) src.file = std::make_shared<const std::string>(cfg);
+  const Params p(root, policies::kvcache::ChatWorkloadConfig::schema(), src, {});
+  const auto wc = policies::kvcache::ChatWorkloadConfig::from_params(p);
+  const auto sessions = policies::kvcache::generate_chat_sessions(wc, static_cast<std::uint64_t>(seed), 0);
+  const auto t = policies::kvcache::to_chat_trace(
+      sessions, wc, fmt::format("generator:chat_workload(seed={}, run=0)", seed), yaml_to_string(p.resolved()));
+  const std::string out = a.get("out");
+  traces::write_chat_trace(out, t);
+  std::size_t tokens = 0;
+  for (const auto& s : t.sessions) tokens += s.prompt_token_ids.size();
+  std::cout << fmt::format("wrote {}: {} chat sessions, {} prompt tokens, {} system prompt variants (seed {})\n", out,
+                           t.sessions.size(), tokens, t.system_prompts, seed);
+  return kExitOk;
+}
+
 std::string plot_script() {
   if (const char* d = std::getenv("MOBISIM_PLOTS_DIR")) return std::string(d) + "/trace_stats.py";
   std::error_code ec;
@@ -202,6 +239,7 @@ int trace_main(const std::vector<std::string>& args) {
               << "  import qmsum   import QMSum meetings (one meeting = one user)\n"
               << "  import jsonl   import a JSONL workload (documented format)\n"
               << "  generate       generate a calibrated synthetic RAG trace from a YAML config\n"
+              << "  generate-chat  generate a chat-session trace (prefix caching) from the chat workload generator\n"
               << "  stats          print (and plot) workload statistics of a trace\n"
               << "  embeddings     attach embeddings from an external model to a trace\n";
     return args.empty() ? kExitUsage : kExitOk;
@@ -212,6 +250,7 @@ int trace_main(const std::vector<std::string>& args) {
     throw UsageError("usage: mobisim trace import {qmsum|jsonl} [options]");
   }
   if (args[0] == "generate") return generate_cmd(rest(1));
+  if (args[0] == "generate-chat") return generate_chat_cmd(rest(1));
   if (args[0] == "stats") return stats_cmd(rest(1));
   if (args[0] == "embeddings") return embeddings_cmd(rest(1));
   throw UsageError(fmt::format("unknown trace subcommand '{}'\nusage: {}", args[0], kTraceUsage));
@@ -220,5 +259,5 @@ int trace_main(const std::vector<std::string>& args) {
 }  // namespace
 }  // namespace mobisim
 
-MOBISIM_REGISTER_COMMAND("trace", "Import, generate and inspect RAG workload traces", mobisim::kTraceUsage,
+MOBISIM_REGISTER_COMMAND("trace", "Import, generate and inspect RAG and chat workload traces", mobisim::kTraceUsage,
                          mobisim::trace_main)

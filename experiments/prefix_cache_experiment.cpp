@@ -9,7 +9,9 @@
 // Besides the trace replay, two tables put the note's own geometry beside its
 // numbers: `calibration` (prefill of 180 tokens, load of the note's 74 MB) and
 // `note_geometry` (a 180-token cached prefix plus a U-token suffix; a 128-token
-// partial match).
+// partial match). The sessions come from the chat workload generator or, with
+// `workload: {trace: FILE.h5}`, from a chat trace (`mobisim trace generate-chat`):
+// a trace written from the generator replays to the same numbers.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include "sim/error.h"
 #include "sim/registry.h"
 #include "sim/simulator.h"
+#include "traces/chat_trace.h"
 
 namespace mobisim::experiments {
 
@@ -125,8 +128,25 @@ class PrefixCacheExperiment : public Experiment {
       Registry<kc::EvictionPolicy>::instance().validate(node, p.source_of("eviction").element(i));
       eviction_.push_back({label, node, p.source_of("eviction").element(i)});
     }
-    ParamSchema ws = kc::ChatWorkloadConfig::schema();
-    workload_ = kc::ChatWorkloadConfig::from_params(Params(p.node("workload"), ws, p.source_of("workload"), {}));
+    // The workload: either a chat trace file ({trace: FILE.h5}) or the generator's parameters.
+    YAML::Node wl = p.node("workload");
+    if (wl.IsMap() && wl["trace"]) {
+      if (wl.size() != 1) {
+        std::string others;
+        for (const auto& kv : wl)
+          if (kv.first.as<std::string>() != "trace") others += (others.empty() ? "" : ", ") + kv.first.as<std::string>();
+        p.fail("workload", fmt::format("give exactly one of 'trace: FILE.h5' or chat generator parameters, not both "
+                                       "(found trace and {})",
+                                       others));
+      }
+      if (!wl["trace"].IsScalar() || wl["trace"].as<std::string>().empty())
+        p.fail("workload", "'trace' must be the path of a chat trace (mobisim trace generate-chat --out FILE.h5)");
+      trace_path_ = wl["trace"].as<std::string>();
+      trace_sessions_ = kc::sessions_from_chat_trace(traces::read_chat_trace(trace_path_));
+    } else {
+      ParamSchema ws = kc::ChatWorkloadConfig::schema();
+      workload_ = kc::ChatWorkloadConfig::from_params(Params(wl, ws, p.source_of("workload"), {}));
+    }
   }
 
   static ParamSchema schema() {
@@ -139,7 +159,8 @@ class PrefixCacheExperiment : public Experiment {
     s.real("page_cache_fraction", 0.0, "share of a loaded prefix already in the page cache (DRAM)").range(0, 0.99);
     s.real("note_prefix_mb", 74, "the note's prefix size (MB) whose load time it reports").positive().with_unit("MB");
     s.int_list("suffix_tokens", std::vector<std::int64_t>{16, 32, 48, 64}, "suffixes of the note-geometry table");
-    s.node("workload", "chat workload generator settings (policies/kvcache/chat_workload.h)");
+    s.node("workload", "{trace: FILE.h5} (a chat trace, traces/SCHEMA.md) or the chat workload generator's settings "
+                       "(policies/kvcache/chat_workload.h); not both");
     return s;
   }
 
@@ -147,8 +168,10 @@ class PrefixCacheExperiment : public Experiment {
 
   void run(RunContext& ctx) override {
     const models::CostModel cost(model_);
-    const auto sessions = kc::generate_chat_sessions(workload_, ctx.seed, ctx.run);
-    ctx.progress(fmt::format("{} sessions, {} on {} devices, {} eviction policies", sessions.size(), model_.name,
+    // A trace gives the same sessions in every run; the generator draws them from (seed, run).
+    const auto sessions = trace_path_.empty() ? kc::generate_chat_sessions(workload_, ctx.seed, ctx.run) : trace_sessions_;
+    ctx.progress(fmt::format("{} sessions ({}), {} on {} devices, {} eviction policies", sessions.size(),
+                             trace_path_.empty() ? std::string("generated") : "trace " + trace_path_, model_.name,
                              devices_.size(), eviction_.size()));
     calibration(ctx, cost);
     SummaryCols sum;
@@ -391,6 +414,8 @@ class PrefixCacheExperiment : public Experiment {
   std::vector<DeviceEntry> devices_;
   std::vector<EvictionEntry> eviction_;
   kc::ChatWorkloadConfig workload_;
+  std::string trace_path_;                   // non-empty: the workload comes from this chat trace
+  std::vector<kc::ChatSession> trace_sessions_;
   mutable std::vector<std::int64_t> gran_;
 };
 

@@ -12,7 +12,8 @@
 namespace mobisim::traces {
 
 inline constexpr const char* kRagTraceFormat = "mobisim-rag-trace";
-// Reserved for the issues that fill them (layouts in traces/SCHEMA.md).
+// Format tags of the other trace kinds (layouts in traces/SCHEMA.md): chat sessions are read and
+// written by traces/chat_trace.h; decode-step traces are reserved for the issues that fill them.
 inline constexpr const char* kChatTraceFormat = "mobisim-chat-trace";
 inline constexpr const char* kChatSessionsGroup = "/chat_sessions";
 inline constexpr const char* kDecodeTraceFormat = "mobisim-decode-trace";

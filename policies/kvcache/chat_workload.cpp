@@ -132,4 +132,57 @@ std::vector<ChatSession> generate_chat_sessions(const ChatWorkloadConfig& cfg, s
   return out;
 }
 
+traces::ChatTrace to_chat_trace(const std::vector<ChatSession>& sessions, const ChatWorkloadConfig& cfg,
+                                const std::string& source, const std::string& params_yaml) {
+  traces::ChatTrace t;
+  t.source = source;
+  t.tokenizer = "synthetic:uniform-ids";
+  t.vocab = cfg.vocab;
+  t.system_prompts = cfg.system_prompts;
+  t.params_yaml = params_yaml;
+  t.sessions.reserve(sessions.size());
+  for (std::size_t i = 0; i < sessions.size(); ++i) {
+    const ChatSession& s = sessions[i];
+    traces::ChatSessionTrace x;
+    x.session_id = fmt::format("chat{:05d}", i);
+    x.user_id = "user0";
+    x.system_prompt_variant = s.variant;
+    auto turn = [&](const char* role, std::int64_t tokens) {
+      x.turns.push_back({role, "", static_cast<std::int32_t>(tokens), s.arrival_s, 0});
+    };
+    turn("system", s.system_tokens);
+    if (s.context_tokens > 0) turn("context", s.context_tokens);
+    if (s.history_tokens > 0) turn("history", s.history_tokens);
+    turn("user", s.user_tokens);
+    x.prompt_token_ids = s.tokens;
+    t.sessions.push_back(std::move(x));
+  }
+  return t;
+}
+
+std::vector<ChatSession> sessions_from_chat_trace(const traces::ChatTrace& trace) {
+  std::vector<ChatSession> out;
+  for (const auto& s : trace.sessions) {
+    const std::int64_t sys = s.system_tokens();
+    std::int64_t end = 0, context = 0;
+    for (const auto& turn : s.turns) {
+      end += turn.tokens;
+      if (turn.role == "context") context += turn.tokens;
+      if (turn.role != "user") continue;
+      ChatSession c;
+      c.arrival_s = turn.arrival_s;
+      c.variant = static_cast<int>(s.system_prompt_variant);
+      c.system_tokens = sys;
+      c.context_tokens = context;
+      c.user_tokens = turn.tokens;
+      c.history_tokens = end - sys - context - turn.tokens;
+      c.tokens.assign(s.prompt_token_ids.begin(), s.prompt_token_ids.begin() + end);
+      out.push_back(std::move(c));
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const ChatSession& a, const ChatSession& b) { return a.arrival_s < b.arrival_s; });
+  return out;
+}
+
 }  // namespace mobisim::policies::kvcache

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/params.h"
+#include "traces/chat_trace.h"
 
 namespace mobisim::policies::kvcache {
 
@@ -50,5 +51,20 @@ struct ChatSession {
 
 // Deterministic for (config, seed, run).
 std::vector<ChatSession> generate_chat_sessions(const ChatWorkloadConfig& cfg, std::uint64_t seed, std::uint64_t run);
+
+// Generator sessions as a chat trace (traces/SCHEMA.md): one trace session per
+// generated session, user "user0", turns [system, context (if > 0 tokens),
+// history (if > 0 tokens), user], all at the session's arrival, prefix_tokens 0
+// (each generated session is one request). `source` and `params_yaml` are
+// recorded as given.
+traces::ChatTrace to_chat_trace(const std::vector<ChatSession>& sessions, const ChatWorkloadConfig& cfg,
+                                const std::string& source, const std::string& params_yaml);
+
+// The requests of a chat trace as ChatSessions, in arrival order (stable): one
+// per `user` turn, whose prompt is the session's token stream up to the end of
+// that turn; system_tokens = the leading system turns, context_tokens = the
+// context turns before it, user_tokens = the turn, history_tokens = the rest.
+// to_chat_trace followed by this gives back the generator's sessions exactly.
+std::vector<ChatSession> sessions_from_chat_trace(const traces::ChatTrace& trace);
 
 }  // namespace mobisim::policies::kvcache
