@@ -278,14 +278,9 @@ void CachingPolicy::poll_new_chunks() {
         build_abstract(u, *phrases_, "key_phrases", static_cast<std::size_t>(o_.abstract_batch_chunks), fresh);
     for (const auto& b : add.batches) {
       abstract_.batches.push_back(b);
-      Job j{JobKind::kAbstract};
-      j.batch = abstract_.batches.size() - 1;
-      j.not_before = quiet;
-      jobs_.push_back(std::move(j));
+      schedule_job(JobKind::kAbstract, quiet, abstract_.batches.size() - 1);
     }
-    Job k{JobKind::kKnowledge};
-    k.not_before = quiet;
-    jobs_.push_back(std::move(k));
+    schedule_job(JobKind::kKnowledge, quiet);
   }
 }
 
@@ -470,14 +465,10 @@ void CachingPolicy::enqueue_history() {
       return;
     }
   if (o_.history_prediction) {
-    Job j{JobKind::kHistory};
-    j.not_before = at;
-    jobs_.push_back(std::move(j));
+    schedule_job(JobKind::kHistory, at);
   }
   for (std::int64_t r = 0; o_.raw_context_prediction && r < o_.raw_rounds_per_idle; ++r) {
-    Job j{JobKind::kRaw};
-    j.not_before = at;
-    jobs_.push_back(std::move(j));
+    schedule_job(JobKind::kRaw, at);
   }
 }
 
@@ -858,21 +849,14 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
       abstract_ = build_abstract(p.user(), *phrases_, o_.abstract_source, static_cast<std::size_t>(o_.abstract_batch_chunks),
                                  present_ids);
       for (std::size_t b = 0; b < abstract_.batches.size(); ++b) {
-        Job j{JobKind::kAbstract};
-        j.batch = b;
-        j.not_before = quiet;
-        jobs_.push_back(std::move(j));
+        schedule_job(JobKind::kAbstract, quiet, b);
       }
       for (std::int64_t r = 0; r < o_.knowledge_rounds; ++r) {
-        Job j{JobKind::kKnowledge};
-        j.not_before = quiet;
-        jobs_.push_back(std::move(j));
+        schedule_job(JobKind::kKnowledge, quiet);
       }
     }
     for (std::int64_t r = 0; o_.raw_context_prediction && r < o_.raw_rounds_initial; ++r) {
-      Job j{JobKind::kRaw};
-      j.not_before = quiet;
-      jobs_.push_back(std::move(j));
+      schedule_job(JobKind::kRaw, quiet);
     }
   }
   const auto& windows = p.user().idle_windows;
@@ -948,6 +932,13 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
     ++p.background_jobs();
     commit_job(job);
   }
+}
+
+void CachingPolicy::schedule_job(JobKind kind, sim::Time not_before, std::size_t batch) {
+  Job j{kind};
+  j.not_before = not_before;
+  j.batch = batch;
+  jobs_.push_back(std::move(j));
 }
 
 }  // namespace mobisim::policies

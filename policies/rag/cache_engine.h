@@ -205,6 +205,8 @@ class CachingPolicy : public RagPolicy {
   Plan plan_job(Job& j);
   void commit_job(Job& j);
   void add_conversion_jobs();
+  // Queues a prediction-type job (no query attached) that may start at `not_before`.
+  void schedule_job(JobKind kind, sim::Time not_before, std::size_t batch = 0);
   // Notices chunks whose added_s has passed: abstract batch + refresh jobs for them.
   void poll_new_chunks();
   bool entry_stale(const QaEntry& e) const;
