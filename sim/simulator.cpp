@@ -6,12 +6,17 @@
 
 #include "sim/error.h"
 #include "sim/event.h"
+#include "sim/stats.h"
 
 namespace mobisim::sim {
 
 Simulator::Simulator() { heap_.reserve(1024); }
 
-Simulator::~Simulator() {
+Simulator::~Simulator() { shutdown(); }
+
+void Simulator::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
   // Destroy the frames of processes that never finished (their locals, e.g. leases, run their destructors).
   for (auto& p : processes_) {
     if (p->frame) {
@@ -19,7 +24,17 @@ Simulator::~Simulator() {
       f.destroy();
     }
   }
+  heap_.clear();  // their pending resumptions would refer to destroyed frames
+  // Close what reads our clock, so nothing reads it after we are gone.
+  for (TimeWeighted* stat : std::exchange(clocked_, {})) stat->close(now_);
 }
+
+void Simulator::clock(TimeWeighted* stat) {
+  if (shut_down_) throw Error("internal: a statistic was bound to a simulator that has shut down");
+  clocked_.push_back(stat);
+}
+
+void Simulator::unclock(TimeWeighted* stat) { std::erase(clocked_, stat); }
 
 std::uint32_t Simulator::alloc_slot() {
   if (!free_slots_.empty()) {
@@ -126,6 +141,7 @@ void Simulator::run_until(Time until) {
 }
 
 ProcessHandle Simulator::start(Task<void> task, std::string name) {
+  if (shut_down_) throw Error("internal: a process was started on a simulator that has shut down");
   auto state = std::make_shared<ProcessState>();
   state->name = name.empty() ? fmt::format("process-{}", processes_.size()) : std::move(name);
   state->done_event = std::make_shared<EventState>();

@@ -30,6 +30,7 @@ namespace mobisim::sim {
 
 class Simulator;
 class Event;
+class TimeWeighted;
 
 // Event priorities: lower runs first among events at the same time.
 inline constexpr int kPriorityUrgent = 0;
@@ -226,6 +227,16 @@ class Simulator {
   void run_until(Time until);
   bool step();  // processes one event; false when the queue is empty
 
+  // Ends the simulation for good: destroys the frames of processes that never finished (their
+  // locals, e.g. leases, run their destructors while the components they refer to still exist)
+  // and closes every statistic this simulator clocks at the current time. Idempotent; the
+  // destructor runs it too. Drivers call it before the components the processes use go away.
+  void shutdown();
+  bool shut_down() const { return shut_down_; }
+  // Statistics that read this simulator's clock register here so shutdown() can close them.
+  void clock(TimeWeighted* stat);
+  void unclock(TimeWeighted* stat);
+
   std::uint64_t events_processed() const { return events_processed_; }
   std::size_t pending_events() const { return heap_.size(); }
   ProcessState* current_process() const { return current_; }
@@ -261,6 +272,8 @@ class Simulator {
   std::vector<std::shared_ptr<ProcessState>> processes_;   // started, not yet finished
   std::exception_ptr failure_;
   std::string failure_process_;
+  std::vector<TimeWeighted*> clocked_;  // open statistics reading now(); closed by shutdown()
+  bool shut_down_ = false;
 };
 
 }  // namespace mobisim::sim
