@@ -16,7 +16,7 @@ namespace {
 cli::ArgParser run_parser(const std::string& usage, const std::string& doc) {
   cli::ArgParser a(usage, doc);
   a.positional("CONFIG", "experiment YAML file");
-  a.repeated("set", "p", "KEY.PATH=VALUE", "override a config value, e.g. -p experiment.pipeline.top_k=5");
+  a.repeated("set", "p", "KEY.PATH=VALUE", "override a config value, e.g. -p experiment.pipeline.system_prompt_tokens=128");
   a.option("output", "FILE.h5", "result file (overrides the config's output)");
   a.option("timeline", "FILE.json", "also write a Perfetto/Chrome-trace timeline (one process per simulated run)");
   a.option("timeline-filter", "SPEC",

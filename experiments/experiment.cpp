@@ -124,7 +124,8 @@ std::string write_results(const RunContext& ctx) {
   return csv;
 }
 
-bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error) {
+bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error,
+              const std::vector<std::string>& extra) {
   const std::string script_path = source_root() + "/plots/" + script;
   if (!std::filesystem::exists(script_path)) {
     error = fmt::format("plot script {} not found (set MOBISIM_HOME to the mobisim source tree)", script_path);
@@ -133,7 +134,19 @@ bool run_plot(const std::string& script, const std::string& h5_path, const std::
   const char* py = std::getenv("MOBISIM_PYTHON");
   // Debian installs matplotlib/h5py for /usr/bin/python3; another python3 on PATH may lack them.
   const std::string python = py ? py : (std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
-  const std::string cmd = fmt::format("'{}' '{}' '{}' '{}'", python, script_path, h5_path, png_path);
+  auto quote = [](const std::string& s) {
+    std::string q(1, '\'');
+    for (char c : s) {
+      if (c == '\'')
+        q.append("'\\''");
+      else
+        q.push_back(c);
+    }
+    q.push_back('\'');
+    return q;
+  };
+  std::string cmd = fmt::format("{} {} {} {}", quote(python), quote(script_path), quote(h5_path), quote(png_path));
+  for (const auto& e : extra) cmd.append(1, ' ').append(quote(e));
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     error = fmt::format("plot command failed (exit {}): {}", rc, cmd);

@@ -104,7 +104,9 @@ std::string write_results(const RunContext& ctx);
 // A fixed-width text rendering of a table (for the terminal).
 std::string format_table(const h5::Table& t, std::size_t max_rows = 50);
 // Runs plots/<script> on `h5_path` to write `png_path` with /usr/bin/python3 (or $MOBISIM_PYTHON).
-bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error);
+// `extra` arguments follow the two paths (each shell-quoted).
+bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error,
+              const std::vector<std::string>& extra = {});
 // Where plot scripts and experiment YAMLs live: $MOBISIM_HOME or the source tree.
 std::string source_root();
 
