@@ -25,6 +25,7 @@ int sweep_plot(const std::vector<std::string>& args) {
       .option("metric", "NAME", "summary metric, e.g. mean_latency_s", "mean_latency_s")
       .option("x", "KEY", "swept parameter on the x axis (default: the first)")
       .option("by", "KEY", "one line per value of this parameter, or 'variant'", "variant")
+      .option("variants", "A,B", "only these variants (policies), comma-separated")
       .option("out", "FILE.png", "output image (default SWEEP_DIR/<metric>.png)");
   if (!a.parse(args)) return kExitOk;
   std::string index = a.get("SWEEP_DIR");
@@ -35,6 +36,7 @@ int sweep_plot(const std::vector<std::string>& args) {
   std::string error;
   std::vector<std::string> extra{"--metric", a.get("metric"), "--by", a.get("by")};
   if (auto x = a.maybe("x")) extra.insert(extra.end(), {"--x", *x});
+  if (auto v = a.maybe("variants")) extra.insert(extra.end(), {"--variants", *v});
   if (!run_plot("sweep.py", index, out, error, extra)) throw Error(error);
   std::cout << fmt::format("plot: {}\n", out);
   return kExitOk;

@@ -211,6 +211,12 @@ std::vector<Point> expand(const Spec& spec) {
 // ---------------------------------------------------------------------------
 namespace {
 
+// What a run simulated: the hash of mobisim's version and the resolved configuration (the text
+// stored in the result file's /config attribute).
+std::string config_hash(const std::string& version, const std::string& resolved_yaml) {
+  return fmt::format("{:016x}", sim::fnv1a64(version + "\n" + resolved_yaml));
+}
+
 std::string run_name(std::size_t point, std::optional<std::uint64_t> seed) {
   return seed ? fmt::format("p{:04d}_s{}", point, *seed) : fmt::format("p{:04d}", point);
 }
@@ -246,7 +252,7 @@ Run make_run(const Spec& spec, const Point& point, std::optional<std::uint64_t> 
                 e.exit_code());
   }
   if (!seed) r.seed = resolved["seed"].as<std::uint64_t>();
-  r.config_hash = fmt::format("{:016x}", sim::fnv1a64(std::string(kVersion) + "\n" + yaml_to_string(resolved)));
+  r.config_hash = config_hash(kVersion, yaml_to_string(resolved));
   return r;
 }
 
@@ -510,15 +516,16 @@ void finish_run(Run& r, int wait_status) {
 
 void execute_local(const std::string& base, std::vector<Run>& runs, int threads,
                    const std::function<void(Run&)>& done) {
-  std::map<pid_t, std::size_t> running;
+  std::map<pid_t, std::size_t> running;  // pid -> position in `runs`
   std::size_t next = 0;
   auto start_more = [&] {
     while (static_cast<int>(running.size()) < std::max(1, threads) && next < runs.size()) {
-      Run& r = runs[next++];
+      const std::size_t position = next++;
+      Run& r = runs[position];
       if (r.status == "ok" || r.status == "skipped") continue;
       fs::create_directories(fs::path(r.result).parent_path());
       fs::create_directories(fs::path(r.log).parent_path());
-      running.emplace(spawn_run(base, r), r.index);
+      running.emplace(spawn_run(base, r), position);
     }
   };
   start_more();
@@ -544,22 +551,17 @@ void execute_local(const std::string& base, std::vector<Run>& runs, int threads,
 // ---------------------------------------------------------------------------
 namespace {
 
-// Marks runs finished by an earlier (interrupted) invocation whose configuration is unchanged.
-std::size_t resume_from_index(const Spec& spec, std::vector<Run>& runs) {
-  const std::string index = (fs::path(spec.output) / "index.h5").string();
-  if (!fs::exists(index)) return 0;
-  h5::Reader r(index);
-  const auto run_col = r.doubles("/runs/run");
-  const auto status = r.strings("/runs/status", run_col.size());
-  const auto hash = r.strings("/runs/config_hash", run_col.size());
-  std::map<std::size_t, std::string> ok_hash;
-  for (std::size_t i = 0; i < run_col.size(); ++i)
-    if (status[i] == "ok") ok_hash[static_cast<std::size_t>(run_col[i])] = hash[i];
+// Marks runs finished by an earlier (interrupted) invocation: a run's result file exists only once
+// complete (atomic rename) and stores the configuration it simulated, so the file itself says
+// whether it is still valid. The index is a view that is rebuilt from them.
+std::size_t resume_from_results(std::vector<Run>& runs) {
   std::size_t resumed = 0;
   for (auto& run : runs) {
-    auto it = ok_hash.find(run.index);
-    if (it == ok_hash.end() || it->second != run.config_hash || !fs::exists(run.result)) continue;
+    if (run.status != "pending" || !fs::exists(run.result)) continue;
     try {
+      h5::Reader r(run.result);
+      if (config_hash(r.attr_string("/", "mobisim_version"), r.attr_string("/", "config")) != run.config_hash)
+        continue;  // simulated another configuration: run it again
       run.summary = read_summary(run.result);
       run.status = "skipped";
       ++resumed;
@@ -569,6 +571,24 @@ std::size_t resume_from_index(const Spec& spec, std::vector<Run>& runs) {
   }
   return resumed;
 }
+
+// Rewrites the index at most once per `interval` (and always when told to): a kill loses no run,
+// since finished runs are recovered from their own files by --resume.
+class IndexWriter {
+ public:
+  explicit IndexWriter(std::chrono::milliseconds interval) : interval_(interval) {}
+  template <class Write>
+  void maybe(Write&& write, bool force = false) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!force && now - last_ < interval_) return;
+    write();
+    last_ = now;
+  }
+
+ private:
+  std::chrono::milliseconds interval_;
+  std::chrono::steady_clock::time_point last_{};
+};
 
 class Progress {
  public:
@@ -635,7 +655,7 @@ int run_search(const Spec& spec, const Options& options) {
     }
     const std::size_t first = runs.size();
     for (auto& r : fresh) runs.push_back(std::move(r));
-    if (options.resume) resume_from_index(spec, runs);
+    if (options.resume) resume_from_results(runs);
     std::vector<Run> batch(runs.begin() + static_cast<std::ptrdiff_t>(first), runs.end());
     Progress p(batch.size(), options.quiet);
     execute(spec, options, batch, [&](Run& r) { p.update(batch, r); });
@@ -776,18 +796,20 @@ int run_sweep(const Spec& spec, const Options& options) {
               << format_table(t, 1000);
     return kExitOk;
   }
-  const std::size_t resumed = options.resume ? resume_from_index(spec, runs) : 0;
+  const std::size_t resumed = options.resume ? resume_from_results(runs) : 0;
   if (!options.quiet)
     std::cerr << fmt::format("[sweep] {}: {} points, {} runs{}, {}\n", spec.file, points.size(), runs.size(),
                              resumed ? fmt::format(" ({} finished earlier, kept)", resumed) : "",
                              options.mpi ? "over MPI" : fmt::format("{} at a time", options.threads));
   Progress progress(runs.size(), options.quiet);
-  write_index(spec, points, runs, std::nullopt);
+  IndexWriter index(std::chrono::seconds(2));
+  const auto write = [&] { write_index(spec, points, runs, std::nullopt); };
+  index.maybe(write, true);  // lists the planned runs; later writes at most every 2 s, then at the end
   execute(spec, options, runs, [&](Run& r) {
-    write_index(spec, points, runs, std::nullopt);  // after every run: a kill loses only runs in flight
+    index.maybe(write);  // throttled: the run's own file is what --resume trusts
     progress.update(runs, r);
   });
-  write_index(spec, points, runs, std::nullopt);
+  index.maybe(write, true);
   std::size_t failed = 0;
   for (const auto& r : runs) failed += r.status == "failed";
   if (!options.quiet)

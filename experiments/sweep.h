@@ -27,9 +27,11 @@
 //                                            <metric>_mean and <metric>_ci95 (95% half-width, Student t)
 //                                    /search (search sweeps) one row per variant: value found, probes
 //   OUTPUT/index.csv, OUTPUT/runs.csv the same tables for pandas / spreadsheets
-// The index is rewritten atomically after every finished run, so a killed sweep loses at most the
-// runs in flight, and `--resume` skips runs whose result exists with an unchanged config hash. The
-// index holds no wall-clock times: it is identical for any thread or process count, resumed or not.
+// Each run's result file appears only when complete (atomic rename) and stores the configuration it
+// simulated, so a killed sweep loses at most the runs in flight: `--resume` keeps every run whose
+// file exists with the same config hash and runs the rest. The index (rewritten atomically at most
+// every 2 s and at the end) is a view of those files; it holds no wall-clock times, so it is
+// identical for any thread or process count, resumed or not.
 #include <cstdint>
 #include <functional>
 #include <map>

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A sweep's metrics against one swept parameter, with 95% confidence bands over seeds.
 
-usage: sweep.py INDEX.h5 OUT.png [--metric M[,M2,...]] [--x KEY] [--by variant|KEY]
+usage: sweep.py INDEX.h5 OUT.png [--metric M[,M2,...]] [--x KEY] [--by variant|KEY] [--variants A,B]
 
 Reads /points of a sweep index (mobisim sweep): one panel per metric, one line per variant
 (or per value of a second swept parameter), the shaded band is the 95% confidence interval of
@@ -34,6 +34,7 @@ def main():
     ap.add_argument("--metric", default="mean_latency_s")
     ap.add_argument("--x", default=None)
     ap.add_argument("--by", default="variant")
+    ap.add_argument("--variants", default=None, help="only these variants (comma-separated)")
     a = ap.parse_args()
     f = h5py.File(a.index, "r")
     params = text(f.attrs["parameters"])
@@ -57,31 +58,46 @@ def main():
             order.append(x)
     if numeric:
         order.sort(key=float)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.4), squeeze=False)
+    keep = set(a.variants.split(",")) if a.variants else None
+    groups = []
+    for g_ in group_col:
+        if g_ not in groups:
+            groups.append(g_)
+    others = sorted(set(rest))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = ["-", "--", ":", "-."]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics) + 2.6, 3.4), squeeze=False)
     for ax, m in zip(axes[0], metrics):
         if m + "_mean" not in cols:
             raise SystemExit(f"{a.index}: no metric '{m}' in /points")
         lines = {}
         for i, x in enumerate(xs):
-            label = group_col[i] + (f" ({rest[i]})" if rest[i] else "")
-            lines.setdefault(label, []).append((x, cols[m + "_mean"][i], cols[m + "_ci95"][i]))
-        for label, pts in lines.items():
+            if keep and text(cols["variant"])[i] not in keep:
+                continue
+            lines.setdefault((group_col[i], rest[i]), []).append((x, cols[m + "_mean"][i], cols[m + "_ci95"][i]))
+        for (group, other_values), pts in lines.items():
             pts.sort(key=lambda p: float(p[0]) if numeric else order.index(p[0]))
             px = [float(p[0]) if numeric else order.index(p[0]) for p in pts]
             mean = [p[1] for p in pts]
             ci = [p[2] for p in pts]
-            ax.plot(px, mean, marker="o", label=label)
+            color = colors[groups.index(group) % len(colors)]
+            style = styles[others.index(other_values) % len(styles)]
+            label = group + (f" ({other_values})" if other_values else "")
+            ax.plot(px, mean, marker="o", markersize=3, color=color, linestyle=style, label=label)
             if any(c > 0 for c in ci):
-                ax.fill_between(px, [u - c for u, c in zip(mean, ci)], [u + c for u, c in zip(mean, ci)], alpha=0.2)
+                ax.fill_between(px, [u - c for u, c in zip(mean, ci)], [u + c for u, c in zip(mean, ci)],
+                                color=color, alpha=0.12)
         if not numeric:
             ax.set_xticks(range(len(order)))
             ax.set_xticklabels(order, rotation=30, ha="right", fontsize=7)
         ax.set_xlabel(x_key.split(".")[-1])
         ax.set_title(m, fontsize=9)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle(f.attrs["sweep"] if isinstance(f.attrs["sweep"], str) else f.attrs["sweep"].decode(), fontsize=9)
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center right", fontsize=7, frameon=False)
+    sweep_file = f.attrs["sweep"] if isinstance(f.attrs["sweep"], str) else f.attrs["sweep"].decode()
+    fig.suptitle(sweep_file.rsplit("/", 1)[-1], fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1 - 2.6 / (4.2 * len(metrics) + 2.6), 1))
     fig.savefig(a.out, dpi=130)
 
 
