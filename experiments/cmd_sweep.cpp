@@ -32,7 +32,7 @@ int sweep_plot(const std::vector<std::string>& args) {
   if (fs::is_directory(index)) index = (fs::path(index) / "index.h5").string();
   if (!fs::exists(index)) throw InputError(fmt::format("{}: no sweep index here (run mobisim sweep first)", index));
   const std::string out =
-      a.maybe("out").value_or((fs::path(index).parent_path() / (a.get("metric") + ".png")).string());
+      a.maybe("out").value_or((fs::path(index).parent_path() / (a.get("metric").substr(0, a.get("metric").find(',')) + ".png")).string());
   std::string error;
   std::vector<std::string> extra{"--metric", a.get("metric"), "--by", a.get("by")};
   if (auto x = a.maybe("x")) extra.insert(extra.end(), {"--x", *x});
