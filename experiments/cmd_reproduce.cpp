@@ -58,6 +58,17 @@ std::vector<Set> document_sets() {
   };
 }
 
+// experiment.workload.trace of an experiment file, or "" (read without inserting keys).
+std::string workload_trace(const YAML::Node& root) {
+  // A missing key yields an invalid node whose type may not be asked: test IsDefined() first.
+  auto child = [](const YAML::Node& n, const char* key) {
+    return n.IsDefined() && n.IsMap() && n[key].IsDefined() ? n[key] : YAML::Node();
+  };
+  const YAML::Node trace = child(child(root, "experiment"), "workload");
+  const YAML::Node t = child(trace, "trace");
+  return t.IsDefined() && t.IsScalar() ? t.Scalar() : "";
+}
+
 int run_experiment_job(const std::string& path, const Job& j, int threads, bool no_plot, bool quiet) {
   RunOptions o;
   o.overrides = j.overrides;
@@ -154,8 +165,8 @@ int reproduce_main(const std::vector<std::string>& args) {
       const std::string experiment_path =
           j.sweep ? sweep::Spec::load(path, j.overrides).base : path;  // the experiment the runs start from
       const YAML::Node root = load_yaml_file(experiment_path);
-      if (const YAML::Node tr = root["experiment"]["workload"]["trace"]; tr && tr.IsScalar())
-        ensure_qmsum_trace(tr.Scalar(), shared_dir(a.maybe("shared").value_or("")));
+      if (const std::string trace = workload_trace(root); !trace.empty())
+        ensure_qmsum_trace(trace, shared_dir(a.maybe("shared").value_or("")));
       std::cout << fmt::format("== {}/{}{} ==\n", s.name, j.yaml, j.output.empty() ? "" : " -> " + j.output);
       const int rc = j.sweep ? run_sweep_job(path, j, threads, use_mpi, a.flag_set("no-plot"), a.flag_set("quiet"))
                              : run_experiment_job(path, j, threads, a.flag_set("no-plot"), a.flag_set("quiet"));

@@ -223,3 +223,26 @@ TEST(Compare, PutsSummariesSideBySideWithRatios) {
 
 }  // namespace
 }  // namespace mobisim
+
+namespace mobisim {
+namespace {
+
+// `reproduce` runs the figures that are sweeps through the sweep engine (PerCache figure 18 uses
+// the generated workload, so it needs no shared data) and still runs plain experiments that have
+// no workload at all (table 1).
+TEST(Sweep, ReproduceRunsSweepFiguresThroughTheSweepEngine) {
+  testing::TempDir dir;
+  auto r = testing::run_mobisim_in(dir.path().string(), "reproduce percache --only table1 --no-plot --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = testing::run_mobisim_in(dir.path().string(), "reproduce percache --only fig18 --no-plot --quiet --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  h5::Reader idx(dir.file("results/percache/fig18/index.h5"));
+  const auto limits = idx.strings("/points/experiment.policies.0.storage_limit_gb");
+  EXPECT_EQ(limits, (std::vector<std::string>{"1", "2", "4", "6", "8", "10", "12"}));
+  // The document's trend: latency falls as the storage limit rises.
+  const auto latency = idx.doubles("/points/mean_latency_s_mean");
+  EXPECT_GT(latency.front(), latency.back());
+}
+
+}  // namespace
+}  // namespace mobisim
