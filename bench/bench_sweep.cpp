@@ -1,6 +1,6 @@
 // Sweep-engine overhead (issue "Sweeps": < 5% per point against running the point alone).
-// Both sides start the same `mobisim` binary for the same four points of a one-user quick start:
-// BM_PointsRunAlone runs them as four `mobisim run` commands, BM_PointsThroughSweep as one
+// Both sides start the same `mobisim` binary for the same eight points of a one-user quick start:
+// BM_PointsRunAlone runs them as eight `mobisim run` commands, BM_PointsThroughSweep as one
 // `mobisim sweep` of four points (validation, index rewrites, progress included). Compare the
 // per-point times they report: (sweep - alone) / alone is the overhead.
 #include <benchmark/benchmark.h>
@@ -29,7 +29,7 @@ const fs::path& work_dir() {
            "  pipeline: {compute_unit: cpu, top_k: 3}\n"
            "  policies: [{impl: naive}, {impl: percache, knowledge_type: notes}]\n";
     std::ofstream(d / "sweep.yaml") << "sweep:\n  base: " << (d / "base.yaml").string()
-                                    << "\n  grid: {experiment.pipeline.system_prompt_tokens: [32, 64, 96, 128]}\n";
+                                    << "\n  grid: {experiment.pipeline.system_prompt_tokens: [32, 48, 64, 80, 96, 112, 128, 144]}\n";
     return d;
   }();
   return dir;
@@ -42,12 +42,12 @@ void run(const std::string& cmd, benchmark::State& state) {
 void BM_PointsRunAlone(benchmark::State& state) {
   const auto& d = work_dir();
   for (auto _ : state)
-    for (int tokens : {32, 64, 96, 128})
+    for (int tokens : {32, 48, 64, 80, 96, 112, 128, 144})
       run(std::string(MOBISIM_BINARY) + " run " + (d / "base.yaml").string() +
               " -p experiment.pipeline.system_prompt_tokens=" + std::to_string(tokens) +
               " --quiet --no-plot --output " + (d / ("alone" + std::to_string(tokens) + ".h5")).string(),
           state);
-  state.counters["s_per_point"] = benchmark::Counter(4.0 * static_cast<double>(state.iterations()),
+  state.counters["s_per_point"] = benchmark::Counter(8.0 * static_cast<double>(state.iterations()),
                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_PointsRunAlone)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
@@ -58,7 +58,7 @@ void BM_PointsThroughSweep(benchmark::State& state) {
     run(std::string(MOBISIM_BINARY) + " sweep " + (d / "sweep.yaml").string() + " --quiet --output " +
             (d / "sweep").string(),
         state);
-  state.counters["s_per_point"] = benchmark::Counter(4.0 * static_cast<double>(state.iterations()),
+  state.counters["s_per_point"] = benchmark::Counter(8.0 * static_cast<double>(state.iterations()),
                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_PointsThroughSweep)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
