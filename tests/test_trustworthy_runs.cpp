@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <memory>
-#include <regex>
 
 #include "devices/device.h"
 #include "experiments/simulation.h"
@@ -333,8 +332,11 @@ TEST(TrustworthyDeterminism, ReproducePercacheFig14IsIdenticalAtAnyThreadCount) 
 // --------------------------------------------------------------------------------------------
 std::vector<std::string> process_names(const std::string& json) {
   std::vector<std::string> names;
-  const std::regex re(R"re("name":"process_name","args":\{"name":"([^"]*)"\})re");
-  for (std::sregex_iterator it(json.begin(), json.end(), re), end; it != end; ++it) names.push_back((*it)[1]);
+  const std::string marker = R"("name":"process_name","args":{"name":")";
+  for (auto at = json.find(marker); at != std::string::npos; at = json.find(marker, at + 1)) {
+    const auto begin = at + marker.size();
+    names.push_back(json.substr(begin, json.find('"', begin) - begin));
+  }
   return names;
 }
 
