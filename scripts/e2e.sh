@@ -37,5 +37,23 @@ check percache_fig14_generated run experiments/percache/fig14_generated.yaml
 check prefix_cache_ttft run experiments/prefix_cache/ttft.yaml
 check kvpr_cake_error run experiments/kvpr_cake/error.yaml
 check kvpr_cake_fig3 run experiments/kvpr_cake/fig3.yaml
+# A sweep (each run a child process) at 1 and THREADS runs at a time: identical indexes.
+cat > "$work/sweep.yaml" <<YAML
+sweep:
+  base: $PWD/experiments/quickstart.yaml
+  grid: {experiment.pipeline.system_prompt_tokens: [32, 96], experiment.device: [pixel7, oneplus-12]}
+  seeds: [1, 2]
+  set: {experiment.workload.max_users: 1, experiment.workload.max_queries_per_user: 4}
+YAML
+sweep_ok=1
+for t in 1 "$threads"; do
+  "$bin" sweep "$work/sweep.yaml" --quiet --threads "$t" --output "$work/sweep_t$t" >"$work/sweep.log" 2>&1 \
+    || { echo "e2e: FAILED sweep at --threads $t:"; cat "$work/sweep.log"; sweep_ok=0; }
+done
+if [ "$sweep_ok" = 1 ] && cmp -s "$work/sweep_t1/index.h5" "$work/sweep_t$threads/index.h5"; then
+  echo "e2e: ok sweep (threads 1 and $threads identical)"; runs=$((runs + 1))
+else
+  echo "e2e: FAILED sweep"; failures=$((failures + 1))
+fi
 echo "e2e: $runs passed, $failures failed"
 [ "$failures" -eq 0 ]

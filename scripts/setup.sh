@@ -28,6 +28,7 @@ fi
 
 build=${BUILD_DIR:-build}
 launcher=()
+export CCACHE_BASEDIR="$PWD"   # cache hits across clones of the repository
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"

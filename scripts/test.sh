@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 launcher=()
+export CCACHE_BASEDIR="$PWD"   # cache hits across clones of the repository
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 if [ "${TSAN:-0}" = 1 ]; then
   build=${BUILD_DIR:-build-tsan}

@@ -95,6 +95,7 @@ const char* kGrid =
     "  seeds: [1, 2]\n";
 
 TEST(Sweep, IndexIsIdenticalForAnyThreadOrProcessCount) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
   TempDir dir;
   const auto file = write_sweep(dir, kGrid);
   ASSERT_EQ(run_mobisim("sweep " + file + " --quiet --threads 1 --output " + dir.file("t1")).exit_code, 0);
@@ -136,6 +137,7 @@ std::size_t finished_runs(const std::string& runs_dir) {
 // A sweep SIGKILLed (with its runs in flight) after some runs finished; --resume completes it and
 // the index and every run file equal an uninterrupted sweep's, byte for byte.
 TEST(Sweep, AKilledSweepResumesToTheSameIndex) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
   TempDir dir;
   const auto file = write_sweep(dir, kGrid);
   ASSERT_EQ(run_mobisim("sweep " + file + " --quiet --output " + dir.file("whole")).exit_code, 0);
@@ -185,6 +187,7 @@ TEST(Sweep, AFailedRunIsRecordedAndTheSweepGoesOn) {
 }
 
 TEST(Sweep, SearchBisectsForTheLargestValueMeetingTheTarget) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
   TempDir dir;
   // Mean latency grows with the system prompt; find the largest prompt keeping naive under a
   // target set between the latencies at 16 and 2048 tokens.
@@ -237,6 +240,7 @@ namespace {
 // the generated workload, so it needs no shared data) and still runs plain experiments that have
 // no workload at all (table 1).
 TEST(Sweep, ReproduceRunsSweepFiguresThroughTheSweepEngine) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
   testing::TempDir dir;
   auto r = testing::run_mobisim_in(dir.path().string(), "reproduce percache --only table1 --no-plot --quiet");
   ASSERT_EQ(r.exit_code, 0) << r.output;

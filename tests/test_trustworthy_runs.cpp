@@ -297,10 +297,12 @@ void expect_identical_across_threads(const std::string& args, const std::string&
 }
 
 TEST(TrustworthyDeterminism, QuickStartIsIdenticalAtAnyThreadCount) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
   expect_identical_across_threads("run " + testing::source_dir() + "/experiments/quickstart.yaml", "quickstart");
 }
 
 TEST(TrustworthyDeterminism, EveryDriverIsIdenticalAtAnyThreadCount) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
   const std::string e = testing::source_dir() + "/experiments/";
   expect_identical_across_threads("run " + e + "prefix_cache/ttft.yaml", "prefix_cache");
   expect_identical_across_threads("run " + e + "kvpr_cake/fig3.yaml", "kvpr_cake");
@@ -309,6 +311,7 @@ TEST(TrustworthyDeterminism, EveryDriverIsIdenticalAtAnyThreadCount) {
 }
 
 TEST(TrustworthyDeterminism, ReproducePercacheFig14IsIdenticalAtAnyThreadCount) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
   const std::string shared = testing::shared_dir();
   if (shared.empty() || !std::filesystem::exists(shared + "/data/qmsum/val"))
     GTEST_SKIP() << "QMSum data not found (../shared/data/qmsum): fig14 replays the real meetings";

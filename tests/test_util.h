@@ -84,6 +84,21 @@ inline CommandResult run_mobisim_in(const std::string& workdir, const std::strin
 
 inline CommandResult run_mobisim(const std::string& args) { return run_mobisim_in("", args); }
 
+// Tests that run the whole binary many times (every thread count, every sweep point) take minutes
+// under ASan on 2 cores; the sanitizer CI job runs those paths once each in scripts/e2e.sh.
+inline bool sanitized_build() {
+#ifdef MOBISIM_SANITIZED
+  return true;
+#else
+  return false;
+#endif
+}
+#define MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS()                                                          \
+  do {                                                                                                 \
+    if (::mobisim::testing::sanitized_build())                                                         \
+      GTEST_SKIP() << "repeated whole-binary runs: covered by the Release build and scripts/e2e.sh"; \
+  } while (0)
+
 inline std::string source_dir() {
 #ifdef MOBISIM_SOURCE_DIR
   return MOBISIM_SOURCE_DIR;
