@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 packages=(
   g++ cmake make pkg-config
   libeigen3-dev libboost-dev libyaml-cpp-dev libhdf5-dev libgsl-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev nlohmann-json3-dev
+  clang libclang-rt-14-dev
   python3 python3-matplotlib python3-h5py python3-simpy
 )
 missing=()

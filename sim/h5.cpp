@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -215,7 +216,10 @@ herr_t probe_link(hid_t group, const char* name, const H5L_info_t* info, void* d
 }
 
 [[noreturn]] void probe_child(const std::string& path, std::uint64_t file_bytes) {
-  ::alarm(kProbeSeconds);  // a hang inside the library ends the child with SIGALRM
+  // Default actions, so a fault ends the child by its signal even when a sanitizer or fuzzer
+  // runtime installed handlers; a hang inside the library ends it with SIGALRM.
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM}) ::signal(sig, SIG_DFL);
+  ::alarm(kProbeSeconds);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f >= 0) {
@@ -241,6 +245,9 @@ void probe_foreign_file(const std::string& path, std::uint64_t file_bytes) {
     throw InputError(fmt::format("{}: damaged HDF5 file: reading it crashes the HDF5 library (signal {}{}); the "
                                  "file carries no mobisim digest, so it was not written by mobisim or was altered",
                                  path, WTERMSIG(status), WTERMSIG(status) == SIGALRM ? ", a hang" : ""));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)  // e.g. a sanitizer report, or out of memory
+    throw InputError(fmt::format("{}: damaged HDF5 file: the HDF5 library failed while reading it (status {})", path,
+                                 status));
 }
 
 }  // namespace
