@@ -141,6 +141,8 @@ TEST(HostileInputs, ForeignH5pyFileWithWrongDtypesIsExit4) {
        "/users/u00000/chunks/text: expected strings"},
       {"f.attrs['num_users'] = np.array([2, 2])", "attribute 'num_users' holds 2 values, expected one"},
       {"f.attrs['embedding_dim'] = 'wide'", "attribute 'embedding_dim' is not an integer"},
+      {"del f['users/u00000/queries/answer_tokens']; f['users/u00000/queries/answer_tokens'] = np.full(5, 2**40)",
+       "/users/u00000/queries/answer_tokens[0] = 1099511627776 is outside [0, 1048576]"},
   };
   for (const auto& c : cases) {
     const std::string foreign = dir.file("h5py.h5");
