@@ -9,6 +9,8 @@
 #include "sim/error.h"
 
 using namespace mobisim;
+using mobisim::experiments::RunOptions;
+using mobisim::experiments::run_experiment;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   fuzz::seeds_mode([](const std::string& dir) {

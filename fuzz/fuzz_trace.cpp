@@ -30,8 +30,8 @@ retrieval: {k: 2}
 )");
   const std::string rag = fuzz::scratch_dir() + "/rag.h5";
   traces::write_rag_trace(rag, traces::generate_rag_trace_from_yaml(cfg, "seed", 1));
-  fuzz::write_seed(dir, "rag.h5", fuzz::slurp(rag));
-  fuzz::write_seed(dir, "rag_plain.h5", without_user_block(fuzz::slurp(rag)));
+  fuzz::write_seed(dir, "rag.h5", "R" + fuzz::slurp(rag));  // 'R' is even: the RAG reader
+  fuzz::write_seed(dir, "rag_plain.h5", "R" + without_user_block(fuzz::slurp(rag)));
 
   policies::kvcache::ChatWorkloadConfig cc;
   cc.sessions = 3;
@@ -39,8 +39,8 @@ retrieval: {k: 2}
   const auto sessions = policies::kvcache::generate_chat_sessions(cc, 1, 0);
   const std::string chat = fuzz::scratch_dir() + "/chat.h5";
   traces::write_chat_trace(chat, policies::kvcache::to_chat_trace(sessions, cc, "fuzz seed", ""));
-  fuzz::write_seed(dir, "chat.h5", fuzz::slurp(chat));
-  fuzz::write_seed(dir, "chat_plain.h5", without_user_block(fuzz::slurp(chat)));
+  fuzz::write_seed(dir, "chat.h5", "C" + fuzz::slurp(chat));  // 'C' is odd: the chat reader
+  fuzz::write_seed(dir, "chat_plain.h5", "C" + without_user_block(fuzz::slurp(chat)));
 }
 
 }  // namespace
@@ -50,14 +50,15 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   return 0;
 }
 
+// The first byte picks the reader (even: RAG trace, odd: chat trace); the rest is the file.
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const std::string path = fuzz::write_scratch("input.h5", data, size);
+  if (size == 0) return 0;
+  const std::string path = fuzz::write_scratch("input.h5", data + 1, size - 1);
   try {
-    traces::read_rag_trace(path);
-  } catch (const Error&) {
-  }
-  try {
-    traces::read_chat_trace(path);
+    if (data[0] % 2 == 0)
+      traces::read_rag_trace(path);
+    else
+      traces::read_chat_trace(path);
   } catch (const Error&) {
   }
   return 0;

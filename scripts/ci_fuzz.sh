@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # CI step: builds every libFuzzer target (fuzz/fuzz_*.cpp) with clang, ASan and UBSan, runs each
-# for FUZZ_SECONDS (default 30) and fails on any finding. About 6-7 minutes on 2 cores from a
+# for FUZZ_SECONDS (default 25) and fails on any finding. About 6-7 minutes on 2 cores from a
 # cold build (ccache makes the rebuild much faster).
 #   scripts/ci_fuzz.sh            # all targets
 #   FUZZ_SECONDS=60 scripts/ci_fuzz.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${FUZZ_SECONDS:-30}
+seconds=${FUZZ_SECONDS:-25}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 export FUZZ_BUILD_DIR=$build
 command -v clang++ >/dev/null || { echo "ci_fuzz: clang++ not installed (scripts/setup.sh installs it)" >&2; exit 1; }

@@ -32,19 +32,27 @@ mkdir -p "$work/seeds" "$work/corpus" "$work/artifacts"
 MOBISIM_FUZZ_SEEDS=$work/seeds "$bin" >/dev/null 2>&1 || { echo "fuzz.sh: $target: seed generation failed" >&2; exit 1; }
 
 # Leak reports are off: libhdf5 and yaml-cpp keep process-lifetime allocations on error paths.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0:allocator_may_return_null=0}
+# Symbolizing is off while fuzzing (the HDF5 probe's children would pay for it on every contained
+# fault); a finding is replayed below with symbols.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:symbolize=0:allocator_may_return_null=0}
+export MOBISIM_HDF5_PROBE_SECONDS=${MOBISIM_HDF5_PROBE_SECONDS:-1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 log=$work/fuzz.log
 status=0
 # shellcheck disable=SC2086
 "$bin" -max_total_time="$seconds" -timeout=90 -rss_limit_mb=3072 -print_final_stats=1 \
   -artifact_prefix="$work/artifacts/" ${FUZZ_ARGS:-} "$work/corpus" "$work/seeds" >"$log" 2>&1 || status=$?
-runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo "?")
 cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo "?")
-findings=$(find "$work/artifacts" -type f | wc -l)
+# slow-unit-* files are only reports of slow inputs; crash-, timeout-, oom- and leak- are findings.
+findings=$(find "$work/artifacts" -type f ! -name 'slow-unit-*' | wc -l)
 echo "fuzz $target: ${seconds}s, $runs executions, coverage $cov, findings $findings, exit $status"
 if [ "$status" -ne 0 ] || [ "$findings" -ne 0 ]; then
   grep -E 'ERROR|SUMMARY|runtime error|deadly signal|Timeout|out-of-memory' "$log" | head -20 >&2 || true
+  for a in $(find "$work/artifacts" -type f ! -name 'slow-unit-*' | head -3); do
+    echo "--- replay of $a:" >&2
+    ASAN_OPTIONS=detect_leaks=0:symbolize=1 "$bin" "$a" 2>&1 | grep -vE '^(INFO|MERGE|Running|\*\*\*)' | head -40 >&2 || true
+  done
   echo "fuzz $target: FINDING (log $log, inputs in $work/artifacts/)" >&2
   exit 1
 fi

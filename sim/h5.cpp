@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -160,7 +161,12 @@ bool verify_digest_or_mismatch(const std::string& path) {
 // ---------------------------------------------------------------------------
 // Reading a healthy file goes at well over 50 MB/s even through filters; a child that makes no
 // progress for longer than this is stuck in a loop on damaged metadata.
-unsigned probe_seconds(std::uint64_t file_bytes) { return 5 + static_cast<unsigned>(file_bytes / 50'000'000); }
+// MOBISIM_HDF5_PROBE_SECONDS overrides it (the fuzzer uses 1 s to keep its inputs fast).
+unsigned probe_seconds(std::uint64_t file_bytes) {
+  if (const char* env = std::getenv("MOBISIM_HDF5_PROBE_SECONDS"); env && std::atoi(env) > 0)
+    return static_cast<unsigned>(std::atoi(env));
+  return 5 + static_cast<unsigned>(file_bytes / 50'000'000);
+}
 
 std::uint64_t max_data_bytes(std::uint64_t file_bytes) {
   // Filters expand data at most ~1032x (deflate); anything larger is a damaged extent.
@@ -217,7 +223,22 @@ herr_t probe_link(hid_t group, const char* name, const H5L_info_t* info, void* d
   return 0;
 }
 
+}  // namespace
+}  // namespace mobisim::h5
+
+// Sanitizer runtimes (ASan, libFuzzer builds) export this; a plain build does not.
+extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+
+namespace mobisim::h5 {
+namespace {
+
+[[noreturn]] void probe_child_died() { ::_exit(70); }
+
 [[noreturn]] void probe_child(const std::string& path, std::uint64_t file_bytes) {
+  // The child reports only through its exit status: its stderr would carry libhdf5's or a
+  // sanitizer's noise, and a fuzzer's death handler must not treat the child's fault as its own.
+  if (const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null_fd >= 0) ::dup2(null_fd, STDERR_FILENO);
+  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(probe_child_died);
   // Default actions, so a fault ends the child by its signal even when a sanitizer or fuzzer
   // runtime installed handlers; a hang inside the library ends it with SIGALRM.
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM}) ::signal(sig, SIG_DFL);
@@ -521,7 +542,7 @@ Reader::Reader(std::string path) : path_(std::move(path)) {
   file_bytes_ = std::filesystem::file_size(path_, ec);
   if (ec) throw InputError(fmt::format("{}: cannot read: {}", path_, ec.message()));
   verified_ = verify_digest(path_) == Integrity::kVerified;
-  if (!verified_ && H5Fis_hdf5(path_.c_str()) > 0) probe_foreign_file(path_, file_bytes_);
+  if (!verified_) probe_foreign_file(path_, file_bytes_);  // before any HDF5 call on the file
   htri_t is_hdf5 = H5Fis_hdf5(path_.c_str());
   if (is_hdf5 <= 0) throw InputError(fmt::format("{}: not an HDF5 file (or truncated/corrupt header)", path_));
   try {

@@ -13,6 +13,7 @@
 #include "sim/error.h"
 #include "sim/h5.h"
 #include "test_util.h"
+#include "traces/chat_trace.h"
 #include "traces/rag_trace_io.h"
 
 namespace mobisim {
@@ -159,6 +160,34 @@ TEST(HostileInputs, ForeignH5pyFileWithWrongDtypesIsExit4) {
     EXPECT_EQ(r.output.rfind("mobisim run: error: " + foreign + ": ", 0), 0u) << c.edit << ": " << r.output;
     EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.edit << ": " << r.output;
   }
+}
+
+TEST(HostileInputs, DamagedChatTraceAndResultFileAreInputErrors) {
+  TempDir dir;
+  const std::string chat = dir.file("chat.h5");
+  const auto g = testing::run_mobisim("trace generate-chat --out '" + chat + "' --seed 1 -p sessions=10");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  EXPECT_NO_THROW(traces::read_chat_trace(chat));
+  const std::string bytes = testing::read_bytes(chat);
+  for (std::uint64_t seed = 0; seed < 5; ++seed) {
+    testing::write_text(chat, damage(bytes, seed, 1));
+    try {
+      traces::read_chat_trace(chat);
+      ADD_FAILURE() << "damaged chat trace read without error, seed " << seed;
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()), chat + ": " + kMismatch);
+    }
+  }
+  const std::string results = dir.file("r.h5");
+  {
+    h5::Writer w(results);
+    h5::write_dataset(w.root(), "latency_s", std::vector<double>{0.5, 0.25}, "s");
+    w.commit();
+  }
+  std::string r = testing::read_bytes(results);
+  r[r.size() - 3] ^= 1;
+  testing::write_text(results, r);
+  EXPECT_THROW(h5::Reader{results}, InputError);
 }
 
 TEST(HostileInputs, ResealedEditReachesTheChecksBehindTheDigest) {

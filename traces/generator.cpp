@@ -109,7 +109,7 @@ ParamSchema knowledge_schema() {
 
 ParamSchema query_schema() {
   ParamSchema s;
-  s.integer("per_user", 20, "queries per user").range(0, 1000000);
+  s.integer("per_user", 20, "queries per user").range(0, 10000);
   s.integer("hot_chunks", 10, "chunks the user keeps asking about (repeated retrieval, PerCache fig. 3)")
       .range(1, 100000);
   s.real("chunk_zipf", 0.5, "Zipf exponent of popularity within the hot chunks").non_negative();
@@ -121,8 +121,8 @@ ParamSchema query_schema() {
   s.integer("topic_terms", 1, "topic words named by a query").range(0, 1000);
   s.real("paraphrase_prob", 0.1, "probability that a query re-asks an earlier one in other words").range(0, 1);
   s.real("paraphrase_drop_prob", 0.0, "probability that a paraphrase drops one content term").range(0, 1);
-  s.real("answer_words_mean", 60, "mean reference answer length").positive().with_unit("words");
-  s.real("answer_words_sigma", 0.5, "log-normal sigma of the answer length").non_negative();
+  s.real("answer_words_mean", 60, "mean reference answer length").range(0, 10000).positive().with_unit("words");
+  s.real("answer_words_sigma", 0.5, "log-normal sigma of the answer length").range(0, 4);
   return s;
 }
 
@@ -374,7 +374,9 @@ UserTrace generate_user(std::size_t index, std::uint64_t seed, const KnowledgeCf
 
     // The reference answer restates a span of the primary chunk (continuing into the next ones).
     const double mu = std::log(qc.answer_words_mean) - 0.5 * qc.answer_words_sigma * qc.answer_words_sigma;
-    const std::size_t len = std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(query_rng.lognormal(mu, qc.answer_words_sigma))));
+    // Capped at 100x the largest allowed mean, so a long tail cannot exhaust memory.
+    const double words = std::min(query_rng.lognormal(mu, qc.answer_words_sigma), 1e6);
+    const std::size_t len = std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(words)));
     std::vector<std::string> ans;
     // (From the newest arrived version of the primary chunk: an update supersedes it.)
     std::size_t c = current(qp.primary, at_s), w = query_rng.uniform_int(kc.chunk_words);
