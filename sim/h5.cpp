@@ -421,13 +421,37 @@ H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std
   return write_1d(g, name, v, H5::PredType::STD_U8LE, H5::PredType::NATIVE_UINT8, unit);
 }
 
+// Fixed-length UTF-8 (as wide as the longest string, NUL-padded) in deflated chunks with
+// Fletcher-32: the text is then checksummed by HDF5 itself, and reading it never goes through the
+// global heap (whose damage libhdf5 does not survive). A column whose padded size would exceed
+// 64 MiB (one huge string among many short ones) stays variable-length.
 H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std::vector<std::string>& v) {
-  H5::StrType t = utf8_string_type();
+  std::size_t width = 1;
+  for (const auto& s : v) width = std::max(width, s.size());
   hsize_t dims[1] = {v.size()};
-  H5::DataSet ds = g.createDataSet(name, t, H5::DataSpace(1, dims), untimed_dcpl());
-  std::vector<const char*> ptrs;
-  for (const auto& s : v) ptrs.push_back(s.c_str());
-  if (!ptrs.empty()) ds.write(ptrs.data(), t);
+  constexpr std::size_t kMaxPaddedBytes = std::size_t{64} << 20;
+  if (v.size() > kMaxPaddedBytes / width) {
+    H5::StrType t = utf8_string_type();
+    H5::DataSet ds = g.createDataSet(name, t, H5::DataSpace(1, dims), untimed_dcpl());
+    std::vector<const char*> ptrs;
+    for (const auto& s : v) ptrs.push_back(s.c_str());
+    ds.write(ptrs.data(), t);
+    return ds;
+  }
+  H5::StrType t(H5::PredType::C_S1, width);
+  t.setCset(H5T_CSET_UTF8);
+  t.setStrpad(H5T_STR_NULLPAD);
+  H5::DSetCreatPropList dcpl = untimed_dcpl();
+  if (!v.empty()) {
+    const hsize_t chunk[1] = {std::max<hsize_t>(1, std::min<hsize_t>(v.size(), (1 << 20) / width))};
+    dcpl.setChunk(1, chunk);
+    dcpl.setDeflate(4);
+    dcpl.setFletcher32();
+  }
+  H5::DataSet ds = g.createDataSet(name, t, H5::DataSpace(1, dims), dcpl);
+  std::vector<char> buf(v.size() * width, '\0');
+  for (std::size_t i = 0; i < v.size(); ++i) std::copy(v[i].begin(), v[i].end(), buf.begin() + i * width);
+  if (!v.empty()) ds.write(buf.data(), t);
   return ds;
 }
 

@@ -9,7 +9,8 @@
 // Tables are stored column-wise: a group holding one 1-D dataset per column
 // (with a `unit` attribute) and a `columns` attribute giving the order, so that
 //     pandas.DataFrame({c: g[c][()] for c in g.attrs['columns']})
-// rebuilds them with h5py alone. Strings are variable-length UTF-8.
+// rebuilds them with h5py alone. String datasets are fixed-length UTF-8 (NUL-padded; h5py gives
+// bytes, `.decode()` them), string attributes variable-length UTF-8.
 //
 // Reading converts every HDF5 failure (missing file, not HDF5, truncated,
 // missing dataset, wrong shape) into an InputError naming the file and object.
