@@ -807,14 +807,19 @@ double Reader::attr_double(const std::string& object_path, const std::string& na
   }
 }
 
+// Iterates the links (as the foreign-file probe does) rather than looking names up by index: the
+// by-index path of libhdf5 frees memory twice on some damaged dense groups.
+static herr_t collect_link_name(hid_t, const char* name, const H5L_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+  return 0;
+}
+
 std::vector<std::string> Reader::children(const std::string& group_path) const {
   H5::Group g = group(group_path);
   std::vector<std::string> out;
-  try {
-    for (hsize_t i = 0; i < g.getNumObjs(); ++i) out.push_back(g.getObjnameByIdx(i));
-  } catch (const H5::Exception& e) {
-    fail(group_path, "cannot list group: " + e.getDetailMsg());
-  }
+  hsize_t idx = 0;
+  if (H5Literate(g.getId(), H5_INDEX_NAME, H5_ITER_NATIVE, &idx, collect_link_name, &out) < 0)
+    fail(group_path, "cannot list group (truncated or corrupt?)");
   std::sort(out.begin(), out.end());
   return out;
 }
