@@ -198,6 +198,24 @@ TEST(HostileInputs, ForeignH5pyFileWithWrongDtypesIsExit4) {
   }
 }
 
+// Chat traces keep their sessions in one dense group; damaged copies without the digest once
+// crashed libhdf5's by-index name lookup (a double free) outside the probe. Never again.
+TEST(HostileInputs, RandomlyDamagedChatTracesWithoutDigestNeverCrash) {
+  TempDir dir;
+  const std::string chat = dir.file("chat.h5");
+  const auto g = testing::run_mobisim("trace generate-chat --out '" + chat + "' --seed 1 -p sessions=30");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  const std::string plain = without_digest(testing::read_bytes(chat));
+  for (std::uint64_t seed = 0; seed < 40; ++seed) {
+    const std::string bad = dir.file("bad.h5");
+    testing::write_text(bad, damage(plain, seed));
+    const auto r = testing::run_mobisim("run experiments/prefix_cache/ttft.yaml -p 'experiment.workload={trace: " + bad +
+                                        "}' --no-plot --quiet --output '" + dir.file("r.h5") + "'");
+    EXPECT_EQ(r.exit_code, 4) << seed << ": " << r.output;
+    EXPECT_NE(r.output.find(bad + ":"), std::string::npos) << seed << ": " << r.output;
+  }
+}
+
 TEST(HostileInputs, DamagedChatTraceAndResultFileAreInputErrors) {
   TempDir dir;
   const std::string chat = dir.file("chat.h5");
