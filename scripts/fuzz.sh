@@ -27,8 +27,10 @@ fi
 cmake --build "$build" -j"${JOBS:-2}" --target "fuzz_$target" >/dev/null
 
 work=$build/fuzz-work/$target
-rm -rf "$work/seeds" "$work/artifacts"
-mkdir -p "$work/seeds" "$work/corpus" "$work/artifacts"
+rm -rf "$work/seeds" "$work/artifacts" "$work/tmp"
+mkdir -p "$work/seeds" "$work/corpus" "$work/artifacts" "$work/tmp"
+export TMPDIR=$(cd "$work/tmp" && pwd)  # the targets' scratch files (fuzz/fuzz_util.h), removed at the end
+trap 'rm -rf "$work/tmp"' EXIT
 MOBISIM_FUZZ_SEEDS=$work/seeds "$bin" >/dev/null 2>&1 || { echo "fuzz.sh: $target: seed generation failed" >&2; exit 1; }
 
 # Leak reports are off: libhdf5 and yaml-cpp keep process-lifetime allocations on error paths.
