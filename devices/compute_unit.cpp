@@ -14,15 +14,17 @@ ParamSchema ComputeUnitSpec::schema() {
   ParamSchema s;
   s.node("peak_tflops", "peak TFLOP/s (TOPS for integer dtypes) per weight dtype, e.g. {fp32: 0.2, int8: 1.6}");
   s.real("mem_bandwidth_gbps", std::nullopt, "DRAM bandwidth available to this unit").positive().with_unit("GB/s");
-  s.real("compute_efficiency", 1.0, "achieved fraction of peak on GEMM-like work").range(1e-6, 1.0);
-  s.real("gemv_compute_efficiency", 0.0, "achieved fraction of peak on single-token operators (0: same as compute_efficiency)")
+  s.real("compute_efficiency", std::nullopt, "achieved fraction of peak on GEMM-like work (batched prefill)")
+      .range(1e-6, 1.0);
+  s.real("gemv_compute_efficiency", std::nullopt,
+         "achieved fraction of peak on single-token operators, e.g. decode (0: same as compute_efficiency)")
       .range(0.0, 1.0);
-  s.real("bandwidth_efficiency", 1.0, "achieved fraction of peak bandwidth").range(1e-6, 1.0);
-  s.real("call_overhead_us", 0.0, "fixed cost per operator per layer (kernel launch, sync)")
+  s.real("bandwidth_efficiency", std::nullopt, "achieved fraction of peak memory bandwidth").range(1e-6, 1.0);
+  s.real("call_overhead_us", std::nullopt, "fixed cost per operator per layer (kernel launch, sync)")
       .non_negative()
       .with_unit("us");
-  s.real("active_power_w", 0.0, "power while busy").non_negative().with_unit("W");
-  s.real("idle_power_w", 0.0, "power while idle").non_negative().with_unit("W");
+  s.real("active_power_w", std::nullopt, "power while busy").non_negative().with_unit("W");
+  s.real("idle_power_w", std::nullopt, "power while idle").non_negative().with_unit("W");
   s.integer("cores", 1, "cores used (informational)").at_least(1);
   s.text("source", std::string(""), "where these numbers come from");
   return s;

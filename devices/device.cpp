@@ -47,10 +47,13 @@ const BatterySpec& DeviceProfile::require_battery(const std::string& needed_by) 
 
 static ParamSchema profile_schema() {
   ParamSchema s;
+  s.text("base", std::string(""), "inherit every field of this profile (built-in name or YAML path), then override");
   s.text("name", std::nullopt, "profile name");
   s.text("description", std::string(""), "what this device is");
   s.text("soc", std::string(""), "system on chip");
-  s.real("base_power_w", 0.0, "SoC/platform power drawn whenever the simulation runs").non_negative().with_unit("W");
+  s.real("base_power_w", std::nullopt, "SoC/platform power drawn whenever the simulation runs")
+      .non_negative()
+      .with_unit("W");
   s.node("compute", "compute units by name (cpu_big, cpu_mid, cpu_little, gpu, ...)");
   s.node("npu", "neural processing unit (static graphs)");
   s.node("dram", "main memory");
@@ -64,7 +67,9 @@ static ParamSchema dram_schema() {
   ParamSchema s;
   s.real("capacity_gb", std::nullopt, "DRAM capacity").positive().with_unit("GB");
   s.real("bandwidth_gbps", std::nullopt, "peak DRAM bandwidth").positive().with_unit("GB/s");
-  s.real("reserved_gb", 0.0, "held by the OS and other apps").non_negative().with_unit("GB");
+  s.real("reserved_gb", std::nullopt, "held by the OS and other apps (not available to the workload)")
+      .non_negative()
+      .with_unit("GB");
   s.text("type", std::string(""), "e.g. LPDDR5");
   s.text("source", std::string(""), "where these numbers come from");
   return s;
@@ -78,7 +83,58 @@ static ParamSchema battery_schema() {
   return s;
 }
 
-DeviceProfile DeviceProfile::from_yaml(const YAML::Node& root, const ConfigSource& source) {
+std::vector<ProfileSection> device_profile_schema() {
+  return {{"", "the device", profile_schema(), false},
+          {"compute.<unit>", "a compute unit (CPU cluster, GPU), one mapping per unit name", ComputeUnitSpec::schema(),
+           true},
+          {"npu", "a neural processing unit running static compiled graphs (optional)", NpuSpec::schema(), false},
+          {"dram", "main memory (required)", dram_schema(), false},
+          {"storage", "flash storage (optional; required by policies that read or write flash)",
+           StorageSpec::schema(), false},
+          {"links.<name>", "a point-to-point link (PCIe, ...), one mapping per link name", LinkSpec::schema(), true},
+          {"battery", "battery (optional; required for battery %)", battery_schema(), false}};
+}
+
+namespace {
+
+constexpr int kMaxBaseDepth = 8;
+
+// Maps merge key by key (recursively); anything else in `over` replaces what `base` had.
+YAML::Node merge_profile(const YAML::Node& base, const YAML::Node& over) {
+  if (!base.IsMap() || !over.IsMap()) return yaml_clone(over);
+  YAML::Node out = yaml_clone(base);
+  for (const auto& kv : over) {
+    const std::string key = kv.first.as<std::string>();
+    out[key] = out[key].IsDefined() ? merge_profile(out[key], kv.second) : yaml_clone(kv.second);
+  }
+  return out;
+}
+
+// Expands `base:` chains into one mapping (the derived profile's keys win).
+YAML::Node expand_bases(const YAML::Node& node, const ConfigSource& source, int depth) {
+  if (!node.IsMap() || !node["base"]) return node;
+  const YAML::Node b = node["base"];
+  if (!b.IsScalar() || b.Scalar().empty())
+    throw ConfigError(fmt::format("{}: 'base' must name a device profile (built-in: {})",
+                                  source.child("base").where(b), fmt::join(builtin_device_names(), ", ")));
+  if (depth >= kMaxBaseDepth)
+    throw ConfigError(fmt::format("{}: more than {} nested 'base:' profiles (a cycle?)", source.child("base").where(b),
+                                  kMaxBaseDepth));
+  std::string text, origin;
+  if (!find_config("devices", b.Scalar(), text, origin))
+    throw ConfigError(fmt::format("{}: unknown base device '{}' (built-in: {}; or give a path to a YAML file)",
+                                  source.child("base").where(b), b.Scalar(), fmt::join(builtin_device_names(), ", ")));
+  const YAML::Node base =
+      expand_bases(load_yaml_string(text, origin), ConfigSource{std::make_shared<std::string>(origin), ""}, depth + 1);
+  YAML::Node derived = yaml_clone(node);
+  derived.remove("base");
+  return merge_profile(base, derived);
+}
+
+}  // namespace
+
+DeviceProfile DeviceProfile::from_yaml(const YAML::Node& given, const ConfigSource& source) {
+  const YAML::Node root = expand_bases(given, source, 0);
   ParamSchema ps = profile_schema();
   Params p(root, ps, source, {});
   DeviceProfile d;
@@ -87,6 +143,15 @@ DeviceProfile DeviceProfile::from_yaml(const YAML::Node& root, const ConfigSourc
   d.soc = p.text("soc");
   d.base_power_w = p.real("base_power_w");
   d.origin = source.file ? *source.file : "<inline>";
+  if (given.IsMap() && given["base"]) d.origin += " (base: " + given["base"].as<std::string>() + ")";
+  YAML::Node& out = d.resolved;
+  out = p.resolved();
+  out.remove("base");
+  auto resolved_of = [](const Params& section) {
+    YAML::Node r = section.resolved();
+    if (section.has("peak_tflops")) r["peak_tflops"] = yaml_clone(section.node("peak_tflops"));
+    return r;
+  };
 
   YAML::Node compute = p.node("compute");
   if (compute.IsDefined() && !compute.IsNull()) {
@@ -94,12 +159,16 @@ DeviceProfile DeviceProfile::from_yaml(const YAML::Node& root, const ConfigSourc
     ParamSchema us = ComputeUnitSpec::schema();
     for (const auto& kv : compute) {
       const std::string n = kv.first.as<std::string>();
-      d.compute.emplace(n, ComputeUnitSpec::from_params(n, Params(kv.second, us, source.child("compute").child(n), {})));
+      const Params up(kv.second, us, source.child("compute").child(n), {});
+      d.compute.emplace(n, ComputeUnitSpec::from_params(n, up));
+      out["compute"][n] = resolved_of(up);
     }
   }
   if (YAML::Node n = p.node("npu"); n.IsDefined() && !n.IsNull()) {
     ParamSchema s = NpuSpec::schema();
-    d.npu = NpuSpec::from_params(Params(n, s, source.child("npu"), {}));
+    const Params np(n, s, source.child("npu"), {});
+    d.npu = NpuSpec::from_params(np);
+    out["npu"] = np.resolved();
   }
   {
     YAML::Node n = p.node("dram");
@@ -108,23 +177,29 @@ DeviceProfile DeviceProfile::from_yaml(const YAML::Node& root, const ConfigSourc
     Params dp(n, s, source.child("dram"), {});
     d.dram = DramSpec{dp.real("capacity_gb"), dp.real("bandwidth_gbps"), dp.real("reserved_gb")};
     if (d.dram.reserved_gb >= d.dram.capacity_gb) dp.fail("reserved_gb", "must be smaller than capacity_gb");
+    out["dram"] = dp.resolved();
   }
   if (YAML::Node n = p.node("storage"); n.IsDefined() && !n.IsNull()) {
     ParamSchema s = StorageSpec::schema();
-    d.storage = StorageSpec::from_params(Params(n, s, source.child("storage"), {}));
+    const Params sp(n, s, source.child("storage"), {});
+    d.storage = StorageSpec::from_params(sp);
+    out["storage"] = sp.resolved();
   }
   if (YAML::Node n = p.node("links"); n.IsDefined() && !n.IsNull()) {
     if (!n.IsMap()) p.fail("links", "expected a mapping of link name -> link parameters");
     ParamSchema s = LinkSpec::schema();
     for (const auto& kv : n) {
       const std::string ln = kv.first.as<std::string>();
-      d.links.emplace(ln, LinkSpec::from_params(ln, Params(kv.second, s, source.child("links").child(ln), {})));
+      const Params lp(kv.second, s, source.child("links").child(ln), {});
+      d.links.emplace(ln, LinkSpec::from_params(ln, lp));
+      out["links"][ln] = lp.resolved();
     }
   }
   if (YAML::Node n = p.node("battery"); n.IsDefined() && !n.IsNull()) {
     ParamSchema s = battery_schema();
     Params bp(n, s, source.child("battery"), {});
     d.battery = BatterySpec{bp.real("capacity_mah"), bp.real("voltage_v")};
+    out["battery"] = bp.resolved();
   }
   return d;
 }
@@ -148,7 +223,7 @@ std::vector<std::string> builtin_device_names() { return builtin_names("devices"
 // ---------------------------------------------------------------------------
 // Runtime device
 // ---------------------------------------------------------------------------
-Device::Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup& stats, sim::Timeline* timeline)
+Device::Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup& stats, sim::TimelineProcess* timeline)
     : sim_(sim), profile_(profile), stats_(stats), timeline_(timeline) {
   for (const auto& [name, spec] : profile_.compute) {
     Unit u;

@@ -48,6 +48,9 @@ struct DeviceProfile {
   std::map<std::string, LinkSpec> links;
   std::optional<BatterySpec> battery;
   double base_power_w = 0;
+  // Every field with its effective value (bases expanded, defaults filled): stored with results,
+  // and loading it again gives the same profile.
+  YAML::Node resolved;
 
   // Accessors that fail with a ConfigError naming the profile and who needed the unit.
   const ComputeUnitSpec& unit(const std::string& name, const std::string& needed_by) const;
@@ -59,13 +62,23 @@ struct DeviceProfile {
   static DeviceProfile from_yaml(const YAML::Node& root, const ConfigSource& source);
 };
 
+// The declared fields of a device profile, section by section (for `mobisim list devices`).
+struct ProfileSection {
+  std::string path;  // "" (top level), "compute.<unit>", "storage", ...
+  std::string doc;
+  ParamSchema schema;
+  bool keyed;  // one mapping per name (compute units, links)
+};
+std::vector<ProfileSection> device_profile_schema();
+
+// A device: a built-in name, a YAML path, or a mapping (optionally `base: NAME` plus overrides).
 DeviceProfile load_device_profile(const std::string& name_or_path);
 DeviceProfile load_device_profile(const YAML::Node& node, const ConfigSource& source);
 std::vector<std::string> builtin_device_names();
 
 class Device {
  public:
-  Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup& stats, sim::Timeline* timeline = nullptr);
+  Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup& stats, sim::TimelineProcess* timeline = nullptr);
 
   const DeviceProfile& profile() const { return profile_; }
   sim::Simulator& sim() { return sim_; }
@@ -102,7 +115,7 @@ class Device {
   sim::Simulator& sim_;
   DeviceProfile profile_;
   sim::StatGroup& stats_;
-  sim::Timeline* timeline_;
+  sim::TimelineProcess* timeline_;
   std::map<std::string, Unit> units_;
   std::unique_ptr<Storage> storage_;
   std::map<std::string, std::unique_ptr<sim::Resource>> links_;

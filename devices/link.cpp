@@ -5,8 +5,8 @@ namespace mobisim::devices {
 ParamSchema LinkSpec::schema() {
   ParamSchema s;
   s.real("bandwidth_gbps", std::nullopt, "achieved transfer bandwidth").positive().with_unit("GB/s");
-  s.real("latency_us", 0.0, "fixed cost per transfer").non_negative().with_unit("us");
-  s.real("active_power_w", 0.0, "power while transferring").non_negative().with_unit("W");
+  s.real("latency_us", std::nullopt, "fixed cost per transfer").non_negative().with_unit("us");
+  s.real("active_power_w", std::nullopt, "power while transferring").non_negative().with_unit("W");
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }

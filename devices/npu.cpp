@@ -9,13 +9,17 @@ ParamSchema NpuSpec::schema() {
   ParamSchema s;
   s.real("peak_tops_int8", std::nullopt, "peak INT8 TOPS (vendor figure)").positive().with_unit("TOPS");
   s.real("peak_tflops_fp16", 0.0, "peak FP16 TFLOP/s (0: half the INT8 figure)").non_negative().with_unit("TFLOP/s");
-  s.real("max_utilization", 0.1, "fraction of peak reached by long chunks on LLM graphs").range(1e-6, 1.0);
-  s.real("half_utilization_chunk", 64.0, "chunk length at which half of max_utilization is reached").positive();
-  s.real("exec_overhead_ms", 1.0, "fixed cost per graph execution").non_negative().with_unit("ms");
+  s.real("max_utilization", std::nullopt, "fraction of peak reached by long chunks on LLM graphs").range(1e-6, 1.0);
+  s.real("half_utilization_chunk", std::nullopt, "chunk length at which half of max_utilization is reached")
+      .positive()
+      .with_unit("tokens");
+  s.real("exec_overhead_ms", std::nullopt, "fixed cost per graph execution").non_negative().with_unit("ms");
   s.real("mem_bandwidth_gbps", std::nullopt, "DRAM bandwidth available to the NPU").positive().with_unit("GB/s");
-  s.real("graph_load_ms_per_layer", 10.0, "time to load/switch one layer's compiled graph").non_negative().with_unit("ms");
-  s.real("active_power_w", 0.0, "power while executing").non_negative().with_unit("W");
-  s.real("idle_power_w", 0.0, "power while idle").non_negative().with_unit("W");
+  s.real("graph_load_ms_per_layer", std::nullopt, "time to load/switch one layer's compiled graph")
+      .non_negative()
+      .with_unit("ms");
+  s.real("active_power_w", std::nullopt, "power while executing").non_negative().with_unit("W");
+  s.real("idle_power_w", std::nullopt, "power while idle").non_negative().with_unit("W");
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }

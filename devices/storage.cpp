@@ -13,14 +13,18 @@ ParamSchema StorageSpec::schema() {
   s.real("seq_write_gbps", std::nullopt, "sequential write bandwidth").positive().with_unit("GB/s");
   s.real("random_read_iops", std::nullopt, "4 KB random read IOPS at full queue depth").positive();
   s.real("random_write_iops", std::nullopt, "4 KB random write IOPS at full queue depth").positive();
-  s.integer("queue_depth", 32, "command queue depth (UFS: 32)").at_least(1);
-  s.real("access_latency_us", 80.0, "flash access latency per command").non_negative().with_unit("us");
+  s.integer("queue_depth", std::nullopt, "command queue depth (UFS: 32)").range(1, 65536);
+  s.real("access_latency_us", std::nullopt, "flash access latency per command").non_negative().with_unit("us");
   s.real("max_transfer_kb", 512.0, "largest single command; bigger requests are split").positive().with_unit("KB");
-  s.real("page_size_kb", 4.0, "flash program page; partial-page writes program a whole page").positive().with_unit("KB");
-  s.real("active_power_w", 0.0, "power while transferring").non_negative().with_unit("W");
-  s.real("idle_power_w", 0.0, "power while idle").non_negative().with_unit("W");
-  s.real("read_energy_nj_per_byte", 0.0, "energy per byte read").non_negative().with_unit("nJ/B");
-  s.real("write_energy_nj_per_byte", 0.0, "energy per byte programmed (whole pages)").non_negative().with_unit("nJ/B");
+  s.real("page_size_kb", std::nullopt, "flash program page; partial-page writes program a whole page")
+      .positive()
+      .with_unit("KB");
+  s.real("active_power_w", 0.0, "power while transferring (on top of the per-byte energies)").non_negative().with_unit("W");
+  s.real("idle_power_w", std::nullopt, "power while idle").non_negative().with_unit("W");
+  s.real("read_energy_nj_per_byte", std::nullopt, "energy per byte read").non_negative().with_unit("nJ/B");
+  s.real("write_energy_nj_per_byte", std::nullopt, "energy per byte programmed (whole pages)")
+      .non_negative()
+      .with_unit("nJ/B");
   s.real("capacity_gb", 128.0, "capacity").positive().with_unit("GB");
   s.text("source", std::string(""), "where these numbers come from");
   return s;
@@ -82,7 +86,7 @@ double StorageSpec::sustained_read_bps(double request_bytes) const {
 }
 
 Storage::Storage(sim::Simulator& sim, StorageSpec spec, std::string name, sim::StatGroup& stats,
-                 sim::Timeline* timeline)
+                 sim::TimelineProcess* timeline)
     : sim_(sim),
       spec_(std::move(spec)),
       name_(std::move(name)),

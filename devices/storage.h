@@ -58,7 +58,7 @@ struct StorageSpec {
 class Storage {
  public:
   Storage(sim::Simulator& sim, StorageSpec spec, std::string name, sim::StatGroup& stats,
-          sim::Timeline* timeline = nullptr);
+          sim::TimelineProcess* timeline = nullptr);
   sim::Task<void> read(double bytes, std::string label = "read");
   sim::Task<void> write(double bytes, std::string label = "write");
   const StorageSpec& spec() const { return spec_; }
@@ -77,7 +77,7 @@ class Storage {
   sim::Resource slots_, controller_, bus_;
   sim::Counter &bytes_read_, &bytes_written_, &flash_bytes_written_, &commands_;
   sim::Histogram& request_ms_;
-  sim::Timeline* timeline_;
+  sim::TimelineProcess* timeline_;
 };
 
 }  // namespace mobisim::devices

@@ -14,6 +14,7 @@
 #include <iostream>
 
 #include "experiments/experiment.h"
+#include "experiments/sweep.h"
 #include "sim/cli.h"
 #include "sim/error.h"
 #include "traces/qmsum.h"
@@ -28,13 +29,17 @@ struct Job {
   std::string yaml;                    // under experiments/<set>/
   std::vector<std::string> overrides;  // -p values
   std::string output;                  // "" = the YAML's
+  bool sweep = false;                  // a sweep file (mobisim sweep), run point by point
+  std::string plot_metrics = "";       // sweeps: the metrics drawn (plots/sweep.py)
 };
 
 std::vector<Job> percache_jobs() {
   std::vector<Job> jobs;
-  for (const char* f : {"fig14_generated", "fig14", "fig15a", "fig15b", "fig15c", "fig16", "fig17", "fig18", "fig19",
-                        "fig20", "table1", "fig22", "refresh"})
-    jobs.push_back({f, {}, ""});
+  for (const char* f : {"fig14_generated", "fig14", "fig15a", "fig15b", "fig15c", "fig16"}) jobs.push_back({f, {}, ""});
+  // Figures 17-19 are parameter sweeps: they run through the sweep engine (parallel over points).
+  const char* sweep_metrics = "mean_latency_s,qa_hit_rate,kv_chunk_hit_rate,mean_rouge_l,mean_bleu";
+  for (const char* f : {"fig17_sweep", "fig18_sweep", "fig19_sweep"}) jobs.push_back({f, {}, "", true, sweep_metrics});
+  for (const char* f : {"fig20", "table1", "fig22", "refresh"}) jobs.push_back({f, {}, ""});
   for (const char* d : {"redmi-k60-pro", "galaxy-s22-ultra", "oneplus-ace6"})
     jobs.push_back({"fig21", {fmt::format("experiment.device={}", d)}, fmt::format("results/percache/fig21_{}.h5", d)});
   return jobs;
@@ -51,6 +56,48 @@ std::vector<Set> document_sets() {
       {"prefix_cache", {{"ttft", {}, ""}}},
       {"kvpr_cake", {{"fig3", {}, ""}, {"error", {}, ""}, {"phones", {}, ""}}},
   };
+}
+
+// experiment.workload.trace of an experiment file, or "" (read without inserting keys).
+std::string workload_trace(const YAML::Node& root) {
+  // A missing key yields an invalid node whose type may not be asked: test IsDefined() first.
+  auto child = [](const YAML::Node& n, const char* key) {
+    return n.IsDefined() && n.IsMap() && n[key].IsDefined() ? n[key] : YAML::Node();
+  };
+  const YAML::Node trace = child(child(root, "experiment"), "workload");
+  const YAML::Node t = child(trace, "trace");
+  return t.IsDefined() && t.IsScalar() ? t.Scalar() : "";
+}
+
+int run_experiment_job(const std::string& path, const Job& j, int threads, bool no_plot, bool quiet) {
+  RunOptions o;
+  o.overrides = j.overrides;
+  o.output_override = j.output;
+  o.no_plot = no_plot;
+  o.quiet = quiet;
+  o.threads = threads;
+  return run_experiment_file(path, o);
+}
+
+// A figure that is a sweep: its points run in parallel (threads or MPI ranks), then one plot of
+// the index, next to the figure's other files (results/<set>/<figure>.png).
+int run_sweep_job(const std::string& path, const Job& j, int threads, bool mpi, bool no_plot, bool quiet) {
+  const auto spec = sweep::Spec::load(path, j.overrides);
+  sweep::Options o;
+  o.threads = threads;
+  o.mpi = mpi;
+  o.quiet = quiet;
+  o.resume = true;  // a rerun keeps the points whose configuration did not change
+  const int rc = sweep::run_sweep(spec, o);
+  if (rc != kExitOk || no_plot) return rc;
+  std::string out = spec.output;
+  while (out.ends_with("/")) out.pop_back();
+  std::string error;
+  if (!run_plot("sweep.py", spec.output + "/index.h5", out + ".png", error, {"--metric", j.plot_metrics}))
+    std::cerr << "warning: " << error << "\n";
+  else if (!quiet)
+    std::cout << fmt::format("plot: {}.png\n", out);
+  return kExitOk;
 }
 
 std::string shared_dir(const std::string& flag) {
@@ -85,8 +132,10 @@ int reproduce_main(const std::vector<std::string>& args) {
   a.positional("set", "which document: percache, prefix_cache, kvpr_cake or all")
       .option("only", "NAME", "run only this experiment (e.g. fig15a)")
       .option("shared", "DIR", "folder holding data/qmsum (default $MOBISIM_SHARED_DIR or <source>/../shared)")
-      .option("threads", "N", "worker threads per experiment (results do not depend on it)", "1")
+      .option("threads", "N", "worker threads per experiment, and sweep points at a time (results do not depend on it)",
+              "1")
       .flag("no-plot", "do not draw the plots")
+      .flag("mpi", "run the sweep figures' points over MPI ranks (automatic under mpirun)")
       .flag("quiet", "no tables");
   if (!a.parse(args)) return kExitOk;
   const std::string set = a.get("set");
@@ -98,23 +147,29 @@ int reproduce_main(const std::vector<std::string>& args) {
   }
   if (sets.empty()) throw UsageError(fmt::format("unknown set '{}' (known: {}, all)", set, fmt::join(known, ", ")));
   const std::string only = a.maybe("only").value_or("");
+  const int threads = static_cast<int>(a.get_int("threads"));
+  if (threads < 1 || threads > 1024) throw UsageError("--threads must be in [1, 1024]");
+  const bool use_mpi = a.flag_set("mpi") || sweep::launched_by_mpirun();
+  sweep::MpiRole role(use_mpi);  // under mpirun: ranks > 0 run sweep points for rank 0
+  if (role.worker()) {
+    role.serve();
+    return kExitOk;
+  }
   bool any = false;
   for (const auto& s : sets) {
     for (const auto& j : s.jobs) {
-      if (!only.empty() && j.yaml != only) continue;
+      const std::string short_name = j.sweep && j.yaml.ends_with("_sweep") ? j.yaml.substr(0, j.yaml.size() - 6) : j.yaml;
+      if (!only.empty() && j.yaml != only && short_name != only) continue;
       any = true;
       const std::string path = source_root() + "/experiments/" + s.name + "/" + j.yaml + ".yaml";
-      YAML::Node root = load_yaml_file(path);
-      const YAML::Node tr = root["experiment"]["workload"]["trace"];
-      if (tr && tr.IsScalar()) ensure_qmsum_trace(tr.Scalar(), shared_dir(a.maybe("shared").value_or("")));
-      RunOptions o;
-      o.overrides = j.overrides;
-      o.output_override = j.output;
-      o.no_plot = a.flag_set("no-plot");
-      o.quiet = a.flag_set("quiet");
-      o.threads = static_cast<int>(a.get_int("threads"));
+      const std::string experiment_path =
+          j.sweep ? sweep::Spec::load(path, j.overrides).base : path;  // the experiment the runs start from
+      const YAML::Node root = load_yaml_file(experiment_path);
+      if (const std::string trace = workload_trace(root); !trace.empty())
+        ensure_qmsum_trace(trace, shared_dir(a.maybe("shared").value_or("")));
       std::cout << fmt::format("== {}/{}{} ==\n", s.name, j.yaml, j.output.empty() ? "" : " -> " + j.output);
-      const int rc = run_experiment_file(path, o);
+      const int rc = j.sweep ? run_sweep_job(path, j, threads, use_mpi, a.flag_set("no-plot"), a.flag_set("quiet"))
+                             : run_experiment_job(path, j, threads, a.flag_set("no-plot"), a.flag_set("quiet"));
       if (rc != kExitOk) return rc;
     }
   }

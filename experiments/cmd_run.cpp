@@ -16,9 +16,12 @@ namespace {
 cli::ArgParser run_parser(const std::string& usage, const std::string& doc) {
   cli::ArgParser a(usage, doc);
   a.positional("CONFIG", "experiment YAML file");
-  a.repeated("set", "p", "KEY.PATH=VALUE", "override a config value, e.g. -p experiment.pipeline.top_k=5");
+  a.repeated("set", "p", "KEY.PATH=VALUE", "override a config value, e.g. -p experiment.pipeline.system_prompt_tokens=128");
   a.option("output", "FILE.h5", "result file (overrides the config's output)");
-  a.option("timeline", "FILE.json", "also write a Perfetto/Chrome-trace timeline");
+  a.option("timeline", "FILE.json", "also write a Perfetto/Chrome-trace timeline (one process per simulated run)");
+  a.option("timeline-filter", "SPEC",
+           "keep only some runs / a time window in the timeline: policy=A|B,user=U,device=D,from_s=S,to_s=S");
+  a.flag("dry-run", "print the fully resolved configuration (devices, models, defaults) and stop");
   a.option("threads", "N", "worker threads for independent simulations (results are identical for any N)", "1");
   a.flag("no-plot", "do not draw the plot");
   a.flag("quiet", "no progress or table output");
@@ -34,6 +37,8 @@ int cmd_run(const std::vector<std::string>& args) {
   o.overrides = a.all("set");
   o.output_override = a.maybe("output").value_or("");
   o.timeline_override = a.maybe("timeline").value_or("");
+  o.timeline_filter = a.maybe("timeline-filter").value_or("");
+  o.dry_run = a.flag_set("dry-run");
   o.no_plot = a.flag_set("no-plot");
   o.quiet = a.flag_set("quiet");
   o.threads = static_cast<int>(a.get_int("threads"));
@@ -50,6 +55,32 @@ int cmd_validate(const std::vector<std::string>& args) {
   o.overrides = a.all("set");
   o.validate_only = true;
   return run_experiment_file(a.get("CONFIG"), o);
+}
+
+int cmd_config(const std::vector<std::string>& args) {
+  cli::ArgParser a("mobisim config CONFIG [-p key=value]...",
+                   "Prints the fully resolved configuration of an experiment: device and model profiles with every\n"
+                   "field, every default filled in, overrides applied. This is the YAML stored in each result file\n"
+                   "(attribute /config); running it again reproduces that file.");
+  a.positional("CONFIG", "experiment YAML file");
+  a.repeated("set", "p", "KEY.PATH=VALUE", "override a config value");
+  if (!a.parse(args)) return kExitOk;
+  RunOptions o;
+  o.overrides = a.all("set");
+  o.dry_run = true;
+  return run_experiment_file(a.get("CONFIG"), o);
+}
+
+void list_device_schema() {
+  std::cout << "\ndevice profile fields (configs/devices/*.yaml; 'base: NAME' inherits a profile, then overrides):\n";
+  for (const auto& section : devices::device_profile_schema()) {
+    std::cout << fmt::format("  {}: {}\n", section.path.empty() ? "(top level)" : section.path, section.doc);
+    for (const auto& d : section.schema.defs()) {
+      const std::string def = d.required() ? "required" : d.type == ParamType::kNode ? "section" : "default " + d.default_text();
+      std::cout << fmt::format("      {:<26} {:<8} {:<10} {:<16} {}\n", d.name, to_string(d.type),
+                               d.unit.empty() ? "-" : d.unit, def, d.doc);
+    }
+  }
 }
 
 void list_devices() {
@@ -101,7 +132,10 @@ int cmd_list(const std::vector<std::string>& args) {
   const std::string what = a.maybe("WHAT").value_or("all");
   if (what != "all" && what != "devices" && what != "models" && what != "plugins")
     throw UsageError(fmt::format("unknown list '{}': expected devices, models or plugins", what));
-  if (what == "all" || what == "devices") list_devices();
+  if (what == "all" || what == "devices") {
+    list_devices();
+    list_device_schema();
+  }
   if (what == "all" || what == "models") list_models();
   if (what == "all" || what == "plugins") list_plugins(!a.flag_set("brief"));
   return kExitOk;
@@ -114,5 +148,7 @@ MOBISIM_REGISTER_COMMAND("run", "run an experiment YAML (HDF5 + CSV + PNG result
                          mobisim::experiments::cmd_run)
 MOBISIM_REGISTER_COMMAND("validate", "check an experiment YAML without running it", "mobisim validate CONFIG",
                          mobisim::experiments::cmd_validate)
+MOBISIM_REGISTER_COMMAND("config", "print the fully resolved configuration of an experiment YAML",
+                         "mobisim config CONFIG", mobisim::experiments::cmd_config)
 MOBISIM_REGISTER_COMMAND("list", "list devices, models and plug-ins with their parameters", "mobisim list",
                          mobisim::experiments::cmd_list)

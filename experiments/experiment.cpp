@@ -30,6 +30,11 @@ void RunContext::progress(const std::string& message) const {
   if (!quiet) std::cerr << "[" << name << "] " << message << "\n";
 }
 
+sim::TimelineProcess* RunContext::timeline_process(const std::string& process_name,
+                                                   const std::map<std::string, std::string>& labels) {
+  return timeline ? timeline->process(process_name, labels) : nullptr;
+}
+
 std::string source_root() {
   if (const char* home = std::getenv("MOBISIM_HOME")) return home;
   return MOBISIM_SOURCE_DIR_DEFAULT;
@@ -119,7 +124,8 @@ std::string write_results(const RunContext& ctx) {
   return csv;
 }
 
-bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error) {
+bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error,
+              const std::vector<std::string>& extra) {
   const std::string script_path = source_root() + "/plots/" + script;
   if (!std::filesystem::exists(script_path)) {
     error = fmt::format("plot script {} not found (set MOBISIM_HOME to the mobisim source tree)", script_path);
@@ -128,7 +134,19 @@ bool run_plot(const std::string& script, const std::string& h5_path, const std::
   const char* py = std::getenv("MOBISIM_PYTHON");
   // Debian installs matplotlib/h5py for /usr/bin/python3; another python3 on PATH may lack them.
   const std::string python = py ? py : (std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
-  const std::string cmd = fmt::format("'{}' '{}' '{}' '{}'", python, script_path, h5_path, png_path);
+  auto quote = [](const std::string& s) {
+    std::string q(1, '\'');
+    for (char c : s) {
+      if (c == '\'')
+        q.append("'\\''");
+      else
+        q.push_back(c);
+    }
+    q.push_back('\'');
+    return q;
+  };
+  std::string cmd = fmt::format("{} {} {} {}", quote(python), quote(script_path), quote(h5_path), quote(png_path));
+  for (const auto& e : extra) cmd.append(1, ' ').append(quote(e));
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     error = fmt::format("plot command failed (exit {}): {}", rc, cmd);
@@ -137,19 +155,31 @@ bool run_plot(const std::string& script, const std::string& h5_path, const std::
   return true;
 }
 
-int run_experiment(YAML::Node root, const std::string& origin, const RunOptions& options) {
+namespace {
+
+// An experiment file loaded, overridden, checked and resolved, ready to run.
+struct LoadedExperiment {
+  std::unique_ptr<Experiment> experiment;
+  std::string impl;
+  std::string plot;
+};
+
+LoadedExperiment load_experiment(YAML::Node root, const std::string& origin, const RunOptions& options,
+                                 RunContext& ctx) {
+  auto overrides = std::make_shared<const std::vector<std::string>>(options.overrides);
   for (const auto& o : options.overrides) apply_override(root, o);
-  auto file = std::make_shared<std::string>(origin);
-  ConfigSource src{file, ""};
+  ConfigSource src{std::make_shared<std::string>(origin), "", overrides};
   ParamSchema schema = run_schema();
   Params p(root, schema, src, {});
   YAML::Node exp_node = p.node("experiment");
   if (!exp_node.IsDefined() || exp_node.IsNull())
     throw ConfigError(fmt::format("{}: missing required key 'experiment' (a driver: {})", src.where(root),
                                   fmt::join(Registry<Experiment>::instance().names(), ", ")));
-  auto experiment = Registry<Experiment>::instance().create(exp_node, src.child("experiment"));
+  LoadedExperiment loaded;
+  loaded.experiment = Registry<Experiment>::instance().create(exp_node, src.child("experiment"));
+  loaded.impl = exp_node.IsMap() && exp_node["impl"] ? exp_node["impl"].as<std::string>() : exp_node.as<std::string>();
+  loaded.plot = p.text("plot");
 
-  RunContext ctx;
   ctx.config_path = origin;
   ctx.name = p.text("name");
   if (ctx.name.empty()) ctx.name = std::filesystem::path(origin).stem().string();
@@ -158,26 +188,62 @@ int run_experiment(YAML::Node root, const std::string& origin, const RunOptions&
   ctx.output = options.output_override.empty() ? p.text("output") : options.output_override;
   if (ctx.output.empty()) ctx.output = "results/" + ctx.name + ".h5";
   ctx.timeline_path = options.timeline_override.empty() ? p.text("timeline") : options.timeline_override;
-  if (!ctx.timeline_path.empty()) ctx.timeline = std::make_unique<sim::Timeline>();
+  if (!options.timeline_filter.empty() && ctx.timeline_path.empty())
+    throw UsageError("--timeline-filter needs a timeline (--timeline FILE.json)");
+  if (!ctx.timeline_path.empty())
+    ctx.timeline = std::make_unique<sim::Timeline>(sim::TimelineFilter::parse(options.timeline_filter, timeline_labels()));
   ctx.quiet = options.quiet;
-  // A timeline records spans from every simulation into one object: keep it single-threaded.
-  ctx.threads = ctx.timeline ? 1 : std::max(1, options.threads);
-  ctx.resolved = yaml_clone(root);
+  ctx.threads = std::max(1, options.threads);  // timelines are per run: any thread count is safe
+
+  // The resolved configuration: what was simulated, every default filled in. Where the results
+  // go (output, timeline) is not part of it, so the stored YAML reruns to an identical file.
+  YAML::Node resolved = p.resolved();
+  resolved["name"] = ctx.name;
+  resolved["output"] = "";
+  resolved["timeline"] = "";
+  resolved["experiment"] =
+      loaded.experiment->resolved_config(Registry<Experiment>::instance().resolve(exp_node, src.child("experiment")));
+  // Normalised through text, so a rerun of the stored YAML stores exactly the same text.
+  ctx.resolved = YAML::Load(yaml_to_string(resolved));
+  return loaded;
+}
+
+}  // namespace
+
+YAML::Node resolve_experiment_config(YAML::Node root, const std::string& origin, const RunOptions& options) {
+  RunContext ctx;
+  load_experiment(std::move(root), origin, options, ctx);
+  return ctx.resolved;
+}
+
+int run_experiment(YAML::Node root, const std::string& origin, const RunOptions& options) {
+  RunContext ctx;
+  LoadedExperiment loaded = load_experiment(std::move(root), origin, options, ctx);
+  if (options.dry_run) {
+    std::cout << "# resolved configuration of " << origin << " (mobisim " << kVersion << ")\n"
+              << yaml_to_string(ctx.resolved) << "\n";
+    return kExitOk;
+  }
+  // Workloads and inputs are checked by validate too: "ok" means the run will not fail on them.
+  ctx.quiet = ctx.quiet || options.validate_only;
+  loaded.experiment->prepare(ctx);
   if (options.validate_only) {
-    std::cout << fmt::format("{}: ok (experiment '{}')\n", origin, exp_node["impl"] ? exp_node["impl"].as<std::string>() : "?");
+    std::cout << fmt::format("{}: ok (experiment '{}')\n", origin, loaded.impl);
     return kExitOk;
   }
 
-  experiment->run(ctx);
+  loaded.experiment->run(ctx);
   const std::string csv = write_results(ctx);
   if (ctx.timeline) ctx.timeline->write(ctx.timeline_path);
   if (!ctx.quiet) {
     std::cout << format_table(ctx.results.summary);
     std::cout << fmt::format("results: {} (summary CSV: {})\n", ctx.output, csv);
-    if (ctx.timeline) std::cout << fmt::format("timeline: {} ({} spans)\n", ctx.timeline_path, ctx.timeline->size());
+    if (ctx.timeline)
+      std::cout << fmt::format("timeline: {} ({} runs, {} spans)\n", ctx.timeline_path, ctx.timeline->processes(),
+                               ctx.timeline->size());
   }
-  std::string plot = p.text("plot");
-  if (plot.empty()) plot = experiment->default_plot();
+  std::string plot = loaded.plot;
+  if (plot.empty()) plot = loaded.experiment->default_plot();
   if (!options.no_plot && !plot.empty() && plot != "none") {
     std::string png = ctx.output;
     if (png.ends_with(".h5")) png.resize(png.size() - 3);

@@ -53,13 +53,30 @@ struct RunContext {
   Results results;
 
   void progress(const std::string& message) const;
+  // The timeline process of one simulated run (labels: policy, user, device), or null when no
+  // timeline was requested or --timeline-filter excludes the run. Call before running in parallel.
+  sim::TimelineProcess* timeline_process(const std::string& name, const std::map<std::string, std::string>& labels);
 };
+
+// The labels a --timeline-filter may select on.
+inline const std::vector<std::string>& timeline_labels() {
+  static const std::vector<std::string> labels{"policy", "user", "device"};
+  return labels;
+}
 
 class Experiment {
  public:
   static constexpr const char* kRegistryKind = "experiment";
   virtual ~Experiment() = default;
+  // Loads and checks everything the run needs that construction could not (workload files,
+  // generators, what the workload can honour), without simulating. `mobisim validate` calls it,
+  // so "ok" means the run will not fail on its configuration or inputs. run() comes after it.
+  virtual void prepare(RunContext& ctx) { (void)ctx; }
   virtual void run(RunContext& ctx) = 0;
+  // The driver's parameters with everything resolved: device and model profiles expanded to
+  // every field, defaults filled in. Written into the result file; running it reproduces it.
+  // `given` is the experiment node as written (after overrides).
+  virtual YAML::Node resolved_config(const YAML::Node& given) const { return yaml_clone(given); }
   // The plot script (under plots/) that turns this experiment's result file into a PNG.
   virtual std::string default_plot() const { return ""; }
 };
@@ -72,18 +89,24 @@ struct RunOptions {
   bool quiet = false;
   bool no_plot = false;
   std::string timeline_override;
+  std::string timeline_filter;  // --timeline-filter policy=..,user=..,from_s=..,to_s=..
+  bool dry_run = false;         // print the resolved configuration and stop
   int threads = 1;
 };
 int run_experiment_file(const std::string& path, const RunOptions& options);
 // Same, for an already-loaded YAML document (used by `reproduce` and tests).
 int run_experiment(YAML::Node root, const std::string& origin, const RunOptions& options);
+// The fully resolved configuration of an experiment file (what --dry-run prints and results store).
+YAML::Node resolve_experiment_config(YAML::Node root, const std::string& origin, const RunOptions& options);
 
 // Writes the results (HDF5 + CSV) atomically; returns the CSV path.
 std::string write_results(const RunContext& ctx);
 // A fixed-width text rendering of a table (for the terminal).
 std::string format_table(const h5::Table& t, std::size_t max_rows = 50);
 // Runs plots/<script> on `h5_path` to write `png_path` with /usr/bin/python3 (or $MOBISIM_PYTHON).
-bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error);
+// `extra` arguments follow the two paths (each shell-quoted).
+bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error,
+              const std::vector<std::string>& extra = {});
 // Where plot scripts and experiment YAMLs live: $MOBISIM_HOME or the source tree.
 std::string source_root();
 

@@ -109,6 +109,15 @@ class KvprCakeExperiment : public Experiment {
       if (pl != "kv" && pl != "qkv") phones_->fail("payloads", fmt::format("unknown payload '{}' (expected kv, qkv)", pl));
   }
 
+  YAML::Node resolved_config(const YAML::Node& given) const override {
+    YAML::Node out = yaml_clone(given);
+    out["device"] = yaml_clone(device_.resolved);
+    out["model"] = yaml_clone(model_.resolved);
+    out["error"] = error_->resolved();
+    out["phones"] = phones_->resolved();
+    return out;
+  }
+
   static ParamSchema schema() {
     ParamSchema s;
     s.text_list("parts", std::vector<std::string>{"fig3", "error", "phones"}, "which parts to run: fig3, error, phones");

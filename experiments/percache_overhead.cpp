@@ -15,6 +15,7 @@
 
 #include "devices/device.h"
 #include "experiments/experiment.h"
+#include "experiments/simulation.h"
 #include "models/cost_model.h"
 #include "policies/rag/rag_policy.h"
 #include "sim/builtin_configs.h"
@@ -28,21 +29,7 @@ class PerCacheOverheadExperiment : public Experiment {
  public:
   explicit PerCacheOverheadExperiment(const Params& p) : p_(p) {
     device_ = devices::load_device_profile(p.node("device"), p.source_of("device"));
-    const YAML::Node m = p.node("model");
-    if (m.IsMap() && m["base"]) {
-      model_ = models::load_model_spec(m["base"].as<std::string>());
-      for (const auto& kv : m) {
-        const auto k = kv.first.as<std::string>();
-        if (k == "weight_dtype") model_.weight_dtype = models::parse_dtype(kv.second.as<std::string>());
-        else if (k == "activation_dtype") model_.activation_dtype = models::parse_dtype(kv.second.as<std::string>());
-        else if (k == "kv_dtype") model_.kv_dtype = models::parse_dtype(kv.second.as<std::string>());
-        else if (k != "base")
-          throw ConfigError(fmt::format("{}: model override '{}' not supported here (base, weight_dtype, "
-                                        "activation_dtype, kv_dtype)", p.source_of("model").where(kv.first), k));
-      }
-    } else {
-      model_ = models::load_model_spec(m, p.source_of("model"));
-    }
+    model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     ParamSchema ps = policies::PipelineConfig::schema();
     pipeline_ = policies::PipelineConfig::from_params(Params(p.node("pipeline"), ps, p.source_of("pipeline"), {}));
     device_.unit(pipeline_.compute_unit, "pipeline.compute_unit");
@@ -71,14 +58,25 @@ class PerCacheOverheadExperiment : public Experiment {
 
   std::string default_plot() const override { return "percache_overhead.py"; }
 
+  YAML::Node resolved_config(const YAML::Node& given) const override {
+    YAML::Node out = yaml_clone(given);
+    out["device"] = yaml_clone(device_.resolved);
+    out["model"] = yaml_clone(model_.resolved);
+    ParamSchema ps = policies::PipelineConfig::schema();
+    out["pipeline"] = Params(p_.node("pipeline"), ps, p_.source_of("pipeline"), {}).resolved();
+    return out;
+  }
+
   void run(RunContext& ctx) override {
     const models::CostModel cost(model_);
     const auto in = p_.integer("input_tokens"), out = p_.integer("output_tokens"), ct = p_.integer("chunk_tokens");
     const double slice_bytes = static_cast<double>(ct) * model_.qkv_bytes_per_token(model_.activation_dtype);
     traces::UserTrace user;  // the pipeline needs a user; these phases do not read it
-    sim::Simulator sim;
-    sim::StatGroup stats("percache_overhead");
-    devices::Device dev(sim, device_, stats.child("device"), ctx.timeline.get());
+    sim::StatGroup stats("percache_overhead");  // not written: this driver reports tables
+    SimulatedRun run(device_, stats.child("device"),
+                     ctx.timeline_process("percache_overhead " + mode_, {{"device", device_.name}}));
+    sim::Simulator& sim = run.sim();
+    devices::Device& dev = run.device();
     policies::RagPipeline pipe(sim, dev, cost, pipeline_, user, stats);
     if (mode_ == "table1") {
       std::vector<std::string> op;
@@ -111,8 +109,8 @@ class PerCacheOverheadExperiment : public Experiment {
         sim_s.push_back(r.decode_s);
         doc_s.push_back(10.95);
       };
-      sim.start(task(), "table1");
-      sim.run();
+      run.start(task(), "table1");
+      run.run();
       std::vector<double> err;
       for (std::size_t i = 0; i < sim_s.size(); ++i) err.push_back(100.0 * (sim_s[i] - doc_s[i]) / doc_s[i]);
       auto& t = ctx.results.tables["latency"];
@@ -152,8 +150,8 @@ class PerCacheOverheadExperiment : public Experiment {
           seconds.push_back(sim::to_seconds(sim.now()));
         }
       };
-      sim.start(task(), "battery");
-      sim.run();
+      run.start(task(), "battery");
+      run.run();
       auto& t = ctx.results.tables["battery"];
       t.add("populations", n, "count");
       t.add("battery_used_percent", pct, "%");

@@ -19,6 +19,7 @@
 
 #include "devices/device.h"
 #include "experiments/experiment.h"
+#include "experiments/simulation.h"
 #include "models/cost_model.h"
 #include "policies/kvcache/chat_workload.h"
 #include "policies/kvcache/prefix_cache.h"
@@ -36,7 +37,7 @@ namespace kc = policies::kvcache;
 struct DeviceEntrySpec {
   static ParamSchema schema() {
     ParamSchema s;
-    s.text("device", std::nullopt, "device profile (built-in name or YAML path)");
+    s.node("device", "device profile: built-in name, YAML path, or {base: NAME, <field>: <override>}");
     s.real("cap_mb", 512, "prefix cache cap (the note: 512 MB iOS, 256 MB Android)").positive().with_unit("MB");
     s.text("compute_unit", std::string("gpu"), "unit running the prefill");
     s.real("note_uncached_ms", 0, "the note's median uncached TTFT (for the comparison columns)").non_negative();
@@ -89,7 +90,7 @@ double mean(const std::vector<double>& v) {
 
 class PrefixCacheExperiment : public Experiment {
  public:
-  explicit PrefixCacheExperiment(const Params& p) : params_(p) {
+  explicit PrefixCacheExperiment(const Params& p) : params_(p), gran_(p.int_list("granularities")) {
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     YAML::Node devs = p.node("devices");
     if (!devs.IsSequence() || devs.size() == 0) p.fail("devices", "expected a non-empty list of {device: NAME, cap_mb: ...}");
@@ -97,7 +98,8 @@ class PrefixCacheExperiment : public Experiment {
     for (std::size_t i = 0; i < devs.size(); ++i) {
       Params dp(devs[i], ds, p.source_of("devices").element(i), {});
       DeviceEntry e;
-      e.profile = devices::load_device_profile(dp.text("device"));
+      if (!dp.has("device")) dp.fail("device", "missing required key 'device' (a device profile)");
+      e.profile = devices::load_device_profile(dp.node("device"), dp.source_of("device"));
       e.cap_bytes = dp.real("cap_mb") * 1e6;
       e.unit = dp.text("compute_unit");
       e.profile.unit(e.unit, dp.source_of("compute_unit").key_path);
@@ -154,7 +156,10 @@ class PrefixCacheExperiment : public Experiment {
     s.node("model", "model (built-in name, YAML path or mapping)");
     s.node("devices", "list of {device, cap_mb, compute_unit, note_uncached_ms, note_cached_ms, note_load_ms}");
     s.node("eviction", "list of kv_eviction_policy plug-ins to compare: [{impl: weighted_lru}, {impl: lru}, {impl: lfu}]");
-    s.int_list("granularities", std::vector<std::int64_t>{32, 64, 128, 180}, "prefix lengths stored");
+    s.int_list("granularities", std::vector<std::int64_t>{32, 64, 128, 180}, "prefix lengths stored")
+        .range(1, 1 << 20)
+        .non_empty()
+        .with_unit("tokens");
     s.integer("verify_tokens", 16, "leading token ids verified on a hit").non_negative();
     s.real("page_cache_fraction", 0.0, "share of a loaded prefix already in the page cache (DRAM)").range(0, 0.99);
     s.real("note_prefix_mb", 74, "the note's prefix size (MB) whose load time it reports").positive().with_unit("MB");
@@ -165,6 +170,28 @@ class PrefixCacheExperiment : public Experiment {
   }
 
   std::string default_plot() const override { return "prefix_cache_ttft.py"; }
+
+  YAML::Node resolved_config(const YAML::Node& given) const override {
+    YAML::Node out = yaml_clone(given);
+    out["model"] = yaml_clone(model_.resolved);
+    ParamSchema ds = DeviceEntrySpec::schema();
+    YAML::Node devs(YAML::NodeType::Sequence);
+    const YAML::Node given_devs = params_.node("devices");
+    for (std::size_t i = 0; i < devices_.size(); ++i) {
+      YAML::Node d = Params(given_devs[i], ds, params_.source_of("devices").element(i), {}).resolved();
+      d["device"] = yaml_clone(devices_[i].profile.resolved);
+      devs.push_back(d);
+    }
+    out["devices"] = devs;
+    YAML::Node ev(YAML::NodeType::Sequence);
+    for (const auto& e : eviction_) {
+      YAML::Node r = Registry<kc::EvictionPolicy>::instance().resolve(e.node, e.source);
+      r["label"] = e.label;
+      ev.push_back(r);
+    }
+    out["eviction"] = ev;
+    return out;
+  }
 
   void run(RunContext& ctx) override {
     const models::CostModel cost(model_);
@@ -215,10 +242,7 @@ class PrefixCacheExperiment : public Experiment {
     }
   };
 
-  const std::vector<std::int64_t>& granularities() const {
-    if (gran_.empty()) gran_ = params_.int_list("granularities");
-    return gran_;
-  }
+  const std::vector<std::int64_t>& granularities() const { return gran_; }
 
   double load_seconds(const DeviceEntry& dev, double bytes) const {
     const double f = params_.real("page_cache_fraction");
@@ -364,10 +388,11 @@ class PrefixCacheExperiment : public Experiment {
     }
     Records rec;
     {
-      sim::Simulator sim;
-      devices::Device device(sim, dev.profile, variant.stats.child("device"), ctx.timeline.get());
-      sim.start(replay(sim, device, dev, cost, sessions, cache.get(), rec), "sessions");
-      sim.run();
+      SimulatedRun run(dev.profile, variant.stats.child("device"),
+                       ctx.timeline_process(dev.profile.name + " / " + label,
+                                            {{"device", dev.profile.name}, {"policy", label}}));
+      run.start(replay(run.sim(), run.device(), dev, cost, sessions, cache.get(), rec), "sessions");
+      run.run();
     }
     rec.to_table(variant.records);
     std::vector<double> full, all = rec.ttft_ms, loads, recov;
@@ -416,7 +441,7 @@ class PrefixCacheExperiment : public Experiment {
   kc::ChatWorkloadConfig workload_;
   std::string trace_path_;                   // non-empty: the workload comes from this chat trace
   std::vector<kc::ChatSession> trace_sessions_;
-  mutable std::vector<std::int64_t> gran_;
+  std::vector<std::int64_t> gran_;
 };
 
 MOBISIM_REGISTER(Experiment, PrefixCacheExperiment, "prefix_cache",

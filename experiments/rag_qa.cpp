@@ -20,6 +20,7 @@
 #include "devices/device.h"
 #include "experiments/experiment.h"
 #include "experiments/parallel.h"
+#include "experiments/simulation.h"
 #include "models/cost_model.h"
 #include "policies/rag/rag_policy.h"
 #include "sim/builtin_configs.h"
@@ -36,22 +37,6 @@ namespace {
 
 using policies::QueryRecord;
 using policies::RagPolicy;
-
-// A model node: a name/path, or a mapping {base: NAME, field: override, ...}.
-models::ModelSpec load_model(const YAML::Node& node, const ConfigSource& src) {
-  if (node.IsMap() && node["base"]) {
-    std::string text, origin;
-    const std::string base = node["base"].as<std::string>();
-    if (!find_config("models", base, text, origin))
-      throw ConfigError(fmt::format("{}: unknown base model '{}' (built-in: {})", src.child("base").where(node["base"]),
-                                    base, fmt::join(models::builtin_model_names(), ", ")));
-    YAML::Node merged = load_yaml_string(text, origin);
-    for (const auto& kv : node)
-      if (kv.first.as<std::string>() != "base") merged[kv.first.as<std::string>()] = kv.second;
-    return models::load_model_spec(merged, src);
-  }
-  return models::load_model_spec(node, src);
-}
 
 struct WorkloadSpec {
   static ParamSchema schema() {
@@ -110,7 +95,7 @@ class RagQaExperiment : public Experiment {
  public:
   explicit RagQaExperiment(const Params& p) : params_(p) {
     device_ = devices::load_device_profile(p.node("device"), p.source_of("device"));
-    model_ = load_model(p.node("model"), p.source_of("model"));
+    model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     ParamSchema ps = policies::PipelineConfig::schema();
     pipeline_ = policies::PipelineConfig::from_params(Params(p.node("pipeline"), ps, p.source_of("pipeline"), {}));
     device_.unit(pipeline_.compute_unit, "pipeline.compute_unit");
@@ -152,35 +137,57 @@ class RagQaExperiment : public Experiment {
 
   std::string default_plot() const override { return "rag_latency.py"; }
 
-  void run(RunContext& ctx) override {
+  // Loads the workload and checks it against every policy and the pipeline; builds the per-user
+  // knowledge indexes the policies share. No simulation runs here (validate stops after it).
+  void prepare(RunContext& ctx) override {
     ParamSchema ws = WorkloadSpec::schema();
     Params wp(workload_node_, ws, params_.source_of("workload"), {});
-    const traces::RagTrace trace = load_workload(wp, ctx.seed);
-    const models::CostModel cost(model_);
-    ctx.progress(fmt::format("{} users, {} on {}, {} policies", trace.users.size(), model_.name, device_.name,
-                             policies_.size()));
+    trace_ = load_workload(wp, ctx.seed);
+    cost_ = std::make_unique<models::CostModel>(model_);
     // Workload checks of every policy (e.g. missing embeddings) before any simulation starts.
-    for (const auto& entry : policies_)
-      Registry<RagPolicy>::instance().create(entry.node, entry.source)->check_workload(trace, cost);
-    // One independent simulation per (policy, user): build policies and statistics groups first
-    // (not thread-safe), run the simulations on ctx.threads workers, then merge in order, so the
-    // result does not depend on the thread count.
+    bool needs_index = false;
+    for (const auto& entry : policies_) {
+      auto policy = Registry<RagPolicy>::instance().create(entry.node, entry.source);
+      policy->check_workload(trace_, *cost_);
+      needs_index = needs_index || policy->needs_knowledge_index();
+    }
+    check_top_k();
+    indexes_.assign(trace_.users.size(), nullptr);
+    if (needs_index)  // pure functions of each user's chunks: build in parallel, one slot per user
+      parallel_for(trace_.users.size(), ctx.threads,
+                   [&](std::size_t u) { indexes_[u] = policies::KnowledgeIndex::build(trace_.users[u]); });
+  }
+
+  void run(RunContext& ctx) override {
+    ctx.progress(fmt::format("{} users, {} on {}, {} policies", trace_.users.size(), model_.name, device_.name,
+                             policies_.size()));
+    // One independent simulation per (policy, user). Everything shared is set up here, in order
+    // (statistics groups, timeline processes, policies); the simulations then run on ctx.threads
+    // workers, each touching only its own job, and are merged in job order, so the result does
+    // not depend on the thread count.
     struct Job {
       std::size_t policy, user;
       std::unique_ptr<RagPolicy> impl;
       sim::StatGroup* stats;
+      sim::TimelineProcess* timeline;
       std::vector<QueryRecord> records;
     };
     std::vector<Job> jobs;
     for (std::size_t p = 0; p < policies_.size(); ++p) {
       auto& variant = ctx.results.variant(policies_[p].label);
-      for (std::size_t u = 0; u < trace.users.size(); ++u)
+      for (std::size_t u = 0; u < trace_.users.size(); ++u) {
+        const std::string& user_id = trace_.users[u].user_id;
         jobs.push_back(Job{p, u, Registry<RagPolicy>::instance().create(policies_[p].node, policies_[p].source),
-                           &variant.stats.child(sanitize(trace.users[u].user_id)), {}});
+                           &variant.stats.child(sanitize(user_id)),
+                           ctx.timeline_process(policies_[p].label + " / " + user_id,
+                                                {{"policy", policies_[p].label}, {"user", user_id}, {"device", device_.name}}),
+                           {}});
+      }
     }
     parallel_for(jobs.size(), ctx.threads, [&](std::size_t j) {
       Job& job = jobs[j];
-      simulate_user(ctx, *job.impl, cost, trace.users[job.user], *job.stats, job.records);
+      simulate_user(std::move(job.impl), trace_.users[job.user], indexes_[job.user], *job.stats, job.timeline,
+                    job.records);
     });
     SummaryBuilder summary;
     for (std::size_t p = 0; p < policies_.size(); ++p) {
@@ -194,6 +201,24 @@ class RagQaExperiment : public Experiment {
       summary.add(policies_[p].label, cols);
     }
     summary.to_table(ctx.results.summary);
+  }
+
+  YAML::Node resolved_config(const YAML::Node& given) const override {
+    YAML::Node out = yaml_clone(given);
+    out["device"] = yaml_clone(device_.resolved);
+    out["model"] = yaml_clone(model_.resolved);
+    ParamSchema ps = policies::PipelineConfig::schema();
+    out["pipeline"] = Params(params_.node("pipeline"), ps, params_.source_of("pipeline"), {}).resolved();
+    ParamSchema ws = WorkloadSpec::schema();
+    out["workload"] = Params(workload_node_, ws, params_.source_of("workload"), {}).resolved();
+    YAML::Node pols(YAML::NodeType::Sequence);
+    for (const auto& e : policies_) {
+      YAML::Node r = Registry<RagPolicy>::instance().resolve(e.node, e.source);
+      r["label"] = e.label;
+      pols.push_back(r);
+    }
+    out["policies"] = pols;
+    return out;
   }
 
  private:
@@ -396,13 +421,35 @@ class RagQaExperiment : public Experiment {
     }
   }
 
-  void simulate_user(RunContext& ctx, RagPolicy& policy, const models::CostModel& cost, const traces::UserTrace& user,
-                     sim::StatGroup& stats, std::vector<QueryRecord>& out) {
-    sim::Simulator sim;
-    devices::Device device(sim, device_, stats.child("device"), ctx.timeline.get());
-    policies::RagPipeline pipe(sim, device, cost, pipeline_, user, stats);
-    sim.start(replay(sim, policy, pipe, user, device, out), "user " + user.user_id);
-    sim.run();
+  // One user's phone under one policy. Declaration order is teardown order: the policy (which
+  // may point into the pipeline) goes first, then the pipeline, then the simulation and device.
+  void simulate_user(std::unique_ptr<RagPolicy> policy_owner, const traces::UserTrace& user,
+                     std::shared_ptr<const policies::KnowledgeIndex> index, sim::StatGroup& stats,
+                     sim::TimelineProcess* timeline, std::vector<QueryRecord>& out) const {
+    SimulatedRun run(device_, stats.child("device"), timeline);
+    policies::RagPipeline pipe(run.sim(), run.device(), *cost_, pipeline_, user, stats, std::move(index));
+    const std::unique_ptr<RagPolicy> policy = std::move(policy_owner);
+    run.start(replay(run.sim(), *policy, pipe, user, run.device(), out), "user " + user.user_id);
+    run.run();
+    policy->end_user();
+  }
+
+  // The trace's precomputed retrieval holds a fixed number of chunks per query: a larger top_k
+  // would apply to predicted queries (retrieved in simulation) but not to the trace's own.
+  void check_top_k() const {
+    const auto k = static_cast<std::size_t>(pipeline_.top_k);
+    const YAML::Node pipeline_node = params_.node("pipeline");
+    const YAML::Node at = pipeline_node.IsMap() ? pipeline_node["top_k"] : pipeline_node;
+    for (const auto& user : trace_.users)
+      for (std::size_t i = 0; i < user.queries.size(); ++i) {
+        const auto& q = user.queries[i];
+        if (q.retrieved.empty() || q.retrieved.size() >= k || q.retrieved.size() >= user.chunks.size()) continue;
+        throw ConfigError(fmt::format(
+            "{}: pipeline.top_k = {} but the workload's queries carry only {} precomputed retrieved chunks (user '{}', "
+            "query {}); regenerate or re-import the trace with top-k >= {}, or lower pipeline.top_k",
+            params_.source_of("pipeline").child("top_k").where(at), k, q.retrieved.size(),
+            user.user_id, i, k));
+      }
   }
 
   Params params_;
@@ -411,6 +458,10 @@ class RagQaExperiment : public Experiment {
   policies::PipelineConfig pipeline_;
   std::vector<PolicyEntry> policies_;
   YAML::Node workload_node_;
+  // Set by prepare().
+  traces::RagTrace trace_;
+  std::unique_ptr<models::CostModel> cost_;
+  std::vector<std::shared_ptr<const policies::KnowledgeIndex>> indexes_;
 };
 
 MOBISIM_REGISTER(Experiment, RagQaExperiment, "rag_qa",

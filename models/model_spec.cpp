@@ -101,12 +101,25 @@ ModelSpec ModelSpec::from_params(const Params& p) {
   m.kv_dtype = parse_dtype(p.text("kv_dtype"));
   if (m.n_heads % m.n_kv_heads != 0)
     p.fail("n_kv_heads", fmt::format("n_heads ({}) must be a multiple of n_kv_heads ({})", m.n_heads, m.n_kv_heads));
+  m.resolved = p.resolved();
   return m;
 }
 
 ModelSpec load_model_spec(const YAML::Node& node, const ConfigSource& source) {
   if (node.IsScalar()) return load_model_spec(node.Scalar());
   ParamSchema s = ModelSpec::schema();
+  if (node.IsMap() && node["base"]) {  // {base: NAME, field: override, ...}
+    const YAML::Node b = node["base"];
+    std::string text, origin;
+    if (!b.IsScalar() || !find_config("models", b.Scalar(), text, origin))
+      throw ConfigError(fmt::format("{}: unknown base model '{}' (built-in: {}; or give a path to a YAML file)",
+                                    source.child("base").where(b), b.IsScalar() ? b.Scalar() : std::string("?"),
+                                    fmt::join(builtin_model_names(), ", ")));
+    YAML::Node merged = load_yaml_string(text, origin);
+    for (const auto& kv : node)
+      if (kv.first.as<std::string>() != "base") merged[kv.first.as<std::string>()] = yaml_clone(kv.second);
+    return ModelSpec::from_params(Params(merged, s, source, {}));
+  }
   return ModelSpec::from_params(Params(node, s, source, {}));
 }
 

@@ -51,6 +51,9 @@ struct ModelSpec {
   // Hidden state (layer input) of one token across all layers (what KVPR transfers to recompute).
   double hidden_bytes_per_token(DType t) const { return static_cast<double>(n_layers) * hidden * dtype_bytes(t); }
 
+  // Every field with its effective value (base expanded, defaults filled), stored with results.
+  YAML::Node resolved;
+
   static ParamSchema schema();
   static ModelSpec from_params(const Params& p);
 };

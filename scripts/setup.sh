@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 packages=(
   g++ cmake make pkg-config
   libeigen3-dev libboost-dev libyaml-cpp-dev libhdf5-dev libgsl-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev
-  python3 python3-matplotlib python3-h5py python3-simpy
+  libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev libboost-mpi-dev openmpi-bin libopenmpi-dev
+  python3 python3-matplotlib python3-h5py python3-pandas python3-simpy valgrind ccache
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -27,6 +27,9 @@ else
 fi
 
 build=${BUILD_DIR:-build}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+launcher=()
+export CCACHE_BASEDIR="$PWD"   # cache hits across clones of the repository
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 echo "setup: built $build/mobisim"

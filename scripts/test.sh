@@ -1,20 +1,36 @@
 #!/usr/bin/env bash
 # Builds (Release, ./build) and runs the whole test suite with ctest.
-# With SANITIZE=1 it builds ./build-asan with AddressSanitizer + UndefinedBehaviorSanitizer instead.
+#   scripts/test.sh             # Release build + ctest
+#   SANITIZE=1 scripts/test.sh  # ./build-asan with AddressSanitizer + UBSan: ctest, then end-to-end runs
+#   TSAN=1 scripts/test.sh      # ./build-tsan with ThreadSanitizer: end-to-end runs at --threads 8
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+launcher=()
+export CCACHE_BASEDIR="$PWD"   # cache hits across clones of the repository
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+if [ "${TSAN:-0}" = 1 ]; then
+  build=${BUILD_DIR:-build-tsan}
+  # Only the binary: TSan watches whole runs whose simulations share worker threads.
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g" "${launcher[@]}" \
+        -DMOBISIM_TSAN=ON -DMOBISIM_BUILD_TESTS=OFF -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF >/dev/null
+  cmake --build "$build" -j"$jobs" --target mobisim
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+  bash scripts/e2e.sh "$build" 8
+  exit 0
+fi
 if [ "${SANITIZE:-0}" = 1 ]; then
   build=${BUILD_DIR:-build-asan}
   # -O1 keeps the sanitized build and its tests fast enough for CI on 2 cores.
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g" \
-        -DMOBISIM_SANITIZE=ON -DMOBISIM_BUILD_BENCH=OFF >/dev/null
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g" "${launcher[@]}" \
+        -DMOBISIM_SANITIZE=ON -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF >/dev/null
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 else
   build=${BUILD_DIR:-build}
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 fi
 cmake --build "$build" -j"$jobs"
+if [ "${SANITIZE:-0}" = 1 ]; then bash scripts/e2e.sh "$build" 8; fi
 cd "$build"
 ctest --output-on-failure -j"$jobs" --timeout 600

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "sim/error.h"
@@ -106,14 +108,41 @@ ParamSchema& ParamSchema::merge(const ParamSchema& other) {
 // ConfigSource
 // ---------------------------------------------------------------------------
 ConfigSource ConfigSource::child(const std::string& key) const {
-  return {file, key_path.empty() ? key : key_path + "." + key};
+  return {file, key_path.empty() ? key : key_path + "." + key, overrides};
 }
 
 ConfigSource ConfigSource::element(std::size_t index) const {
-  return {file, fmt::format("{}[{}]", key_path, index)};
+  return {file, fmt::format("{}[{}]", key_path, index), overrides};
+}
+
+static std::vector<std::string> key_steps(const std::string& path) {
+  std::vector<std::string> steps;
+  std::string cur;
+  for (char c : path) {
+    if (c == '.' || c == '[' || c == ']') {
+      if (!cur.empty()) steps.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) steps.push_back(cur);
+  return steps;
+}
+
+std::vector<std::string> override_path_steps(const std::string& assignment) {
+  return key_steps(assignment.substr(0, assignment.find('=')));
 }
 
 std::string ConfigSource::where(const YAML::Node& node) const {
+  if (overrides) {
+    const auto here = key_steps(key_path);
+    for (auto it = overrides->rbegin(); it != overrides->rend(); ++it) {  // the last override wins
+      const auto steps = override_path_steps(*it);
+      if (!steps.empty() && steps.size() <= here.size() && std::equal(steps.begin(), steps.end(), here.begin()))
+        return fmt::format("-p '{}': key '{}'", *it, key_path);
+    }
+  }
   std::string loc = file ? *file : std::string("<config>");
   if (node.IsDefined() && !node.Mark().is_null())
     loc += fmt::format(":{}:{}", node.Mark().line + 1, node.Mark().column + 1);
@@ -155,8 +184,13 @@ bool parse_int(const YAML::Node& n, std::int64_t& out) {
   const std::string& s = n.Scalar();
   if (s.empty()) return false;
   char* end = nullptr;
+  errno = 0;
   long long v = std::strtoll(s.c_str(), &end, 10);
-  if (end == s.c_str() + s.size()) { out = v; return true; }
+  if (end == s.c_str() + s.size()) {
+    if (errno == ERANGE) return false;  // beyond int64: never clamp silently
+    out = v;
+    return true;
+  }
   // Accept integral reals written as 1e6.
   double d = 0;
   if (parse_real(n, d) && d == std::floor(d) && std::fabs(d) < 9.0e18) {
@@ -285,25 +319,33 @@ static std::vector<T> read_list(const Params& p, const YAML::Node& n, const std:
   return out;
 }
 
+static void check_not_empty(const Params& p, const ParamDef& d, std::size_t size) {
+  if (d.non_empty_ && size == 0) p.fail(d.name, "expected a non-empty list");
+}
+
 std::vector<double> Params::real_list(const std::string& name) const {
   auto v = read_list<double>(*this, value_of(name, ParamType::kRealList), name, "numbers", parse_real);
+  check_not_empty(*this, *schema_->find(name), v.size());
   for (double x : v) check_range(*this, *schema_->find(name), x);
   return v;
 }
 
 std::vector<std::int64_t> Params::int_list(const std::string& name) const {
   auto v = read_list<std::int64_t>(*this, value_of(name, ParamType::kIntList), name, "integers", parse_int);
+  check_not_empty(*this, *schema_->find(name), v.size());
   for (auto x : v) check_range(*this, *schema_->find(name), static_cast<double>(x));
   return v;
 }
 
 std::vector<std::string> Params::text_list(const std::string& name) const {
-  return read_list<std::string>(*this, value_of(name, ParamType::kTextList), name, "strings",
-                                [](const YAML::Node& n, std::string& out) {
-                                  if (!n.IsScalar()) return false;
-                                  out = n.Scalar();
-                                  return true;
-                                });
+  auto v = read_list<std::string>(*this, value_of(name, ParamType::kTextList), name, "strings",
+                                  [](const YAML::Node& n, std::string& out) {
+                                    if (!n.IsScalar()) return false;
+                                    out = n.Scalar();
+                                    return true;
+                                  });
+  check_not_empty(*this, *schema_->find(name), v.size());
+  return v;
 }
 
 YAML::Node Params::node(const std::string& name) const {
@@ -336,12 +378,35 @@ YAML::Node load_yaml_file(const std::string& path) {
   return load_yaml_string(ss.str(), path);
 }
 
+// yaml-cpp keeps both entries of a repeated key and answers look-ups with one of them: a
+// config that says `seed:` twice would run on a value its author may not have meant.
+static void reject_duplicate_keys(const YAML::Node& node, const std::string& name) {
+  if (node.IsMap()) {
+    std::map<std::string, YAML::Mark> seen;
+    for (const auto& kv : node) {
+      if (kv.first.IsScalar()) {
+        const auto [it, fresh] = seen.emplace(kv.first.Scalar(), kv.first.Mark());
+        if (!fresh)
+          throw ConfigError(fmt::format("{}:{}:{}: duplicate key '{}' (first given at line {})", name,
+                                        kv.first.Mark().line + 1, kv.first.Mark().column + 1, kv.first.Scalar(),
+                                        it->second.line + 1));
+      }
+      reject_duplicate_keys(kv.second, name);
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) reject_duplicate_keys(item, name);
+  }
+}
+
 YAML::Node load_yaml_string(const std::string& text, const std::string& name) {
+  YAML::Node root;
   try {
-    return YAML::Load(text);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}:{}:{}: malformed YAML: {}", name, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
+  reject_duplicate_keys(root, name);
+  return root;
 }
 
 YAML::Node yaml_clone(const YAML::Node& node) { return YAML::Clone(node); }
@@ -357,7 +422,12 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   if (eq == std::string::npos || eq == 0)
     throw UsageError(fmt::format("override '{}': expected KEY.PATH=VALUE", assignment));
   const std::string path = assignment.substr(0, eq);
-  YAML::Node value = load_yaml_string(assignment.substr(eq + 1), "-p " + path);
+  YAML::Node value;
+  try {
+    value = load_yaml_string(assignment.substr(eq + 1), "value");
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("-p '{}': {}", assignment, e.what()));
+  }
 
   // Split "a.b[2].c" into steps; each step is a key or an index.
   struct Step { std::string key; long index = -1; };
@@ -371,7 +441,10 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
       if (c == '[') {
         auto close = path.find(']', i);
         if (close == std::string::npos) throw UsageError(fmt::format("override '{}': missing ']'", assignment));
-        steps.push_back({"", std::stol(path.substr(i + 1, close - i - 1))});
+        const std::string idx = path.substr(i + 1, close - i - 1);
+        if (idx.empty() || idx.size() > 9 || idx.find_first_not_of("0123456789") != std::string::npos)
+          throw UsageError(fmt::format("override '{}': '[{}]' is not a list index", assignment, idx));
+        steps.push_back({"", std::stol(idx)});
         i = close;
       }
     } else {
@@ -390,7 +463,22 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
         throw UsageError(fmt::format("override '{}': index [{}] does not exist", assignment, s.index));
       if (last) { node[s.index] = value; return; }
       node.reset(node[s.index]);
+    } else if (node.IsSequence() && !s.key.empty() && s.key.find_first_not_of("0123456789") == std::string::npos &&
+               s.key.size() <= 9) {
+      // "policies.6.tau_query": a numeric step into a list is an index.
+      const auto index = std::stoul(s.key);
+      if (index >= node.size())
+        throw UsageError(fmt::format("override '{}': index {} does not exist (the list has {} entries)", assignment,
+                                     index, node.size()));
+      if (last) { node[index] = value; return; }
+      node.reset(node[index]);
     } else {
+      if (node.IsScalar()) {
+        // A profile given by name: `device: pixel7` + `-p experiment.device.storage.x=1`.
+        YAML::Node expanded(YAML::NodeType::Map);
+        expanded["base"] = node.Scalar();
+        node = expanded;  // assigns through the handle into the parent
+      }
       if (node.IsDefined() && !node.IsNull() && !node.IsMap())
         throw UsageError(fmt::format("override '{}': '{}' is not inside a mapping", assignment, s.key));
       if (last) { node[s.key] = value; return; }

@@ -38,6 +38,9 @@ struct ParamDef {
   ParamDef& in(std::vector<std::string> allowed) { choices = std::move(allowed); return *this; }
   ParamDef& with_unit(std::string u) { unit = std::move(u); return *this; }
   ParamDef& optional() { optional_ = true; return *this; }
+  // For lists: an empty list is an error (the value sizes or drives work).
+  ParamDef& non_empty() { non_empty_ = true; return *this; }
+  bool non_empty_ = false;
   std::string default_text() const;  // "" when required, "(none)" when optional
   bool required() const { return !default_value && !optional_; }
 };
@@ -69,6 +72,9 @@ class ParamSchema {
 struct ConfigSource {
   std::shared_ptr<const std::string> file;  // may be null for built-in or command-line nodes
   std::string key_path;                     // e.g. "policies[2].qa_bank"
+  // Command-line overrides ("a.b[2].c=value") applied to this document: a key at or below an
+  // overridden path is reported as coming from the override, not from the file.
+  std::shared_ptr<const std::vector<std::string>> overrides = nullptr;
 
   ConfigSource child(const std::string& key) const;
   ConfigSource element(std::size_t index) const;
@@ -113,8 +119,12 @@ class Params {
 YAML::Node load_yaml_file(const std::string& path);
 YAML::Node load_yaml_string(const std::string& text, const std::string& name);
 
-// Applies a command-line override "a.b[2].c=value" to a YAML tree (value parsed as YAML).
+// Applies a command-line override "a.b[2].c=value" (or "a.b.2.c=value") to a YAML tree (value
+// parsed as YAML). A scalar met on the way stands for a profile name and becomes {base: NAME}, so
+// `-p experiment.device.storage.seq_read_gbps=4` works on `device: pixel7`. Errors name the override.
 void apply_override(YAML::Node& root, const std::string& assignment);
+// The key path of an override, split into steps ("a.b[2].c" and "a.b.2.c" -> a, b, 2, c).
+std::vector<std::string> override_path_steps(const std::string& assignment);
 
 // Deep copy (yaml-cpp nodes otherwise alias).
 YAML::Node yaml_clone(const YAML::Node& node);

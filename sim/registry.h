@@ -103,6 +103,18 @@ class Registry {
     return obj;
   }
 
+  // The parameters of `node` with every default filled in (and `impl`), as stored with results.
+  YAML::Node resolve(const YAML::Node& node, const ConfigSource& source, const std::string& default_impl = "") const {
+    std::string impl = default_impl;
+    if (node.IsMap() && node["impl"].IsDefined() && node["impl"].IsScalar()) impl = node["impl"].Scalar();
+    if (node.IsScalar()) impl = node.Scalar();
+    const Entry& e = find(impl, source.child("impl"), node.IsMap() ? node["impl"] : node);
+    ParamSchema schema = e.schema();
+    YAML::Node out = Params(node.IsMap() ? node : YAML::Node(), schema, source).resolved();
+    out["impl"] = impl;
+    return out;
+  }
+
   // Validates without building (used by `mobisim validate`).
   void validate(const YAML::Node& node, const ConfigSource& source) const { (void)create(node, source); }
 

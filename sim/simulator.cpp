@@ -6,12 +6,17 @@
 
 #include "sim/error.h"
 #include "sim/event.h"
+#include "sim/stats.h"
 
 namespace mobisim::sim {
 
 Simulator::Simulator() { heap_.reserve(1024); }
 
-Simulator::~Simulator() {
+Simulator::~Simulator() { shutdown(); }
+
+void Simulator::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
   // Destroy the frames of processes that never finished (their locals, e.g. leases, run their destructors).
   for (auto& p : processes_) {
     if (p->frame) {
@@ -19,7 +24,17 @@ Simulator::~Simulator() {
       f.destroy();
     }
   }
+  heap_.clear();  // their pending resumptions would refer to destroyed frames
+  // Close what reads our clock, so nothing reads it after we are gone.
+  for (TimeWeighted* stat : std::exchange(clocked_, {})) stat->close(now_);
 }
+
+void Simulator::clock(TimeWeighted* stat) {
+  if (shut_down_) throw Error("internal: a statistic was bound to a simulator that has shut down");
+  clocked_.push_back(stat);
+}
+
+void Simulator::unclock(TimeWeighted* stat) { std::erase(clocked_, stat); }
 
 std::uint32_t Simulator::alloc_slot() {
   if (!free_slots_.empty()) {
@@ -31,11 +46,48 @@ std::uint32_t Simulator::alloc_slot() {
   return static_cast<std::uint32_t>(slots_.size() - 1);
 }
 
+void Simulator::heap_push(Entry e) {
+  std::size_t i = heap_.size();
+  heap_.push_back(e);
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 4;
+    if (!before(e, heap_[parent])) break;
+    heap_[i] = heap_[parent];
+    i = parent;
+  }
+  heap_[i] = e;
+}
+
+Simulator::Entry Simulator::heap_pop() {
+  const Entry top = heap_.front();
+  const Entry last = heap_.back();
+  heap_.pop_back();
+  const std::size_t n = heap_.size();
+  if (n == 0) return top;
+  std::size_t i = 0;
+  for (;;) {
+    const std::size_t first = 4 * i + 1;
+    if (first >= n) break;
+    std::size_t best = first;
+    const std::size_t end = std::min(first + 4, n);
+    for (std::size_t c = first + 1; c < end; ++c)
+      if (before(heap_[c], heap_[best])) best = c;
+    if (!before(heap_[best], last)) break;
+    heap_[i] = heap_[best];
+    i = best;
+  }
+  heap_[i] = last;
+  return top;
+}
+
 EventId Simulator::push(Time at, int priority, std::uint32_t slot) {
   if (at < now_) throw Error(fmt::format("internal: event scheduled in the past ({} < {})", at, now_));
-  const std::uint64_t order = (static_cast<std::uint64_t>(priority) << 56) | (seq_++ & ((1ULL << 56) - 1));
-  heap_.push_back(Entry{at, order, slot});
-  std::push_heap(heap_.begin(), heap_.end(), later);
+  if (priority < 0 || priority > 3) throw Error(fmt::format("internal: event priority {} outside [0, 3]", priority));
+  if (slot > kSlotMask) throw Error("internal: more than 16.7 million events pending at once");
+  if (seq_ >= kSequenceLimit) throw Error("internal: more than 2.7e11 events scheduled in one simulation");
+  const std::uint64_t key = (static_cast<std::uint64_t>(priority) << (kSequenceBits + kSlotBits)) |
+                            (seq_++ << kSlotBits) | slot;
+  heap_push(Entry{at, key});
   return EventId{slot, slots_[slot].generation};
 }
 
@@ -70,18 +122,20 @@ void Simulator::cancel(EventId id) {
 
 bool Simulator::step() {
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), later);
-    const Entry e = heap_.back();
-    heap_.pop_back();
-    Slot& slot = slots_[e.slot];
+    const Entry e = heap_pop();
+    Slot& slot = slots_[e.slot()];
     const bool cancelled = slot.cancelled;
-    std::coroutine_handle<> h = slot.handle;
-    std::function<void()> fn = std::move(slot.fn);
+    const std::coroutine_handle<> h = slot.handle;
     ProcessState* proc = slot.process;
+    // Resumptions (the hot path) carry no callable; only schedule_call() slots move one out.
+    std::function<void()> fn;
+    if (!h && slot.fn) {
+      fn = std::move(slot.fn);
+      slot.fn = nullptr;
+    }
     slot.handle = {};
-    slot.fn = nullptr;
     ++slot.generation;  // invalidates outstanding EventIds for this slot
-    free_slots_.push_back(e.slot);
+    free_slots_.push_back(e.slot());
     if (cancelled) continue;
     now_ = e.time;
     ++events_processed_;
@@ -126,6 +180,7 @@ void Simulator::run_until(Time until) {
 }
 
 ProcessHandle Simulator::start(Task<void> task, std::string name) {
+  if (shut_down_) throw Error("internal: a process was started on a simulator that has shut down");
   auto state = std::make_shared<ProcessState>();
   state->name = name.empty() ? fmt::format("process-{}", processes_.size()) : std::move(name);
   state->done_event = std::make_shared<EventState>();

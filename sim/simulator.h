@@ -30,6 +30,7 @@ namespace mobisim::sim {
 
 class Simulator;
 class Event;
+class TimeWeighted;
 
 // Event priorities: lower runs first among events at the same time.
 inline constexpr int kPriorityUrgent = 0;
@@ -226,6 +227,16 @@ class Simulator {
   void run_until(Time until);
   bool step();  // processes one event; false when the queue is empty
 
+  // Ends the simulation for good: destroys the frames of processes that never finished (their
+  // locals, e.g. leases, run their destructors while the components they refer to still exist)
+  // and closes every statistic this simulator clocks at the current time. Idempotent; the
+  // destructor runs it too. Drivers call it before the components the processes use go away.
+  void shutdown();
+  bool shut_down() const { return shut_down_; }
+  // Statistics that read this simulator's clock register here so shutdown() can close them.
+  void clock(TimeWeighted* stat);
+  void unclock(TimeWeighted* stat);
+
   std::uint64_t events_processed() const { return events_processed_; }
   std::size_t pending_events() const { return heap_.size(); }
   ProcessState* current_process() const { return current_; }
@@ -239,14 +250,24 @@ class Simulator {
     std::uint32_t generation = 0;
     bool cancelled = false;
   };
+  // A pending event in 16 bytes: its time, then one key ordering events at the same time by
+  // priority (2 bits), then insertion sequence (38 bits), and naming its slot (24 bits). Keys are
+  // unique, so (time, key) is a total order and the pop order is fully determined.
   struct Entry {
     Time time;
-    std::uint64_t order;  // priority in the top 8 bits, insertion sequence below
-    std::uint32_t slot;
+    std::uint64_t key;
+    std::uint32_t slot() const { return static_cast<std::uint32_t>(key & kSlotMask); }
   };
-  static bool later(const Entry& a, const Entry& b) {
-    return a.time != b.time ? a.time > b.time : a.order > b.order;
+  static constexpr int kSlotBits = 24, kSequenceBits = 38;
+  static constexpr std::uint64_t kSlotMask = (1ULL << kSlotBits) - 1;
+  static constexpr std::uint64_t kSequenceLimit = 1ULL << kSequenceBits;
+  static bool before(const Entry& a, const Entry& b) {
+    return a.time != b.time ? a.time < b.time : a.key < b.key;
   }
+  // The pending-event set: a 4-ary min-heap (shallower than a binary heap, and a node's four
+  // children share one or two cache lines).
+  void heap_push(Entry e);
+  Entry heap_pop();
   std::uint32_t alloc_slot();
   EventId push(Time at, int priority, std::uint32_t slot);
   void rethrow_failures();
@@ -254,13 +275,15 @@ class Simulator {
   Time now_ = 0;
   std::uint64_t seq_ = 0;
   std::uint64_t events_processed_ = 0;
-  std::vector<Entry> heap_;
+  std::vector<Entry> heap_;  // 4-ary min-heap by before()
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_slots_;
   ProcessState* current_ = nullptr;
   std::vector<std::shared_ptr<ProcessState>> processes_;   // started, not yet finished
   std::exception_ptr failure_;
   std::string failure_process_;
+  std::vector<TimeWeighted*> clocked_;  // open statistics reading now(); closed by shutdown()
+  bool shut_down_ = false;
 };
 
 }  // namespace mobisim::sim

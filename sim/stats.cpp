@@ -13,19 +13,38 @@
 
 namespace mobisim::sim {
 
-TimeWeighted::TimeWeighted(const Simulator& sim) : sim_(sim), start_(sim.now()), last_(sim.now()) {}
+TimeWeighted::TimeWeighted(Simulator& sim, std::string name)
+    : sim_(&sim), name_(std::move(name)), start_(sim.now()), last_(sim.now()) {
+  sim.clock(this);
+}
+
+TimeWeighted::~TimeWeighted() {
+  if (sim_) sim_->unclock(this);
+}
 
 void TimeWeighted::set(double v) {
-  area_ += value_ * static_cast<double>(sim_.now() - last_);
-  last_ = sim_.now();
+  if (!sim_)
+    throw Error(fmt::format("internal: time-weighted statistic '{}' changed after its simulation ended", name_));
+  const Time now = sim_->now();
+  area_ += value_ * static_cast<double>(now - last_);
+  last_ = now;
   value_ = v;
   max_ = std::max(max_, v);
 }
 
+Time TimeWeighted::end() const { return sim_ ? sim_->now() : end_; }
+
+void TimeWeighted::close(Time end) {
+  if (!sim_) return;
+  end_ = std::max(end, last_);
+  sim_ = nullptr;
+}
+
 double TimeWeighted::mean() const {
-  const double span = static_cast<double>(sim_.now() - start_);
+  const Time end_time = end();
+  const double span = static_cast<double>(end_time - start_);
   if (span <= 0) return value_;
-  return (area_ + value_ * static_cast<double>(sim_.now() - last_)) / span;
+  return (area_ + value_ * static_cast<double>(end_time - last_)) / span;
 }
 
 double Histogram::sum() const { return std::accumulate(samples_.begin(), samples_.end(), 0.0); }
@@ -61,10 +80,10 @@ Counter& StatGroup::counter(const std::string& name, const std::string& unit, co
   return *e.counter;
 }
 
-TimeWeighted& StatGroup::time_weighted(const Simulator& sim, const std::string& name, const std::string& unit,
+TimeWeighted& StatGroup::time_weighted(Simulator& sim, const std::string& name, const std::string& unit,
                                        const std::string& doc) {
   auto& e = new_entry(name, unit, doc);
-  e.tw = std::make_unique<TimeWeighted>(sim);
+  e.tw = std::make_unique<TimeWeighted>(sim, name_ + "/" + name);
   return *e.tw;
 }
 

@@ -26,18 +26,34 @@ class Counter {
 };
 
 // The time-average of a piecewise-constant quantity (queue length, bytes resident).
+//
+// It reads its simulator's clock only while that simulation is running. The simulator
+// closes every statistic it clocks when it shuts down (Simulator::shutdown(), also run by
+// its destructor): from then on the statistic holds plain values (its mean is over
+// [creation, end of simulation]) and no longer refers to the simulator, so it can be read
+// and written to a result file long after the simulator is gone. Changing a closed
+// statistic is a checked error. A statistic destroyed first unregisters itself.
 class TimeWeighted {
  public:
-  explicit TimeWeighted(const Simulator& sim);
-  void set(double v);
+  TimeWeighted(Simulator& sim, std::string name);
+  ~TimeWeighted();
+  TimeWeighted(const TimeWeighted&) = delete;
+  TimeWeighted& operator=(const TimeWeighted&) = delete;
+
+  void set(double v);  // throws sim::Error once closed
   void add(double dv) { set(value_ + dv); }
   double value() const { return value_; }
   double max() const { return max_; }
-  double mean() const;  // over [creation, now]
+  double mean() const;  // over [creation, now] while open; [creation, close] once closed
+  bool closed() const { return sim_ == nullptr; }
+  Time end() const;     // the close time (or the current time while open)
+  // Freezes the statistic at `end` (called by the simulator; idempotent).
+  void close(Time end);
 
  private:
-  const Simulator& sim_;
-  Time start_, last_;
+  Simulator* sim_;  // null once closed
+  std::string name_;
+  Time start_, last_, end_ = 0;
   double value_ = 0.0, max_ = 0.0, area_ = 0.0;
 };
 
@@ -62,7 +78,7 @@ class StatGroup {
  public:
   explicit StatGroup(std::string name, std::string doc = "") : name_(std::move(name)), doc_(std::move(doc)) {}
   Counter& counter(const std::string& name, const std::string& unit, const std::string& doc);
-  TimeWeighted& time_weighted(const Simulator& sim, const std::string& name, const std::string& unit,
+  TimeWeighted& time_weighted(Simulator& sim, const std::string& name, const std::string& unit,
                               const std::string& doc);
   Histogram& histogram(const std::string& name, const std::string& unit, const std::string& doc);
   StatGroup& child(const std::string& name, const std::string& doc = "");

@@ -2,25 +2,108 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "sim/atomic_file.h"
+#include "sim/error.h"
 
 namespace mobisim::sim {
 
-int Timeline::track_id(const std::string& track) {
-  auto it = tracks_.find(track);
-  if (it != tracks_.end()) return it->second;
-  const int id = static_cast<int>(tracks_.size()) + 1;
-  tracks_.emplace(track, id);
+// ---------------------------------------------------------------------------
+// Filter
+// ---------------------------------------------------------------------------
+static std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+TimelineFilter TimelineFilter::parse(const std::string& text, const std::vector<std::string>& known_labels) {
+  TimelineFilter f;
+  if (text.empty()) return f;
+  auto seconds = [&](const std::string& part, const std::string& v) {
+    char* end = nullptr;
+    const double s = std::strtod(v.c_str(), &end);
+    if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(s) || s < 0 || s > 1e9)
+      throw UsageError(fmt::format("--timeline-filter '{}': '{}' expects seconds in [0, 1e9]", text, part));
+    return from_seconds(s);
+  };
+  for (const auto& part : split(text, ',')) {
+    const auto eq = part.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == part.size())
+      throw UsageError(fmt::format("--timeline-filter '{}': expected KEY=VALUE parts separated by ',', got '{}'",
+                                   text, part));
+    const std::string key = part.substr(0, eq), value = part.substr(eq + 1);
+    if (key == "from_s") {
+      f.from = seconds(part, value);
+    } else if (key == "to_s") {
+      f.to = seconds(part, value);
+    } else if (std::find(known_labels.begin(), known_labels.end(), key) != known_labels.end()) {
+      for (const auto& v : split(value, '|')) f.labels[key].push_back(v);
+    } else {
+      throw UsageError(fmt::format("--timeline-filter '{}': unknown key '{}' (expected {}from_s, to_s)", text, key,
+                                   fmt::format("{}{}", fmt::join(known_labels, ", "), known_labels.empty() ? "" : ", ")));
+    }
+  }
+  if (f.from > f.to) throw UsageError(fmt::format("--timeline-filter '{}': from_s is after to_s", text));
+  return f;
+}
+
+bool TimelineFilter::accepts(const std::map<std::string, std::string>& process_labels) const {
+  for (const auto& [key, values] : labels) {
+    auto it = process_labels.find(key);
+    if (it == process_labels.end()) return false;
+    if (std::find(values.begin(), values.end(), it->second) == values.end()) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// One process
+// ---------------------------------------------------------------------------
+int TimelineProcess::track_id(const std::string& track) {
+  auto it = track_ids_.find(track);
+  if (it != track_ids_.end()) return it->second;
+  tracks_.push_back(track);
+  const int id = static_cast<int>(tracks_.size());
+  track_ids_.emplace(track, id);
   return id;
 }
 
-void Timeline::span(const std::string& track, const std::string& name, Time start, Time end,
-                    const std::string& category) {
+void TimelineProcess::span(const std::string& track, const std::string& name, Time start, Time end,
+                           const std::string& category) {
+  if (!window_.overlaps(start, end)) return;
   events_.push_back({track_id(track), name, category, start, end, false});
 }
 
-void Timeline::instant(const std::string& track, const std::string& name, Time at) {
+void TimelineProcess::instant(const std::string& track, const std::string& name, Time at) {
+  if (!window_.overlaps(at, at)) return;
   events_.push_back({track_id(track), name, "mark", at, at, true});
+}
+
+// ---------------------------------------------------------------------------
+// The file
+// ---------------------------------------------------------------------------
+TimelineProcess* Timeline::process(const std::string& name, const std::map<std::string, std::string>& labels) {
+  if (!filter_.accepts(labels)) return nullptr;
+  processes_.push_back(std::make_unique<TimelineProcess>(name, filter_));
+  return processes_.back().get();
+}
+
+std::size_t Timeline::size() const {
+  std::size_t n = 0;
+  for (const auto& p : processes_) n += p->size();
+  return n;
 }
 
 static std::string json_escape(const std::string& s) {
@@ -47,22 +130,31 @@ std::string Timeline::to_json() const {
     if (!first) out += ",\n";
     first = false;
   };
-  for (const auto& [name, tid] : tracks_) {
+  for (std::size_t p = 0; p < processes_.size(); ++p) {
+    const TimelineProcess& proc = *processes_[p];
+    const std::size_t pid = p + 1;
     sep();
-    out += fmt::format(R"({{"ph":"M","pid":1,"tid":{},"name":"thread_name","args":{{"name":"{}"}}}})", tid,
-                       json_escape(name));
-  }
-  for (const auto& e : events_) {
+    out += fmt::format(R"({{"ph":"M","pid":{},"name":"process_name","args":{{"name":"{}"}}}})", pid,
+                       json_escape(proc.name_));
     sep();
-    // Chrome trace timestamps are microseconds; keep nanosecond precision with decimals.
-    const double ts = static_cast<double>(e.start) / 1000.0;
-    if (e.instant) {
-      out += fmt::format(R"({{"ph":"i","s":"t","pid":1,"tid":{},"ts":{:.3f},"name":"{}","cat":"{}"}})", e.tid, ts,
-                         json_escape(e.name), e.cat);
-    } else {
-      const double dur = static_cast<double>(e.end - e.start) / 1000.0;
-      out += fmt::format(R"({{"ph":"X","pid":1,"tid":{},"ts":{:.3f},"dur":{:.3f},"name":"{}","cat":"{}"}})", e.tid,
-                         ts, dur, json_escape(e.name), json_escape(e.cat));
+    out += fmt::format(R"({{"ph":"M","pid":{},"name":"process_sort_index","args":{{"sort_index":{}}}}})", pid, pid);
+    for (std::size_t t = 0; t < proc.tracks_.size(); ++t) {
+      sep();
+      out += fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":"{}"}}}})", pid, t + 1,
+                         json_escape(proc.tracks_[t]));
+    }
+    for (const auto& e : proc.events_) {
+      sep();
+      // Chrome trace timestamps are microseconds; keep nanosecond precision with decimals.
+      const double ts = static_cast<double>(e.start) / 1000.0;
+      if (e.instant) {
+        out += fmt::format(R"({{"ph":"i","s":"t","pid":{},"tid":{},"ts":{:.3f},"name":"{}","cat":"{}"}})", pid, e.tid,
+                           ts, json_escape(e.name), e.cat);
+      } else {
+        const double dur = static_cast<double>(e.end - e.start) / 1000.0;
+        out += fmt::format(R"({{"ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":"{}","cat":"{}"}})", pid,
+                           e.tid, ts, dur, json_escape(e.name), json_escape(e.cat));
+      }
     }
   }
   out += "\n]}\n";

@@ -156,8 +156,8 @@ TEST(Devices, ProfileErrorsNameTheUnitAndWhoNeedsIt) {
   EXPECT_THROW(d.unit("tpu", "x"), ConfigError);
   EXPECT_THROW(load_device_profile("no-such-phone"), ConfigError);
   YAML::Node bad = YAML::Load(
-      "{name: b, dram: {capacity_gb: 8, bandwidth_gbps: 50}, storage: {kind: ufs3.1, seq_read_gbps: -1, "
-      "seq_write_gbps: 1, random_read_iops: 1, random_write_iops: 1}}");
+      "{name: b, base_power_w: 0.5, dram: {capacity_gb: 8, bandwidth_gbps: 50, reserved_gb: 1}, storage: {kind: ufs3.1, "
+      "seq_read_gbps: -1, seq_write_gbps: 1, random_read_iops: 1, random_write_iops: 1}}");
   try {
     DeviceProfile::from_yaml(bad, ConfigSource{std::make_shared<std::string>("bad.yaml"), ""});
     FAIL();

@@ -122,10 +122,9 @@ TEST(H5Results, BadExperimentsFailClearlyWithoutResultFiles) {
       {"negative value", "-p experiment.pipeline.top_k=-1", "must be >= 1", 3},
       {"unknown device", "-p experiment.device=nophone", "unknown device 'nophone'", 3},
       {"missing unit", "-p experiment.pipeline.compute_unit=tpu", "has no compute unit 'tpu'", 3},
-      {"negative bandwidth",
-       "-p 'experiment.device={name: x, compute: {cpu: {peak_tflops: {fp32: 1}, mem_bandwidth_gbps: 10}}, "
-       "dram: {capacity_gb: 8, bandwidth_gbps: -5}}'",
-       "key 'experiment.device.dram.bandwidth_gbps': value -5 must be > 0", 3},
+      {"negative bandwidth", "-p experiment.device.dram.bandwidth_gbps=-5",
+       "-p 'experiment.device.dram.bandwidth_gbps=-5': key 'experiment.device.dram.bandwidth_gbps': value -5 must be > 0",
+       3},
       {"missing trace", "-p experiment.workload.generate=null -p experiment.workload.trace=/nonexistent.h5",
        "/nonexistent.h5: no such file", 4},
   };

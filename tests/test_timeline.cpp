@@ -20,7 +20,7 @@ TEST(Timeline, ExportsOneTrackPerUnitWithExactSpans) {
   sim::Simulator sim;
   sim::StatGroup stats("dev");
   sim::Timeline tl;
-  devices::Device dev(sim, p, stats, &tl);
+  devices::Device dev(sim, p, stats, tl.process("pixel7 run", {{"policy", "naive"}}));
   models::Work w;
   w.ops.push_back(models::Op{models::OpKind::kFfnUp, 1e10, 0, 0, 0, 0, 1, 10});
   sim.start(two_jobs(dev, w));
@@ -31,7 +31,8 @@ TEST(Timeline, ExportsOneTrackPerUnitWithExactSpans) {
   std::map<std::string, int> tracks;
   std::vector<std::pair<std::string, double>> spans;  // name, duration (us)
   for (const auto& e : events->as_array()) {
-    if (e.find("ph")->as_string() == "M") tracks[e.find("args")->find("name")->as_string()] = 1;
+    if (e.find("ph")->as_string() == "M" && e.find("name")->as_string() == "thread_name")
+      tracks[e.find("args")->find("name")->as_string()] = 1;
     if (e.find("ph")->as_string() == "X") spans.emplace_back(e.find("name")->as_string(), e.find("dur")->as_number());
   }
   EXPECT_TRUE(tracks.count("pixel7/cpu"));

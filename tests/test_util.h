@@ -60,11 +60,14 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs the mobisim binary with `args` (a shell-quoted string) and captures its output.
-inline CommandResult run_mobisim(const std::string& args) {
+// Runs the mobisim binary with `args` (a shell-quoted string) in `workdir` ("" = the current
+// directory) and captures its output.
+inline CommandResult run_mobisim_in(const std::string& workdir, const std::string& args) {
   CommandResult r;
 #ifdef MOBISIM_BINARY
-  const std::string cmd = std::string("MOBISIM_HOME='") + MOBISIM_SOURCE_DIR + "' '" + MOBISIM_BINARY + "' " + args + " 2>&1";
+  const std::string cd = workdir.empty() ? "" : "cd '" + workdir + "' && ";
+  const std::string cmd =
+      cd + std::string("MOBISIM_HOME='") + MOBISIM_SOURCE_DIR + "' '" + MOBISIM_BINARY + "' " + args + " 2>&1";
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) return r;
   std::array<char, 4096> buf{};
@@ -72,9 +75,29 @@ inline CommandResult run_mobisim(const std::string& args) {
   while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
   const int status = ::pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+#else
+  (void)workdir;
+  (void)args;
 #endif
   return r;
 }
+
+inline CommandResult run_mobisim(const std::string& args) { return run_mobisim_in("", args); }
+
+// Tests that run the whole binary many times (every thread count, every sweep point) take minutes
+// under ASan on 2 cores; the sanitizer CI job runs those paths once each in scripts/e2e.sh.
+inline bool sanitized_build() {
+#ifdef MOBISIM_SANITIZED
+  return true;
+#else
+  return false;
+#endif
+}
+#define MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS()                                                          \
+  do {                                                                                                 \
+    if (::mobisim::testing::sanitized_build())                                                         \
+      GTEST_SKIP() << "repeated whole-binary runs: covered by the Release build and scripts/e2e.sh"; \
+  } while (0)
 
 inline std::string source_dir() {
 #ifdef MOBISIM_SOURCE_DIR

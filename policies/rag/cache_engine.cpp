@@ -190,11 +190,21 @@ void CachingPolicy::begin_user(RagPipeline& p) {
   if (o_.uses_prediction() || refresh) {
     if (o_.uses_prediction()) predictor_ = make_predictor(o_.predictor, o_.predictor_source);
     tokenizer_ = traces::make_tokenizer(o_.tokenizer);
-    index_ = user_index(user);
+    index_ = p.knowledge_index();
+    if (!index_) index_ = KnowledgeIndex::build(user);  // no shared one: build our own
     retriever_ = index_->retriever.get();
     phrases_ = index_->phrases.get();
   }
 }
+
+void CachingPolicy::end_user() {
+  pipe_ = nullptr;
+  retriever_ = nullptr;
+  phrases_ = nullptr;
+  index_.reset();
+}
+
+bool CachingPolicy::needs_knowledge_index() const { return o_.uses_prediction() || o_.refresh; }
 
 double CachingPolicy::now_s() const { return sim::to_seconds(pipe_->sim().now()); }
 
@@ -282,25 +292,6 @@ void CachingPolicy::poll_new_chunks() {
     }
     schedule_job(JobKind::kKnowledge, quiet);
   }
-}
-
-std::shared_ptr<const CachingPolicy::UserIndex> CachingPolicy::user_index(const traces::UserTrace& user) {
-  // Keyed by the content (user id, chunk count, hash of every chunk text), never by address.
-  std::uint64_t h = sim::fnv1a64(user.user_id);
-  for (const auto& c : user.chunks) h = sim::fnv1a64(c.text, h ^ 0x9e3779b97f4a7c15ULL);
-  const std::string key = fmt::format("{}/{}/{:016x}", user.user_id, user.chunks.size(), h);
-  static std::map<std::string, std::shared_ptr<const UserIndex>> memo;
-  if (auto it = memo.find(key); it != memo.end()) return it->second;
-  if (memo.size() >= 256) memo.clear();
-  auto idx = std::make_shared<UserIndex>();
-  std::vector<std::string> texts;
-  for (const auto& c : user.chunks) texts.push_back(c.text);
-  // Fits the built-in embedder on the user's chunks: predicted queries are embedded and
-  // retrieved exactly as the trace's queries were (traces/workload.h enrich_user).
-  idx->retriever = std::make_unique<traces::Retriever>(texts, std::vector<std::vector<float>>{});
-  idx->phrases = std::make_unique<PhraseIndex>(user);
-  memo.emplace(key, idx);
-  return idx;
 }
 
 // ---------------------------------------------------------------------------

@@ -138,6 +138,8 @@ class CachingPolicy : public RagPolicy {
 
   void check_workload(const traces::RagTrace& trace, const models::CostModel& cost) const override;
   void begin_user(RagPipeline& p) override;
+  void end_user() override;
+  bool needs_knowledge_index() const override;
   sim::Task<void> serve(RagPipeline& p, const traces::Query& q, QueryRecord& rec) override;
   sim::Task<void> idle(RagPipeline& p, sim::Time until) override;
 
@@ -230,14 +232,8 @@ class CachingPolicy : public RagPolicy {
   std::unique_ptr<QaBank> bank_;
   std::unique_ptr<KvTree> tree_;
   std::unique_ptr<QueryPredictor> predictor_;
-  // Retriever (built-in embedder fitted on the user's chunks) and phrase index: pure functions
-  // of the user's chunk texts, built once per distinct knowledge base and shared by policies.
-  struct UserIndex {
-    std::unique_ptr<traces::Retriever> retriever;
-    std::unique_ptr<PhraseIndex> phrases;
-  };
-  static std::shared_ptr<const UserIndex> user_index(const traces::UserTrace& user);
-  std::shared_ptr<const UserIndex> index_;
+  // Retriever and phrase index of the user's chunks: the driver's shared one (or our own).
+  std::shared_ptr<const KnowledgeIndex> index_;
   const traces::Retriever* retriever_ = nullptr;
   std::unique_ptr<models::Tokenizer> tokenizer_;
   const PhraseIndex* phrases_ = nullptr;

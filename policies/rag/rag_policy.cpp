@@ -38,8 +38,15 @@ PipelineConfig PipelineConfig::from_params(const Params& p) {
 }
 
 RagPipeline::RagPipeline(sim::Simulator& sim, devices::Device& device, const models::CostModel& cost,
-                         const PipelineConfig& config, const traces::UserTrace& user, sim::StatGroup& stats)
-    : sim_(sim), device_(device), cost_(cost), config_(config), user_(user), stats_(stats) {}
+                         const PipelineConfig& config, const traces::UserTrace& user, sim::StatGroup& stats,
+                         std::shared_ptr<const KnowledgeIndex> knowledge)
+    : sim_(sim),
+      device_(device),
+      cost_(cost),
+      config_(config),
+      user_(user),
+      stats_(stats),
+      knowledge_(std::move(knowledge)) {}
 
 std::vector<std::int32_t> RagPipeline::retrieved_chunks(const traces::Query& q) const {
   const auto k = static_cast<std::size_t>(config_.top_k);

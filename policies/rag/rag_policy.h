@@ -16,6 +16,7 @@
 
 #include "devices/device.h"
 #include "models/cost_model.h"
+#include "policies/rag/knowledge_index.h"
 #include "sim/params.h"
 #include "sim/simulator.h"
 #include "sim/stats.h"
@@ -72,8 +73,10 @@ struct PipelineConfig {
 // Everything a policy may use while serving one user's queries.
 class RagPipeline {
  public:
+  // `knowledge` is the user's shared index (KnowledgeIndex), or null when no policy asked for one.
   RagPipeline(sim::Simulator& sim, devices::Device& device, const models::CostModel& cost,
-              const PipelineConfig& config, const traces::UserTrace& user, sim::StatGroup& stats);
+              const PipelineConfig& config, const traces::UserTrace& user, sim::StatGroup& stats,
+              std::shared_ptr<const KnowledgeIndex> knowledge = nullptr);
 
   sim::Simulator& sim() { return sim_; }
   devices::Device& device() { return device_; }
@@ -81,6 +84,7 @@ class RagPipeline {
   const PipelineConfig& config() const { return config_; }
   const traces::UserTrace& user() const { return user_; }
   sim::StatGroup& stats() { return stats_; }
+  const std::shared_ptr<const KnowledgeIndex>& knowledge_index() const { return knowledge_; }
 
   // Chunk ids retrieved for a query (precomputed in the trace, else top-k by embedding cosine).
   std::vector<std::int32_t> retrieved_chunks(const traces::Query& q) const;
@@ -119,6 +123,7 @@ class RagPipeline {
   const PipelineConfig& config_;
   const traces::UserTrace& user_;
   sim::StatGroup& stats_;
+  std::shared_ptr<const KnowledgeIndex> knowledge_;
   QueryRecord background_;
   std::int64_t background_jobs_ = 0;
   void add_energy(QueryRecord& rec, double busy_s) const;
@@ -135,8 +140,13 @@ class RagPolicy {
     (void)trace;
     (void)cost;
   }
-  // Called once per user before the first query.
+  // Called once per user before the first query; the policy may keep `pipeline` until end_user().
   virtual void begin_user(RagPipeline& pipeline) { (void)pipeline; }
+  // Called after the user's simulation: drop every reference to the pipeline and its simulation.
+  virtual void end_user() {}
+  // True when the policy retrieves or generates text of its own (predictions, refresh) and so
+  // reads the user's KnowledgeIndex; the driver then builds one per user and shares it.
+  virtual bool needs_knowledge_index() const { return false; }
   // Serves one query; fills `rec` (phases, tokens, hit flags).
   virtual sim::Task<void> serve(RagPipeline& pipeline, const traces::Query& q, QueryRecord& rec) = 0;
   // Background work allowed until `until` (the next query's arrival or the end of an idle window).

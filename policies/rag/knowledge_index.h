@@ -1,0 +1,31 @@
+#pragma once
+// Per-user indexes that depend only on the user's chunk texts: a retriever with the
+// built-in embedder fitted on the chunks (predicted queries are embedded and retrieved
+// exactly as the trace's queries were) and the phrase index of the question generator.
+//
+// Building one costs far more than a query, and it is the same for every policy that
+// replays the user, so a driver builds it once per user before the simulations start
+// (only when some policy asks for it, RagPolicy::needs_knowledge_index) and hands the
+// same immutable index to every policy of that user. The driver owns it: no cache
+// outlives the run, and no simulation depends on which thread built what first.
+#include <memory>
+
+#include "traces/rag_trace.h"
+
+namespace mobisim::traces {
+class Retriever;
+}
+
+namespace mobisim::policies {
+
+class PhraseIndex;
+
+struct KnowledgeIndex {
+  std::unique_ptr<traces::Retriever> retriever;
+  std::unique_ptr<PhraseIndex> phrases;
+
+  static std::shared_ptr<const KnowledgeIndex> build(const traces::UserTrace& user);
+  ~KnowledgeIndex();
+};
+
+}  // namespace mobisim::policies

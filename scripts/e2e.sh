@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# End-to-end runs of the real binary: the quick start and the smallest experiment of every
+# `reproduce` set, each at 1 and THREADS worker threads, results compared byte for byte.
+# CI runs it on the ASan+UBSan build and on the ThreadSanitizer build, so memory and thread
+# errors of whole runs (not only unit tests) fail the job.
+#   scripts/e2e.sh BUILD_DIR [THREADS]      # default THREADS=8
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:?usage: scripts/e2e.sh BUILD_DIR [THREADS]}
+threads=${2:-8}
+bin=$(cd "$build" && pwd)/mobisim
+[ -x "$bin" ] || { echo "e2e: no binary at $bin" >&2; exit 1; }
+export MOBISIM_HOME=$PWD
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+runs=0
+failures=0
+check() {  # name, then the mobisim arguments writing $work/<name>_t<threads>.h5
+  local name=$1; shift
+  for t in 1 "$threads"; do
+    if ! "$bin" "$@" --no-plot --quiet --threads "$t" --output "$work/${name}_t$t.h5" >"$work/$name.log" 2>&1; then
+      echo "e2e: FAILED $name at --threads $t:"; cat "$work/$name.log"; failures=$((failures + 1)); return
+    fi
+  done
+  if cmp -s "$work/${name}_t1.h5" "$work/${name}_t$threads.h5"; then
+    echo "e2e: ok $name (threads 1 and $threads identical)"
+  else
+    echo "e2e: FAILED $name: threads 1 and $threads differ"; failures=$((failures + 1))
+  fi
+  runs=$((runs + 1))
+}
+
+check quickstart run experiments/quickstart.yaml --timeline "$work/quickstart.json"
+check percache_table1 run experiments/percache/table1.yaml
+check percache_fig14_generated run experiments/percache/fig14_generated.yaml
+check prefix_cache_ttft run experiments/prefix_cache/ttft.yaml
+check kvpr_cake_error run experiments/kvpr_cake/error.yaml
+check kvpr_cake_fig3 run experiments/kvpr_cake/fig3.yaml
+# A sweep (each run a child process) at 1 and THREADS runs at a time: identical indexes.
+cat > "$work/sweep.yaml" <<YAML
+sweep:
+  base: $PWD/experiments/quickstart.yaml
+  grid: {experiment.pipeline.system_prompt_tokens: [32, 96], experiment.device: [pixel7, oneplus-12]}
+  seeds: [1, 2]
+  set: {experiment.workload.max_users: 1, experiment.workload.max_queries_per_user: 4}
+YAML
+sweep_ok=1
+for t in 1 "$threads"; do
+  "$bin" sweep "$work/sweep.yaml" --quiet --threads "$t" --output "$work/sweep_t$t" >"$work/sweep.log" 2>&1 \
+    || { echo "e2e: FAILED sweep at --threads $t:"; cat "$work/sweep.log"; sweep_ok=0; }
+done
+if [ "$sweep_ok" = 1 ] && cmp -s "$work/sweep_t1/index.h5" "$work/sweep_t$threads/index.h5"; then
+  echo "e2e: ok sweep (threads 1 and $threads identical)"; runs=$((runs + 1))
+else
+  echo "e2e: FAILED sweep"; failures=$((failures + 1))
+fi
+echo "e2e: $runs passed, $failures failed"
+[ "$failures" -eq 0 ]
