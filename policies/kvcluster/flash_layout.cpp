@@ -1,0 +1,425 @@
+#include "policies/kvcluster/flash_layout.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "sim/error.h"
+
+namespace mobisim::policies::kvcluster {
+
+const char* to_string(Placement p) {
+  switch (p) {
+    case Placement::kSequence: return "sequence";
+    case Placement::kIntraCluster: return "intra";
+    case Placement::kInterCluster: return "inter";
+  }
+  return "?";
+}
+
+Placement placement_from_string(const std::string& s) {
+  if (s == "sequence") return Placement::kSequence;
+  if (s == "intra") return Placement::kIntraCluster;
+  if (s == "inter") return Placement::kInterCluster;
+  throw ConfigError(fmt::format("unknown flash placement '{}' (expected sequence, intra or inter)", s));
+}
+
+std::vector<std::vector<double>> co_retrieval_counts(const ClusterTable& t, const kernel::Mat& queries,
+                                                     const TopK& top) {
+  const std::size_t m = t.clusters().size();
+  std::vector<std::vector<double>> f(m, std::vector<double>(m, 0.0));
+  for (Eigen::Index i = 0; i < queries.rows(); ++i) {
+    const auto sel = t.select(queries.row(i).data(), top);
+    for (int a : sel)
+      for (int b : sel)
+        if (a != b) f[a][b] += 1.0;
+  }
+  return f;
+}
+
+std::vector<int> correlation_chain(const std::vector<std::vector<double>>& f, const std::vector<int>& clusters) {
+  if (clusters.size() < 2 || f.empty()) return clusters;
+  std::vector<int> chain;
+  std::set<int> left(clusters.begin(), clusters.end());
+  // Start with the most co-retrieved pair (ties: lowest ids).
+  int a = clusters[0], b = clusters[1];
+  double best = -1;
+  for (int i : clusters)
+    for (int j : clusters)
+      if (i < j && f[i][j] > best) {
+        best = f[i][j];
+        a = i;
+        b = j;
+      }
+  chain = {a, b};
+  left.erase(a);
+  left.erase(b);
+  while (!left.empty()) {
+    const int tail = chain.back();
+    int next = *left.begin();
+    for (int c : left)
+      if (f[tail][c] > f[tail][next]) next = c;
+    chain.push_back(next);
+    left.erase(next);
+  }
+  return chain;
+}
+
+FlashLayout::FlashLayout(Placement placement, std::int64_t entry_bytes, std::int64_t page_bytes, int hot_buffers)
+    : placement_(placement), entry_bytes_(entry_bytes), page_bytes_(page_bytes), hot_buffers_(hot_buffers) {
+  if (entry_bytes <= 0 || page_bytes <= 0 || hot_buffers < 0)
+    throw ConfigError(fmt::format("flash layout: entry_bytes ({}) and page_bytes ({}) must be positive, "
+                                  "hot_buffers ({}) non-negative",
+                                  entry_bytes, page_bytes, hot_buffers));
+}
+
+std::int64_t FlashLayout::offset_of(int pos) const {
+  auto it = offset_.find(pos);
+  if (it == offset_.end()) throw Error(fmt::format("position {} has no flash offset", pos));
+  return it->second;
+}
+
+int FlashLayout::content_at(std::int64_t offset) const {
+  auto it = flash_.find(offset);
+  return it == flash_.end() ? -1 : it->second;
+}
+
+bool FlashLayout::in_write_buffer(int pos) const {
+  auto it = offset_.find(pos);
+  return it != offset_.end() && content_at(it->second) != pos;
+}
+
+std::int64_t FlashLayout::pages_touched(const std::vector<std::int64_t>& offsets) const {
+  std::set<std::int64_t> pages;
+  for (std::int64_t off : offsets)
+    for (std::int64_t p = off / page_bytes_; p <= (off + entry_bytes_ - 1) / page_bytes_; ++p) pages.insert(p);
+  return static_cast<std::int64_t>(pages.size());
+}
+
+// ---------------------------------------------------------------------------
+// Pools
+// ---------------------------------------------------------------------------
+int FlashLayout::new_pool(int capacity) {
+  Pool p;
+  p.begin = pools_.empty() ? 0 : pools_.back().begin + static_cast<std::int64_t>(pools_.back().capacity) * entry_bytes_;
+  p.capacity = capacity;
+  pools_.push_back(p);
+  stats_.pools = static_cast<int>(pools_.size());
+  stats_.allocated_bytes += static_cast<std::int64_t>(capacity) * entry_bytes_;
+  return static_cast<int>(pools_.size()) - 1;
+}
+
+std::int64_t FlashLayout::slot_offset(const Slot& s, int index) const {
+  const Pool& p = pools_[s.pool];
+  return p.begin + static_cast<std::int64_t>(s.down ? p.capacity - 1 - index : index) * entry_bytes_;
+}
+
+FlashLayout::Slot FlashLayout::take_slot(int cluster, int entries) {
+  // A free half of an existing pool whose partner leaves room (the split child's
+  // "new pool, paired with another cluster"); otherwise a fresh pool.
+  for (int i = static_cast<int>(pools_.size()) - 1; i >= 0; --i) {
+    Pool& p = pools_[i];
+    if (p.cluster_down < 0 && p.capacity - p.used_up >= entries) {
+      p.cluster_down = cluster;
+      p.used_down = 0;
+      return slot_of_[cluster] = Slot{i, true};
+    }
+    if (p.cluster_up < 0 && p.capacity - p.used_down >= entries) {
+      p.cluster_up = cluster;
+      p.used_up = 0;
+      return slot_of_[cluster] = Slot{i, false};
+    }
+  }
+  const int i = new_pool(std::max(pool_entries_, 2 * entries));
+  pools_[i].cluster_up = cluster;
+  return slot_of_[cluster] = Slot{i, false};
+}
+
+void FlashLayout::release_slot(int cluster) {
+  auto it = slot_of_.find(cluster);
+  if (it == slot_of_.end()) return;
+  Pool& p = pools_[it->second.pool];
+  if (it->second.down) {
+    p.cluster_down = -1;
+    p.used_down = 0;
+  } else {
+    p.cluster_up = -1;
+    p.used_up = 0;
+  }
+  slot_of_.erase(it);
+}
+
+void FlashLayout::unplace(int pos) {
+  auto it = offset_.find(pos);
+  if (it == offset_.end()) return;
+  auto f = flash_.find(it->second);
+  if (f != flash_.end() && f->second == pos) flash_.erase(f);
+  offset_.erase(it);
+  for (auto& [c, buf] : page_buffer_) buf.erase(std::remove(buf.begin(), buf.end(), pos), buf.end());
+}
+
+// Writes `positions` contiguously from the cluster's head (one sequential write).
+void FlashLayout::bulk_write(int cluster, const std::vector<int>& positions) {
+  const Slot s = slot_of_.at(cluster);
+  Pool& p = pools_[s.pool];
+  int& used = s.down ? p.used_down : p.used_up;
+  std::vector<std::int64_t> offs;
+  for (int pos : positions) {
+    const std::int64_t off = slot_offset(s, used++);
+    offset_[pos] = off;
+    flash_[off] = pos;
+    offs.push_back(off);
+  }
+  stats_.logical_write_bytes += static_cast<std::int64_t>(positions.size()) * entry_bytes_;
+  stats_.physical_write_bytes += pages_touched(offs) * page_bytes_;
+  auto& list = placed_[cluster];
+  list.insert(list.end(), positions.begin(), positions.end());
+}
+
+void FlashLayout::touch_hot(int cluster) {
+  if (hot_buffers_ == 0) return;
+  hot_.erase(std::remove(hot_.begin(), hot_.end(), cluster), hot_.end());
+  hot_.insert(hot_.begin(), cluster);
+  if (static_cast<int>(hot_.size()) > hot_buffers_) {
+    flush_page_buffer(hot_.back());
+    page_buffer_.erase(hot_.back());
+    hot_.pop_back();
+  }
+}
+
+void FlashLayout::flush_page_buffer(int cluster) {
+  auto it = page_buffer_.find(cluster);
+  if (it == page_buffer_.end() || it->second.empty()) return;
+  std::vector<std::int64_t> offs;
+  for (int pos : it->second) {
+    offs.push_back(offset_.at(pos));
+    flash_[offset_.at(pos)] = pos;
+  }
+  stats_.physical_write_bytes += pages_touched(offs) * page_bytes_;
+  it->second.clear();
+}
+
+void FlashLayout::charge_naive_append(int cluster) {
+  // A packed cluster-by-cluster layout shifts every later cluster by one entry.
+  auto it = std::find(naive_order_.begin(), naive_order_.end(), cluster);
+  if (it == naive_order_.end()) {
+    naive_order_.push_back(cluster);
+    return;
+  }
+  for (++it; it != naive_order_.end(); ++it) {
+    auto p = placed_.find(*it);
+    if (p != placed_.end()) stats_.naive_moved_bytes += static_cast<std::int64_t>(p->second.size()) * entry_bytes_;
+  }
+}
+
+void FlashLayout::append(int cluster, int pos) {
+  charge_naive_append(cluster);
+  Slot s = slot_of_.at(cluster);
+  Pool& p = pools_[s.pool];
+  if (p.used_up + p.used_down + 1 > p.capacity) {
+    // The head ran into its partner: this cluster moves to a pool with room.
+    std::vector<int> keep = placed_[cluster];
+    for (int q : keep) unplace(q);
+    placed_[cluster].clear();
+    release_slot(cluster);
+    stats_.moved_bytes += static_cast<std::int64_t>(keep.size()) * entry_bytes_;
+    take_slot(cluster, static_cast<int>(keep.size()) + 1);
+    keep.push_back(pos);
+    bulk_write(cluster, keep);
+    return;
+  }
+  int& used = s.down ? p.used_down : p.used_up;
+  const std::int64_t off = slot_offset(s, used++);
+  offset_[pos] = off;
+  placed_[cluster].push_back(pos);
+  stats_.logical_write_bytes += entry_bytes_;
+  touch_hot(cluster);
+  if (hot_buffers_ > 0) {
+    auto& buf = page_buffer_[cluster];
+    buf.push_back(pos);
+    if (static_cast<std::int64_t>(buf.size()) * entry_bytes_ >= page_bytes_) flush_page_buffer(cluster);
+  } else {
+    flash_[off] = pos;
+    stats_.physical_write_bytes += pages_touched({off}) * page_bytes_;  // partial page: amplified
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Placement
+// ---------------------------------------------------------------------------
+void FlashLayout::place_initial(const ClusterTable& t, const std::vector<std::vector<double>>& co_counts) {
+  if (!offset_.empty()) throw Error("flash layout: place_initial called twice");
+  if (placement_ == Placement::kSequence) {
+    sync(t);
+    return;
+  }
+  std::vector<int> order;
+  int largest = 1;
+  for (int c = 0; c < static_cast<int>(t.clusters().size()); ++c)
+    if (!t.cluster(c).local_window && !t.cluster(c).members.empty()) {
+      order.push_back(c);
+      largest = std::max(largest, static_cast<int>(t.cluster(c).members.size()));
+    }
+  if (placement_ == Placement::kInterCluster) order = correlation_chain(co_counts, order);
+  pool_entries_ = 2 * largest;  // "twice the maximum cluster size"
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const int c = order[i];
+    if (i % 2 == 0) {
+      const int pool = new_pool(pool_entries_);
+      pools_[pool].cluster_up = c;
+      slot_of_[c] = Slot{pool, false};
+    } else {
+      pools_.back().cluster_down = c;
+      slot_of_[c] = Slot{static_cast<int>(pools_.size()) - 1, true};
+    }
+    bulk_write(c, t.cluster(c).members);
+    naive_order_.push_back(c);
+  }
+}
+
+void FlashLayout::place_new_cluster(const ClusterTable& t, int cluster) {
+  const auto& members = t.cluster(cluster).members;
+  for (int pos : members)
+    if (offset_.count(pos)) {
+      // Leaves a split parent: relocated (its bytes were loaded with the parent, written anew).
+      stats_.moved_bytes += entry_bytes_;
+      unplace(pos);
+    }
+  take_slot(cluster, static_cast<int>(members.size()));
+  bulk_write(cluster, members);
+  naive_order_.push_back(cluster);
+}
+
+void FlashLayout::sync_cluster(const ClusterTable& t, int cluster) {
+  const Cluster& cl = t.cluster(cluster);
+  if (cl.local_window) return;
+  auto it = placed_.find(cluster);
+  if (it == placed_.end() || !slot_of_.count(cluster)) {
+    if (!cl.members.empty()) place_new_cluster(t, cluster);
+    return;
+  }
+  // Entries that left (a split child took them) stay as holes until rewritten;
+  // the head does not move back, so the remaining entries need no relocation.
+  auto& list = it->second;
+  list.erase(std::remove_if(list.begin(), list.end(), [&](int pos) { return t.cluster_of(pos) != cluster; }),
+             list.end());
+  const std::set<int> have(list.begin(), list.end());
+  std::vector<int> fresh;
+  for (int pos : cl.members)
+    if (!have.count(pos)) fresh.push_back(pos);
+  for (int pos : fresh) {
+    if (offset_.count(pos)) {
+      stats_.moved_bytes += entry_bytes_;  // came from another cluster's region
+      unplace(pos);
+    }
+    append(cluster, pos);
+  }
+}
+
+void FlashLayout::sync(const ClusterTable& t) {
+  if (placement_ == Placement::kSequence) {
+    // Strict sequence order: entry p at p x entry_bytes, written as generated
+    // through one tail page buffer (appends never rewrite a page).
+    std::vector<std::int64_t> offs;
+    for (; sequence_placed_ < t.n_entries(); ++sequence_placed_) {
+      const std::int64_t off = static_cast<std::int64_t>(sequence_placed_) * entry_bytes_;
+      offset_[sequence_placed_] = off;
+      flash_[off] = sequence_placed_;
+      offs.push_back(off);
+    }
+    stats_.logical_write_bytes += static_cast<std::int64_t>(offs.size()) * entry_bytes_;
+    stats_.allocated_bytes = static_cast<std::int64_t>(t.n_entries()) * entry_bytes_;
+    stats_.physical_write_bytes =
+        (stats_.allocated_bytes + page_bytes_ - 1) / page_bytes_ * page_bytes_;  // the tail is written once
+    return;
+  }
+  for (int c = 0; c < static_cast<int>(t.clusters().size()); ++c) sync_cluster(t, c);
+}
+
+void FlashLayout::sync(const ClusterTable& t, const StepOutcome& step) {
+  if (placement_ == Placement::kSequence) {
+    sync(t);
+    return;
+  }
+  // Created clusters first: entries leaving a split parent are re-homed before
+  // the parent's list is pruned.
+  for (int c : step.created) sync_cluster(t, c);
+  for (int c : step.updated) sync_cluster(t, c);
+}
+
+// ---------------------------------------------------------------------------
+// Reads
+// ---------------------------------------------------------------------------
+std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t> offsets) const {
+  std::vector<ReadRun> runs;
+  if (offsets.empty()) return runs;
+  std::sort(offsets.begin(), offsets.end());
+  std::map<std::int64_t, int> pages;  // page -> entries starting in it
+  for (std::int64_t off : offsets) {
+    for (std::int64_t p = off / page_bytes_; p <= (off + entry_bytes_ - 1) / page_bytes_; ++p) pages.try_emplace(p, 0);
+    ++pages[off / page_bytes_];
+  }
+  std::int64_t run_start = -2, prev = -2;
+  for (const auto& [page, n] : pages) {
+    if (page != prev + 1) {
+      if (run_start >= 0) runs.push_back({run_start * page_bytes_, (prev - run_start + 1) * page_bytes_, 0});
+      run_start = page;
+    }
+    prev = page;
+  }
+  runs.push_back({run_start * page_bytes_, (prev - run_start + 1) * page_bytes_, 0});
+  // Count entries per run.
+  for (std::int64_t off : offsets) {
+    auto it = std::upper_bound(runs.begin(), runs.end(), off,
+                               [](std::int64_t o, const ReadRun& r) { return o < r.offset_bytes; });
+    (--it)->entries += 1;
+  }
+  return runs;
+}
+
+std::vector<ReadRun> FlashLayout::read_runs_of(const std::vector<int>& positions) const {
+  std::vector<std::int64_t> offs;
+  for (int pos : positions) {
+    auto it = offset_.find(pos);
+    if (it != offset_.end() && content_at(it->second) == pos) offs.push_back(it->second);
+  }
+  return runs_from_offsets(std::move(offs));
+}
+
+std::vector<ReadRun> FlashLayout::read_runs(const ClusterTable& t, const std::vector<int>& clusters) const {
+  std::vector<int> positions;
+  for (int c : clusters) positions.insert(positions.end(), t.cluster(c).members.begin(), t.cluster(c).members.end());
+  return read_runs_of(positions);
+}
+
+void FlashLayout::check_invariants(const ClusterTable& t) const {
+  for (std::size_t i = 0; i < pools_.size(); ++i) {
+    const Pool& p = pools_[i];
+    if (p.used_up + p.used_down > p.capacity)
+      throw Error(fmt::format("pool {}: heads crossed ({} up + {} down > {})", i, p.used_up, p.used_down, p.capacity));
+    if (i + 1 < pools_.size() && p.begin + static_cast<std::int64_t>(p.capacity) * entry_bytes_ > pools_[i + 1].begin)
+      throw Error(fmt::format("pools {} and {} overlap", i, i + 1));
+  }
+  for (const auto& [pos, off] : offset_) {
+    const int at = content_at(off);
+    const bool buffered = [&] {
+      for (const auto& [c, buf] : page_buffer_)
+        if (std::find(buf.begin(), buf.end(), pos) != buf.end()) return true;
+      return false;
+    }();
+    if (at != pos && !buffered)
+      throw Error(fmt::format("position {} recorded at byte {} but flash holds {} there", pos, off, at));
+    if (placement_ != Placement::kSequence) {
+      const int c = t.cluster_of(pos);
+      auto s = slot_of_.find(c);
+      if (s == slot_of_.end()) throw Error(fmt::format("position {} of cluster {} has no pool", pos, c));
+      const Pool& p = pools_[s->second.pool];
+      const std::int64_t idx = (off - p.begin) / entry_bytes_;
+      const bool inside = s->second.down ? idx >= p.capacity - p.used_down && idx < p.capacity : idx >= 0 && idx < p.used_up;
+      if (!inside) throw Error(fmt::format("position {} of cluster {} lies outside its pool half", pos, c));
+    }
+  }
+}
+
+}  // namespace mobisim::policies::kvcluster

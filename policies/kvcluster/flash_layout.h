@@ -1,0 +1,138 @@
+#pragma once
+// Where the KV entries of one (layer, KV head) live on flash (seed 003 section 5),
+// simulated byte-exact: every entry has a byte offset, every write and read is
+// resolved to the 4 KB pages it touches, and a read becomes the runs of
+// contiguous pages it really is (one storage command per run, so the UFS
+// IOPS limit below ~24 KB, Figure 3b, decides its time in devices::Storage).
+//
+// Placements:
+//   kSequence      strict sequence order: entry p at p x entry_bytes (the baseline);
+//   kIntraCluster  each cluster contiguous, clusters in id order;
+//   kInterCluster  each cluster contiguous, clusters ordered by co-retrieval (eq. 8):
+//                  a greedy chain that always continues with the unplaced cluster of
+//                  highest P(ij) to the chain's end, so co-retrieved clusters are adjacent.
+// Both cluster placements use the dual-head layout (section 5.2): a pool of twice
+// the largest initial cluster holds two clusters, one growing up from the pool's
+// start, the other down from its end. Pools follow each other, so the downward
+// cluster of pool p ends where the upward cluster of pool p+1 begins: the chain
+// order c0 c1 | c2 c3 | ... is laid out as [c0-> <-c1][c2-> <-c3]... and the
+// pair (c1, c2) is contiguous whatever their sizes.
+// A cluster whose head runs into its partner moves to a new pool (its bytes
+// count as data movement); a split keeps one child at the original head
+// (rewritten compacted) and moves the other to a free slot of a pool.
+// `naive_moved_bytes` counts what a packed cluster-by-cluster layout would move
+// for the same updates (every append shifts all later clusters), for Figure 13.
+//
+// Writes: a cluster with a page buffer (the `hot_buffers` most recently updated
+// clusters) collects appends in DRAM and writes whole pages; any other append is
+// a direct write that programs every page it touches (write amplification).
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "policies/kvcluster/kv_cluster.h"
+
+namespace mobisim::policies::kvcluster {
+
+enum class Placement { kSequence, kIntraCluster, kInterCluster };
+const char* to_string(Placement p);
+Placement placement_from_string(const std::string& s);  // "sequence", "intra", "inter"; ConfigError otherwise
+
+struct ReadRun {
+  std::int64_t offset_bytes = 0;  // page-aligned
+  std::int64_t bytes = 0;         // whole pages
+  int entries = 0;                // entries whose bytes lie in the run
+};
+
+struct FlashStats {
+  std::int64_t logical_write_bytes = 0;   // entry bytes written (appends, moves, split rewrites)
+  std::int64_t physical_write_bytes = 0;  // pages programmed
+  std::int64_t moved_bytes = 0;           // entry bytes relocated by pool overflows and splits
+  std::int64_t naive_moved_bytes = 0;     // what a packed cluster-by-cluster layout would move
+  std::int64_t allocated_bytes = 0;       // flash reserved (pools or the sequence file)
+  int pools = 0;
+};
+
+// Co-retrieval counts f(C_i, C_j) over prefill-time queries (section 5.1): for
+// every query, every pair of clusters selected together adds one (i != j).
+// P(ij) of eq. 8 is f / sum f; the greedy chain only needs the order, so f is kept.
+std::vector<std::vector<double>> co_retrieval_counts(const ClusterTable& t, const kernel::Mat& queries,
+                                                     const TopK& top);
+// The greedy chain of eq. 8's adjacency: starts with the most co-retrieved pair.
+std::vector<int> correlation_chain(const std::vector<std::vector<double>>& f, const std::vector<int>& clusters);
+
+class FlashLayout {
+ public:
+  FlashLayout(Placement placement, std::int64_t entry_bytes, std::int64_t page_bytes = 4096, int hot_buffers = 8);
+
+  // Places every entry of the table (after the prefill partition). `co_counts`
+  // is used by kInterCluster only (empty: id order).
+  void place_initial(const ClusterTable& t, const std::vector<std::vector<double>>& co_counts = {});
+  // Brings the layout up to date after a decode step changed the table:
+  // new entries on flash, split children, ClusterKV's regrouped window.
+  void sync(const ClusterTable& t);
+  // The same, looking only at the clusters a step reports as updated or created.
+  void sync(const ClusterTable& t, const StepOutcome& step);
+
+  // Read commands for the flash-resident entries of `clusters` (members only;
+  // entries still in a write buffer or DynaKV's Buf_j are in DRAM).
+  std::vector<ReadRun> read_runs(const ClusterTable& t, const std::vector<int>& clusters) const;
+  // Read commands for arbitrary positions (no_cluster's scattered top-k).
+  std::vector<ReadRun> read_runs_of(const std::vector<int>& positions) const;
+
+  bool placed(int pos) const { return offset_.count(pos) > 0; }
+  std::int64_t offset_of(int pos) const;
+  // What the simulated flash holds at `offset` (the position written there), -1 when nothing.
+  int content_at(std::int64_t offset) const;
+  bool in_write_buffer(int pos) const;
+  const FlashStats& stats() const { return stats_; }
+  std::int64_t entry_bytes() const { return entry_bytes_; }
+  std::int64_t page_bytes() const { return page_bytes_; }
+  // Throws Error if two entries share bytes, a cluster leaves its pool half, or
+  // flash content disagrees with a recorded offset.
+  void check_invariants(const ClusterTable& t) const;
+
+ private:
+  struct Slot {
+    int pool = -1;
+    bool down = false;  // grows down from the pool's end
+  };
+  struct Pool {
+    std::int64_t begin = 0;  // byte offset
+    int capacity = 0;        // entries
+    int cluster_up = -1, cluster_down = -1;
+    int used_up = 0, used_down = 0;
+  };
+  std::int64_t slot_offset(const Slot& s, int index) const;
+  int new_pool(int capacity);
+  Slot take_slot(int cluster, int entries);
+  void bulk_write(int cluster, const std::vector<int>& positions);
+  void append(int cluster, int pos);
+  void sync_cluster(const ClusterTable& t, int cluster);
+  void place_new_cluster(const ClusterTable& t, int cluster);
+  void unplace(int pos);
+  void release_slot(int cluster);
+  void touch_hot(int cluster);
+  void flush_page_buffer(int cluster);
+  std::int64_t pages_touched(const std::vector<std::int64_t>& offsets) const;
+  std::vector<ReadRun> runs_from_offsets(std::vector<std::int64_t> offsets) const;
+  void charge_naive_append(int cluster);
+
+  Placement placement_;
+  std::int64_t entry_bytes_, page_bytes_;
+  int hot_buffers_;
+  int pool_entries_ = 0;
+  std::vector<Pool> pools_;
+  std::unordered_map<int, Slot> slot_of_;               // cluster -> its half of a pool
+  std::unordered_map<int, std::vector<int>> placed_;    // cluster -> positions in slot order
+  std::unordered_map<int, std::int64_t> offset_;        // position -> byte offset
+  std::unordered_map<std::int64_t, int> flash_;         // byte offset -> position (simulated content)
+  std::map<int, std::vector<int>> page_buffer_;         // hot cluster -> positions waiting for a page
+  std::vector<int> hot_;                                // most recently updated first
+  std::vector<int> naive_order_;                        // packed layout's cluster order
+  int sequence_placed_ = 0;                             // sequence placement: positions written
+  FlashStats stats_;
+};
+
+}  // namespace mobisim::policies::kvcluster

@@ -1,0 +1,313 @@
+#include "policies/kvcluster/kv_cluster.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "models/kernel/kmeans.h"
+#include "sim/error.h"
+#include "sim/rng.h"
+
+namespace mobisim::policies::kvcluster {
+
+ClusterTable::ClusterTable(int head_dim, int head) : dim_(head_dim), head_(head) {
+  if (head_dim <= 0) throw Error(fmt::format("ClusterTable: head_dim must be positive (got {})", head_dim));
+}
+
+int ClusterTable::n_alive() const {
+  int n = 0;
+  for (const auto& c : clusters_) n += c.alive && c.size() > 0;
+  return n;
+}
+
+int ClusterTable::append_key(const float* k) {
+  keys_.insert(keys_.end(), k, k + dim_);
+  cluster_of_.push_back(-1);
+  residence_.push_back(Residence::kFlash);
+  return static_cast<int>(cluster_of_.size()) - 1;
+}
+
+std::vector<double> ClusterTable::centroid_of(const std::vector<int>& positions) const {
+  std::vector<double> r(dim_, 0.0);
+  for (int p : positions)
+    for (int d = 0; d < dim_; ++d) r[d] += key(p)[d];
+  if (!positions.empty())
+    for (double& x : r) x /= static_cast<double>(positions.size());
+  return r;
+}
+
+void ClusterTable::recompute_stats(int c) {
+  Cluster& cl = clusters_[c];
+  cl.n = static_cast<std::int64_t>(cl.members.size());
+  cl.centroid = centroid_of(cl.members);
+  double ss = 0;
+  for (int p : cl.members)
+    for (int d = 0; d < dim_; ++d) {
+      const double diff = key(p)[d] - cl.centroid[d];
+      ss += diff * diff;
+    }
+  cl.variance = cl.n > 0 ? ss / static_cast<double>(cl.n) : 0.0;
+}
+
+int ClusterTable::make_cluster(const std::vector<int>& positions) {
+  const int id = static_cast<int>(clusters_.size());
+  clusters_.emplace_back();
+  for (int p : positions) {
+    cluster_of_[p] = id;
+    residence_[p] = Residence::kFlash;
+  }
+  clusters_.back().members = positions;
+  clusters_.back().last_update_step = step_;
+  recompute_stats(id);
+  return id;
+}
+
+void ClusterTable::initial_partition(int tokens_per_cluster, int iters, std::uint64_t seed) {
+  const int n = n_entries();
+  if (n == 0) return;
+  const int k = std::max(1, (n + tokens_per_cluster - 1) / tokens_per_cluster);
+  const Eigen::Map<const kernel::Mat> points(keys_.data(), n, dim_);
+  const kernel::KMeans km = kernel::kmeans(points, k, iters, cluster_seed(seed, head_, -1, 0));
+  for (auto& group : km.members())
+    if (!group.empty()) make_cluster(group);  // an empty K-means cluster is simply dropped
+  for (auto& c : clusters_) c.last_update_step = -1;
+}
+
+void ClusterTable::add_entry(int c, int pos) {
+  Cluster& cl = clusters_[c];
+  // Welford: with delta = k - r, r' = r + delta / (n + 1) and
+  // n' sigma'^2 = n sigma^2 + ||delta||^2 n / (n + 1).
+  const double n = static_cast<double>(cl.n);
+  double dist2 = 0;
+  for (int d = 0; d < dim_; ++d) {
+    const double delta = key(pos)[d] - cl.centroid[d];
+    dist2 += delta * delta;
+    cl.centroid[d] += delta / (n + 1.0);
+  }
+  cl.variance = (n * cl.variance + dist2 * n / (n + 1.0)) / (n + 1.0);
+  cl.n += 1;
+  cl.members.push_back(pos);
+  cluster_of_[pos] = c;
+  residence_[pos] = Residence::kFlash;
+}
+
+double ClusterTable::variance_with(int c, const float* k) const {
+  const Cluster& cl = clusters_[c];
+  const double n = static_cast<double>(cl.n);
+  double dist2 = 0;
+  for (int d = 0; d < dim_; ++d) {
+    const double delta = k[d] - cl.centroid[d];
+    dist2 += delta * delta;
+  }
+  return (n * cl.variance + dist2 * n / (n + 1.0)) / (n + 1.0);
+}
+
+void ClusterTable::buffer_entry(int c, int pos) {
+  clusters_[c].buffered.push_back(pos);
+  clusters_[c].split_pending = true;
+  cluster_of_[pos] = c;
+  residence_[pos] = Residence::kBuffer;
+  ++total_buffered_;
+}
+
+void ClusterTable::flush_buffer(int c) {
+  Cluster& cl = clusters_[c];
+  const std::vector<int> buf = std::move(cl.buffered);
+  cl.buffered.clear();
+  total_buffered_ -= static_cast<std::int64_t>(buf.size());
+  cl.split_pending = false;
+  for (int p : buf) add_entry(c, p);
+}
+
+int ClusterTable::split(int c, int iters, std::uint64_t seed) {
+  std::vector<int> all = clusters_[c].members;
+  all.insert(all.end(), clusters_[c].buffered.begin(), clusters_[c].buffered.end());
+  if (all.size() < 2) {
+    flush_buffer(c);
+    return -1;
+  }
+  kernel::Mat points(static_cast<Eigen::Index>(all.size()), dim_);
+  for (std::size_t i = 0; i < all.size(); ++i)
+    for (int d = 0; d < dim_; ++d) points(static_cast<Eigen::Index>(i), d) = key(all[i])[d];
+  const kernel::KMeans km = kernel::kmeans(points, 2, iters, seed);
+  std::vector<int> stay, leave;
+  for (std::size_t i = 0; i < all.size(); ++i) (km.assign[i] == 0 ? stay : leave).push_back(all[i]);
+  if (stay.empty() || leave.empty()) {
+    flush_buffer(c);  // identical keys: nothing to separate
+    return -1;
+  }
+  total_buffered_ -= static_cast<std::int64_t>(clusters_[c].buffered.size());
+  clusters_[c].buffered.clear();
+  clusters_[c].split_pending = false;
+  clusters_[c].members = stay;
+  for (int p : stay) residence_[p] = Residence::kFlash;
+  recompute_stats(c);
+  mark_updated(c);
+  return make_cluster(leave);
+}
+
+int ClusterTable::local_window() {
+  if (window_ < 0) {
+    window_ = make_cluster({});
+    clusters_[window_].local_window = true;
+  }
+  return window_;
+}
+
+int ClusterTable::regroup(const std::vector<int>& positions) {
+  std::vector<int> sources;
+  for (int p : positions) sources.push_back(cluster_of_[p]);
+  std::sort(sources.begin(), sources.end());
+  sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
+  const int id = static_cast<int>(clusters_.size());
+  clusters_.emplace_back();
+  for (int p : positions) cluster_of_[p] = id;
+  for (int s : sources) {
+    if (s < 0) continue;
+    auto& m = clusters_[s].members;
+    m.erase(std::remove_if(m.begin(), m.end(), [&](int p) { return cluster_of_[p] == id; }), m.end());
+    recompute_stats(s);
+  }
+  for (int p : positions) residence_[p] = Residence::kFlash;
+  clusters_[id].members = positions;
+  clusters_[id].last_update_step = step_;
+  recompute_stats(id);
+  return id;
+}
+
+int ClusterTable::nearest_cluster(const float* k) const {
+  int best = -1;
+  double best_d = std::numeric_limits<double>::infinity();
+  for (int c = 0; c < static_cast<int>(clusters_.size()); ++c) {
+    const Cluster& cl = clusters_[c];
+    if (!cl.alive || cl.n == 0 || cl.local_window) continue;
+    double d2 = 0;
+    for (int d = 0; d < dim_; ++d) {
+      const double diff = k[d] - cl.centroid[d];
+      d2 += diff * diff;
+    }
+    if (d2 < best_d) {
+      best_d = d2;
+      best = c;
+    }
+  }
+  return best;
+}
+
+double ClusterTable::similarity(int c, const float* q) const {
+  double s = 0;
+  for (int d = 0; d < dim_; ++d) s += static_cast<double>(q[d]) * clusters_[c].centroid[d];
+  return s;
+}
+
+std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
+  std::vector<int> live;
+  std::vector<double> score(clusters_.size(), 0.0);
+  for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
+    if (clusters_[c].alive && clusters_[c].n > 0 && !clusters_[c].local_window) {
+      live.push_back(c);
+      score[c] = similarity(c, q);
+    }
+  std::stable_sort(live.begin(), live.end(), [&](int a, int b) { return score[a] > score[b]; });
+  if (top.clusters > 0) {
+    live.resize(std::min<std::size_t>(live.size(), static_cast<std::size_t>(top.clusters)));
+    return live;
+  }
+  const double need = top.percent / 100.0 * n_entries();
+  std::vector<int> out;
+  double covered = 0;
+  for (int c : live) {
+    if (!out.empty() && covered >= need) break;
+    out.push_back(c);
+    covered += clusters_[c].size();
+  }
+  return out;
+}
+
+std::vector<int> ClusterTable::positions_of(const std::vector<int>& cs) const {
+  std::vector<int> out;
+  for (int c : cs) {
+    out.insert(out.end(), clusters_[c].members.begin(), clusters_[c].members.end());
+    out.insert(out.end(), clusters_[c].buffered.begin(), clusters_[c].buffered.end());
+  }
+  return out;
+}
+
+double ClusterTable::mean_variance() const {
+  double sum = 0, weight = 0;
+  for (const auto& c : clusters_)
+    if (c.alive && c.n >= 2 && !c.local_window) {
+      sum += c.variance * static_cast<double>(c.n);
+      weight += static_cast<double>(c.n);
+    }
+  return weight > 0 ? sum / weight : 0.0;
+}
+
+void ClusterTable::check_invariants() const {
+  std::vector<int> seen(cluster_of_.size(), 0);
+  std::int64_t buffered = 0;
+  for (int c = 0; c < static_cast<int>(clusters_.size()); ++c) {
+    const Cluster& cl = clusters_[c];
+    auto visit = [&](int p, Residence where) {
+      if (p < 0 || p >= n_entries()) throw Error(fmt::format("cluster {} holds position {} out of range", c, p));
+      if (++seen[p] > 1) throw Error(fmt::format("position {} is in more than one cluster", p));
+      if (cluster_of_[p] != c) throw Error(fmt::format("position {} is in cluster {} but recorded in {}", p, c, cluster_of_[p]));
+      if (residence_[p] != where) throw Error(fmt::format("position {} of cluster {}: residence disagrees", p, c));
+    };
+    for (int p : cl.members) visit(p, Residence::kFlash);
+    for (int p : cl.buffered) visit(p, Residence::kBuffer);
+    if (!cl.buffered.empty() && !cl.split_pending) throw Error(fmt::format("cluster {} buffers without its flag", c));
+    if (cl.n != static_cast<std::int64_t>(cl.members.size()))
+      throw Error(fmt::format("cluster {}: n = {} but {} members", c, cl.n, cl.members.size()));
+    buffered += static_cast<std::int64_t>(cl.buffered.size());
+  }
+  for (int p = 0; p < n_entries(); ++p)
+    if (seen[p] != 1) throw Error(fmt::format("position {} is in no cluster", p));
+  if (buffered != total_buffered_)
+    throw Error(fmt::format("buffered total {} disagrees with the buffers ({})", total_buffered_, buffered));
+}
+
+ParamSchema common_cluster_schema() {
+  ParamSchema s;
+  s.integer("tokens_per_cluster", 32, "prefill K-means uses ceil(L0 / tokens_per_cluster) clusters").at_least(1);
+  s.integer("kmeans_iters", 20, "Lloyd rounds of every K-means (prefill, split, local window)").at_least(1);
+  s.integer("top_k", 0, "clusters retrieved per step; 0: use top_k_percent").non_negative();
+  s.real("top_k_percent", 10.0, "retrieve clusters until this share of the cached entries is covered")
+      .with_unit("%")
+      .range(0.0, 100.0);
+  s.integer("seed", 1, "seed of every K-means").non_negative();
+  return s;
+}
+
+KvClusterPolicy::KvClusterPolicy(const Params& p)
+    : tokens_per_cluster_(static_cast<int>(p.integer("tokens_per_cluster"))),
+      kmeans_iters_(static_cast<int>(p.integer("kmeans_iters"))),
+      top_{static_cast<int>(p.integer("top_k")), p.real("top_k_percent")},
+      seed_(static_cast<std::uint64_t>(p.integer("seed"))) {}
+
+void KvClusterPolicy::prefill(ClusterTable& t, const kernel::Mat& keys) const {
+  if (keys.cols() != t.head_dim())
+    throw InputError(fmt::format("prefill keys have {} columns, the head has {} dimensions", keys.cols(), t.head_dim()));
+  for (Eigen::Index i = 0; i < keys.rows(); ++i) t.append_key(keys.row(i).data());
+  t.initial_partition(tokens_per_cluster_, kmeans_iters_, seed_);
+}
+
+std::vector<int> KvClusterPolicy::attended_positions(const ClusterTable& t, const float* q) const {
+  std::vector<int> out = t.positions_of(t.select(q, top_));
+  if (t.local_window_id() >= 0) {
+    const auto& recent = t.cluster(t.local_window_id()).members;
+    out.insert(out.end(), recent.begin(), recent.end());
+  }
+  return out;
+}
+
+std::uint64_t cluster_seed(std::uint64_t seed, int head, int cluster, int step) {
+  std::uint64_t s = seed ^ 0x9e3779b97f4a7c15ULL;
+  s = sim::fnv1a64(fmt::format("kvcluster/{}/{}/{}", head, cluster, step), s);
+  return sim::splitmix64(s);
+}
+
+}  // namespace mobisim::policies::kvcluster

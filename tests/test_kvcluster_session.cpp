@@ -1,0 +1,152 @@
+// KV decode sessions (traces/kv_session.h): real capture, drifting generator,
+// HDF5 round trip and bad input; policies replayed over both sources.
+#include <gtest/gtest.h>
+
+#include "models/kernel/checkpoint.h"
+#include "models/kernel/oracles.h"
+#include "policies/kvcluster/kv_cluster.h"
+#include "sim/error.h"
+#include "sim/h5.h"
+#include "test_kernel_util.h"
+#include "test_kvcluster_util.h"
+#include "traces/kv_session.h"
+
+namespace mobisim::traces {
+namespace {
+
+using policies::kvcluster::ClusterTable;
+using policies::kvcluster::testing::make;
+
+DriftingSpec small_spec() {
+  DriftingSpec s;
+  s.n_layers = 2;
+  s.n_kv_heads = 2;
+  s.group = 2;
+  s.head_dim = 8;
+  s.prefill = 64;
+  s.decode = 300;
+  s.birth_every = 50;
+  return s;
+}
+
+TEST(KvSession, DriftingGeneratorIsDeterministicAndShaped) {
+  const auto a = generate_drifting_session(small_spec());
+  const auto b = generate_drifting_session(small_spec());
+  EXPECT_EQ(a.tables(), 4);
+  EXPECT_EQ(a.queries.size(), 8u);
+  EXPECT_EQ(a.keys[3].rows(), 364);
+  EXPECT_TRUE(a.keys[3] == b.keys[3]);
+  EXPECT_TRUE(a.queries[7] == b.queries[7]);
+  auto spec = small_spec();
+  spec.seed = 2;
+  EXPECT_FALSE(generate_drifting_session(spec).keys[0] == a.keys[0]);
+  spec.p_recent = 1.5;
+  EXPECT_THROW(generate_drifting_session(spec), ConfigError);
+}
+
+TEST(KvSession, Hdf5RoundTripIsExact) {
+  kernel::testing::TempFile f(".h5");
+  const auto a = generate_drifting_session(small_spec());
+  write_kv_session(a, f.path);
+  const auto b = read_kv_session(f.path);
+  EXPECT_EQ(b.source, a.source);
+  EXPECT_EQ(b.prefill, 64);
+  EXPECT_EQ(b.decode, 300);
+  EXPECT_EQ(b.n_heads, 4);
+  for (int i = 0; i < a.tables(); ++i) {
+    EXPECT_TRUE(a.keys[i] == b.keys[i]);
+    EXPECT_TRUE(a.values[i] == b.values[i]);
+  }
+  for (std::size_t i = 0; i < a.queries.size(); ++i) EXPECT_TRUE(a.queries[i] == b.queries[i]);
+}
+
+TEST(KvSession, WrongShapesAndFormatsAreInputErrors) {
+  kernel::testing::TempFile f(".h5");
+  EXPECT_THROW(read_kv_session(f.path + ".missing"), InputError);
+  {
+    // A session whose first key table is one row short.
+    h5::Writer w(f.path);
+    auto root = w.root();
+    h5::write_attr(root, "format", "mobisim-kv-session");
+    h5::write_attr(root, "schema_version", std::int64_t{1});
+    h5::write_attr(root, "source", "hand");
+    for (const char* a : {"n_layers", "n_kv_heads", "n_heads"}) h5::write_attr(root, a, std::int64_t{1});
+    h5::write_attr(root, "head_dim", std::int64_t{2});
+    h5::write_attr(root, "prefill", std::int64_t{3});
+    h5::write_attr(root, "decode", std::int64_t{1});
+    h5::write_matrix(w.group("keys"), "t00000", std::vector<float>(6, 0.f), 3, 2);
+    h5::write_matrix(w.group("values"), "t00000", std::vector<float>(8, 0.f), 4, 2);
+    h5::write_matrix(w.group("queries"), "q00000", std::vector<float>(2, 0.f), 1, 2);
+    w.commit();
+  }
+  try {
+    read_kv_session(f.path);
+    FAIL() << "a short key table was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("keys/t00000 has shape [3, 2], expected [4, 2]"), std::string::npos)
+        << e.what();
+  }
+  {
+    h5::Writer w(f.path);
+    h5::write_attr(w.root(), "format", "mobisim-chat-trace");
+    w.commit();
+  }
+  EXPECT_THROW(read_kv_session(f.path), InputError);
+}
+
+TEST(KvSession, CaptureMatchesStepByStepDecoding) {
+  const auto m = kernel::testing::tiny_llama();
+  const auto tokens = kernel::sample_sequence(m, 60, 4);
+  const auto s = capture_kv_session(m, tokens, 40);
+  EXPECT_EQ(s.decode, 20);
+  // The keys a step-by-step decode leaves in its cache.
+  kernel::KVCache cache(m.config);
+  kernel::RunState st;
+  for (int t : tokens) kernel::forward_token(m, cache, st, t);
+  const int hd = m.config.head_dim;
+  for (int l = 0; l < m.config.n_layers; ++l)
+    for (int h = 0; h < m.config.n_kv_heads; ++h) {
+      const kernel::Mat ref = cache.k[l].block(0, h * hd, 60, hd);
+      EXPECT_LT((s.keys[l * m.config.n_kv_heads + h] - ref).cwiseAbs().maxCoeff(), 1e-5);
+    }
+  EXPECT_THROW(capture_kv_session(m, tokens, 0), InputError);
+}
+
+// Replays a policy over one session, returning the size-weighted mean cluster variance (Table 5).
+double replay_variance(const KvSession& s, const std::string& policy_yaml) {
+  auto p = make(policy_yaml);
+  double sum = 0;
+  for (int tab = 0; tab < s.tables(); ++tab) {
+    ClusterTable t(s.head_dim, tab);
+    p->prefill(t, s.keys[tab].topRows(s.prefill));
+    const int layer = tab / s.n_kv_heads, kvh = tab % s.n_kv_heads;
+    const auto& q = s.queries[layer * s.n_heads + kvh * (s.n_heads / s.n_kv_heads)];
+    for (int step = 0; step < s.decode; ++step)
+      p->decode_step(t, q.row(step).data(), s.keys[tab].row(s.prefill + step).data());
+    t.check_invariants();
+    sum += t.mean_variance();
+  }
+  return sum / s.tables();
+}
+
+TEST(KvSession, DynaKvVarianceBelowStaticUpdateOnTheDriftingGenerator) {
+  const auto s = generate_drifting_session(small_spec());
+  const double pq = replay_variance(s, "{impl: pqcache, tokens_per_cluster: 8}");
+  const double dk = replay_variance(s, "{impl: dynakv, tokens_per_cluster: 8}");
+  EXPECT_LT(dk, pq);
+}
+
+TEST(KvSession, DynaKvVarianceBelowStaticUpdateOnStories260k) {
+  MOBISIM_REQUIRE_FILE(kernel::testing::stories_path());
+  const auto m = kernel::load_model(kernel::testing::stories_path());
+  const auto tokens = kernel::sample_sequence(m, m.config.seq_len, 11);
+  const auto s = capture_kv_session(m, tokens, 64);  // long decode after a short prefill
+  const double pq = replay_variance(s, "{impl: pqcache, tokens_per_cluster: 8}");
+  const double dk = replay_variance(s, "{impl: dynakv, tokens_per_cluster: 8}");
+  RecordProperty("pqcache_variance", std::to_string(pq));
+  RecordProperty("dynakv_variance", std::to_string(dk));
+  EXPECT_LT(dk, pq);
+}
+
+}  // namespace
+}  // namespace mobisim::traces
