@@ -26,21 +26,31 @@ std::int64_t output_tokens(const DecodeTrace& t) {
 double weights_bytes(const SpecDecEnv& env) { return env.cost.spec().weight_bytes(); }
 
 // Decoding steps of a trace on the NPU's G_d graph (chunk c) or on the CPU.
+void add_phase(RequestBreakdown& r, const char* unit, double seconds, const char* label) {
+  if (seconds <= 0) return;
+  (std::string(unit) == "npu" ? r.npu_busy_s : r.cpu_busy_s) += seconds;
+  r.phases.push_back({unit, seconds, label});
+}
+
 void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t prompt_tokens,
-                const DecodeTrace& trace, RequestBreakdown& r) {
+                const DecodeTrace& trace, double draft_s_per_step, RequestBreakdown& r) {
   std::int64_t ctx = prompt_tokens;
   double accepted = 0;
   for (const auto& s : trace.steps) {
     const std::int64_t rows = 1 + s.draft_tokens;
+    if (draft_s_per_step > 0) {
+      add_phase(r, "cpu", draft_s_per_step, "draft");
+      r.draft_s += draft_s_per_step;
+    }
     if (unit == DecodeUnit::kNpu) {
       const auto [npu_s, cpu_s] = npu_verify_split(env, rows, ctx, chunk);
       r.decode_s += npu_s + cpu_s;
-      r.npu_busy_s += npu_s;
-      r.cpu_busy_s += cpu_s;
+      add_phase(r, "npu", npu_s, "verify");
+      add_phase(r, "cpu", cpu_s, "attention");
     } else {
       const double t = cpu_verify_seconds(env, rows, ctx);
       r.decode_s += t;
-      r.cpu_busy_s += t;
+      add_phase(r, "cpu", t, "verify");
     }
     ctx += 1 + s.accepted;
     accepted += s.accepted;
@@ -55,8 +65,9 @@ void add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, const GraphS
   const PrefillResult p = npu_prefill(env, prompt_tokens, g, sw);
   r.prefill_s = p.prefill_s;
   r.switch_s = p.switch_s;
-  r.npu_busy_s += p.npu_s;
-  r.cpu_busy_s += p.cpu_s;
+  add_phase(r, "npu", p.npu_s, "prefill");
+  add_phase(r, "cpu", p.cpu_s, "prefill attention");
+  add_phase(r, "npu", p.switch_s, "graph switch");
   r.peak_memory_bytes = p.peak_npu_bytes;
 }
 
@@ -83,11 +94,11 @@ RequestBreakdown PlainDecodePolicy::run(const SpecDecEnv& env, std::int64_t prom
   RequestBreakdown r;
   if (unit_ == DecodeUnit::kNpu) {
     add_prefill(env, prompt_tokens, k_.graphs, switch_, r);
-    add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, r);
+    add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, 0.0, r);
   } else {
     add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r);
     r.peak_memory_bytes += weights_bytes(env);  // the CPU keeps its own copy of the weights
-    add_decode(env, unit_, 1, prompt_tokens, trace, r);
+    add_decode(env, unit_, 1, prompt_tokens, trace, 0.0, r);
   }
   finish(env, r);
   return r;
@@ -132,17 +143,15 @@ RequestBreakdown RetrievalSdPolicy::run(const SpecDecEnv& env, std::int64_t prom
     add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r);
     r.peak_memory_bytes += weights_bytes(env);
   }
-  add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, r);
-  r.draft_s = k_.draft_ms_per_step * 1e-3 * static_cast<double>(r.steps);
-  r.cpu_busy_s += r.draft_s;
   if (drafter_.calibrate) {
     r.calibration_s = k_.calibration_ms_per_token * 1e-3 * static_cast<double>(prompt_tokens);
-    r.cpu_busy_s += r.calibration_s;
+    add_phase(r, "cpu", r.calibration_s, "calibration");
     // Calibrated tree: at most top_n^depth nodes per context position, bounded by max_nodes.
     const double per_pos = std::pow(drafter_.calibration.top_n, drafter_.calibration.max_depth);
     r.peak_memory_bytes += std::min<double>(drafter_.calibration.max_nodes, per_pos * prompt_tokens) *
                            drafter_.calibration.bytes_per_node;
   }
+  add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, k_.draft_ms_per_step * 1e-3, r);
   finish(env, r);
   return r;
 }
@@ -194,16 +203,17 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
     if (unit_ == DecodeUnit::kNpu) {
       draft = draft_depth_ * env.npu.run_seconds(draft_topk_, k_.graphs.decode_chunk, npu_part(draft_pass),
                                                  spec.weight_dtype);
-      r.npu_busy_s += draft;
+      add_phase(r, "npu", draft, "draft model");
       const auto [npu_s, cpu_s] = npu_verify_split(env, 1 + k_.draft_budget, ctx, k_.graphs.decode_chunk);
       r.decode_s += npu_s + cpu_s;
-      r.npu_busy_s += npu_s;
-      r.cpu_busy_s += cpu_s;
+      add_phase(r, "npu", npu_s, "verify");
+      add_phase(r, "cpu", cpu_s, "attention");
     } else {
       draft = draft_depth_ * env.cpu.seconds(draft_pass, spec.weight_dtype);
+      add_phase(r, "cpu", draft, "draft model");
       const double v = cpu_verify_seconds(env, 1 + k_.draft_budget, ctx);
       r.decode_s += v;
-      r.cpu_busy_s += v + draft;
+      add_phase(r, "cpu", v, "verify");
     }
     r.draft_s += draft;
     ctx += static_cast<std::int64_t>(tokens_per_step_);

@@ -34,7 +34,15 @@ struct SpecDecEnv {
   models::CostModel cost;
 };
 
+// One stretch of work on one unit, in execution order (replayed on the simulated device).
+struct Phase {
+  std::string unit;   // "npu" or "cpu"
+  double seconds = 0;
+  std::string label;  // prefill, prefill attention, graph switch, calibration, draft, verify, attention
+};
+
 struct RequestBreakdown {
+  std::vector<Phase> phases;
   double prefill_s = 0;      // chunked NPU prefill (with progressive switching when it applies)
   double switch_s = 0;       // exposed graph switching
   double calibration_s = 0;  // in-context calibration (~2 ms per input token)
