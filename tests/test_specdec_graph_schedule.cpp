@@ -125,6 +125,11 @@ TEST(GraphSchedule, ExactNeverWorseThanAnyOtherStrategy) {
     EXPECT_LE(exact, schedule_progressive(p).latency_s() + 1e-12) << "case " << i;
     EXPECT_LE(exact, schedule_synchronous(p).latency_s() + 1e-12) << "case " << i;
     EXPECT_LE(exact, schedule_naive_async(p).latency_s() + 1e-12) << "case " << i;
+    // The late-start greedy includes both the document's greedy (start 0) and synchronous (start S).
+    const double late = schedule_progressive_late(p).latency_s();
+    EXPECT_LE(exact, late + 1e-12) << "case " << i;
+    EXPECT_LE(late, schedule_progressive(p).latency_s() + 1e-12) << "case " << i;
+    EXPECT_LE(late, schedule_synchronous(p).latency_s() + 1e-12) << "case " << i;
     // Lower bound: the prefill itself (every slot on the faster of the two graphs).
     double lb = 0;
     for (int b = 0; b < p.blocks; ++b)

@@ -42,6 +42,7 @@ const char* to_string(SwitchStrategy s) {
     case SwitchStrategy::kSynchronous: return "synchronous";
     case SwitchStrategy::kNaiveAsync: return "naive_async";
     case SwitchStrategy::kProgressive: return "progressive";
+    case SwitchStrategy::kProgressiveLate: return "progressive_late";
     case SwitchStrategy::kExact: return "exact";
     case SwitchStrategy::kBothResident: return "both_resident";
   }
@@ -49,12 +50,12 @@ const char* to_string(SwitchStrategy s) {
 }
 
 std::vector<std::string> switch_strategy_names() {
-  return {"synchronous", "naive_async", "progressive", "exact", "both_resident"};
+  return {"synchronous", "naive_async", "progressive", "progressive_late", "exact", "both_resident"};
 }
 
 SwitchStrategy parse_switch_strategy(const std::string& name) {
   for (auto s : {SwitchStrategy::kSynchronous, SwitchStrategy::kNaiveAsync, SwitchStrategy::kProgressive,
-                 SwitchStrategy::kExact, SwitchStrategy::kBothResident})
+                 SwitchStrategy::kProgressiveLate, SwitchStrategy::kExact, SwitchStrategy::kBothResident})
     if (name == to_string(s)) return s;
   throw ConfigError(fmt::format("unknown graph switch strategy '{}' (expected one of: {})", name,
                                 fmt::join(switch_strategy_names(), ", ")));
@@ -159,7 +160,7 @@ GraphSchedule schedule_naive_async(const ScheduleProblem& p) {
   return g;
 }
 
-GraphSchedule schedule_progressive(const ScheduleProblem& p) {
+GraphSchedule schedule_progressive(const ScheduleProblem& p, int first_slot) {
   p.validate();
   const int B = p.blocks, S = p.slots();
   std::vector<int> trigger(B, S);
@@ -174,7 +175,7 @@ GraphSchedule schedule_progressive(const ScheduleProblem& p) {
     }
     return t;
   };
-  int next_candidate = 0;  // the first slot after which a new load may start
+  int next_candidate = std::max(0, first_slot);  // the first slot after which a new load may start
   for (int s = 0; s < S; ++s) {
     const int b = s % B;
     if (s < next_candidate || requested[b]) continue;
@@ -188,6 +189,16 @@ GraphSchedule schedule_progressive(const ScheduleProblem& p) {
   GraphSchedule g = simulate_triggers(p, trigger);
   g.strategy = SwitchStrategy::kProgressive;
   return g;
+}
+
+GraphSchedule schedule_progressive_late(const ScheduleProblem& p) {
+  GraphSchedule best = schedule_progressive(p, 0);
+  for (int s = 1; s <= p.slots(); ++s) {
+    GraphSchedule g = schedule_progressive(p, s);
+    if (g.latency_s() < best.latency_s() - 1e-15) best = std::move(g);
+  }
+  best.strategy = SwitchStrategy::kProgressiveLate;
+  return best;
 }
 
 GraphSchedule schedule_exact(const ScheduleProblem& p, std::int64_t max_evaluations) {
@@ -241,6 +252,7 @@ GraphSchedule schedule(const ScheduleProblem& p, SwitchStrategy s) {
     case SwitchStrategy::kSynchronous: return schedule_synchronous(p);
     case SwitchStrategy::kNaiveAsync: return schedule_naive_async(p);
     case SwitchStrategy::kProgressive: return schedule_progressive(p);
+    case SwitchStrategy::kProgressiveLate: return schedule_progressive_late(p);
     case SwitchStrategy::kExact: return schedule_exact(p);
     case SwitchStrategy::kBothResident: return schedule_both_resident(p);
   }

@@ -42,7 +42,7 @@ struct ScheduleProblem {
   double total_weight_bytes() const;
 };
 
-enum class SwitchStrategy { kSynchronous, kNaiveAsync, kProgressive, kExact, kBothResident };
+enum class SwitchStrategy { kSynchronous, kNaiveAsync, kProgressive, kProgressiveLate, kExact, kBothResident };
 const char* to_string(SwitchStrategy s);
 SwitchStrategy parse_switch_strategy(const std::string& name);  // throws ConfigError naming the choices
 std::vector<std::string> switch_strategy_names();
@@ -85,7 +85,12 @@ GraphSchedule schedule_synchronous(const ScheduleProblem& p);
 GraphSchedule schedule_naive_async(const ScheduleProblem& p);
 // CoordGen's greedy (eqs. 1-2): after computing block i (not yet switched), load it while the
 // least number k of next blocks whose compute covers its load run; then consider block i+k.
-GraphSchedule schedule_progressive(const ScheduleProblem& p);
+// `first_slot`: the greedy considers loads only from that compute slot on (0 = the document's).
+GraphSchedule schedule_progressive(const ScheduleProblem& p, int first_slot = 0);
+// Extension (not in the document): the same greedy started at the slot that minimises latency
+// (S + 1 candidates). Starting late keeps fewer chunks on the slower G_d repetition when G_d
+// prefill is slower than G_p's, while still hiding the loads.
+GraphSchedule schedule_progressive_late(const ScheduleProblem& p);
 // Exhaustive search over all trigger vectors ((S+1)^B of them; ConfigError beyond max_evaluations).
 // Never worse than the other strategies, whose trigger vectors are in its search space.
 GraphSchedule schedule_exact(const ScheduleProblem& p, std::int64_t max_evaluations = 5'000'000);
