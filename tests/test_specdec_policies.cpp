@@ -174,3 +174,32 @@ TEST(SpecdecPolicies, ExperimentOnQmsumShowsTableFourDirection) {
 
 }  // namespace
 }  // namespace mobisim::policies::specdec
+
+namespace mobisim::policies::specdec {
+namespace {
+
+// The kernel workload: stories260K writes contexts and outputs; every policy's drafting runs on the
+// real model (the driver fails if any output differs from greedy decoding).
+TEST(SpecdecPolicies, KernelWorkloadRunsLosslesslyEndToEnd) {
+  const std::string model = mobisim::testing::shared_dir() + "/models/stories260K.bin";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "real data not present: " << model;
+  mobisim::testing::TempDir dir("coordgen-kernel");
+  const std::string cfg = dir.file("k.yaml");
+  std::ofstream(cfg) << "name: k\nexperiment:\n  impl: coordgen\n  device: oneplus-13\n  model: qwen2.5-0.5b\n"
+                     << "  workload: {kernel_model: " << model
+                     << ", kernel_users: 2, kernel_requests: 2, max_context_tokens: 96, max_output_tokens: 24}\n"
+                     << "  policies:\n    - {impl: npu_vanilla}\n    - {impl: coordgen}\n"
+                     << "    - {impl: npu_pld, calibrate: true, reuse: true}\n";
+  auto r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("k.h5") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("coordgen"), std::string::npos) << r.output;
+  // A trace workload and a kernel workload at once is refused.
+  std::ofstream(cfg) << "name: k\nexperiment:\n  impl: coordgen\n  device: oneplus-13\n  model: qwen2.5-0.5b\n"
+                     << "  workload: {kernel_model: " << model << ", trace: x.h5}\n  policies: [{impl: coordgen}]\n";
+  r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("k2.h5") + "'");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("exactly one of"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace mobisim::policies::specdec
