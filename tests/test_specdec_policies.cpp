@@ -203,3 +203,47 @@ TEST(SpecdecPolicies, KernelWorkloadRunsLosslesslyEndToEnd) {
 
 }  // namespace
 }  // namespace mobisim::policies::specdec
+
+namespace mobisim::policies::specdec {
+namespace {
+
+std::map<std::string, std::vector<std::string>> read_csv_rows(const std::string& path, std::size_t key_col) {
+  std::ifstream csv(path);
+  std::string line;
+  std::getline(csv, line);  // header
+  std::map<std::string, std::vector<std::string>> rows;
+  while (std::getline(csv, line)) {
+    std::stringstream ss(line);
+    std::string cell;
+    std::vector<std::string> cells;
+    while (std::getline(ss, cell, ',')) cells.push_back(cell);
+    if (cells.size() > key_col) rows[cells[key_col]] = cells;
+  }
+  return rows;
+}
+
+// Figure 8's driver: synchronous switching adds exactly the 28 layer loads after the prefill, the
+// exact search is never behind the greedy, and a G_d larger than G_p is refused with exit code 3.
+TEST(SpecdecPolicies, ScheduleExperimentEndToEnd) {
+  mobisim::testing::TempDir dir("coordgen-sched");
+  const std::string cfg = dir.file("s.yaml");
+  std::ofstream(cfg) << "name: s\nexperiment:\n  impl: coordgen_schedule\n  device: redmi-k60-pro\n"
+                        "  model: qwen2.5-1.5b\n  prompt_tokens: [512]\n  blocks: 4\n"
+                        "  strategies: [synchronous, progressive, exact]\n";
+  auto r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("s.h5") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // strategy, prompt_tokens, prefill_end_s, switch_end_s, latency_s, ...
+  const auto rows = read_csv_rows(dir.file("s_summary.csv"), 0);
+  ASSERT_EQ(rows.size(), 3u);
+  const auto& sync = rows.at("synchronous");
+  EXPECT_NEAR(std::stod(sync[3]) - std::stod(sync[2]), 28 * 0.040, 1e-6);  // K60: 40 ms per layer
+  EXPECT_LE(std::stod(rows.at("exact")[4]), std::stod(rows.at("progressive")[4]) + 1e-9);
+  std::ofstream(cfg) << "name: s\nexperiment:\n  impl: coordgen_schedule\n  device: redmi-k60-pro\n"
+                        "  model: qwen2.5-1.5b\n  prefill_chunk: 32\n  decode_chunk: 64\n";
+  r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("s2.h5") + "'");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("larger than the prefill graph"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace mobisim::policies::specdec

@@ -71,10 +71,11 @@ void add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, const GraphS
   r.peak_memory_bytes = p.peak_npu_bytes;
 }
 
-void finish(const SpecDecEnv& env, RequestBreakdown& r) {
+void finish(const SpecDecEnv& env, std::int64_t prompt_tokens, RequestBreakdown& r) {
   r.energy_j = request_energy_j(env, r.total_s(), r.npu_busy_s, r.cpu_busy_s);
-  // K/V cache of the whole request (CPU-side attention holds it once).
-  r.peak_memory_bytes += env.cost.spec().kv_bytes_per_token() * static_cast<double>(r.output_tokens);
+  // K/V cache of the whole request, prompt and output (CPU-side attention holds it once).
+  r.peak_memory_bytes +=
+      env.cost.spec().kv_bytes_per_token() * static_cast<double>(prompt_tokens + r.output_tokens);
 }
 
 }  // namespace
@@ -100,7 +101,7 @@ RequestBreakdown PlainDecodePolicy::run(const SpecDecEnv& env, std::int64_t prom
     r.peak_memory_bytes += weights_bytes(env);  // the CPU keeps its own copy of the weights
     add_decode(env, unit_, 1, prompt_tokens, trace, 0.0, r);
   }
-  finish(env, r);
+  finish(env, prompt_tokens, r);
   return r;
 }
 
@@ -152,7 +153,7 @@ RequestBreakdown RetrievalSdPolicy::run(const SpecDecEnv& env, std::int64_t prom
                            drafter_.calibration.bytes_per_node;
   }
   add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, k_.draft_ms_per_step * 1e-3, r);
-  finish(env, r);
+  finish(env, prompt_tokens, r);
   return r;
 }
 
@@ -224,7 +225,7 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
   // The drafter's weights: one layer plus an LM head.
   r.peak_memory_bytes += (static_cast<double>(spec.params_per_layer()) + double(spec.vocab) * spec.hidden) *
                          models::dtype_bytes(spec.weight_dtype);
-  finish(env, r);
+  finish(env, prompt_tokens, r);
   return r;
 }
 
