@@ -69,7 +69,7 @@ TEST(SpecdecPolicies, NpuVerificationIsPaddedToTheDecodeGraph) {
 
 TEST(SpecdecPolicies, SectionFourOneNamesAreRegistered) {
   for (const char* n : {"npu_vanilla", "cpu_vanilla", "npu_graph", "npu_sam", "cpu_sam", "npu_pld", "npu_sam_graph",
-                        "coordgen", "npu_eagle", "cpu_eagle"})
+                        "coordgen", "npu_eagle", "cpu_eagle", "pld_ours", "sam_ours"})
     EXPECT_TRUE(Registry<SpecDecPolicy>::instance().contains(n)) << n;
 }
 

@@ -270,6 +270,10 @@ MOBISIM_SPECDEC_RSD(NpuSamGraph, "npu_sam_graph", DecodeUnit::kNpu, "sam", Switc
                     "+G+SD: SAM on the NPU with progressive graph scheduling (Table 3).")
 MOBISIM_SPECDEC_RSD(CoordGenPolicy, "coordgen", DecodeUnit::kNpu, "sam", SwitchStrategy::kProgressive, true,
                     "CoordGen: progressive graph scheduling + SAM + in-context calibration + draft reuse.")
+MOBISIM_SPECDEC_RSD(PldOurs, "pld_ours", DecodeUnit::kNpu, "pld", SwitchStrategy::kSynchronous, true,
+                    "Table 4's PLD+ours: prompt lookup + in-context calibration + draft reuse (on the NPU).")
+MOBISIM_SPECDEC_RSD(SamOurs, "sam_ours", DecodeUnit::kNpu, "sam", SwitchStrategy::kSynchronous, true,
+                    "Table 4's SAM+ours: SAM + in-context calibration + draft reuse (on the NPU, no +G).")
 MOBISIM_SPECDEC_EAGLE(NpuEagle, "npu_eagle", DecodeUnit::kNpu,
                       "EAGLE-2 simulated on the NPU: 1-layer + LM-head drafter, 5.5 tokens per step (4.1 (5)).")
 MOBISIM_SPECDEC_EAGLE(CpuEagle, "cpu_eagle", DecodeUnit::kCpu,

@@ -8,6 +8,7 @@
 //   RetrievalSdPolicy  npu_pld, npu_sam, cpu_sam        retrieval SD (synchronous switch on NPU)
 //                      npu_sam_graph (+G+SD)            SAM with progressive scheduling
 //                      coordgen                          SAM + calibration + reuse + progressive
+//                      pld_ours, sam_ours               Table 4's PLD+ours / SAM+ours (no +G)
 //   EaglePolicy        npu_eagle, cpu_eagle             EAGLE-2 simulated as the document does:
 //                      draft model = one transformer layer + the target's LM head, run `draft_depth`
 //                      times per step, at most 5.5 tokens accepted per step.
