@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "models/kernel/checkpoint.h"
+#include "policies/specdec/kernel_oracles.h"
 #include "policies/specdec/retrieval_drafter.h"
 #include "sim/error.h"
 #include "test_kernel_util.h"
@@ -151,6 +152,18 @@ TEST(SpecdecDrafting, LosslessOnSyntheticModel) {
   const auto earlier = kernel::generate_greedy(m, repetitive_prompt(m.config.vocab_size, 20, 3), 30);
   h.add(std::span<const int>(earlier).subspan(20));
   expect_lossless(m, repetitive_prompt(m.config.vocab_size, 40, 5), 40, h);
+}
+
+// Oracle 9 of `mobisim kernel check`: eight must-pass rows, all passing on a synthetic model.
+TEST(SpecdecDrafting, KernelCheckOracleNineRows) {
+  const kernel::Model m = kernel::testing::tiny_llama();
+  const auto rows = coordgen_oracles(m, 48, 40, 3);
+  ASSERT_EQ(rows.size(), 8u);
+  for (const auto& r : rows) {
+    EXPECT_TRUE(r.must_pass) << r.id;
+    EXPECT_TRUE(r.pass) << r.id << ": " << r.note;
+    EXPECT_EQ(r.id.rfind("9/", 0), 0u) << r.id;
+  }
 }
 
 TEST(SpecdecDrafting, LosslessOnStories260K) {
