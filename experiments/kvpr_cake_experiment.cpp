@@ -68,8 +68,8 @@ struct PhoneSpec {
     s.int_list("block_tokens", std::vector<std::int64_t>{32, 128, 512},
                "Cake block sizes on the phone (a block's prefill reads every weight once: larger blocks amortise it)")
         .range(1, kMaxSeqLen).non_empty();
-    s.real("compute_block_overhead_us", 20, "per block and layer on the compute stream").non_negative().with_unit("us");
-    s.real("load_block_overhead_us", 5, "per block and layer on the read stream").non_negative().with_unit("us");
+    s.real("compute_block_overhead_us", 20, "per block and layer on the compute stream").range(0, 1e6).with_unit("us");
+    s.real("load_block_overhead_us", 5, "per block and layer on the read stream").range(0, 1e6).with_unit("us");
     s.text("model", std::string("generic-3b"), "model whose prefix is cached");
     return s;
   }

@@ -2,6 +2,7 @@
 // drive and register themselves (see sim/cli.h); this file only dispatches and
 // turns errors into one message and a documented exit code.
 #include <fmt/format.h>
+#include <yaml-cpp/exceptions.h>
 
 #include <iostream>
 
@@ -44,6 +45,11 @@ int main(int argc, char** argv) {
   } catch (const mobisim::Error& e) {
     std::cerr << "mobisim " << args[0] << ": error: " << e.what() << "\n";
     return e.exit_code();
+  } catch (const YAML::Exception& e) {
+    // A config value of the wrong YAML kind (a list where a name belongs) read without a schema
+    // check: a config error, not a failure of the simulation.
+    std::cerr << "mobisim " << args[0] << ": config error: a value has the wrong type: " << e.what() << "\n";
+    return mobisim::kExitConfig;
   } catch (const std::exception& e) {
     std::cerr << "mobisim " << args[0] << ": internal error: " << e.what() << "\n";
     return mobisim::kExitFailure;

@@ -292,9 +292,7 @@ Writer::Writer(std::string path) : path_(std::move(path)) {
   try {
     H5::FileCreatPropList fcpl;
     fcpl.setUserblock(kUserBlockBytes);  // room for the digest (seal)
-    // The root group's object header must not record times either: with v2 object headers it
-    // would hold the creation time, and the same content would no longer give the same bytes.
-    H5Pset_obj_track_times(fcpl.getId(), false);
+    H5Pset_obj_track_times(fcpl.getId(), 0);  // the root group's v2 header would store clock times
     H5::FileAccPropList fapl;
     fapl.setLibverBounds(H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);  // v2 object headers: metadata checksums
     // close() must really close: groups and datasets the caller still holds would otherwise keep

@@ -26,14 +26,14 @@ constexpr char kMismatch[] = "checksum mismatch (damaged or modified since writt
 // A small generated RAG trace (2 users x 20 chunks x 5 queries), written by the CLI.
 std::string generate_trace(const TempDir& dir) {
   const std::string path = dir.file("gen.h5");
-  const auto r = testing::run_mobisim("trace generate " + testing::source_dir() + "/configs/workloads/rag_default.yaml --out '" + path +
+  const auto r = testing::run_mobisim("trace generate '" + testing::source_dir() + "/configs/workloads/rag_default.yaml' --out '" + path +
                                       "' -p users=2 -p queries.per_user=5 -p knowledge.chunks_per_user=20");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return path;
 }
 
 testing::CommandResult replay(const std::string& trace, const std::string& out) {
-  return testing::run_mobisim("run " + testing::source_dir() + "/experiments/quickstart.yaml -p 'experiment.workload={trace: " + trace +
+  return testing::run_mobisim("run '" + testing::source_dir() + "/experiments/quickstart.yaml' -p 'experiment.workload={trace: " + trace +
                               "}' --no-plot --quiet --output '" + out + "'");
 }
 
@@ -209,7 +209,7 @@ TEST(HostileInputs, RandomlyDamagedChatTracesWithoutDigestNeverCrash) {
   for (std::uint64_t seed = 0; seed < 40; ++seed) {
     const std::string bad = dir.file("bad.h5");
     testing::write_text(bad, damage(plain, seed));
-    const auto r = testing::run_mobisim("run " + testing::source_dir() + "/experiments/prefix_cache/ttft.yaml -p 'experiment.workload={trace: " + bad +
+    const auto r = testing::run_mobisim("run '" + testing::source_dir() + "/experiments/prefix_cache/ttft.yaml' -p 'experiment.workload={trace: " + bad +
                                         "}' --no-plot --quiet --output '" + dir.file("r.h5") + "'");
     EXPECT_EQ(r.exit_code, 4) << seed << ": " << r.output;
     EXPECT_NE(r.output.find(bad + ":"), std::string::npos) << seed << ": " << r.output;
@@ -266,18 +266,18 @@ TEST(HostileInputs, ResealedEditReachesTheChecksBehindTheDigest) {
 
 TEST(HostileInputs, HugeSequenceLengthIsRefusedAtValidation) {
   for (const char* len : {"9223372036854775808", "9223372036854775807", "1048577"}) {
-    const auto r = testing::run_mobisim("validate " + testing::source_dir() +
-                                        "/experiments/kvpr_cake/fig3.yaml -p 'experiment.seq_lens=[" + len + "]'");
+    const auto r = testing::run_mobisim("validate '" + testing::source_dir() + "/experiments/kvpr_cake/fig3.yaml' -p 'experiment.seq_lens=[" +
+                                        len + "]'");
     EXPECT_EQ(r.exit_code, 3) << len << ": " << r.output;
     EXPECT_NE(r.output.find("seq_lens"), std::string::npos) << r.output;
   }
-  const auto ok = testing::run_mobisim("validate " + testing::source_dir() + "/experiments/kvpr_cake/fig3.yaml -p 'experiment.seq_lens=[1048576]'");
+  const auto ok = testing::run_mobisim("validate '" + testing::source_dir() + "/experiments/kvpr_cake/fig3.yaml' -p 'experiment.seq_lens=[1048576]'");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
 }
 
 TEST(HostileInputs, GeneratorRefusesTracesThatCannotFitInMemory) {
   TempDir dir;
-  const auto r = testing::run_mobisim("trace generate " + testing::source_dir() + "/configs/workloads/rag_default.yaml --out '" + dir.file("x.h5") +
+  const auto r = testing::run_mobisim("trace generate '" + testing::source_dir() + "/configs/workloads/rag_default.yaml' --out '" + dir.file("x.h5") +
                                       "' -p users=100000 -p knowledge.chunks_per_user=100000");
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("exceeds the limit"), std::string::npos) << r.output;

@@ -49,6 +49,9 @@ void validate_rag_trace(const RagTrace& t, const std::string& what) {
   const std::size_t dim = static_cast<std::size_t>(std::max(0, t.meta.embedding_dim));
   for (std::size_t u = 0; u < t.users.size(); ++u) {
     const UserTrace& ut = t.users[u];
+    if (ut.user_id.empty()) bad(fmt::format("user {} has an empty user_id", u));
+    for (std::size_t v = 0; v < u; ++v)
+      if (t.users[v].user_id == ut.user_id) bad(fmt::format("users {} and {} share user_id '{}'", v, u, ut.user_id));
     for (std::size_t c = 0; c < ut.chunks.size(); ++c) {
       if (ut.chunks[c].embedding.size() != dim)
         bad(fmt::format("user {} chunk {} has {} embedding values, meta.embedding_dim is {}", u, c,
@@ -271,6 +274,11 @@ RagTrace read_rag_trace(const std::string& path) {
     UserTrace& ut = t.users[u];
     const std::string g = "/users/" + user_group(u);
     ut.user_id = r.attr_string(g, "user_id");
+    // Users are told apart by id (statistics, results); an empty or repeated id is damage.
+    if (ut.user_id.empty()) throw InputError(fmt::format("{}: {}: attribute user_id is empty", path, g));
+    for (std::size_t v = 0; v < u; ++v)
+      if (t.users[v].user_id == ut.user_id)
+        throw InputError(fmt::format("{}: {}: user_id '{}' repeats user {}'s", path, g, ut.user_id, v));
     ut.topics = r.strings(g + "/topics");
 
     const auto ctext = r.strings(g + "/chunks/text");

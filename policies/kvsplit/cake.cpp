@@ -14,10 +14,10 @@ ParamSchema Cake::schema() {
   s.integer("block_tokens", 64, "positions per block").range(1, 1048576).with_unit("tokens");
   s.real("compute_block_overhead_us", 0.0,
          "per block and layer on the compute stream: pointer check, event record, kernel relaunch")
-      .non_negative()
+      .range(0, 1e6)  // a second per block and layer; larger overflows the simulated clock
       .with_unit("us");
   s.real("load_block_overhead_us", 0.0, "per block and layer on the copy stream: memcpy issue and event record")
-      .non_negative()
+      .range(0, 1e6)  // a second per block and layer; larger overflows the simulated clock
       .with_unit("us");
   return s;
 }
