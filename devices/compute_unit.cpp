@@ -25,7 +25,7 @@ ParamSchema ComputeUnitSpec::schema() {
       .with_unit("us");
   s.real("active_power_w", std::nullopt, "power while busy").non_negative().with_unit("W");
   s.real("idle_power_w", std::nullopt, "power while idle").non_negative().with_unit("W");
-  s.integer("cores", 1, "cores used (informational)").at_least(1);
+  s.integer("cores", 1, "cores used (informational)").range(1, 1024);
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }

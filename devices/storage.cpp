@@ -13,7 +13,7 @@ ParamSchema StorageSpec::schema() {
   s.real("seq_write_gbps", std::nullopt, "sequential write bandwidth").positive().with_unit("GB/s");
   s.real("random_read_iops", std::nullopt, "4 KB random read IOPS at full queue depth").positive();
   s.real("random_write_iops", std::nullopt, "4 KB random write IOPS at full queue depth").positive();
-  s.integer("queue_depth", std::nullopt, "command queue depth (UFS: 32)").range(1, 65536);
+  s.integer("queue_depth", std::nullopt, "command queue depth (UFS: 32)").range(1, 1024);
   s.real("access_latency_us", std::nullopt, "flash access latency per command").non_negative().with_unit("us");
   s.real("max_transfer_kb", 512.0, "largest single command; bigger requests are split").positive().with_unit("KB");
   s.real("page_size_kb", std::nullopt, "flash program page; partial-page writes program a whole page")

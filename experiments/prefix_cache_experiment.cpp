@@ -128,6 +128,10 @@ class PrefixCacheExperiment : public Experiment {
         node.remove("label");
       }
       Registry<kc::EvictionPolicy>::instance().validate(node, p.source_of("eviction").element(i));
+      for (const auto& e : eviction_)
+        if (e.label == label)
+          throw ConfigError(fmt::format("{}: duplicate eviction label '{}' (add label: to tell them apart)",
+                                        p.source_of("eviction").element(i).where(ev[i]), label));
       eviction_.push_back({label, node, p.source_of("eviction").element(i)});
     }
     // The workload: either a chat trace file ({trace: FILE.h5}) or the generator's parameters.
@@ -160,10 +164,12 @@ class PrefixCacheExperiment : public Experiment {
         .range(1, 1 << 20)
         .non_empty()
         .with_unit("tokens");
-    s.integer("verify_tokens", 16, "leading token ids verified on a hit").non_negative();
+    s.integer("verify_tokens", 16, "leading token ids verified on a hit").range(0, 1 << 20);
     s.real("page_cache_fraction", 0.0, "share of a loaded prefix already in the page cache (DRAM)").range(0, 0.99);
     s.real("note_prefix_mb", 74, "the note's prefix size (MB) whose load time it reports").positive().with_unit("MB");
-    s.int_list("suffix_tokens", std::vector<std::int64_t>{16, 32, 48, 64}, "suffixes of the note-geometry table").non_empty();
+    s.int_list("suffix_tokens", std::vector<std::int64_t>{16, 32, 48, 64}, "suffixes of the note-geometry table")
+        .range(1, 1 << 20)
+        .non_empty();
     s.node("workload", "{trace: FILE.h5} (a chat trace, traces/SCHEMA.md) or the chat workload generator's settings "
                        "(policies/kvcache/chat_workload.h); not both");
     return s;

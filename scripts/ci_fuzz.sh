@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI step: builds every libFuzzer target (fuzz/fuzz_*.cpp) with clang, ASan and UBSan, runs each
+# CI step: builds every libFuzzer target (tests/fuzz/fuzz_*.cpp) with clang, ASan and UBSan, runs each
 # for FUZZ_SECONDS (default 25) and fails on any finding. About 6-7 minutes on 2 cores from a
 # cold build (ccache makes the rebuild much faster).
 #   scripts/ci_fuzz.sh            # all targets
@@ -12,16 +12,17 @@ export FUZZ_BUILD_DIR=$build
 command -v clang++ >/dev/null || { echo "ci_fuzz: clang++ not installed (scripts/setup.sh installs it)" >&2; exit 1; }
 
 targets=()
-for f in fuzz/fuzz_*.cpp; do
+for f in tests/fuzz/fuzz_*.cpp; do
   t=$(basename "$f" .cpp)
   targets+=("${t#fuzz_}")
 done
 
 launcher=()
+export CCACHE_BASEDIR="$PWD"
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 start=$(date +%s)
 CXX=clang++ cmake -S . -B "$build" -DMOBISIM_FUZZ=ON -DCMAKE_BUILD_TYPE=Fuzz -DMOBISIM_BUILD_TESTS=OFF \
-  -DMOBISIM_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
+  -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF "${launcher[@]}" >/dev/null
 cmake --build "$build" -j"${JOBS:-2}" --target "${targets[@]/#/fuzz_}" >/dev/null
 echo "ci_fuzz: built ${#targets[@]} targets in $(( $(date +%s) - start )) s"
 

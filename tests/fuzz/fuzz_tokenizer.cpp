@@ -4,7 +4,7 @@
 #include <fstream>
 #include <string>
 
-#include "fuzz/fuzz_util.h"
+#include "tests/fuzz/fuzz_util.h"
 #include "models/tokenizer.h"
 #include "sim/error.h"
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "fuzz/fuzz_util.h"
+#include "tests/fuzz/fuzz_util.h"
 #include "policies/kvcache/chat_workload.h"
 #include "sim/error.h"
 #include "sim/params.h"

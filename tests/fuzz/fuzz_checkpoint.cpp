@@ -1,7 +1,7 @@
 // Fuzz target: the model checkpoint loader (llama2.c and GGUF, picked by the first bytes).
 #include <string>
 
-#include "fuzz/fuzz_util.h"
+#include "tests/fuzz/fuzz_util.h"
 #include "models/kernel/checkpoint.h"
 #include "sim/error.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "experiments/experiment.h"
-#include "fuzz/fuzz_util.h"
+#include "tests/fuzz/fuzz_util.h"
 #include "sim/error.h"
 
 using namespace mobisim;

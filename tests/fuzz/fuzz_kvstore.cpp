@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "fuzz/fuzz_util.h"
+#include "tests/fuzz/fuzz_util.h"
 #include "policies/kvcache/kv_store.h"
 #include "sim/error.h"
 

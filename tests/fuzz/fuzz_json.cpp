@@ -1,7 +1,7 @@
 // Fuzz target: the JSON reader and the JSONL importer (traces/json.h, traces/jsonl.h).
 #include <string>
 
-#include "fuzz/fuzz_util.h"
+#include "tests/fuzz/fuzz_util.h"
 #include "sim/error.h"
 #include "traces/json.h"
 #include "traces/jsonl.h"
