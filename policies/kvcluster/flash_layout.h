@@ -81,6 +81,11 @@ class FlashLayout {
   // Read commands for arbitrary positions (no_cluster's scattered top-k).
   std::vector<ReadRun> read_runs_of(const std::vector<int>& positions) const;
 
+  // Positions the layout holds for cluster c (its members as of the last sync).
+  std::vector<int> placed_positions(int cluster) const {
+    auto it = placed_.find(cluster);
+    return it == placed_.end() ? std::vector<int>{} : it->second;
+  }
   bool placed(int pos) const { return offset_.count(pos) > 0; }
   std::int64_t offset_of(int pos) const;
   // What the simulated flash holds at `offset` (the position written there), -1 when nothing.
