@@ -42,8 +42,8 @@ void BM_DynaKvReplay(benchmark::State& state) { replay(state, "{impl: dynakv, to
 void BM_DynaKvReplayNoIoTiming(benchmark::State& state) { replay(state, "{impl: dynakv, top_k_percent: 10}", false); }
 void BM_PqCacheReplay(benchmark::State& state) { replay(state, "{impl: pqcache, top_k_percent: 10}", true); }
 
-BENCHMARK(BM_DynaKvReplay)->Arg(4096)->Arg(16384)->Unit(benchmark::kMillisecond)->Iterations(1);
-BENCHMARK(BM_DynaKvReplayNoIoTiming)->Arg(16384)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_DynaKvReplay)->Arg(2048)->Arg(16384)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_DynaKvReplayNoIoTiming)->Arg(2048)->Arg(16384)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_PqCacheReplay)->Arg(16384)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace

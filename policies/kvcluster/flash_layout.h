@@ -123,6 +123,8 @@ class FlashLayout {
   std::int64_t pages_touched(const std::vector<std::int64_t>& offsets) const;
   std::vector<ReadRun> runs_from_offsets(std::vector<std::int64_t> offsets) const;
   void charge_naive_append(int cluster);
+  void record_offset(int pos, std::int64_t off);  // offset known, not yet on flash
+  void write_flash(int pos, std::int64_t off);    // the entry's bytes are now on flash
 
   Placement placement_;
   std::int64_t entry_bytes_, page_bytes_;
@@ -138,6 +140,9 @@ class FlashLayout {
   std::vector<int> naive_order_;                        // packed layout's cluster order
   int sequence_placed_ = 0;                             // sequence placement: positions written
   FlashStats stats_;
+  // Dense mirrors of offset_ and of "content_at(offset_of(p)) == p", for fast reads.
+  std::vector<std::int64_t> pos_offset_;
+  std::vector<char> pos_on_flash_;
 };
 
 }  // namespace mobisim::policies::kvcluster
