@@ -55,7 +55,7 @@ std::vector<Set> document_sets() {
       {"percache", percache_jobs()},
       {"prefix_cache", {{"ttft", {}, ""}}},
       {"kvpr_cake", {{"fig3", {}, ""}, {"error", {}, ""}, {"phones", {}, ""}}},
-      {"dynakv", {{"fig10", {}, ""}, {"table6", {}, ""}}},
+      {"dynakv", {{"fig10", {}, ""}, {"fig11", {}, ""}, {"fig12", {}, ""}, {"table6", {}, ""}}},
   };
 }
 

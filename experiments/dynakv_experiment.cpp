@@ -107,7 +107,7 @@ class DynaKvExperiment : public Experiment {
     std::vector<std::string> names;
     std::vector<std::int64_t> lengths, clusters;
     std::vector<double> latency_ms, io_ms, compute_ms, read_mb, cmds, mass, variance, eff_bw, energy_mj, forced_mb,
-        moved_mb, naive_mb, hit_rate, cache_peak_mb;
+        moved_mb, naive_mb, hit_rate, cache_peak_mb, run_mean, run_max, transfer_mb;
     for (const auto t : decode_lengths_) {
       const traces::KvSession session = make_session(static_cast<int>(t));
       const double scale = static_cast<double>(model_.n_layers) / session.n_layers;
@@ -165,6 +165,15 @@ class DynaKvExperiment : public Experiment {
         const double acc = static_cast<double>(r.cache_hits + r.cache_misses);
         hit_rate.push_back(acc > 0 ? r.cache_hits / acc : 0.0);
         cache_peak_mb.push_back(r.cache_peak_bytes * scale / 1e6);
+        // Figure 12: entries per read run; Figure 11: total KV transfer volume of the session.
+        double runs_sum = 0, runs_max = 0;
+        for (int e : r.run_entries) {
+          runs_sum += e;
+          runs_max = std::max<double>(runs_max, e);
+        }
+        run_mean.push_back(r.run_entries.empty() ? 0.0 : runs_sum / r.run_entries.size());
+        run_max.push_back(runs_max);
+        transfer_mb.push_back(bytes / 1e6);
       }
     }
     sm.add("variant", names);
@@ -184,6 +193,9 @@ class DynaKvExperiment : public Experiment {
     sm.add("naive_layout_moved", naive_mb, "MB");
     sm.add("cache_hit_rate", hit_rate);
     sm.add("cache_peak", cache_peak_mb, "MB");
+    sm.add("mean_run_entries", run_mean, "entries");
+    sm.add("max_run_entries", run_max, "entries");
+    sm.add("session_transfer", transfer_mb, "MB");
   }
 
  private:
