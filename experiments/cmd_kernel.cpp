@@ -10,6 +10,7 @@
 
 #include "models/kernel/checkpoint.h"
 #include "models/kernel/oracles.h"
+#include "policies/specdec/kernel_oracles.h"
 #include "models/kernel/trace.h"
 #include "models/kernel/transformer.h"
 #include "models/tokenizer.h"
@@ -132,7 +133,8 @@ int cmd_check(const std::vector<std::string>& args) {
   std::cout << fmt::format("model: {} (dim {}, layers {}, heads {}/{}, vocab {}, rope {})\n", m.source, m.config.dim,
                            m.config.n_layers, m.config.n_heads, m.config.n_kv_heads, m.config.vocab_size,
                            to_string(m.config.rope));
-  const auto rows = run_all_oracles(m, o);
+  auto rows = run_all_oracles(m, o);
+  for (auto& r : policies::specdec::coordgen_oracles(m, 96, 96, o.seed)) rows.push_back(std::move(r));  // oracle 9
   std::cout << format_oracle_table(rows);
   const bool ok = all_must_pass(rows);
   std::cout << (ok ? "all must-pass oracles passed\n" : "a must-pass oracle FAILED\n");

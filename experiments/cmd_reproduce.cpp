@@ -1,6 +1,6 @@
 // `mobisim reproduce SET`: regenerates every figure/table of a source document.
 //
-//   mobisim reproduce percache|prefix_cache|kvpr_cake|dynakv|all [--only fig15a] [--no-plot] [--shared DIR]
+//   mobisim reproduce percache|prefix_cache|kvpr_cake|dynakv|coordgen|all [--only fig15a] [--no-plot] [--shared DIR]
 //
 // PerCache (seed 000): experiments/percache/*.yaml -> results/percache/*.{h5,png,csv}.
 // Prefix caching (seed 001): experiments/prefix_cache/*.yaml. KVPR/Cake (seed 002):
@@ -45,6 +45,25 @@ std::vector<Job> percache_jobs() {
   return jobs;
 }
 
+// CoordGen (seed 004): Table 3 for the three models, Table 4 (QMSum summary and rag, real kernel),
+// Figure 8 schedules, Figures 10-13 on the three phones.
+std::vector<Job> coordgen_jobs() {
+  std::vector<Job> jobs{{"table3_k60", {}, ""}};
+  for (const char* m : {"qwen2.5-0.5b", "llama-3.2-3b"})
+    jobs.push_back({"table3_k60", {fmt::format("experiment.model.base={}", m)}, fmt::format("results/coordgen/table3_k60_{}.h5", m)});
+  jobs.push_back({"table4_qmsum", {}, ""});
+  jobs.push_back({"table4_qmsum", {"experiment.workload.task=rag"}, "results/coordgen/table4_qmsum_rag.h5"});
+  jobs.push_back({"table4_kernel", {}, ""});
+  jobs.push_back({"fig8_schedules", {}, ""});
+  jobs.push_back({"fig10_oneplus13", {}, ""});
+  jobs.push_back({"fig10_oneplus13", {"experiment.device.base=redmi-k60-pro"}, "results/coordgen/fig10_redmi-k60-pro.h5"});
+  // The K70 Pro keeps its own NPU fit (section 2.3's verification speeds): only the graph load is shared.
+  jobs.push_back({"fig10_oneplus13",
+                  {"experiment.device.base=redmi-k70-pro", "experiment.device.npu.half_utilization_chunk=256"},
+                  "results/coordgen/fig10_redmi-k70-pro.h5"});
+  return jobs;
+}
+
 struct Set {
   std::string name;  // also the folder under experiments/
   std::vector<Job> jobs;
@@ -56,6 +75,7 @@ std::vector<Set> document_sets() {
       {"prefix_cache", {{"ttft", {}, ""}}},
       {"kvpr_cake", {{"fig3", {}, ""}, {"error", {}, ""}, {"phones", {}, ""}}},
       {"dynakv", {{"fig10", {}, ""}, {"fig11", {}, ""}, {"fig12", {}, ""}, {"table6", {}, ""}}},
+      {"coordgen", coordgen_jobs()},
   };
 }
 
@@ -129,8 +149,9 @@ void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared
 int reproduce_main(const std::vector<std::string>& args) {
   cli::ArgParser a("mobisim reproduce SET [--only NAME] [--no-plot] [--shared DIR] [--threads N]",
                    "Regenerates every figure and table of a document.\n"
-                   "SET: percache (seed 000), prefix_cache (seed 001), kvpr_cake (seed 002), dynakv (seed 003), or all.");
-  a.positional("set", "which document: percache, prefix_cache, kvpr_cake, dynakv or all")
+                   "SET: percache (seed 000), prefix_cache (seed 001), kvpr_cake (seed 002), dynakv (seed 003), "
+                   "coordgen (seed 004), or all.");
+  a.positional("set", "which document: percache, prefix_cache, kvpr_cake, dynakv, coordgen or all")
       .option("only", "NAME", "run only this experiment (e.g. fig15a)")
       .option("shared", "DIR", "folder holding data/qmsum (default $MOBISIM_SHARED_DIR or <source>/../shared)")
       .option("threads", "N", "worker threads per experiment, and sweep points at a time (results do not depend on it)",
@@ -180,7 +201,7 @@ int reproduce_main(const std::vector<std::string>& args) {
 
 }  // namespace
 
-MOBISIM_REGISTER_COMMAND("reproduce", "regenerate every figure and table of a document (percache, prefix_cache, kvpr_cake, dynakv, all)",
+MOBISIM_REGISTER_COMMAND("reproduce", "regenerate every figure and table of a document (percache, prefix_cache, kvpr_cake, dynakv, coordgen, all)",
                          "mobisim reproduce SET [--only NAME] [--no-plot] [--shared DIR]", reproduce_main)
 
 }  // namespace mobisim::experiments

@@ -38,13 +38,17 @@ using policies::kvsplit::SplitCosts;
 using policies::kvsplit::SplitRequest;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// Longest sequence any sweep accepts: 1M tokens is beyond every model here; the ILP split's cost
+// grows with the length, so 2^63 would never finish.
+constexpr double kMaxSeqLen = 1 << 20;
 
 struct ErrorSpec {
   static ParamSchema schema() {
     ParamSchema s;
     s.int_list("seq_lens", std::vector<std::int64_t>{64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192},
-               "sequence lengths of the error sweep");
-    s.real_list("analytic_h", std::vector<double>{1024, 2560, 4096}, "embedding widths h of the analytic form");
+               "sequence lengths of the error sweep")
+        .range(0, kMaxSeqLen).non_empty();
+    s.real_list("analytic_h", std::vector<double>{1024, 2560, 4096}, "embedding widths h of the analytic form").non_empty();
     s.real("c1", 1.0 / 1.013, "constant of the closed form").positive();
     s.real("c2", 1.0 / 1.026, "constant of the Q-aware closed form").positive();
     return s;
@@ -55,13 +59,15 @@ struct PhoneSpec {
   static ParamSchema schema() {
     ParamSchema s;
     s.text_list("devices", std::vector<std::string>{"midtier-android-ufs21", "pixel7", "redmi-k60-pro", "iphone-14-pro"},
-                "phone profiles (UFS 2.1 / 3.1 / 4.0 / NVMe)");
-    s.text_list("units", std::vector<std::string>{"gpu", "cpu", "npu"}, "compute units that prefill blocks (npu: NPU graphs)");
-    s.text_list("payloads", std::vector<std::string>{"kv", "qkv"}, "what the store holds per token: K/V or PerCache Q/K/V");
+                "phone profiles (UFS 2.1 / 3.1 / 4.0 / NVMe)").non_empty();
+    s.text_list("units", std::vector<std::string>{"gpu", "cpu", "npu"}, "compute units that prefill blocks (npu: NPU graphs)").non_empty();
+    s.text_list("payloads", std::vector<std::string>{"kv", "qkv"}, "what the store holds per token: K/V or PerCache Q/K/V").non_empty();
     s.int_list("prefix_lens", std::vector<std::int64_t>{32, 64, 128, 180, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096},
-               "prefix lengths");
+               "prefix lengths")
+        .range(0, kMaxSeqLen).non_empty();
     s.int_list("block_tokens", std::vector<std::int64_t>{32, 128, 512},
-               "Cake block sizes on the phone (a block's prefill reads every weight once: larger blocks amortise it)");
+               "Cake block sizes on the phone (a block's prefill reads every weight once: larger blocks amortise it)")
+        .range(1, kMaxSeqLen).non_empty();
     s.real("compute_block_overhead_us", 20, "per block and layer on the compute stream").non_negative().with_unit("us");
     s.real("load_block_overhead_us", 5, "per block and layer on the read stream").non_negative().with_unit("us");
     s.text("model", std::string("generic-3b"), "model whose prefix is cached");
@@ -120,12 +126,13 @@ class KvprCakeExperiment : public Experiment {
 
   static ParamSchema schema() {
     ParamSchema s;
-    s.text_list("parts", std::vector<std::string>{"fig3", "error", "phones"}, "which parts to run: fig3, error, phones");
+    s.text_list("parts", std::vector<std::string>{"fig3", "error", "phones"}, "which parts to run: fig3, error, phones").non_empty();
     s.node("device", "server profile of figure 3 (built-in name, YAML path or mapping)");
     s.node("model", "model (built-in name, YAML path or mapping)");
     s.text("compute_unit", std::string("gpu"), "compute stream unit");
     s.text("link", std::string("pcie"), "copy stream link (empty: the device's storage)");
-    s.int_list("seq_lens", std::vector<std::int64_t>{64, 128, 256, 512, 1024, 2048, 4096, 8192}, "figure 3 sequence lengths");
+    s.int_list("seq_lens", std::vector<std::int64_t>{64, 128, 256, 512, 1024, 2048, 4096, 8192}, "figure 3 sequence lengths")
+        .range(0, kMaxSeqLen).non_empty();
     s.node("strategies", "list of kv_split_strategy plug-ins: [{impl: always_load}, {impl: cake, block_tokens: 64}, ...]");
     s.node("error", "figures 6-7 sweep: seq_lens, analytic_h, c1, c2");
     s.node("phones", "phone extension: devices, units, payloads, prefix_lens, block_tokens, overheads, model");

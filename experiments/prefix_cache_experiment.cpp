@@ -163,7 +163,7 @@ class PrefixCacheExperiment : public Experiment {
     s.integer("verify_tokens", 16, "leading token ids verified on a hit").non_negative();
     s.real("page_cache_fraction", 0.0, "share of a loaded prefix already in the page cache (DRAM)").range(0, 0.99);
     s.real("note_prefix_mb", 74, "the note's prefix size (MB) whose load time it reports").positive().with_unit("MB");
-    s.int_list("suffix_tokens", std::vector<std::int64_t>{16, 32, 48, 64}, "suffixes of the note-geometry table");
+    s.int_list("suffix_tokens", std::vector<std::int64_t>{16, 32, 48, 64}, "suffixes of the note-geometry table").non_empty();
     s.node("workload", "{trace: FILE.h5} (a chat trace, traces/SCHEMA.md) or the chat workload generator's settings "
                        "(policies/kvcache/chat_workload.h); not both");
     return s;

@@ -37,6 +37,7 @@ check percache_fig14_generated run experiments/percache/fig14_generated.yaml
 check prefix_cache_ttft run experiments/prefix_cache/ttft.yaml
 check kvpr_cake_error run experiments/kvpr_cake/error.yaml
 check kvpr_cake_fig3 run experiments/kvpr_cake/fig3.yaml
+check coordgen_fig8 run experiments/coordgen/fig8_schedules.yaml
 # A sweep (each run a child process) at 1 and THREADS runs at a time: identical indexes.
 cat > "$work/sweep.yaml" <<YAML
 sweep:

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,11 +15,55 @@
 
 namespace mobisim {
 
+std::string temp_path_for(const std::string& path) {
+  return fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()));
+}
+
+namespace {
+// The pid of a temporary named `<base>.tmp-<pid>`, or 0 when `name` is not one.
+long temp_owner(const std::string& name, const std::string& base) {
+  const std::string prefix = base + ".tmp-";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return 0;
+  long pid = 0;
+  for (std::size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || pid > 100000000) return 0;
+    pid = pid * 10 + (name[i] - '0');
+  }
+  return pid;
+}
+
+bool process_alive(long pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
+}  // namespace
+
+int remove_stale_temps(const std::string& path) {
+  const std::filesystem::path target(path);
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  const std::string base = target.filename().string();
+  int removed = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const long pid = temp_owner(it->path().filename().string(), base);
+    if (pid <= 0 || pid == static_cast<long>(::getpid()) || process_alive(pid)) continue;
+    std::error_code rm;
+    if (std::filesystem::remove(it->path(), rm)) ++removed;
+  }
+  return removed;
+}
+
+void sync_parent_dir(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const int fd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
 void write_file_atomic(const std::string& path, std::string_view content) {
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  const std::string tmp = fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()));
+  remove_stale_temps(path);
+  const std::string tmp = temp_path_for(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
   std::size_t done = 0;
@@ -40,6 +85,7 @@ void write_file_atomic(const std::string& path, std::string_view content) {
     ::unlink(tmp.c_str());
     throw Error(fmt::format("{}: cannot rename temporary file: {}", path, std::strerror(err)));
   }
+  sync_parent_dir(path);
 }
 
 std::string read_file(const std::string& path) {

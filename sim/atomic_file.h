@@ -1,5 +1,7 @@
 #pragma once
 // Whole-file writes that never leave a partial file: write `<path>.tmp-<pid>`, fsync, rename.
+// A writer killed before the rename leaves its temporary behind; the next write of the same target
+// (any process) removes temporaries whose pid is no longer alive.
 #include <string>
 #include <string_view>
 
@@ -7,5 +9,12 @@ namespace mobisim {
 
 void write_file_atomic(const std::string& path, std::string_view content);
 std::string read_file(const std::string& path);  // InputError when unreadable
+
+// `<path>.tmp-<pid of this process>`.
+std::string temp_path_for(const std::string& path);
+// Removes `<path>.tmp-<pid>` files whose process is gone; returns how many were removed.
+int remove_stale_temps(const std::string& path);
+// fsyncs the directory holding `path`, so a rename into it is durable (best effort).
+void sync_parent_dir(const std::string& path);
 
 }  // namespace mobisim

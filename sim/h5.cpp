@@ -1,13 +1,22 @@
 #include "sim/h5.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
+#include "sim/atomic_file.h"
+#include "sim/digest.h"
 #include "sim/error.h"
 
 namespace mobisim::h5 {
@@ -29,6 +38,27 @@ H5::DSetCreatPropList untimed_dcpl() {
   return dcpl;
 }
 
+// Chunked storage with a Fletcher-32 checksum per chunk, so the library itself refuses damaged
+// data even in a file without our digest (e.g. one re-packed by h5repack). Empty datasets cannot
+// be chunked and carry no data to protect.
+H5::DSetCreatPropList checked_dcpl(const std::vector<hsize_t>& dims) {
+  H5::DSetCreatPropList dcpl = untimed_dcpl();
+  hsize_t elements = 1;
+  for (hsize_t d : dims) elements *= d;
+  if (elements == 0) return dcpl;
+  constexpr hsize_t kChunkElements = 1 << 16;
+  std::vector<hsize_t> chunk(dims);
+  for (std::size_t i = 0; i + 1 < chunk.size(); ++i) {  // keep whole rows; bound the leading dimension
+    hsize_t row = 1;
+    for (std::size_t j = i + 1; j < chunk.size(); ++j) row *= chunk[j];
+    chunk[i] = std::max<hsize_t>(1, std::min<hsize_t>(chunk[i], kChunkElements / std::max<hsize_t>(row, 1)));
+  }
+  if (chunk.size() == 1) chunk[0] = std::min(chunk[0], kChunkElements);
+  dcpl.setChunk(static_cast<int>(chunk.size()), chunk.data());
+  dcpl.setFletcher32();
+  return dcpl;
+}
+
 H5::StrType utf8_string_type() {
   H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
   t.setCset(H5T_CSET_UTF8);
@@ -40,10 +70,211 @@ H5::DataSet write_1d(const H5::Group& g, const std::string& name, const std::vec
                      const H5::PredType& file_type, const H5::PredType& mem_type, const std::string& unit) {
   hsize_t dims[1] = {v.size()};
   H5::DataSpace space(1, dims);
-  H5::DataSet ds = g.createDataSet(name, file_type, space, untimed_dcpl());
+  H5::DataSet ds = g.createDataSet(name, file_type, space, checked_dcpl({v.size()}));
   if (!v.empty()) ds.write(v.data(), mem_type);
   if (!unit.empty()) write_attr(ds, "unit", unit);
   return ds;
+}
+
+// ---------------------------------------------------------------------------
+// Integrity: every file a Writer commits starts with a 512-byte HDF5 user block (which the library
+// skips) holding a digest of everything after it. Readers verify it before HDF5 parses anything.
+// ---------------------------------------------------------------------------
+constexpr hsize_t kUserBlockBytes = 512;
+constexpr char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+constexpr char kDigestPrefix[] = "MOBISIM-";
+
+std::string digest_header(std::uint64_t bytes, std::uint64_t digest) {
+  return fmt::format("MOBISIM-DIGEST\nformat 1\nalgorithm fnv1a64x4\nbytes {}\ndigest {:016x}\n", bytes, digest);
+}
+
+// Parses a user block written by seal(); false when it is not exactly such a block.
+bool parse_digest_header(const std::string& block, std::uint64_t& bytes, std::uint64_t& digest) {
+  if (block.size() != kUserBlockBytes) return false;
+  const std::string text(block.c_str());  // up to the first NUL
+  if (std::sscanf(text.c_str(), "MOBISIM-DIGEST\nformat 1\nalgorithm fnv1a64x4\nbytes %" SCNu64 "\ndigest %16" SCNx64,
+                  &bytes, &digest) != 2)
+    return false;
+  std::string expected = digest_header(bytes, digest);
+  expected.resize(kUserBlockBytes, '\0');
+  return expected == block;
+}
+
+[[noreturn]] void checksum_mismatch(const std::string& path) {
+  throw InputError(fmt::format("{}: checksum mismatch (damaged or modified since written)", path));
+}
+
+// Writes the digest of bytes [512, end) into the user block, then fsyncs.
+void seal(const std::string& tmp_path, const std::string& final_path) {
+  const int fd = ::open(tmp_path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("{}: cannot reopen temporary result file: {}", final_path, std::strerror(errno)));
+  std::uint64_t digest = 0, bytes = 0;
+  bool ok = digest_fd(fd, kUserBlockBytes, digest, bytes);
+  std::string header = digest_header(bytes, digest);
+  header.resize(kUserBlockBytes, '\0');
+  ok = ok && ::pwrite(fd, header.data(), header.size(), 0) == static_cast<ssize_t>(header.size());
+  ok = ok && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) throw Error(fmt::format("{}: cannot write the file digest: {}", final_path, std::strerror(errno)));
+}
+
+enum class Integrity { kVerified, kNoDigest };
+
+// Checks the digest of a file written by Writer. A file starting with the HDF5 signature has no
+// user block, so no digest (written by another tool): kNoDigest. A file starting like our header,
+// or with the HDF5 signature right after a 512-byte user block, must carry a valid digest.
+Integrity verify_digest(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::string head(kUserBlockBytes + sizeof kHdf5Signature, '\0');
+  const ssize_t got = ::pread(fd, head.data(), head.size(), 0);
+  const std::size_t n = got > 0 ? static_cast<std::size_t>(got) : 0;
+  const bool hdf5_at_0 = n >= 8 && std::memcmp(head.data(), kHdf5Signature, 8) == 0;
+  const bool hdf5_after_block = n == head.size() && std::memcmp(head.data() + kUserBlockBytes, kHdf5Signature, 8) == 0;
+  const bool our_prefix = n > 0 && std::memcmp(head.data(), kDigestPrefix, std::min<std::size_t>(n, 8)) == 0;
+  if (hdf5_at_0 || (!our_prefix && !hdf5_after_block)) {
+    ::close(fd);
+    return Integrity::kNoDigest;
+  }
+  std::uint64_t want_bytes = 0, want_digest = 0, digest = 0, bytes = 0;
+  const bool header_ok = n >= kUserBlockBytes && parse_digest_header(head.substr(0, kUserBlockBytes), want_bytes, want_digest);
+  const bool ok = header_ok && digest_fd(fd, kUserBlockBytes, digest, bytes) && bytes == want_bytes && digest == want_digest;
+  ::close(fd);
+  if (!ok) checksum_mismatch(path);
+  return Integrity::kVerified;
+}
+
+// True when the file has our user block (valid digest or not).
+bool verify_digest_or_mismatch(const std::string& path) {
+  try {
+    return verify_digest(path) == Integrity::kVerified;
+  } catch (const InputError&) {
+    return true;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Files without a digest are read once in a child process first: a damaged file can crash libhdf5
+// itself (bugs in its parsers of heaps and dataspaces), and no check on our side can rule that out.
+// The child opens every object and reads every dataset and attribute in full; if it dies, the file
+// is refused and this process never runs the code that crashed.
+// ---------------------------------------------------------------------------
+// Reading a healthy file goes at well over 50 MB/s even through filters; a child that makes no
+// progress for longer than this is stuck in a loop on damaged metadata.
+// MOBISIM_HDF5_PROBE_SECONDS overrides it (the fuzzer uses 1 s to keep its inputs fast).
+unsigned probe_seconds(std::uint64_t file_bytes) {
+  if (const char* env = std::getenv("MOBISIM_HDF5_PROBE_SECONDS"); env && std::atoi(env) > 0)
+    return static_cast<unsigned>(std::atoi(env));
+  return 5 + static_cast<unsigned>(file_bytes / 50'000'000);
+}
+
+std::uint64_t max_data_bytes(std::uint64_t file_bytes) {
+  // Filters expand data at most ~1032x (deflate); anything larger is a damaged extent.
+  return file_bytes * 1100 + (std::uint64_t{1} << 20);
+}
+
+struct ProbeState {
+  std::uint64_t max_bytes;
+};
+
+void probe_read(hid_t obj, hid_t space, hid_t file_type, bool is_attr, const ProbeState& st) {
+  if (space < 0 || file_type < 0) return;
+  const hssize_t points = H5Sget_simple_extent_npoints(space);
+  const hid_t mem_type = H5Tget_native_type(file_type, H5T_DIR_DEFAULT);
+  if (mem_type < 0) return;
+  const std::size_t elem = H5Tget_size(mem_type);
+  if (points > 0 && elem > 0 && static_cast<std::uint64_t>(points) <= st.max_bytes / elem) {
+    std::vector<unsigned char> buf(static_cast<std::size_t>(points) * elem);
+    const herr_t rc = is_attr ? H5Aread(obj, mem_type, buf.data())
+                              : H5Dread(obj, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data());
+    if (rc >= 0 && (H5Tdetect_class(mem_type, H5T_VLEN) > 0 || H5Tis_variable_str(mem_type) > 0))
+      H5Dvlen_reclaim(mem_type, space, H5P_DEFAULT, buf.data());
+  }
+  H5Tclose(mem_type);
+}
+
+herr_t probe_attribute(hid_t loc, const char* name, const H5A_info_t*, void* data) {
+  const hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+  if (a < 0) return 0;
+  const hid_t space = H5Aget_space(a), type = H5Aget_type(a);
+  probe_read(a, space, type, true, *static_cast<ProbeState*>(data));
+  if (type >= 0) H5Tclose(type);
+  if (space >= 0) H5Sclose(space);
+  H5Aclose(a);
+  return 0;
+}
+
+void probe_object(hid_t obj, ProbeState& st) {
+  hsize_t idx = 0;
+  H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, probe_attribute, &st);
+  if (H5Iget_type(obj) != H5I_DATASET) return;
+  const hid_t space = H5Dget_space(obj), type = H5Dget_type(obj);
+  probe_read(obj, space, type, false, st);
+  if (type >= 0) H5Tclose(type);
+  if (space >= 0) H5Sclose(space);
+}
+
+herr_t probe_link(hid_t group, const char* name, const H5L_info_t* info, void* data) {
+  if (info->type != H5L_TYPE_HARD) return 0;  // soft/external links are never followed by our readers
+  const hid_t obj = H5Oopen(group, name, H5P_DEFAULT);
+  if (obj < 0) return 0;
+  probe_object(obj, *static_cast<ProbeState*>(data));
+  H5Oclose(obj);
+  return 0;
+}
+
+}  // namespace
+}  // namespace mobisim::h5
+
+// Sanitizer runtimes (ASan, libFuzzer builds) export this; a plain build does not.
+extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+
+namespace mobisim::h5 {
+namespace {
+
+[[noreturn]] void probe_child_died() { ::_exit(70); }
+
+[[noreturn]] void probe_child(const std::string& path, std::uint64_t file_bytes) {
+  // The child reports only through its exit status: its stderr would carry libhdf5's or a
+  // sanitizer's noise, and a fuzzer's death handler must not treat the child's fault as its own.
+  if (const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null_fd >= 0) ::dup2(null_fd, STDERR_FILENO);
+  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(probe_child_died);
+  // Default actions, so a fault ends the child by its signal even when a sanitizer or fuzzer
+  // runtime installed handlers; a hang inside the library ends it with SIGALRM.
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM}) ::signal(sig, SIG_DFL);
+  ::alarm(probe_seconds(file_bytes));
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f >= 0) {
+    ProbeState st{max_data_bytes(file_bytes)};
+    const hid_t root = H5Oopen(f, "/", H5P_DEFAULT);
+    if (root >= 0) {
+      probe_object(root, st);
+      H5Lvisit(root, H5_INDEX_NAME, H5_ITER_NATIVE, probe_link, &st);
+    }
+  }
+  ::_exit(0);  // errors are fine here: the real read reports them precisely
+}
+
+void probe_foreign_file(const std::string& path, std::uint64_t file_bytes) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return;  // cannot probe: the checked reads below still run
+  if (pid == 0) probe_child(path, file_bytes);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return;
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+    throw InputError(fmt::format("{}: damaged HDF5 file: reading it hangs the HDF5 library (stopped after {} s); the "
+                                 "file carries no mobisim digest, so it was not written by mobisim or was altered",
+                                 path, probe_seconds(file_bytes)));
+  if (WIFSIGNALED(status))
+    throw InputError(fmt::format("{}: damaged HDF5 file: reading it crashes the HDF5 library (signal {}); the "
+                                 "file carries no mobisim digest, so it was not written by mobisim or was altered",
+                                 path, WTERMSIG(status)));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)  // e.g. a sanitizer report, or out of memory
+    throw InputError(fmt::format("{}: damaged HDF5 file: the HDF5 library failed while reading it (status {})", path,
+                                 status));
 }
 
 }  // namespace
@@ -53,12 +284,23 @@ H5::DataSet write_1d(const H5::Group& g, const std::string& name, const std::vec
 // ---------------------------------------------------------------------------
 Writer::Writer(std::string path) : path_(std::move(path)) {
   silence_hdf5();
-  tmp_path_ = fmt::format("{}.tmp-{}", path_, static_cast<long>(::getpid()));
+  tmp_path_ = temp_path_for(path_);
   std::filesystem::path parent = std::filesystem::path(path_).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  remove_stale_temps(path_);
   try {
-    file_.emplace(tmp_path_, H5F_ACC_TRUNC);
+    H5::FileCreatPropList fcpl;
+    fcpl.setUserblock(kUserBlockBytes);  // room for the digest (seal)
+    // The root group's object header must not record times either: with v2 object headers it
+    // would hold the creation time, and the same content would no longer give the same bytes.
+    H5Pset_obj_track_times(fcpl.getId(), false);
+    H5::FileAccPropList fapl;
+    fapl.setLibverBounds(H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);  // v2 object headers: metadata checksums
+    // close() must really close: groups and datasets the caller still holds would otherwise keep
+    // the file open and write metadata after seal() computed the digest.
+    fapl.setFcloseDegree(H5F_CLOSE_STRONG);
+    file_.emplace(tmp_path_, H5F_ACC_TRUNC, fcpl, fapl);
   } catch (const H5::Exception& e) {
     throw Error(fmt::format("{}: cannot create result file ({})", path_, e.getDetailMsg()));
   }
@@ -104,9 +346,12 @@ void Writer::commit() {
   } catch (const H5::Exception& e) {
     throw Error(fmt::format("{}: cannot finish result file ({})", path_, e.getDetailMsg()));
   }
+  file_.reset();
+  seal(tmp_path_, path_);
   std::error_code ec;
   std::filesystem::rename(tmp_path_, path_, ec);
   if (ec) throw Error(fmt::format("{}: cannot rename temporary result file: {}", path_, ec.message()));
+  sync_parent_dir(path_);
   committed_ = true;
 }
 
@@ -179,13 +424,37 @@ H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std
   return write_1d(g, name, v, H5::PredType::STD_U8LE, H5::PredType::NATIVE_UINT8, unit);
 }
 
+// Fixed-length UTF-8 (as wide as the longest string, NUL-padded) in deflated chunks with
+// Fletcher-32: the text is then checksummed by HDF5 itself, and reading it never goes through the
+// global heap (whose damage libhdf5 does not survive). A column whose padded size would exceed
+// 64 MiB (one huge string among many short ones) stays variable-length.
 H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std::vector<std::string>& v) {
-  H5::StrType t = utf8_string_type();
+  std::size_t width = 1;
+  for (const auto& s : v) width = std::max(width, s.size());
   hsize_t dims[1] = {v.size()};
-  H5::DataSet ds = g.createDataSet(name, t, H5::DataSpace(1, dims), untimed_dcpl());
-  std::vector<const char*> ptrs;
-  for (const auto& s : v) ptrs.push_back(s.c_str());
-  if (!ptrs.empty()) ds.write(ptrs.data(), t);
+  constexpr std::size_t kMaxPaddedBytes = std::size_t{64} << 20;
+  if (v.size() > kMaxPaddedBytes / width) {
+    H5::StrType t = utf8_string_type();
+    H5::DataSet ds = g.createDataSet(name, t, H5::DataSpace(1, dims), untimed_dcpl());
+    std::vector<const char*> ptrs;
+    for (const auto& s : v) ptrs.push_back(s.c_str());
+    ds.write(ptrs.data(), t);
+    return ds;
+  }
+  H5::StrType t(H5::PredType::C_S1, width);
+  t.setCset(H5T_CSET_UTF8);
+  t.setStrpad(H5T_STR_NULLPAD);
+  H5::DSetCreatPropList dcpl = untimed_dcpl();
+  if (!v.empty()) {
+    const hsize_t chunk[1] = {std::max<hsize_t>(1, std::min<hsize_t>(v.size(), (1 << 20) / width))};
+    dcpl.setChunk(1, chunk);
+    dcpl.setDeflate(4);
+    dcpl.setFletcher32();
+  }
+  H5::DataSet ds = g.createDataSet(name, t, H5::DataSpace(1, dims), dcpl);
+  std::vector<char> buf(v.size() * width, '\0');
+  for (std::size_t i = 0; i < v.size(); ++i) std::copy(v[i].begin(), v[i].end(), buf.begin() + i * width);
+  if (!v.empty()) ds.write(buf.data(), t);
   return ds;
 }
 
@@ -194,7 +463,7 @@ H5::DataSet write_matrix(const H5::Group& g, const std::string& name, const std:
   if (data.size() != rows * cols)
     throw Error(fmt::format("internal: matrix '{}' has {} values, expected {}x{}", name, data.size(), rows, cols));
   hsize_t dims[2] = {rows, cols};
-  H5::DataSet ds = g.createDataSet(name, H5::PredType::IEEE_F32LE, H5::DataSpace(2, dims), untimed_dcpl());
+  H5::DataSet ds = g.createDataSet(name, H5::PredType::IEEE_F32LE, H5::DataSpace(2, dims), checked_dcpl({rows, cols}));
   if (!data.empty()) ds.write(data.data(), H5::PredType::NATIVE_FLOAT);
   if (!unit.empty()) write_attr(ds, "unit", unit);
   return ds;
@@ -286,12 +555,21 @@ std::string Table::to_csv() const {
   return out;
 }
 
+void reseal(const std::string& path) {
+  if (verify_digest_or_mismatch(path)) seal(path, path);
+}
+
 // ---------------------------------------------------------------------------
 // Reader
 // ---------------------------------------------------------------------------
 Reader::Reader(std::string path) : path_(std::move(path)) {
   silence_hdf5();
   if (!std::filesystem::exists(path_)) throw InputError(fmt::format("{}: no such file", path_));
+  std::error_code ec;
+  file_bytes_ = std::filesystem::file_size(path_, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot read: {}", path_, ec.message()));
+  verified_ = verify_digest(path_) == Integrity::kVerified;
+  if (!verified_) probe_foreign_file(path_, file_bytes_);  // before any HDF5 call on the file
   htri_t is_hdf5 = H5Fis_hdf5(path_.c_str());
   if (is_hdf5 <= 0) throw InputError(fmt::format("{}: not an HDF5 file (or truncated/corrupt header)", path_));
   try {
@@ -303,6 +581,13 @@ Reader::Reader(std::string path) : path_(std::move(path)) {
 
 void Reader::fail(const std::string& object, const std::string& what) const {
   throw InputError(fmt::format("{}: {}: {}", path_, object, what));
+}
+
+void Reader::check_extent(const std::string& path, std::uint64_t elements, std::size_t element_bytes) const {
+  const std::uint64_t limit = max_data_bytes(file_bytes_);
+  if (element_bytes == 0 || elements > limit / element_bytes)
+    fail(path, fmt::format("{} elements of {} bytes cannot come from a {}-byte file (damaged extent?)", elements,
+                           element_bytes, file_bytes_));
 }
 
 bool Reader::exists(const std::string& object_path) const {
@@ -352,9 +637,11 @@ template <class T>
 static std::vector<T> read_numeric(const H5::DataSet& ds, const H5::PredType& mem, H5T_class_t want_class,
                                    const Reader& r, const std::string& path) {
   if (ds.getTypeClass() != want_class)
-    throw InputError(fmt::format("{}: {}: unexpected element type", r.path(), path));
+    throw InputError(fmt::format("{}: {}: unexpected element type (expected {})", r.path(), path,
+                                 want_class == H5T_FLOAT ? "floating point" : "integer"));
   hsize_t n = 0;
   ds.getSpace().getSimpleExtentDims(&n);
+  r.check_extent(path, n, sizeof(T));
   std::vector<T> out(n);
   if (n) ds.read(out.data(), mem);
   return out;
@@ -396,10 +683,13 @@ std::vector<std::string> Reader::strings(const std::string& path, std::optional<
     if (ds.getTypeClass() != H5T_STRING) fail(path, "expected strings");
     hsize_t n = 0;
     ds.getSpace().getSimpleExtentDims(&n);
+    const bool variable = ds.getStrType().isVariableStr();
+    const std::size_t width = variable ? sizeof(char*) : ds.getStrType().getSize();
+    check_extent(path, n, std::max<std::size_t>(width, 1));
     std::vector<std::string> out;
     out.reserve(n);
     H5::StrType t = utf8_string_type();
-    if (ds.getStrType().isVariableStr()) {
+    if (variable) {
       std::vector<char*> ptrs(n, nullptr);
       if (n) ds.read(ptrs.data(), t);
       for (char* p : ptrs) out.emplace_back(p ? p : "");
@@ -408,7 +698,6 @@ std::vector<std::string> Reader::strings(const std::string& path, std::optional<
         H5Dvlen_reclaim(t.getId(), sp.getId(), H5P_DEFAULT, ptrs.data());
       }
     } else {
-      std::size_t width = ds.getStrType().getSize();
       std::vector<char> buf(n * width);
       if (n) ds.read(buf.data(), ds.getStrType());
       for (hsize_t i = 0; i < n; ++i) {
@@ -429,6 +718,9 @@ std::vector<float> Reader::matrix(const std::string& path, std::size_t& rows, st
     if (ds.getTypeClass() != H5T_FLOAT) fail(path, "expected a float matrix");
     hsize_t dims[2] = {0, 0};
     ds.getSpace().getSimpleExtentDims(dims);
+    if (dims[1] != 0 && dims[0] > std::numeric_limits<std::uint64_t>::max() / dims[1])
+      fail(path, "matrix extent overflows");
+    check_extent(path, dims[0] * dims[1], sizeof(float));
     rows = dims[0];
     cols = dims[1];
     std::vector<float> out(rows * cols);
@@ -453,11 +745,17 @@ std::vector<std::size_t> Reader::shape(const std::string& path) const {
   }
 }
 
+// Opens a single-valued attribute; an array attribute would overrun the one value read into.
 static H5::Attribute open_attr(const H5::H5File& file, const std::string& object_path, const std::string& name) {
   H5O_info_t info;
-  H5Oget_info_by_name(file.getId(), object_path.c_str(), &info, H5P_DEFAULT);
-  if (info.type == H5O_TYPE_DATASET) return file.openDataSet(object_path).openAttribute(name);
-  return file.openGroup(object_path).openAttribute(name);
+  if (H5Oget_info_by_name(file.getId(), object_path.c_str(), &info, H5P_DEFAULT) < 0)
+    throw H5::Exception("open_attr", "cannot inspect object");
+  H5::Attribute a = info.type == H5O_TYPE_DATASET ? file.openDataSet(object_path).openAttribute(name)
+                                                   : file.openGroup(object_path).openAttribute(name);
+  if (a.getSpace().getSimpleExtentNpoints() != 1)
+    throw H5::Exception("open_attr", fmt::format("attribute '{}' holds {} values, expected one", name,
+                                                 a.getSpace().getSimpleExtentNpoints()));
+  return a;
 }
 
 bool Reader::has_attr(const std::string& object_path, const std::string& name) const {
@@ -471,7 +769,9 @@ std::string Reader::attr_string(const std::string& object_path, const std::strin
     H5::Attribute a = open_attr(file_, object_path, name);
     if (a.getTypeClass() != H5T_STRING) fail(object_path, fmt::format("attribute '{}' is not a string", name));
     std::string out;
-    a.read(a.getStrType(), out);
+    H5::StrType t = a.getStrType();
+    if (!t.isVariableStr()) check_extent(object_path + "@" + name, t.getSize(), 1);
+    a.read(t, out);
     return out;
   } catch (const H5::Exception& e) {
     fail(object_path, fmt::format("attribute '{}' unreadable: {}", name, e.getDetailMsg()));
@@ -496,6 +796,8 @@ double Reader::attr_double(const std::string& object_path, const std::string& na
   try {
     H5::Attribute a = open_attr(file_, object_path, name);
     double v = 0;
+    if (a.getTypeClass() != H5T_INTEGER && a.getTypeClass() != H5T_FLOAT)
+      fail(object_path, fmt::format("attribute '{}' is not a number", name));
     if (a.getTypeClass() == H5T_INTEGER) {
       std::int64_t i = 0;
       a.read(H5::PredType::NATIVE_INT64, &i);
@@ -508,14 +810,19 @@ double Reader::attr_double(const std::string& object_path, const std::string& na
   }
 }
 
+// Iterates the links (as the foreign-file probe does) rather than looking names up by index: the
+// by-index path of libhdf5 frees memory twice on some damaged dense groups.
+static herr_t collect_link_name(hid_t, const char* name, const H5L_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+  return 0;
+}
+
 std::vector<std::string> Reader::children(const std::string& group_path) const {
   H5::Group g = group(group_path);
   std::vector<std::string> out;
-  try {
-    for (hsize_t i = 0; i < g.getNumObjs(); ++i) out.push_back(g.getObjnameByIdx(i));
-  } catch (const H5::Exception& e) {
-    fail(group_path, "cannot list group: " + e.getDetailMsg());
-  }
+  hsize_t idx = 0;
+  if (H5Literate(g.getId(), H5_INDEX_NAME, H5_ITER_NATIVE, &idx, collect_link_name, &out) < 0)
+    fail(group_path, "cannot list group (truncated or corrupt?)");
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -9,10 +9,19 @@
 // Tables are stored column-wise: a group holding one 1-D dataset per column
 // (with a `unit` attribute) and a `columns` attribute giving the order, so that
 //     pandas.DataFrame({c: g[c][()] for c in g.attrs['columns']})
-// rebuilds them with h5py alone. Strings are variable-length UTF-8.
+// rebuilds them with h5py alone. String datasets are fixed-length UTF-8 (NUL-padded; h5py gives
+// bytes, `.decode()` them), string attributes variable-length UTF-8.
 //
 // Reading converts every HDF5 failure (missing file, not HDF5, truncated,
 // missing dataset, wrong shape) into an InputError naming the file and object.
+//
+// Integrity: Writer reserves a 512-byte HDF5 user block and, at commit, writes there a digest of
+// every byte after it (sim/digest.h); files use the latest HDF5 format (checksummed metadata) and
+// Fletcher-32 on every non-empty numeric dataset. Reader verifies the digest before the HDF5
+// library parses anything: a mismatch is "FILE: checksum mismatch (damaged or modified since
+// written)". A file without a user block (written by h5py, say) is still read, after a child
+// process has read all of it once (a damaged file can crash libhdf5 itself), and every object's
+// rank, type class, length and size is checked before use.
 #include <H5Cpp.h>
 
 #include <cstdint>
@@ -67,6 +76,11 @@ H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std
 H5::DataSet write_matrix(const H5::Group& g, const std::string& name, const std::vector<float>& data,
                          std::size_t rows, std::size_t cols, const std::string& unit = "");
 
+// Recomputes the digest of a file written by Writer and since modified on purpose (tests that
+// plant bad values through the HDF5 API use it to reach the checks behind the digest). Files
+// without a mobisim user block are left alone.
+void reseal(const std::string& path);
+
 // A column-oriented table; columns keep insertion order.
 class Table {
  public:
@@ -94,8 +108,13 @@ class Table {
 // ---------------------------------------------------------------------------
 class Reader {
  public:
-  explicit Reader(std::string path);  // InputError when missing, not HDF5 or unreadable
+  // InputError when missing, not HDF5, unreadable, or when its digest does not match.
+  explicit Reader(std::string path);
   const std::string& path() const { return path_; }
+  // True when the file carried a mobisim digest and it matched (the bytes are what mobisim wrote).
+  bool verified() const { return verified_; }
+  // Refuses a dataset whose element count would need more memory than the file can encode.
+  void check_extent(const std::string& path, std::uint64_t elements, std::size_t element_bytes) const;
   bool exists(const std::string& object_path) const;
   H5::Group group(const std::string& path) const;  // InputError when missing
   // 1-D datasets; `expected_len` checks the length when given.
@@ -117,6 +136,8 @@ class Reader {
   [[noreturn]] void fail(const std::string& object, const std::string& what) const;
   H5::DataSet dataset(const std::string& path, std::size_t rank, std::optional<std::size_t> expected_len) const;
   std::string path_;
+  std::uint64_t file_bytes_ = 0;
+  bool verified_ = false;
   H5::H5File file_;
 };
 

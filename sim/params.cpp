@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 #include "sim/error.h"
 
@@ -57,10 +58,22 @@ static ParamDef make_def(const std::string& name, ParamType type, const std::str
   return d;
 }
 
+// Reals as their shortest round-trip text (3.87, not 3.8700000000000001): defaults are printed by
+// `mobisim list` and stored in resolved configurations.
+static YAML::Node real_node(double v) { return YAML::Node(fmt::format("{}", v)); }
+
 template <class T>
 static std::optional<YAML::Node> to_node(const std::optional<T>& v) {
   if (!v) return std::nullopt;
-  return YAML::Node(*v);
+  if constexpr (std::is_same_v<T, double>) {
+    return real_node(*v);
+  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (double x : *v) list.push_back(real_node(x));
+    return list;
+  } else {
+    return YAML::Node(*v);
+  }
 }
 
 ParamDef& ParamSchema::real(const std::string& name, std::optional<double> def, const std::string& doc) {

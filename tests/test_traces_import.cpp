@@ -43,20 +43,21 @@ TEST(TraceJson, ParsesValuesEscapesAndSurrogatePairs) {
 }
 
 TEST(TraceJson, RejectsMalformedInputWithLineAndColumn) {
+  // Messages are nlohmann-json's ("... expected <what>"), prefixed with file:line:column.
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"{\"a\": 1,}", "expected a string key"},
-      {"[1, 2", "expected ',' or ']'"},
+      {"{\"a\": 1,}", "expected string literal"},
+      {"[1, 2", "expected ']'"},
       {"{\"a\" 1}", "expected ':'"},
-      {"{\"a\": 01}", "leading zeros"},
-      {"{\"a\": NaN}", "expected a JSON value"},
-      {"\"abc", "unterminated string"},
+      {"{\"a\": 01}", "expected '}'"},
+      {"{\"a\": NaN}", "invalid literal"},
+      {"\"abc", "missing closing quote"},
       {"\"\\ud800x\"", "surrogate"},
-      {"\"\\udc00\"", "lone low surrogate"},
+      {"\"\\udc00\"", "surrogate U+DC00..U+DFFF must follow"},
       {"\"a\tb\"", "control character"},
       {"{\"a\": 1, \"a\": 2}", "duplicate key"},
-      {"[1] x", "after the JSON value"},
-      {"", "end of input"},
-      {"// c\n1", "expected a JSON value"},
+      {"[1] x", "expected end of input"},
+      {"", "unexpected end of input"},
+      {"// c\n1", "invalid literal"},
   };
   for (const auto& [text, want] : bad) {
     const std::string msg = error_of([&] { json::parse(text, "f.json"); });
@@ -66,7 +67,18 @@ TEST(TraceJson, RejectsMalformedInputWithLineAndColumn) {
   const std::string msg = error_of([] { json::parse("{\n  \"a\": [1,\n   2,,]}", "g.json"); });
   EXPECT_NE(msg.find("g.json:3:"), std::string::npos) << msg;
   std::string deep(10000, '[');
-  EXPECT_THROW(json::parse(deep, "deep"), InputError);
+  EXPECT_NE(error_of([&] { json::parse(deep, "deep"); }).find("deep:1:513: nesting deeper than 512"), std::string::npos);
+  // A value's position is where it starts, for the importers' messages.
+  const auto doc = json::parse("{\"a\":\n  [1,\n   \"x\\\"y\", 250e-1,\n  true]}", "p.json");
+  const auto& arr = doc.find("a")->as_array();
+  EXPECT_EQ(doc.find("a")->line, 2);
+  EXPECT_EQ(doc.find("a")->column, 3);
+  EXPECT_EQ(arr[1].line, 3);
+  EXPECT_EQ(arr[1].column, 4);
+  EXPECT_EQ(arr[2].line, 3);
+  EXPECT_EQ(arr[2].column, 12);
+  EXPECT_EQ(arr[3].line, 4);
+  EXPECT_EQ(arr[3].column, 3);
 }
 
 namespace {

@@ -308,6 +308,7 @@ TEST(TrustworthyDeterminism, EveryDriverIsIdenticalAtAnyThreadCount) {
   expect_identical_across_threads("run " + e + "kvpr_cake/fig3.yaml", "kvpr_cake");
   expect_identical_across_threads("run " + e + "percache/table1.yaml", "percache_overhead");
   expect_identical_across_threads("run " + e + "percache/fig14_generated.yaml", "fig14_generated");
+  expect_identical_across_threads("run " + e + "coordgen/fig8_schedules.yaml", "coordgen_schedule");
 }
 
 TEST(TrustworthyDeterminism, ReproducePercacheFig14IsIdenticalAtAnyThreadCount) {

@@ -89,11 +89,11 @@ struct QueryCfg {
 
 ParamSchema knowledge_schema() {
   ParamSchema s;
-  s.integer("chunks_per_user", 100, "knowledge chunks per user (PerCache: a personal knowledge base)").at_least(1);
-  s.integer("chunk_words", 100, "words per chunk (PerCache uses 100)").at_least(1);
-  s.integer("topics", 8, "topics per user; chunks form contiguous topic sections").at_least(1);
-  s.integer("topic_vocab", 60, "distinctive words per topic").at_least(1);
-  s.integer("key_terms_per_chunk", 6, "distinctive key terms owned by each chunk").at_least(1);
+  s.integer("chunks_per_user", 100, "knowledge chunks per user (PerCache: a personal knowledge base)").range(1, 100000);
+  s.integer("chunk_words", 100, "words per chunk (PerCache uses 100)").range(1, 100000);
+  s.integer("topics", 8, "topics per user; chunks form contiguous topic sections").range(1, 10000);
+  s.integer("topic_vocab", 60, "distinctive words per topic").range(1, 100000);
+  s.integer("key_terms_per_chunk", 6, "distinctive key terms owned by each chunk").range(1, 1000);
   s.real("key_fraction", 0.12, "share of a chunk's words that are its key terms").range(0, 1);
   s.real("topic_fraction", 0.25, "share of a chunk's words drawn from its topic vocabulary").range(0, 1);
   s.real("background_zipf", 1.0, "Zipf exponent over common English words").non_negative();
@@ -109,29 +109,29 @@ ParamSchema knowledge_schema() {
 
 ParamSchema query_schema() {
   ParamSchema s;
-  s.integer("per_user", 20, "queries per user").at_least(0);
+  s.integer("per_user", 20, "queries per user").range(0, 10000);
   s.integer("hot_chunks", 10, "chunks the user keeps asking about (repeated retrieval, PerCache fig. 3)")
-      .at_least(1);
+      .range(1, 100000);
   s.real("chunk_zipf", 0.5, "Zipf exponent of popularity within the hot chunks").non_negative();
   s.real("cold_prob", 0.1, "probability that a target chunk is drawn uniformly from all chunks instead")
       .range(0, 1);
   s.real("second_chunk_prob", 0.8, "probability that a query also asks about a second chunk").range(0, 1);
-  s.integer("key_terms", 2, "key terms of the primary chunk named by a query").at_least(1);
-  s.integer("second_key_terms", 2, "key terms of the second chunk named by a query").at_least(1);
-  s.integer("topic_terms", 1, "topic words named by a query").at_least(0);
+  s.integer("key_terms", 2, "key terms of the primary chunk named by a query").range(1, 1000);
+  s.integer("second_key_terms", 2, "key terms of the second chunk named by a query").range(1, 1000);
+  s.integer("topic_terms", 1, "topic words named by a query").range(0, 1000);
   s.real("paraphrase_prob", 0.1, "probability that a query re-asks an earlier one in other words").range(0, 1);
   s.real("paraphrase_drop_prob", 0.0, "probability that a paraphrase drops one content term").range(0, 1);
-  s.real("answer_words_mean", 60, "mean reference answer length").positive().with_unit("words");
-  s.real("answer_words_sigma", 0.5, "log-normal sigma of the answer length").non_negative();
+  s.real("answer_words_mean", 60, "mean reference answer length").range(0, 10000).positive().with_unit("words");
+  s.real("answer_words_sigma", 0.5, "log-normal sigma of the answer length").range(0, 4);
   return s;
 }
 
 ParamSchema embedder_schema() {
   ParamSchema s;
   EmbedderConfig d;
-  s.integer("dim", d.dim, "embedding dimension").at_least(2);
-  s.integer("char_ngram_min", d.char_ngram_min, "shortest character n-gram").at_least(1);
-  s.integer("char_ngram_max", d.char_ngram_max, "longest character n-gram").at_least(1);
+  s.integer("dim", d.dim, "embedding dimension").range(2, 65536);
+  s.integer("char_ngram_min", d.char_ngram_min, "shortest character n-gram").range(1, 64);
+  s.integer("char_ngram_max", d.char_ngram_max, "longest character n-gram").range(1, 64);
   s.real("word_weight", d.word_weight, "weight of word features vs character n-grams").range(0, 1);
   s.real("anisotropy", d.anisotropy, "shared-direction weight a: cos = a + (1 - a) * raw_cos").range(0, 0.99);
   return s;
@@ -144,7 +144,7 @@ ParamSchema retrieval_schema() {
       .in({"rrf", "weighted"});
   s.real("rrf_k", 60, "reciprocal rank fusion constant").positive();
   s.real("alpha", 0.5, "weighted fusion: weight of BM25").range(0, 1);
-  s.integer("k", 3, "chunks retrieved per query and stored in the trace (0: none)").at_least(0);
+  s.integer("k", 3, "chunks retrieved per query and stored in the trace (0: none)").range(0, 10000);
   return s;
 }
 
@@ -374,7 +374,9 @@ UserTrace generate_user(std::size_t index, std::uint64_t seed, const KnowledgeCf
 
     // The reference answer restates a span of the primary chunk (continuing into the next ones).
     const double mu = std::log(qc.answer_words_mean) - 0.5 * qc.answer_words_sigma * qc.answer_words_sigma;
-    const std::size_t len = std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(query_rng.lognormal(mu, qc.answer_words_sigma))));
+    // Capped at 100x the largest allowed mean, so a long tail cannot exhaust memory.
+    const double words = std::min(query_rng.lognormal(mu, qc.answer_words_sigma), 1e6);
+    const std::size_t len = std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(words)));
     std::vector<std::string> ans;
     // (From the newest arrived version of the primary chunk: an update supersedes it.)
     std::size_t c = current(qp.primary, at_s), w = query_rng.uniform_int(kc.chunk_words);
@@ -398,7 +400,7 @@ const ParamSchema& generator_schema() {
   static const ParamSchema s = [] {
     ParamSchema x;
     x.integer("seed", 1, "random seed (the --seed option overrides it)").non_negative();
-    x.integer("users", 5, "number of users (PerCache evaluates 5 users per dataset)").at_least(1);
+    x.integer("users", 5, "number of users (PerCache evaluates 5 users per dataset)").range(1, 100000);
     x.text("tokenizer", "", "SentencePiece model for exact token counts; empty: documented estimate");
     x.node("knowledge", "knowledge base: chunks, topics, vocabulary");
     x.node("queries", "query stream: popularity, paraphrases, answers");
@@ -410,6 +412,23 @@ const ParamSchema& generator_schema() {
   return s;
 }
 
+// Each parameter has its own bound; their product must also fit in memory (text and float32
+// embeddings of every chunk and query are held at once), or a config could exhaust it.
+void check_trace_size(const Params& p, const KnowledgeCfg& kc, const QueryCfg& qc, const EmbedderConfig& ec) {
+  constexpr double kMaxWords = 2e8, kMaxEmbeddingValues = 5e8;
+  const double users = static_cast<double>(p.integer("users"));
+  const double words = users * static_cast<double>(kc.chunks) * static_cast<double>(kc.chunk_words);
+  if (words > kMaxWords)
+    p.fail("users", fmt::format("users x knowledge.chunks_per_user x knowledge.chunk_words = {:.3g} words exceeds "
+                                "the limit of {:.3g}",
+                                words, kMaxWords));
+  const double values = users * static_cast<double>(kc.chunks + qc.per_user) * ec.dim;
+  if (values > kMaxEmbeddingValues)
+    p.fail("users", fmt::format("users x (chunks_per_user + queries.per_user) x embedder.dim = {:.3g} embedding "
+                                "values exceeds the limit of {:.3g}",
+                                values, kMaxEmbeddingValues));
+}
+
 RagTrace generate_rag_trace(const Params& p, std::uint64_t seed) {
   const KnowledgeCfg kc = section(p, "knowledge", knowledge_schema(), &read_knowledge);
   const QueryCfg qc = section(p, "queries", query_schema(), &read_queries);
@@ -418,6 +437,7 @@ RagTrace generate_rag_trace(const Params& p, std::uint64_t seed) {
   const RetrievalSection rs = section(p, "retrieval", retrieval_schema(), &read_retrieval);
   if (kc.key_fraction + kc.topic_fraction > 1.0)
     p.fail("knowledge", fmt::format("key_fraction + topic_fraction = {} exceeds 1", kc.key_fraction + kc.topic_fraction));
+  check_trace_size(p, kc, qc, ec);
 
   auto tok = make_tokenizer(p.text("tokenizer"));
   EnrichOptions eo;

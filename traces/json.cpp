@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-#include <cstdlib>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "sim/error.h"
@@ -62,254 +62,184 @@ const char* type_name(Value::Type t) {
 
 namespace {
 
-// Deep inputs would otherwise overflow the stack through recursion.
-constexpr int kMaxDepth = 512;
+constexpr std::size_t kMaxDepth = 512;  // deeper documents are refused (no importer needs them)
 
-class Parser {
+// An input iterator over the text that records how far the parser has read, so values can be
+// given the line and column where they start.
+class CountingIterator {
  public:
-  Parser(std::string_view text, const std::string& name, int first_line)
-      : t_(text), name_(name), line_(first_line) {}
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+  CountingIterator(const char* p, const char* begin, std::size_t* consumed) : p_(p), begin_(begin), consumed_(consumed) {}
+  reference operator*() const { return *p_; }
+  CountingIterator& operator++() {
+    ++p_;
+    *consumed_ = static_cast<std::size_t>(p_ - begin_);
+    return *this;
+  }
+  CountingIterator operator++(int) {
+    CountingIterator old = *this;
+    ++*this;
+    return old;
+  }
+  bool operator==(const CountingIterator& o) const { return p_ == o.p_; }
+  bool operator!=(const CountingIterator& o) const { return p_ != o.p_; }
 
-  Value document() {
-    skip_ws();
-    Value v = value(0);
-    skip_ws();
-    if (pos_ != t_.size()) fail(fmt::format("unexpected {} after the JSON value", describe()));
-    return v;
+ private:
+  const char* p_;
+  const char* begin_;
+  std::size_t* consumed_;
+};
+
+bool number_char(char c) { return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'; }
+
+// Builds Values from nlohmann's SAX events; strictness beyond RFC 8259 (duplicate keys, depth) is
+// checked here, the grammar by nlohmann.
+class Builder : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  Builder(std::string_view text, const std::string& name, int first_line, const std::size_t* consumed)
+      : text_(text), name_(name), first_line_(first_line), consumed_(consumed) {}
+
+  Value take() { return std::move(root_); }
+
+  bool null() override { return add(Value(), literal_start(4)); }
+  bool boolean(bool b) override { return add(Value::make_bool(b), literal_start(b ? 4 : 5)); }
+  bool number_integer(number_integer_t v) override { return add(Value::make_number(static_cast<double>(v)), number_start()); }
+  bool number_unsigned(number_unsigned_t v) override { return add(Value::make_number(static_cast<double>(v)), number_start()); }
+  bool number_float(number_float_t v, const string_t&) override { return add(Value::make_number(v), number_start()); }
+  bool string(string_t& s) override { return add(Value::make_string(std::move(s)), string_start()); }
+  bool binary(binary_t&) override { return false; }  // not produced by the JSON grammar
+
+  bool start_object(std::size_t) override { return open(Value::make_object({})); }
+  bool key(string_t& k) override {
+    Frame& f = stack_.back();
+    for (const auto& [existing, v] : f.object)
+      if (existing == k) fail(string_start(), fmt::format("duplicate key \"{}\"", k));
+    f.key = std::move(k);
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(Value::make_array({})); }
+  bool end_array() override { return close(); }
+
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    // nlohmann: "[json.exception.parse_error.101] parse error at line L, column C: <what>"
+    std::string what = e.what();
+    if (const auto colon = what.find(": "); what.rfind("[json.exception", 0) == 0 && colon != std::string::npos)
+      what = what.substr(colon + 2);
+    fail(*consumed_, what);
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw InputError(fmt::format("{}:{}:{}: malformed JSON: {}", name_, line_, col_, what));
+  struct Frame {
+    Value value;  // carries the type and the position of the container
+    Array array;
+    Object object;
+    std::string key;
+  };
+
+  [[noreturn]] void fail(std::size_t offset, const std::string& what) const {
+    const auto [line, column] = line_column(offset);
+    throw InputError(fmt::format("{}:{}:{}: {}", name_, line, column, what));
   }
 
-  std::string describe() const {
-    if (pos_ >= t_.size()) return "end of input";
-    unsigned char c = static_cast<unsigned char>(t_[pos_]);
-    if (c < 0x20 || c >= 0x7f) return fmt::format("byte 0x{:02x}", c);
-    return fmt::format("'{}'", static_cast<char>(c));
+  // Offsets mostly grow, so a cursor keeps this linear in the text size.
+  std::pair<int, int> line_column(std::size_t offset) const {
+    offset = std::min(offset, text_.size());
+    if (offset < cursor_.offset) cursor_ = Cursor{0, first_line_, 1};
+    for (; cursor_.offset < offset; ++cursor_.offset) {
+      if (text_[cursor_.offset] == '\n') {
+        ++cursor_.line;
+        cursor_.column = 1;
+      } else {
+        ++cursor_.column;
+      }
+    }
+    return {cursor_.line, cursor_.column};
   }
 
-  void advance() {
-    if (t_[pos_] == '\n') {
-      ++line_;
-      col_ = 1;
+  // Where the token just read started (the parser has read exactly up to its end, plus one
+  // character of look-ahead after a number).
+  std::size_t literal_start(std::size_t len) const { return *consumed_ >= len ? *consumed_ - len : 0; }
+  std::size_t number_start() const {
+    std::size_t e = *consumed_;
+    if (e > 0 && !number_char(text_[e - 1])) --e;
+    while (e > 0 && number_char(text_[e - 1])) --e;
+    return e;
+  }
+  std::size_t string_start() const {
+    std::size_t i = *consumed_ >= 2 ? *consumed_ - 2 : 0;  // before the closing quote
+    for (; i > 0; --i) {
+      if (text_[i] != '"') continue;
+      std::size_t slashes = 0;
+      while (i > slashes && text_[i - 1 - slashes] == '\\') ++slashes;
+      if (slashes % 2 == 0) break;
+    }
+    return i;
+  }
+
+  void place(Value v, std::size_t offset) {
+    std::tie(v.line, v.column) = line_column(offset);
+    if (stack_.empty()) {
+      root_ = std::move(v);
+    } else if (stack_.back().value.is_array()) {
+      stack_.back().array.push_back(std::move(v));
     } else {
-      ++col_;
-    }
-    ++pos_;
-  }
-
-  void skip_ws() {
-    while (pos_ < t_.size() && (t_[pos_] == ' ' || t_[pos_] == '\t' || t_[pos_] == '\n' || t_[pos_] == '\r'))
-      advance();
-  }
-
-  void expect_literal(std::string_view lit) {
-    if (t_.substr(pos_, lit.size()) != lit) fail(fmt::format("expected a JSON value, got {}", describe()));
-    for (std::size_t i = 0; i < lit.size(); ++i) advance();
-  }
-
-  Value value(int depth) {
-    if (depth > kMaxDepth) fail(fmt::format("nesting deeper than {} levels", kMaxDepth));
-    if (pos_ >= t_.size()) fail("expected a JSON value, got end of input");
-    const int l = line_, c = col_;
-    Value v;
-    switch (t_[pos_]) {
-      case '{': v = object(depth); break;
-      case '[': v = array(depth); break;
-      case '"': v = Value::make_string(string()); break;
-      case 't': expect_literal("true"); v = Value::make_bool(true); break;
-      case 'f': expect_literal("false"); v = Value::make_bool(false); break;
-      case 'n': expect_literal("null"); break;
-      default:
-        if (t_[pos_] == '-' || (t_[pos_] >= '0' && t_[pos_] <= '9'))
-          v = number();
-        else
-          fail(fmt::format("expected a JSON value, got {}", describe()));
-    }
-    v.line = l;
-    v.column = c;
-    return v;
-  }
-
-  Value object(int depth) {
-    advance();  // {
-    Object o;
-    std::set<std::string> seen;
-    skip_ws();
-    if (pos_ < t_.size() && t_[pos_] == '}') {
-      advance();
-      return Value::make_object(std::move(o));
-    }
-    for (;;) {
-      skip_ws();
-      if (pos_ >= t_.size() || t_[pos_] != '"') fail(fmt::format("expected a string key, got {}", describe()));
-      std::string key = string();
-      if (!seen.insert(key).second) fail(fmt::format("duplicate key \"{}\"", key));
-      skip_ws();
-      if (pos_ >= t_.size() || t_[pos_] != ':') fail(fmt::format("expected ':' after key, got {}", describe()));
-      advance();
-      skip_ws();
-      o.emplace_back(std::move(key), value(depth + 1));
-      skip_ws();
-      if (pos_ < t_.size() && t_[pos_] == ',') {
-        advance();
-        continue;
-      }
-      if (pos_ < t_.size() && t_[pos_] == '}') {
-        advance();
-        return Value::make_object(std::move(o));
-      }
-      fail(fmt::format("expected ',' or '}}' in object, got {}", describe()));
+      stack_.back().object.emplace_back(std::move(stack_.back().key), std::move(v));
     }
   }
-
-  Value array(int depth) {
-    advance();  // [
-    Array a;
-    skip_ws();
-    if (pos_ < t_.size() && t_[pos_] == ']') {
-      advance();
-      return Value::make_array(std::move(a));
-    }
-    for (;;) {
-      skip_ws();
-      a.push_back(value(depth + 1));
-      skip_ws();
-      if (pos_ < t_.size() && t_[pos_] == ',') {
-        advance();
-        continue;
-      }
-      if (pos_ < t_.size() && t_[pos_] == ']') {
-        advance();
-        return Value::make_array(std::move(a));
-      }
-      fail(fmt::format("expected ',' or ']' in array, got {}", describe()));
-    }
+  bool add(Value v, std::size_t offset) {
+    place(std::move(v), offset);
+    return true;
   }
-
-  unsigned hex4() {
-    unsigned v = 0;
-    for (int i = 0; i < 4; ++i) {
-      if (pos_ >= t_.size()) fail("truncated \\u escape");
-      char c = t_[pos_];
-      unsigned d;
-      if (c >= '0' && c <= '9') d = c - '0';
-      else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-      else fail(fmt::format("invalid hex digit {} in \\u escape", describe()));
-      v = v * 16 + d;
-      advance();
-    }
-    return v;
+  bool open(Value container) {
+    const std::size_t at = *consumed_ > 0 ? *consumed_ - 1 : 0;
+    if (stack_.size() >= kMaxDepth) fail(at, fmt::format("nesting deeper than {} levels", kMaxDepth));
+    std::tie(container.line, container.column) = line_column(at);
+    stack_.push_back(Frame{std::move(container), {}, {}, {}});
+    return true;
   }
-
-  static void append_utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
+  bool close() {
+    Frame f = std::move(stack_.back());
+    stack_.pop_back();
+    Value v = f.value.is_array() ? Value::make_array(std::move(f.array)) : Value::make_object(std::move(f.object));
+    v.line = f.value.line;
+    v.column = f.value.column;
+    if (stack_.empty()) {
+      root_ = std::move(v);
+    } else if (stack_.back().value.is_array()) {
+      stack_.back().array.push_back(std::move(v));
     } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
+      stack_.back().object.emplace_back(std::move(stack_.back().key), std::move(v));
     }
+    return true;
   }
 
-  std::string string() {
-    advance();  // opening quote
-    std::string out;
-    for (;;) {
-      if (pos_ >= t_.size()) fail("unterminated string");
-      unsigned char c = static_cast<unsigned char>(t_[pos_]);
-      if (c == '"') {
-        advance();
-        return out;
-      }
-      if (c < 0x20) fail(fmt::format("unescaped control character 0x{:02x} in string", c));
-      if (c != '\\') {
-        out += static_cast<char>(c);
-        advance();
-        continue;
-      }
-      advance();
-      if (pos_ >= t_.size()) fail("unterminated escape");
-      char e = t_[pos_];
-      advance();
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          unsigned cp = hex4();
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (t_.substr(pos_, 2) != "\\u") fail("high surrogate not followed by a low surrogate");
-            advance();
-            advance();
-            unsigned lo = hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF) fail("high surrogate not followed by a low surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            fail("lone low surrogate in \\u escape");
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default: fail(fmt::format("invalid escape '\\{}'", e));
-      }
-    }
-  }
-
-  Value number() {
-    const std::size_t start = pos_;
-    auto digit = [&] { return pos_ < t_.size() && t_[pos_] >= '0' && t_[pos_] <= '9'; };
-    if (t_[pos_] == '-') advance();
-    if (!digit()) fail("expected a digit");
-    if (t_[pos_] == '0') {
-      advance();
-      if (digit()) fail("leading zeros are not allowed");
-    } else {
-      while (digit()) advance();
-    }
-    if (pos_ < t_.size() && t_[pos_] == '.') {
-      advance();
-      if (!digit()) fail("expected a digit after '.'");
-      while (digit()) advance();
-    }
-    if (pos_ < t_.size() && (t_[pos_] == 'e' || t_[pos_] == 'E')) {
-      advance();
-      if (pos_ < t_.size() && (t_[pos_] == '+' || t_[pos_] == '-')) advance();
-      if (!digit()) fail("expected a digit in exponent");
-      while (digit()) advance();
-    }
-    std::string s(t_.substr(start, pos_ - start));
-    double d = std::strtod(s.c_str(), nullptr);
-    if (!std::isfinite(d)) fail(fmt::format("number {} out of range", s));
-    return Value::make_number(d);
-  }
-
-  std::string_view t_;
+  struct Cursor {
+    std::size_t offset;
+    int line, column;
+  };
+  std::string_view text_;
   const std::string& name_;
-  std::size_t pos_ = 0;
-  int line_ = 1, col_ = 1;
+  int first_line_;
+  mutable Cursor cursor_{0, first_line_, 1};
+  const std::size_t* consumed_;
+  std::vector<Frame> stack_;
+  Value root_;
 };
 
 }  // namespace
 
 Value parse(std::string_view text, const std::string& name, int first_line) {
-  return Parser(text, name, first_line).document();
+  std::size_t consumed = 0;
+  Builder builder(text, name, first_line, &consumed);
+  CountingIterator first(text.data(), text.data(), &consumed), last(text.data() + text.size(), text.data(), &consumed);
+  nlohmann::json::sax_parse(first, last, &builder, nlohmann::json::input_format_t::json, /*strict=*/true,
+                            /*ignore_comments=*/false);
+  return builder.take();
 }
 
 }  // namespace mobisim::traces::json

@@ -1,11 +1,13 @@
 #pragma once
-// A small strict JSON (RFC 8259) reader for the importers: Debian's Boost 1.74
-// has no Boost.JSON and PropertyTree's parser loses arrays and unicode.
+// The JSON document model of the importers, parsed by nlohmann-json (Debian's
+// nlohmann-json3-dev, through its SAX interface) so that each value keeps the
+// line and column where it starts, for error messages.
 //
-// Strict means: no comments, no trailing commas, no NaN/Infinity, no leading
-// zeros, no control characters inside strings, nothing but whitespace after the
-// value. \uXXXX escapes (surrogate pairs included) become UTF-8; a lone
-// surrogate is an error. Every error is an InputError "<name>:<line>:<col>: ...".
+// Strict means: RFC 8259 as nlohmann checks it (no comments, no trailing commas,
+// no NaN/Infinity, no leading zeros, no control characters inside strings,
+// nothing but whitespace after the value, no lone surrogates), plus no duplicate
+// keys and at most 512 levels of nesting. Every error is an InputError
+// "<name>:<line>:<col>: ..." saying what was expected.
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "sim/atomic_file.h"
 #include "sim/error.h"
@@ -206,6 +207,25 @@ std::vector<std::vector<float>> read_embeddings(const h5::Reader& r, const std::
   return out;
 }
 
+// Token counts size simulated work (prefill, decode), so a damaged or hostile count must not pass:
+// one chunk, query or answer of more than 2^20 tokens is beyond every model's context here.
+constexpr std::int64_t kMaxTokens = std::int64_t{1} << 20;
+
+std::int32_t checked(const std::string& path, const std::string& object, std::size_t i, std::int64_t v,
+                     std::int64_t lo, std::int64_t hi) {
+  if (v < lo || v > hi)
+    throw InputError(fmt::format("{}: {}[{}] = {} is outside [{}, {}]", path, object, i, v, lo, hi));
+  return static_cast<std::int32_t>(v);
+}
+
+std::int32_t checked_attr(const h5::Reader& r, const char* name, std::int64_t hi) {
+  if (!r.has_attr("/", name)) return 0;
+  const std::int64_t v = r.attr_int("/", name);
+  if (v < 0 || v > hi)
+    throw InputError(fmt::format("{}: root attribute {} = {} is outside [0, {}]", r.path(), name, v, hi));
+  return static_cast<std::int32_t>(v);
+}
+
 }  // namespace
 
 RagTrace read_rag_trace(const std::string& path) {
@@ -234,11 +254,11 @@ RagTrace read_rag_trace(const std::string& path) {
   if (dim < 0 || dim > (1 << 20)) throw InputError(fmt::format("{}: embedding_dim {} out of range", path, dim));
   m.embedding_dim = static_cast<std::int32_t>(dim);
   m.chunker = opt_str("chunker");
-  m.chunk_words = r.has_attr("/", "chunk_words") ? static_cast<std::int32_t>(r.attr_int("/", "chunk_words")) : 0;
+  m.chunk_words = checked_attr(r, "chunk_words", kMaxTokens);
   m.arrival_model = opt_str("arrival_model");
   m.params_yaml = opt_str("params_yaml");
   m.retrieval = opt_str("retrieval");
-  m.retrieved_k = r.has_attr("/", "retrieved_k") ? static_cast<std::int32_t>(r.attr_int("/", "retrieved_k")) : 0;
+  m.retrieved_k = checked_attr(r, "retrieved_k", kMaxTokens);
   const std::int64_t n_users = r.attr_int("/", "num_users");
   if (n_users < 0) throw InputError(fmt::format("{}: num_users {} is negative", path, n_users));
   const auto present = r.children("/users");
@@ -274,7 +294,7 @@ RagTrace read_rag_trace(const std::string& path) {
         ut.chunks[c].added_s = cadded[c];
       }
       ut.chunks[c].text = ctext[c];
-      ut.chunks[c].tokens = static_cast<std::int32_t>(ctok[c]);
+      ut.chunks[c].tokens = checked(path, g + "/chunks/tokens", c, ctok[c], 0, kMaxTokens);
       ut.chunks[c].embedding = std::move(cemb[c]);
     }
 
@@ -298,11 +318,12 @@ RagTrace read_rag_trace(const std::string& path) {
       if (!std::isfinite(x.arrival_s) || (q > 0 && x.arrival_s < arrival[q - 1]))
         throw InputError(fmt::format("{}: {}/arrival_s[{}] = {} is not finite or earlier than the previous query",
                                      path, qg, q, x.arrival_s));
-      x.tokens = static_cast<std::int32_t>(qtok[q]);
+      x.tokens = checked(path, qg + "/tokens", q, qtok[q], 0, kMaxTokens);
       x.answer_text = atext[q];
-      x.answer_tokens = static_cast<std::int32_t>(atok[q]);
+      x.answer_tokens = checked(path, qg + "/answer_tokens", q, atok[q], 0, kMaxTokens);
       x.kind = kind[q];
-      x.topic = static_cast<std::int32_t>(topic[q]);
+      x.topic = checked(path, qg + "/topic", q, topic[q], std::numeric_limits<std::int32_t>::min(),
+                        std::numeric_limits<std::int32_t>::max());
       x.embedding = std::move(qemb[q]);
       x.retrieved = std::move(retrieved[q]);
       x.relevant = std::move(relevant[q]);
@@ -317,6 +338,9 @@ RagTrace read_rag_trace(const std::string& path) {
     const auto ie = r.doubles(ig + "/end_s", is.size());
     const auto ch = r.ints(ig + "/charging", is.size());
     for (std::size_t i = 0; i < is.size(); ++i) {
+      if (!std::isfinite(is[i]) || !std::isfinite(ie[i]) || is[i] < 0)
+        throw InputError(fmt::format("{}: {}: window {} [{}, {}] is not a finite non-negative interval", path, ig, i,
+                                     is[i], ie[i]));
       if (!(ie[i] >= is[i]))
         throw InputError(fmt::format("{}: {}: window {} ends ({}) before it starts ({})", path, ig, i, ie[i], is[i]));
       ut.idle_windows.push_back({is[i], ie[i], ch[i] != 0});

@@ -37,7 +37,7 @@ ParamSchema arrival_schema() {
   ParamSchema s;
   ArrivalConfig d;
   s.real("mean_gap_s", d.mean_gap_s, "mean gap between a user's queries, counted in active (daytime) seconds")
-      .positive().with_unit("s");
+      .range(0, 86400).positive().with_unit("s");  // with <= 10^4 queries, arrivals stay within the clock's range
   s.real("active_start_h", d.active_start_h, "hour of day the user starts using the phone").range(0, 24)
       .with_unit("h");
   s.real("active_end_h", d.active_end_h, "hour of day the user stops issuing queries").range(0, 24).with_unit("h");

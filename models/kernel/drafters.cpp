@@ -159,11 +159,13 @@ VerifyResult verify_draft(const Model& m, KVCache& cache, RunState& st, int pend
   std::vector<int> depth(k + 1, 0);
   for (int i = 1; i <= k; ++i) depth[i] = depth[parents[i]] + 1;
   for (int i = 0; i <= k; ++i) r.draft_pairs += depth[i] + 1;
+  r.predicted.resize(k + 1);
+  for (int i = 0; i <= k; ++i) r.predicted[i] = argmax(logits.row(i).data(), m.config.vocab_size);
   // Greedy walk: follow the child whose token is the model's argmax at its parent.
   std::vector<int> path{0};
   int u = 0;
   for (;;) {
-    const int pred = argmax(logits.row(u).data(), m.config.vocab_size);
+    const int pred = r.predicted[u];
     int next = -1;
     for (int i = u + 1; i <= k; ++i)
       if (parents[i] == u && tokens[i] == pred) {

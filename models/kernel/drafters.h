@@ -108,6 +108,9 @@ struct VerifyResult {
   int bonus = -1;             // the model's next token after the accepted ones (the new pending token)
   int fed = 0;                // tokens run in the verification pass (pending + draft)
   std::int64_t draft_pairs = 0;  // (draft query, draft key) pairs the tree mask allowed
+  // The model's argmax after every row (row 0 = pending token, row i + 1 = draft token i), on or
+  // off the accepted path: what CoordGen's draft reuse (eq. 3) compares rejected tokens with.
+  std::vector<int> predicted;
 };
 
 // Runs the pending token and the draft in one batched pass after the cache's

@@ -1,6 +1,7 @@
 #include "models/kernel/oracles.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
@@ -331,157 +332,6 @@ std::vector<OracleRow> oracle_nonprefix(const Model& m, std::uint64_t seed) {
 // ---------------------------------------------------------------------------
 namespace {
 
-// A minimal JSON reader: enough for qmsum's objects, arrays and strings.
-struct Json {
-  enum Kind { kNull, kString, kArray, kObject, kOther } kind = kNull;
-  std::string str;
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> fields;
-  const Json* get(const std::string& k) const {
-    for (const auto& [key, v] : fields)
-      if (key == k) return &v;
-    return nullptr;
-  }
-};
-
-class JsonParser {
- public:
-  JsonParser(const std::string& s, const std::string& path) : s_(s), path_(path) {}
-  Json parse() {
-    Json j = value(0);
-    ws();
-    if (i_ != s_.size()) fail("trailing characters");
-    return j;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw InputError(fmt::format("{}: invalid JSON at byte {}: {}", path_, i_, what));
-  }
-  void ws() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  void append_utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xc0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xe0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-  }
-  unsigned hex4() {
-    if (i_ + 4 > s_.size()) fail("short \\u escape");
-    unsigned v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char ch = s_[i_++];
-      v <<= 4;
-      if (ch >= '0' && ch <= '9') v |= ch - '0';
-      else if (ch >= 'a' && ch <= 'f') v |= ch - 'a' + 10;
-      else if (ch >= 'A' && ch <= 'F') v |= ch - 'A' + 10;
-      else fail("bad \\u escape");
-    }
-    return v;
-  }
-  std::string string() {
-    std::string out;
-    ++i_;  // opening quote
-    while (true) {
-      if (i_ >= s_.size()) fail("unterminated string");
-      const char ch = s_[i_++];
-      if (ch == '"') return out;
-      if (ch != '\\') {
-        out += ch;
-        continue;
-      }
-      if (i_ >= s_.size()) fail("unterminated escape");
-      const char e = s_[i_++];
-      switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'u': {
-          unsigned cp = hex4();
-          if (cp >= 0xd800 && cp < 0xdc00 && i_ + 1 < s_.size() && s_[i_] == '\\' && s_[i_ + 1] == 'u') {
-            i_ += 2;
-            const unsigned lo = hex4();
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default: out += e;
-      }
-    }
-  }
-  Json value(int depth) {
-    if (depth > 64) fail("nesting too deep");
-    ws();
-    if (i_ >= s_.size()) fail("unexpected end");
-    Json j;
-    const char ch = s_[i_];
-    if (ch == '"') {
-      j.kind = Json::kString;
-      j.str = string();
-    } else if (ch == '[') {
-      j.kind = Json::kArray;
-      ++i_;
-      ws();
-      if (i_ < s_.size() && s_[i_] == ']') {
-        ++i_;
-        return j;
-      }
-      while (true) {
-        j.items.push_back(value(depth + 1));
-        ws();
-        if (i_ >= s_.size()) fail("unterminated array");
-        if (s_[i_] == ',') { ++i_; continue; }
-        if (s_[i_] == ']') { ++i_; break; }
-        fail("expected , or ]");
-      }
-    } else if (ch == '{') {
-      j.kind = Json::kObject;
-      ++i_;
-      ws();
-      if (i_ < s_.size() && s_[i_] == '}') {
-        ++i_;
-        return j;
-      }
-      while (true) {
-        ws();
-        if (i_ >= s_.size() || s_[i_] != '"') fail("expected a key");
-        std::string key = string();
-        ws();
-        if (i_ >= s_.size() || s_[i_] != ':') fail("expected :");
-        ++i_;
-        j.fields.emplace_back(std::move(key), value(depth + 1));
-        ws();
-        if (i_ >= s_.size()) fail("unterminated object");
-        if (s_[i_] == ',') { ++i_; continue; }
-        if (s_[i_] == '}') { ++i_; break; }
-        fail("expected , or }");
-      }
-    } else {
-      j.kind = Json::kOther;
-      while (i_ < s_.size() && std::string(",]} \n\r\t").find(s_[i_]) == std::string::npos) ++i_;
-    }
-    return j;
-  }
-  const std::string& s_;
-  const std::string& path_;
-  std::size_t i_ = 0;
-};
-
 struct Piece {
   int id;
   std::size_t begin;
@@ -516,15 +366,20 @@ std::vector<std::vector<std::string>> load_qmsum_meetings(const std::string& dir
     std::stringstream ss;
     ss << in.rdbuf();
     const std::string text = ss.str();
-    const Json j = JsonParser(text, f).parse();
-    const Json* tr = j.get("meeting_transcripts");
-    if (!tr || tr->kind != Json::kArray) throw InputError(fmt::format("{}: no meeting_transcripts array", f));
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("{}: invalid JSON: {}", f, e.what()));
+    }
+    const auto tr = j.is_object() ? j.find("meeting_transcripts") : j.end();
+    if (tr == j.end() || !tr->is_array()) throw InputError(fmt::format("{}: no meeting_transcripts array", f));
     std::vector<std::string> turns;
-    for (const auto& t : tr->items) {
-      const Json* sp = t.get("speaker");
-      const Json* ct = t.get("content");
-      if (sp && ct && sp->kind == Json::kString && ct->kind == Json::kString)
-        turns.push_back(sp->str + ": " + ct->str);
+    for (const auto& t : *tr) {
+      if (!t.is_object()) continue;
+      const auto sp = t.find("speaker"), ct = t.find("content");
+      if (sp != t.end() && ct != t.end() && sp->is_string() && ct->is_string())
+        turns.push_back(sp->get<std::string>() + ": " + ct->get<std::string>());
     }
     meetings.push_back(std::move(turns));
   }

@@ -14,24 +14,24 @@ namespace mobisim::policies::kvcache {
 ParamSchema ChatWorkloadConfig::schema() {
   ChatWorkloadConfig d;
   ParamSchema s;
-  s.integer("sessions", d.sessions, "sessions over the day").at_least(0);
+  s.integer("sessions", d.sessions, "sessions over the day").range(0, 1000000);
   s.real("day_s", d.day_s, "length of the simulated day").positive().with_unit("s");
   s.real("peak_hour", d.peak_hour, "hour of the busiest time of day").range(0, 24).with_unit("h");
   s.real("diurnal_amplitude", d.diurnal_amplitude, "relative swing of the arrival rate").range(0, 0.99);
-  s.integer("system_prompts", d.system_prompts, "number of system prompt variants").at_least(1);
-  s.integer("system_prompt_tokens", d.system_prompt_tokens, "tokens of each system prompt").at_least(1).with_unit("tokens");
+  s.integer("system_prompts", d.system_prompts, "number of system prompt variants").range(1, 10000);
+  s.integer("system_prompt_tokens", d.system_prompt_tokens, "tokens of each system prompt").range(1, 1000000).with_unit("tokens");
   s.real("variant_overlap", d.variant_overlap, "share of tokens a variant has in common with the base prompt").range(0, 1);
-  s.int_list("variant_diverge_at", d.variant_diverge_at, "first differing token of variants 1, 2, ...");
+  s.int_list("variant_diverge_at", d.variant_diverge_at, "first differing token of variants 1, 2, ...").range(0, 1000000);
   s.real("top_prompt_share", d.top_prompt_share, "share of sessions using the most popular prompt (variant 0)").range(0, 1);
   s.real("custom_prompt_share", d.custom_prompt_share, "share of sessions with a one-off system prompt").range(0, 1);
-  s.real("context_tokens_median", d.context_tokens_median, "user context tokens (lognormal median)").non_negative();
-  s.real("context_tokens_sigma", d.context_tokens_sigma, "lognormal sigma of the user context").non_negative();
+  s.real("context_tokens_median", d.context_tokens_median, "user context tokens (lognormal median)").range(0, 100000);
+  s.real("context_tokens_sigma", d.context_tokens_sigma, "lognormal sigma of the user context").range(0, 4);
   s.real("history_prob", d.history_prob, "share of sessions that carry conversation history").range(0, 1);
-  s.real("history_tokens_median", d.history_tokens_median, "history tokens (lognormal median)").non_negative();
-  s.real("history_tokens_sigma", d.history_tokens_sigma, "lognormal sigma of the history").non_negative();
-  s.real("user_tokens_median", d.user_tokens_median, "user message tokens (lognormal median)").positive();
-  s.real("user_tokens_sigma", d.user_tokens_sigma, "lognormal sigma of the user message").non_negative();
-  s.integer("vocab", d.vocab, "token ids are drawn from [0, vocab)").at_least(2);
+  s.real("history_tokens_median", d.history_tokens_median, "history tokens (lognormal median)").range(0, 100000);
+  s.real("history_tokens_sigma", d.history_tokens_sigma, "lognormal sigma of the history").range(0, 4);
+  s.real("user_tokens_median", d.user_tokens_median, "user message tokens (lognormal median)").range(0, 100000).positive();
+  s.real("user_tokens_sigma", d.user_tokens_sigma, "lognormal sigma of the user message").range(0, 4);
+  s.integer("vocab", d.vocab, "token ids are drawn from [0, vocab)").range(2, 2147483648.0);
   return s;
 }
 
@@ -69,7 +69,10 @@ ChatWorkloadConfig ChatWorkloadConfig::from_params(const Params& p) {
 namespace {
 std::int64_t lognormal_tokens(sim::Rng& rng, double median, double sigma) {
   if (median <= 0) return 0;
-  return std::max<std::int64_t>(1, std::llround(rng.lognormal(std::log(median), sigma)));
+  // A sample is capped at 2^20 tokens (beyond every model's context), so a long tail cannot size
+  // a prompt beyond memory; with the documented ranges the cap is practically never reached.
+  constexpr double kMaxTokens = 1 << 20;
+  return std::max<std::int64_t>(1, std::llround(std::min(rng.lognormal(std::log(median), sigma), kMaxTokens)));
 }
 std::int32_t token(sim::Rng& rng, std::int64_t vocab) { return static_cast<std::int32_t>(rng.uniform_int(static_cast<std::uint64_t>(vocab))); }
 }  // namespace

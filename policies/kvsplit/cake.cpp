@@ -11,7 +11,7 @@ Cake::Cake(const Params& p) {
 }
 ParamSchema Cake::schema() {
   ParamSchema s;
-  s.integer("block_tokens", 64, "positions per block").at_least(1).with_unit("tokens");
+  s.integer("block_tokens", 64, "positions per block").range(1, 1048576).with_unit("tokens");
   s.real("compute_block_overhead_us", 0.0,
          "per block and layer on the compute stream: pointer check, event record, kernel relaunch")
       .non_negative()

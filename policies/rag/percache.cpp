@@ -15,14 +15,14 @@ ParamSchema PerCachePolicy::schema() {
   add_kv_params(s, "qkv_projection", "lfu");
   add_prediction_params(s);
   s.integer("knowledge_rounds", 2, "knowledge-based predictions before the first query (section 5.3: twice)")
-      .non_negative();
+      .range(0, 10000);
   s.real("quiet_period_s", 600.0, "history-based prediction runs this long after the last query").non_negative().with_unit("s");
-  s.integer("history_buffer", 5, "recent queries kept for history-based prediction").at_least(1);
+  s.integer("history_buffer", 5, "recent queries kept for history-based prediction").range(1, 100000);
   s.text("abstract_source", std::string("key_phrases"),
          "knowledge abstract items: key_phrases (extracted from the chunks only) | topics (the trace's annotated "
          "topic list, e.g. QMSum topic_list: leaks the annotation the queries were written from)")
       .in({"topics", "key_phrases"});
-  s.integer("abstract_batch_chunks", 8, "chunks summarised per abstract prompt (batched)").at_least(1);
+  s.integer("abstract_batch_chunks", 8, "chunks summarised per abstract prompt (batched)").range(1, 100000);
   s.real("abstract_quiet_s", 600.0, "abstract generation waits this long after the last new chunk").non_negative().with_unit("s");
   s.boolean("scheduler", true, "cache scheduler: prefill-only population of predicted queries when tau_query > tau_scheduler");
   s.real("tau_scheduler", 0.875, "the scheduler's cutoff similarity threshold").range(0, 1);
@@ -31,7 +31,7 @@ ParamSchema PerCachePolicy::schema() {
   s.boolean("refresh", true,
             "dynamic refresh (4.1.3): when chunks join the knowledge bank, re-generate in idle time the QA entries "
             "whose query ranks a new chunk in its top-k_refresh");
-  s.integer("k_refresh", 3, "the refresh rank cutoff k_refresh").at_least(1);
+  s.integer("k_refresh", 3, "the refresh rank cutoff k_refresh").range(1, 10000);
   s.node("schedule", "mid-run changes: [{after_query: N, set: {tau_query|storage_limit_gb|scheduler|conversions: V}}]");
   return s;
 }

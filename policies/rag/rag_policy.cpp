@@ -8,9 +8,9 @@ namespace mobisim::policies {
 ParamSchema PipelineConfig::schema() {
   ParamSchema s;
   s.text("compute_unit", std::string("cpu"), "device compute unit that runs the LLM");
-  s.integer("system_prompt_tokens", 64, "tokens of the system prompt (the root of every prompt)").non_negative();
-  s.integer("top_k", 3, "knowledge chunks retrieved per query").at_least(1);
-  s.integer("answer_tokens", 0, "fixed answer length; 0 uses the trace's reference answer length").non_negative();
+  s.integer("system_prompt_tokens", 64, "tokens of the system prompt (the root of every prompt)").range(0, 1000000);
+  s.integer("top_k", 3, "knowledge chunks retrieved per query").range(1, 10000);
+  s.integer("answer_tokens", 0, "fixed answer length; 0 uses the trace's reference answer length").range(0, 1000000);
   s.real("embed_query_ms", 0.0, "fixed cost of embedding a query (PerCache Table 1 measures 1610 ms incl. matching)")
       .non_negative()
       .with_unit("ms");

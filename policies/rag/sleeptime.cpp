@@ -7,10 +7,10 @@ namespace mobisim::policies {
 void add_sleeptime_params(ParamSchema& s) {
   add_qa_params(s, 0.85);
   add_prediction_params(s);
-  s.integer("initial_rounds", 2, "raw-context predictions before the first query").non_negative();
-  s.integer("rounds_per_idle", 1, "raw-context predictions after each query (after the quiet period)").non_negative();
+  s.integer("initial_rounds", 2, "raw-context predictions before the first query").range(0, 10000);
+  s.integer("rounds_per_idle", 1, "raw-context predictions after each query (after the quiet period)").range(0, 10000);
   s.integer("raw_window_chunks", 8, "raw chunks in each prediction prompt (round robin over the knowledge base)")
-      .at_least(1);
+      .range(1, 100000);
   s.real("quiet_period_s", 600.0, "predictions after a query wait this long").non_negative().with_unit("s");
 }
 

@@ -1,0 +1,97 @@
+#pragma once
+// Retrieval-based drafting for CoordGen and its baselines, built on the kernel's drafters
+// (models/kernel/drafters.h):
+//   pld: prompt lookup over the local context only;
+//   sam: suffix automaton over the user's history store followed by the local context;
+// optionally extended with the calibrated token tree (section 3.3) and draft reuse (3.4), all
+// merged into one draft tree of at most `budget` tokens. Any draft is lossless under greedy
+// verification; these pieces only change how many tokens a step accepts.
+//
+// `speculative_decode` runs the draft-and-verify loop on the real kernel (calibration from the
+// real prefill logits) and records every step (draft size, accepted tokens) for the cost model.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/kernel/drafters.h"
+#include "policies/specdec/calibration.h"
+#include "policies/specdec/draft_reuse.h"
+
+namespace mobisim::policies::specdec {
+
+enum class Retriever { kPld, kSam };
+Retriever parse_retriever(const std::string& name);  // "pld" | "sam", ConfigError otherwise
+
+// Earlier outputs of one user, across requests (SAM's historical context).
+class HistoryStore {
+ public:
+  void add(std::span<const int> output);
+  const std::vector<int>& tokens() const { return tokens_; }
+  double memory_bytes() const { return static_cast<double>(tokens_.size()) * sizeof(int); }
+
+ private:
+  std::vector<int> tokens_;
+};
+
+struct DrafterOptions {
+  Retriever retriever = Retriever::kSam;
+  int budget = 31;  // draft tokens per step (G_d chunk minus the pending token)
+  bool calibrate = false;
+  bool reuse = false;
+  CalibrationOptions calibration;
+  ReuseOptions reuse_options;
+  void validate() const;  // ConfigError: budget < 1, ...
+};
+
+class CoordGenDrafter : public kernel::Drafter {
+ public:
+  CoordGenDrafter(DrafterOptions opt, const HistoryStore* history);
+  // Calibrated tree of this request's context (after prefill).
+  void calibrate(std::span<const int> context, const PrefillPredictions& pred);
+  kernel::DraftTree propose(std::span<const int> context, int max_tokens) override;
+  void observe(const kernel::DraftTree& draft, const kernel::VerifyResult& r);
+  std::string name() const override;
+  const DrafterOptions& options() const { return opt_; }
+  const CalibratedTree* calibrated() const { return tree_ ? &*tree_ : nullptr; }
+  const DraftReuse& reuse() const { return reuse_; }
+
+ private:
+  DrafterOptions opt_;
+  const HistoryStore* history_;
+  kernel::PromptLookupDrafter pld_;
+  kernel::SuffixAutomatonDrafter sam_;
+  std::vector<int> joined_;  // history + context for SAM
+  const std::vector<int> no_history_;
+  std::optional<CalibratedTree> tree_;
+  DraftReuse reuse_;
+};
+
+struct DecodeStep {
+  int draft_tokens = 0;  // d: rows verified after the pending token
+  int accepted = 0;      // draft tokens accepted
+};
+struct DecodeTrace {
+  std::vector<int> tokens;  // prompt + output
+  std::vector<DecodeStep> steps;
+  double accepted_per_step() const;  // mean accepted draft tokens per verification
+  double tokens_per_step() const;    // accepted + 1 (the bonus token)
+};
+
+// Greedy decoding of `steps` tokens with draft-and-verify on the real kernel; calibrates the
+// drafter from the prompt's prefill logits when it asks for calibration. Output equals
+// kernel::generate_greedy's.
+// Verification against a known greedy continuation of the pending token (a trace's target output):
+// accepted = the longest draft path along it; predictions off that path use a documented proxy.
+kernel::VerifyResult verify_against_reference(std::span<const int> continuation, int pending,
+                                              const kernel::DraftTree& draft);
+// The draft-and-verify loop over a recorded output (output[0] is the prefill's prediction): what
+// each step drafts and accepts, without a model. `pred` feeds calibration (required when it is on).
+DecodeTrace replay_decode(std::span<const int> prompt, std::span<const int> output, CoordGenDrafter& d,
+                          const PrefillPredictions* pred = nullptr);
+
+DecodeTrace speculative_decode(const kernel::Model& m, std::span<const int> prompt, int steps, CoordGenDrafter& d);
+
+}  // namespace mobisim::policies::specdec

@@ -1,0 +1,282 @@
+#include "policies/specdec/sd_policies.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/error.h"
+#include "sim/registry.h"
+
+namespace mobisim::policies::specdec {
+
+namespace {
+
+ParamSchema with_switch(ParamSchema s, SwitchStrategy def) {
+  s.text("switch", std::string(to_string(def)), "how G_d replaces G_p (graph_schedule.h)").in(switch_strategy_names());
+  return s;
+}
+
+std::int64_t output_tokens(const DecodeTrace& t) {
+  std::int64_t n = 0;
+  for (const auto& s : t.steps) n += 1 + s.accepted;
+  return n;
+}
+
+double weights_bytes(const SpecDecEnv& env) { return env.cost.spec().weight_bytes(); }
+
+// Decoding steps of a trace on the NPU's G_d graph (chunk c) or on the CPU.
+void add_phase(RequestBreakdown& r, const char* unit, double seconds, const char* label) {
+  if (seconds <= 0) return;
+  (std::string(unit) == "npu" ? r.npu_busy_s : r.cpu_busy_s) += seconds;
+  r.phases.push_back({unit, seconds, label});
+}
+
+void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t prompt_tokens,
+                const DecodeTrace& trace, double draft_s_per_step, RequestBreakdown& r) {
+  std::int64_t ctx = prompt_tokens;
+  double accepted = 0;
+  for (const auto& s : trace.steps) {
+    const std::int64_t rows = 1 + s.draft_tokens;
+    if (draft_s_per_step > 0) {
+      add_phase(r, "cpu", draft_s_per_step, "draft");
+      r.draft_s += draft_s_per_step;
+    }
+    if (unit == DecodeUnit::kNpu) {
+      const auto [npu_s, cpu_s] = npu_verify_split(env, rows, ctx, chunk);
+      r.decode_s += npu_s + cpu_s;
+      add_phase(r, "npu", npu_s, "verify");
+      add_phase(r, "cpu", cpu_s, "attention");
+    } else {
+      const double t = cpu_verify_seconds(env, rows, ctx);
+      r.decode_s += t;
+      add_phase(r, "cpu", t, "verify");
+    }
+    ctx += 1 + s.accepted;
+    accepted += s.accepted;
+  }
+  r.steps = static_cast<std::int64_t>(trace.steps.size());
+  r.mean_accepted = r.steps ? accepted / static_cast<double>(r.steps) : 0.0;
+  r.output_tokens = output_tokens(trace);
+}
+
+void add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, const GraphShapes& g,
+                 std::optional<SwitchStrategy> sw, RequestBreakdown& r) {
+  const PrefillResult p = npu_prefill(env, prompt_tokens, g, sw);
+  r.prefill_s = p.prefill_s;
+  r.switch_s = p.switch_s;
+  add_phase(r, "npu", p.npu_s, "prefill");
+  add_phase(r, "cpu", p.cpu_s, "prefill attention");
+  add_phase(r, "npu", p.switch_s, "graph switch");
+  r.peak_memory_bytes = p.peak_npu_bytes;
+}
+
+void finish(const SpecDecEnv& env, std::int64_t prompt_tokens, RequestBreakdown& r) {
+  r.energy_j = request_energy_j(env, r.total_s(), r.npu_busy_s, r.cpu_busy_s);
+  // K/V cache of the whole request, prompt and output (CPU-side attention holds it once).
+  r.peak_memory_bytes +=
+      env.cost.spec().kv_bytes_per_token() * static_cast<double>(prompt_tokens + r.output_tokens);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+PlainDecodePolicy::PlainDecodePolicy(const Params& p, std::string name, DecodeUnit unit, SwitchStrategy sw)
+    : name_(std::move(name)), unit_(unit), switch_(sw), k_(knobs_from(p)) {
+  if (unit_ == DecodeUnit::kNpu) switch_ = parse_switch_strategy(p.text("switch"));
+}
+
+ParamSchema PlainDecodePolicy::schema(SwitchStrategy default_switch) {
+  return with_switch(knob_schema(), default_switch);
+}
+
+RequestBreakdown PlainDecodePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tokens,
+                                        const DecodeTrace& trace) const {
+  RequestBreakdown r;
+  if (unit_ == DecodeUnit::kNpu) {
+    add_prefill(env, prompt_tokens, k_.graphs, switch_, r);
+    add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, 0.0, r);
+  } else {
+    add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r);
+    r.peak_memory_bytes += weights_bytes(env);  // the CPU keeps its own copy of the weights
+    add_decode(env, unit_, 1, prompt_tokens, trace, 0.0, r);
+  }
+  finish(env, prompt_tokens, r);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+RetrievalSdPolicy::RetrievalSdPolicy(const Params& p, std::string name, DecodeUnit unit)
+    : name_(std::move(name)), unit_(unit), switch_(parse_switch_strategy(p.text("switch"))), k_(knobs_from(p)) {
+  drafter_.retriever = parse_retriever(p.text("retriever"));
+  drafter_.budget = k_.draft_budget;
+  drafter_.calibrate = p.boolean("calibrate");
+  drafter_.reuse = p.boolean("reuse");
+  drafter_.calibration.top_n = static_cast<int>(p.integer("calibration_top_n"));
+  drafter_.calibration.max_depth = static_cast<int>(p.integer("calibration_depth"));
+  drafter_.calibration.bytes_per_node = k_.calibration_bytes_per_node;
+  drafter_.reuse_options.cumulative_threshold = static_cast<int>(p.integer("reuse_threshold"));
+  if (unit_ == DecodeUnit::kNpu && k_.draft_budget + 1 > k_.graphs.decode_chunk)
+    throw ConfigError(fmt::format("{}: draft_budget {} + the pending token exceeds the decode graph's chunk {}",
+                                  p.source().where(p.yaml()), k_.draft_budget, k_.graphs.decode_chunk));
+  drafter_.validate();
+}
+
+ParamSchema RetrievalSdPolicy::schema(const std::string& retriever, SwitchStrategy sw, bool coordgen) {
+  ParamSchema s = with_switch(knob_schema(), sw);
+  s.text("retriever", retriever, "pld (local context) or sam (history store + local context)").in({"pld", "sam"});
+  s.boolean("calibrate", coordgen, "in-context distribution calibration (section 3.3)");
+  s.boolean("reuse", coordgen, "draft reuse (section 3.4, eq. 3)");
+  s.integer("calibration_top_n", 3, "next tokens sampled per context position").at_least(1);
+  s.integer("calibration_depth", 4, "depth of the calibrated token tree").at_least(1);
+  s.integer("reuse_threshold", 32, "cumulative draft length beyond which reused segments are dropped")
+      .at_least(1)
+      .with_unit("tokens");
+  return s;
+}
+
+RequestBreakdown RetrievalSdPolicy::run(const SpecDecEnv& env, std::int64_t prompt_tokens,
+                                        const DecodeTrace& trace) const {
+  RequestBreakdown r;
+  if (unit_ == DecodeUnit::kNpu) {
+    add_prefill(env, prompt_tokens, k_.graphs, switch_, r);
+  } else {
+    add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r);
+    r.peak_memory_bytes += weights_bytes(env);
+  }
+  if (drafter_.calibrate) {
+    r.calibration_s = k_.calibration_ms_per_token * 1e-3 * static_cast<double>(prompt_tokens);
+    add_phase(r, "cpu", r.calibration_s, "calibration");
+    // Calibrated tree: at most top_n^depth nodes per context position, bounded by max_nodes.
+    const double per_pos = std::pow(drafter_.calibration.top_n, drafter_.calibration.max_depth);
+    r.peak_memory_bytes += std::min<double>(drafter_.calibration.max_nodes, per_pos * prompt_tokens) *
+                           drafter_.calibration.bytes_per_node;
+  }
+  add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, k_.draft_ms_per_step * 1e-3, r);
+  finish(env, prompt_tokens, r);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+EaglePolicy::EaglePolicy(const Params& p, std::string name, DecodeUnit unit)
+    : name_(std::move(name)), unit_(unit), k_(knobs_from(p)) {
+  tokens_per_step_ = p.real("tokens_per_step");
+  draft_depth_ = static_cast<int>(p.integer("draft_depth"));
+  draft_topk_ = static_cast<int>(p.integer("draft_topk"));
+}
+
+ParamSchema EaglePolicy::schema() {
+  ParamSchema s = with_switch(knob_schema(), SwitchStrategy::kSynchronous);
+  s.real("tokens_per_step", 5.5, "tokens per verification (EAGLE-2's reported maximum acceptance)").at_least(1);
+  s.integer("draft_depth", 6, "draft-model forward passes per step (tree depth)").at_least(1);
+  s.integer("draft_topk", 10, "tokens expanded per draft-model pass").at_least(1);
+  return s;
+}
+
+RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tokens, const DecodeTrace& trace) const {
+  RequestBreakdown r;
+  const auto& spec = env.cost.spec();
+  if (unit_ == DecodeUnit::kNpu) {
+    add_prefill(env, prompt_tokens, k_.graphs, parse_switch_strategy("synchronous"), r);
+  } else {
+    add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r);
+    r.peak_memory_bytes += weights_bytes(env);
+  }
+  const std::int64_t n = output_tokens(trace);
+  const auto steps = static_cast<std::int64_t>(std::ceil(static_cast<double>(n) / tokens_per_step_));
+  // One step: draft_depth passes of (one layer + LM head) over draft_topk tokens, then verification
+  // of draft_budget tokens on the target.
+  const models::Work full = env.cost.verify(draft_topk_, prompt_tokens);
+  models::Work draft_pass;
+  for (const auto& op : full.ops) {
+    models::Op o = op;
+    const bool head = op.kind == models::OpKind::kLmHead || op.kind == models::OpKind::kFinalNorm ||
+                      op.kind == models::OpKind::kEmbed;
+    if (!head) {
+      const double f = 1.0 / spec.n_layers;
+      o.flops *= f, o.weight_bytes *= f, o.act_bytes *= f, o.kv_read_bytes *= f, o.kv_write_bytes *= f;
+    }
+    draft_pass.ops.push_back(o);
+  }
+  std::int64_t ctx = prompt_tokens;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    double draft = 0;
+    if (unit_ == DecodeUnit::kNpu) {
+      draft = draft_depth_ * env.npu.run_seconds(draft_topk_, k_.graphs.decode_chunk, npu_part(draft_pass),
+                                                 spec.weight_dtype);
+      add_phase(r, "npu", draft, "draft model");
+      const auto [npu_s, cpu_s] = npu_verify_split(env, 1 + k_.draft_budget, ctx, k_.graphs.decode_chunk);
+      r.decode_s += npu_s + cpu_s;
+      add_phase(r, "npu", npu_s, "verify");
+      add_phase(r, "cpu", cpu_s, "attention");
+    } else {
+      draft = draft_depth_ * env.cpu.seconds(draft_pass, spec.weight_dtype);
+      add_phase(r, "cpu", draft, "draft model");
+      const double v = cpu_verify_seconds(env, 1 + k_.draft_budget, ctx);
+      r.decode_s += v;
+      add_phase(r, "cpu", v, "verify");
+    }
+    r.draft_s += draft;
+    ctx += static_cast<std::int64_t>(tokens_per_step_);
+  }
+  r.steps = steps;
+  r.output_tokens = n;
+  r.mean_accepted = tokens_per_step_ - 1.0;
+  // The drafter's weights: one layer plus an LM head.
+  r.peak_memory_bytes += (static_cast<double>(spec.params_per_layer()) + double(spec.vocab) * spec.hidden) *
+                         models::dtype_bytes(spec.weight_dtype);
+  finish(env, prompt_tokens, r);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+#define MOBISIM_SPECDEC_PLAIN(Cls, regname, unit, sw, doc)                                     \
+  class Cls : public PlainDecodePolicy {                                                        \
+   public:                                                                                      \
+    explicit Cls(const Params& p) : PlainDecodePolicy(p, regname, unit, sw) {}                  \
+    static ParamSchema schema() { return PlainDecodePolicy::schema(sw); }                       \
+  };                                                                                            \
+  MOBISIM_REGISTER(SpecDecPolicy, Cls, regname, doc)
+
+#define MOBISIM_SPECDEC_RSD(Cls, regname, unit, retr, sw, coord, doc)                           \
+  class Cls : public RetrievalSdPolicy {                                                        \
+   public:                                                                                      \
+    explicit Cls(const Params& p) : RetrievalSdPolicy(p, regname, unit) {}                      \
+    static ParamSchema schema() { return RetrievalSdPolicy::schema(retr, sw, coord); }          \
+  };                                                                                            \
+  MOBISIM_REGISTER(SpecDecPolicy, Cls, regname, doc)
+
+#define MOBISIM_SPECDEC_EAGLE(Cls, regname, unit, doc)                                          \
+  class Cls : public EaglePolicy {                                                              \
+   public:                                                                                      \
+    explicit Cls(const Params& p) : EaglePolicy(p, regname, unit) {}                            \
+    static ParamSchema schema() { return EaglePolicy::schema(); }                               \
+  };                                                                                            \
+  MOBISIM_REGISTER(SpecDecPolicy, Cls, regname, doc)
+
+MOBISIM_SPECDEC_PLAIN(NpuVanilla, "npu_vanilla", DecodeUnit::kNpu, SwitchStrategy::kSynchronous,
+                      "NPU prefill on G_p, synchronous switch to G_d, token-by-token NPU decode (CoordGen 4.1 (1)).")
+MOBISIM_SPECDEC_PLAIN(NpuGraph, "npu_graph", DecodeUnit::kNpu, SwitchStrategy::kProgressive,
+                      "+G: NPU vanilla with progressive graph scheduling (Table 3).")
+MOBISIM_SPECDEC_PLAIN(CpuVanilla, "cpu_vanilla", DecodeUnit::kCpu, SwitchStrategy::kSynchronous,
+                      "NPU prefill, CPU decode with separate CPU weights (CoordGen 4.1 (2)).")
+MOBISIM_SPECDEC_RSD(NpuSam, "npu_sam", DecodeUnit::kNpu, "sam", SwitchStrategy::kSynchronous, false,
+                    "+SD: SAM drafting (history + local context) verified on the NPU (4.1 (3)).")
+MOBISIM_SPECDEC_RSD(CpuSam, "cpu_sam", DecodeUnit::kCpu, "sam", SwitchStrategy::kSynchronous, false,
+                    "SAM drafting verified on the CPU after NPU prefill (4.1 (4)).")
+MOBISIM_SPECDEC_RSD(NpuPld, "npu_pld", DecodeUnit::kNpu, "pld", SwitchStrategy::kSynchronous, false,
+                    "Prompt-lookup drafting (local context only) verified on the NPU.")
+MOBISIM_SPECDEC_RSD(NpuSamGraph, "npu_sam_graph", DecodeUnit::kNpu, "sam", SwitchStrategy::kProgressive, false,
+                    "+G+SD: SAM on the NPU with progressive graph scheduling (Table 3).")
+MOBISIM_SPECDEC_RSD(CoordGenPolicy, "coordgen", DecodeUnit::kNpu, "sam", SwitchStrategy::kProgressive, true,
+                    "CoordGen: progressive graph scheduling + SAM + in-context calibration + draft reuse.")
+MOBISIM_SPECDEC_RSD(PldOurs, "pld_ours", DecodeUnit::kNpu, "pld", SwitchStrategy::kSynchronous, true,
+                    "Table 4's PLD+ours: prompt lookup + in-context calibration + draft reuse (on the NPU).")
+MOBISIM_SPECDEC_RSD(SamOurs, "sam_ours", DecodeUnit::kNpu, "sam", SwitchStrategy::kSynchronous, true,
+                    "Table 4's SAM+ours: SAM + in-context calibration + draft reuse (on the NPU, no +G).")
+MOBISIM_SPECDEC_EAGLE(NpuEagle, "npu_eagle", DecodeUnit::kNpu,
+                      "EAGLE-2 simulated on the NPU: 1-layer + LM-head drafter, 5.5 tokens per step (4.1 (5)).")
+MOBISIM_SPECDEC_EAGLE(CpuEagle, "cpu_eagle", DecodeUnit::kCpu,
+                      "EAGLE-2 simulated on the CPU after NPU prefill (4.1 (6)).")
+
+}  // namespace mobisim::policies::specdec

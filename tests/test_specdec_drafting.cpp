@@ -1,0 +1,182 @@
+// CoordGen drafting: PLD and SAM accepted-token counts on hand-made sequences, equation 3,
+// draft reuse bookkeeping, the calibrated tree, and losslessness of every drafter + calibration
+// + reuse against plain greedy decoding on the real kernel (synthetic model; stories260K when present).
+#include <gtest/gtest.h>
+
+#include "models/kernel/checkpoint.h"
+#include "policies/specdec/kernel_oracles.h"
+#include "policies/specdec/retrieval_drafter.h"
+#include "sim/error.h"
+#include "test_kernel_util.h"
+
+namespace mobisim::policies::specdec {
+namespace {
+
+DrafterOptions opts(Retriever r, bool calib = false, bool reuse = false, int budget = 31) {
+  DrafterOptions o;
+  o.retriever = r;
+  o.calibrate = calib;
+  o.reuse = reuse;
+  o.budget = budget;
+  return o;
+}
+
+TEST(SpecdecDrafting, PldAcceptsWhatFollowedTheEarlierOccurrence) {
+  // Context 1 2 3 4 5 1 2 | pending 3: the 3-gram "1 2 3" occurred at 0, PLD drafts 4 5 1 2 3;
+  // the target continues 4 5 9: two accepted, 9 is the bonus; then 9 has no match: 1 step each.
+  const std::vector<int> prompt{1, 2, 3, 4, 5, 1, 2}, output{3, 4, 5, 9, 6};
+  CoordGenDrafter d(opts(Retriever::kPld), nullptr);
+  const DecodeTrace t = replay_decode(prompt, output, d);
+  ASSERT_EQ(t.steps.size(), 3u);
+  EXPECT_EQ(t.steps[0].draft_tokens, 4);  // budget = the 4 tokens still to come
+  EXPECT_EQ(t.steps[0].accepted, 2);
+  EXPECT_EQ(t.steps[1].accepted, 0);
+  EXPECT_EQ(t.steps[1].draft_tokens, 0);  // "9" never occurred before
+  EXPECT_EQ(t.steps[2].draft_tokens, 0);  // last token: nothing left to draft
+  EXPECT_DOUBLE_EQ(t.accepted_per_step(), 2.0 / 3.0);
+}
+
+TEST(SpecdecDrafting, SamDraftsFromTheHistoryStorePldCannot) {
+  // History 5 6 7 8 (an earlier answer), prompt 1 2 5, output 6 7 8 4.
+  // PLD (local only): 6, 7, 8 never occurred before in the request: 4 steps, 0 accepted.
+  // SAM (history + local): suffix "5 6" occurred in the history, drafts 7 8 ...: 7 8 accepted, bonus 4.
+  HistoryStore h;
+  h.add(std::vector<int>{5, 6, 7, 8});
+  const std::vector<int> prompt{1, 2, 5}, output{6, 7, 8, 4};
+  CoordGenDrafter pld(opts(Retriever::kPld), &h);
+  const DecodeTrace tp = replay_decode(prompt, output, pld);
+  EXPECT_EQ(tp.steps.size(), 4u);
+  EXPECT_DOUBLE_EQ(tp.accepted_per_step(), 0.0);
+  CoordGenDrafter sam(opts(Retriever::kSam), &h);
+  const DecodeTrace ts = replay_decode(prompt, output, sam);
+  ASSERT_EQ(ts.steps.size(), 2u);
+  EXPECT_EQ(ts.steps[0].accepted, 2);
+  EXPECT_DOUBLE_EQ(ts.accepted_per_step(), 1.0);
+}
+
+TEST(SpecdecDrafting, EquationThreeLongestAgreeingSegment) {
+  // pred[k] is the model's token after d[k]: 11 -> 12 and 12 -> 13 agree, 13 -> 14 does not.
+  const std::vector<int> d{10, 11, 12, 13, 14}, pred{99, 12, 13, 77, 0};
+  EXPECT_EQ(longest_agreeing_segment(d, pred), (std::pair<int, int>{1, 4}));
+  EXPECT_EQ(longest_agreeing_segment({7}, {1}), (std::pair<int, int>{0, 1}));
+  EXPECT_EQ(longest_agreeing_segment({1, 2, 3}, {2, 3, 0}), (std::pair<int, int>{0, 3}));
+}
+
+TEST(SpecdecDrafting, ReuseKeepsTheSynonymCaseAndOffersItNextStep) {
+  // Draft a b c d after pending p; the model wanted x instead of a (synonym), but predicts b after a
+  // and c after b: the segment a b c is kept; offered whole after x, and from after a when a is pending.
+  const int p = 1, x = 2, a = 10, b = 11, c = 12, dd = 13;
+  const kernel::DraftTree draft = kernel::DraftTree::chain({a, b, c, dd});
+  kernel::VerifyResult r;
+  r.bonus = x;
+  r.predicted = {x, b, c, 77, 0};
+  DraftReuse reuse(ReuseOptions{2, 4, 32, 8});
+  reuse.observe(draft, r);
+  ASSERT_EQ(reuse.kept(), 1u);
+  kernel::DraftTree next;
+  EXPECT_EQ(reuse.offer(x, next, 0, 31), 3);
+  EXPECT_EQ(next.tokens, (std::vector<int>{a, b, c}));
+  kernel::DraftTree from_a;
+  EXPECT_EQ(reuse.offer(a, from_a, 0, 31), 2);
+  EXPECT_EQ(from_a.tokens, (std::vector<int>{b, c}));
+  // Past the cumulative threshold a segment already offered is dropped, with its lifetime counted.
+  kernel::DraftTree full;
+  EXPECT_EQ(reuse.offer(x, full, 31, 40), 0);
+  EXPECT_EQ(reuse.kept(), 0u);
+  EXPECT_DOUBLE_EQ(reuse.mean_lifetime_steps(), 2.0);
+  (void)p;
+}
+
+TEST(SpecdecDrafting, CalibratedTreeFollowsTheModelNotTheContext) {
+  // Context "A B C D" but the model predicts "A -> X" and "X"... X occurs nowhere; "B -> C" with C at 2.
+  const std::vector<int> ctx{100, 101, 102, 103};
+  PrefillPredictions pred;
+  pred.next = {{105, 101}, {102, 104}, {103, 100}, {100, 101}};
+  CalibrationOptions o;
+  o.top_n = 2;
+  o.max_depth = 2;
+  const CalibratedTree t(ctx, pred, o);
+  const kernel::DraftTree d = t.propose(100, 10);
+  // Under 100: 105 (rank 1, no occurrence: leaf) and 101 (occurs at 1: expands to 102, 104).
+  ASSERT_GE(d.size(), 4);
+  EXPECT_EQ(d.tokens[0], 105);
+  EXPECT_EQ(d.tokens[1], 101);
+  EXPECT_EQ(d.parents[2], 1);
+  EXPECT_EQ(d.tokens[2], 102);
+  EXPECT_EQ(d.tokens[3], 104);
+  EXPECT_GT(t.memory_bytes(), 0);
+  EXPECT_TRUE(t.propose(555, 10).tokens.empty());
+  PrefillPredictions short_pred;
+  short_pred.next = {{1}};
+  EXPECT_THROW(CalibratedTree(ctx, short_pred, o), InputError);
+}
+
+TEST(SpecdecDrafting, BadOptionsAreRefused) {
+  EXPECT_THROW(CoordGenDrafter(opts(Retriever::kSam, false, false, 0), nullptr), ConfigError);
+  EXPECT_THROW(parse_retriever("rest"), ConfigError);
+  kernel::Mat logits(3, 10);
+  logits.setZero();
+  EXPECT_THROW(PrefillPredictions::from_logits(logits, 4, 10, 2), InputError);
+}
+
+// A prompt with repeats so that retrieval finds something.
+std::vector<int> repetitive_prompt(int vocab, int n, std::uint64_t seed) {
+  sim::Rng rng(seed);
+  std::vector<int> base;
+  for (int i = 0; i < 12; ++i) base.push_back(1 + static_cast<int>(rng.uniform_int(vocab - 1)));
+  std::vector<int> p;
+  while (static_cast<int>(p.size()) < n) p.push_back(base[p.size() % base.size()]);
+  return p;
+}
+
+void expect_lossless(const kernel::Model& m, const std::vector<int>& prompt, int steps, const HistoryStore& h) {
+  const auto greedy = kernel::generate_greedy(m, prompt, steps);
+  int drafted = 0;
+  for (auto r : {Retriever::kPld, Retriever::kSam})
+    for (bool calib : {false, true})
+      for (bool reuse : {false, true}) {
+        CoordGenDrafter d(opts(r, calib, reuse, 15), &h);
+        const DecodeTrace t = speculative_decode(m, prompt, steps, d);
+        EXPECT_EQ(t.tokens, greedy) << d.name();
+        for (const auto& s : t.steps) drafted += s.draft_tokens;
+        if (calib) {
+          EXPECT_GT(d.calibrated()->nodes(), 0u) << d.name();
+        }
+      }
+  EXPECT_GT(drafted, 0) << "no drafter proposed anything: the check would be vacuous";
+}
+
+TEST(SpecdecDrafting, LosslessOnSyntheticModel) {
+  const kernel::Model m = kernel::testing::tiny_llama();
+  HistoryStore h;
+  const auto earlier = kernel::generate_greedy(m, repetitive_prompt(m.config.vocab_size, 20, 3), 30);
+  h.add(std::span<const int>(earlier).subspan(20));
+  expect_lossless(m, repetitive_prompt(m.config.vocab_size, 40, 5), 40, h);
+}
+
+// Oracle 9 of `mobisim kernel check`: eight must-pass rows, all passing on a synthetic model.
+TEST(SpecdecDrafting, KernelCheckOracleNineRows) {
+  const kernel::Model m = kernel::testing::tiny_llama();
+  const auto rows = coordgen_oracles(m, 48, 40, 3);
+  ASSERT_EQ(rows.size(), 8u);
+  for (const auto& r : rows) {
+    EXPECT_TRUE(r.must_pass) << r.id;
+    EXPECT_TRUE(r.pass) << r.id << ": " << r.note;
+    EXPECT_EQ(r.id.rfind("9/", 0), 0u) << r.id;
+  }
+}
+
+TEST(SpecdecDrafting, LosslessOnStories260K) {
+  MOBISIM_REQUIRE_FILE(kernel::testing::stories_path());
+  const kernel::Model m = kernel::load_model(kernel::testing::stories_path());
+  HistoryStore h;
+  const std::vector<int> first{1, 365, 148, 41, 279};
+  const auto earlier = kernel::generate_greedy(m, first, 60);
+  h.add(std::span<const int>(earlier).subspan(first.size()));
+  // The new request's context is the earlier story: outputs resemble it (CAG-like).
+  std::vector<int> prompt(earlier.begin(), earlier.begin() + 50);
+  expect_lossless(m, prompt, 60, h);
+}
+
+}  // namespace
+}  // namespace mobisim::policies::specdec

@@ -1,0 +1,249 @@
+// CoordGen policies: NPU verification padded to G_d's chunk with attention on the CPU (hand
+// counts on an execution-overhead-bound NPU), the section 4.1 names, EAGLE's 5.5-token cap, bad
+// configurations, and the coordgen experiment end to end on QMSum when the shared data is present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "policies/specdec/sd_policies.h"
+#include "sim/error.h"
+#include "sim/registry.h"
+#include "test_util.h"
+
+namespace mobisim::policies::specdec {
+namespace {
+
+models::ModelSpec tiny_model() {
+  models::ModelSpec m;
+  m.name = "tiny";
+  m.n_layers = 4;
+  m.hidden = 64;
+  m.n_heads = 4;
+  m.n_kv_heads = 4;
+  m.head_dim = 16;
+  m.ffn_hidden = 128;
+  m.vocab = 100;
+  return m;
+}
+
+// Every NPU execution costs ~1 s (overhead), graph loads 0.5 s per layer; the CPU is ~free.
+SpecDecEnv overhead_env() {
+  devices::NpuSpec n;
+  n.peak_tops_int8 = n.peak_tflops_fp16 = 1000;
+  n.max_utilization = 1;
+  n.half_utilization_chunk = 1;
+  n.exec_overhead_ms = 1000;
+  n.mem_bandwidth_gbps = 1000;
+  n.graph_load_ms_per_layer = 500;
+  n.active_power_w = 2;
+  devices::ComputeUnitSpec c;
+  c.peak_tflops[models::DType::kF32] = c.peak_tflops[models::DType::kF16] = 1000;
+  c.mem_bandwidth_gbps = 1000;
+  c.active_power_w = 1;
+  return SpecDecEnv{n, c, 0.5, models::CostModel(tiny_model())};
+}
+
+std::unique_ptr<SpecDecPolicy> make(const std::string& yaml) {
+  return Registry<SpecDecPolicy>::instance().create(load_yaml_string(yaml, "test"), ConfigSource{});
+}
+
+TEST(SpecdecPolicies, NpuVerificationIsPaddedToTheDecodeGraph) {
+  const SpecDecEnv env = overhead_env();
+  // 1..32 rows: one execution of the 32-token graph; 33 rows: two.
+  EXPECT_NEAR(npu_verify_seconds(env, 1, 100, 32), 1.0, 1e-3);
+  EXPECT_NEAR(npu_verify_seconds(env, 32, 100, 32), 1.0, 1e-3);
+  EXPECT_NEAR(npu_verify_seconds(env, 33, 100, 32), 2.0, 1e-3);
+  EXPECT_NEAR(npu_verify_seconds(env, 64, 100, 64), 1.0, 1e-3);
+  // The CPU part is the attention of the real rows only: it grows with rows, not with the padding.
+  const auto [npu1, cpu1] = npu_verify_split(env, 1, 100, 32);
+  const auto [npu8, cpu8] = npu_verify_split(env, 8, 100, 32);
+  EXPECT_DOUBLE_EQ(npu1, npu8);
+  EXPECT_GT(cpu8, cpu1);
+  EXPECT_GT(cpu1, 0);
+  EXPECT_DOUBLE_EQ(npu_verify_seconds(env, 0, 100, 32), 0.0);
+}
+
+TEST(SpecdecPolicies, SectionFourOneNamesAreRegistered) {
+  for (const char* n : {"npu_vanilla", "cpu_vanilla", "npu_graph", "npu_sam", "cpu_sam", "npu_pld", "npu_sam_graph",
+                        "coordgen", "npu_eagle", "cpu_eagle", "pld_ours", "sam_ours"})
+    EXPECT_TRUE(Registry<SpecDecPolicy>::instance().contains(n)) << n;
+}
+
+DecodeTrace trace_of(int steps, int draft, int accepted) {
+  DecodeTrace t;
+  t.steps.assign(steps, DecodeStep{draft, accepted});
+  return t;
+}
+
+TEST(SpecdecPolicies, HandCountedRequestOnTheOverheadBoundNpu) {
+  const SpecDecEnv env = overhead_env();
+  // 256-token prompt: one G_p execution per block; 4 layers in 2 blocks; loads 1 s per block.
+  const std::string shape = "prefill_chunk: 256, decode_chunk: 32, blocks: 2";
+  auto vanilla = make("{impl: npu_vanilla, " + shape + "}");
+  const RequestBreakdown v = vanilla->run(env, 256, trace_of(10, 0, 0));
+  // Prefill: 2 blocks x 1 execution = 2 s; synchronous switch: 2 blocks x 1 s; 10 decode steps x 1 s.
+  EXPECT_NEAR(v.prefill_s, 2.0, 1e-2);
+  EXPECT_NEAR(v.switch_s, 2.0, 1e-2);
+  EXPECT_NEAR(v.decode_s, 10.0, 1e-2);
+  EXPECT_EQ(v.output_tokens, 10);
+  // SD: 10 output tokens in 2 steps (4 accepted + bonus each) of 31-token drafts: 2 executions.
+  auto sam = make("{impl: npu_sam, " + shape + "}");
+  const RequestBreakdown s = sam->run(env, 256, trace_of(2, 31, 4));
+  EXPECT_EQ(s.output_tokens, 10);
+  EXPECT_NEAR(s.decode_s, 2.0, 1e-2);
+  EXPECT_DOUBLE_EQ(s.mean_accepted, 4.0);
+  EXPECT_LT(s.ms_per_token(), v.ms_per_token());
+  // CoordGen charges calibration (2 ms per input token) and keeps the calibrated tree in memory.
+  auto cg = make("{impl: coordgen, " + shape + "}");
+  const RequestBreakdown c = cg->run(env, 256, trace_of(2, 31, 4));
+  EXPECT_NEAR(c.calibration_s, 0.512, 1e-9);
+  EXPECT_GT(c.peak_memory_bytes, s.peak_memory_bytes);
+  // CPU vanilla keeps a second copy of the weights.
+  auto cpu = make("{impl: cpu_vanilla, " + shape + "}");
+  EXPECT_GT(cpu->run(env, 256, trace_of(10, 0, 0)).peak_memory_bytes,
+            v.peak_memory_bytes + 0.99 * env.cost.spec().weight_bytes() -
+                2 * env.cost.spec().params_per_layer() * models::dtype_bytes(env.cost.spec().weight_dtype));
+  // Phases replay the same time on the units.
+  double sum = 0;
+  for (const auto& ph : c.phases) sum += ph.seconds;
+  EXPECT_NEAR(sum, c.total_s(), 1e-9);
+}
+
+TEST(SpecdecPolicies, EagleAcceptsAtMostFiveAndAHalfTokensPerStep) {
+  const SpecDecEnv env = overhead_env();
+  auto eagle = make("{impl: npu_eagle, prefill_chunk: 256, decode_chunk: 32, blocks: 2}");
+  const RequestBreakdown e = eagle->run(env, 256, trace_of(110, 0, 0));
+  EXPECT_EQ(e.output_tokens, 110);
+  EXPECT_EQ(e.steps, 20);  // ceil(110 / 5.5)
+  // Each step: 6 draft-model passes (1 execution each) + one verification execution.
+  EXPECT_NEAR(e.draft_s, 20 * 6.0, 0.1);
+  EXPECT_NEAR(e.decode_s, 20 * 1.0, 0.1);
+}
+
+TEST(SpecdecPolicies, BadConfigurationsAreRefused) {
+  EXPECT_THROW(make("{impl: coordgen, draft_budget: 0}"), ConfigError);
+  EXPECT_THROW(make("{impl: coordgen, decode_chunk: 32, draft_budget: 40}"), ConfigError);
+  EXPECT_THROW(make("{impl: npu_graph, prefill_chunk: 32, decode_chunk: 64}"), ConfigError);
+  EXPECT_THROW(make("{impl: npu_graph, switch: sometimes}"), ConfigError);
+  EXPECT_THROW(make("{impl: npu_sam, retriever: rest}"), ConfigError);
+  const SpecDecEnv env = overhead_env();
+  auto many_blocks = make("{impl: npu_graph, blocks: 8}");
+  EXPECT_THROW(many_blocks->run(env, 100, trace_of(1, 0, 0)), ConfigError);  // 8 blocks, 4 layers
+}
+
+// End to end on QMSum (needs ../shared): SAM accepts more than PLD on `rag` (history store of the
+// user's earlier answers), reuse raises both, and the run writes its summary.
+TEST(SpecdecPolicies, ExperimentOnQmsumShowsTableFourDirection) {
+  const std::string shared = mobisim::testing::shared_dir();
+  const std::string tok = shared + "/models/llama2-tokenizer.model";
+  if (!std::filesystem::exists(shared + "/data/qmsum/val") || !std::filesystem::exists(tok))
+    GTEST_SKIP() << "QMSum or the Llama 2 tokenizer not under " << shared;
+  mobisim::testing::TempDir dir("coordgen");
+  const std::string trace = dir.file("qmsum.h5");
+  auto r = mobisim::testing::run_mobisim("trace import qmsum --dir '" + shared + "/data/qmsum' --split val --tokenizer '" +
+                                         tok + "' --max-meetings 8 --out '" + trace + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string cfg = dir.file("t4.yaml");
+  std::ofstream(cfg) << "name: t4\nexperiment:\n  impl: coordgen\n  device: redmi-k60-pro\n  model: qwen2.5-0.5b\n"
+                     << "  workload: {trace: " << trace << ", tokenizer: " << tok << ", task: rag}\n"
+                     << "  policies:\n    - {impl: npu_pld, label: PLD}\n    - {impl: npu_pld, label: PLDr, reuse: true}\n"
+                     << "    - {impl: npu_sam, label: SAM}\n    - {impl: npu_sam, label: SAMr, reuse: true}\n";
+  r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("t4.h5") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream csv(dir.file("t4_summary.csv"));
+  std::string header, line;
+  std::getline(csv, header);
+  std::map<std::string, double> acc;
+  while (std::getline(csv, line)) {
+    std::stringstream ss(line);
+    std::string cell;
+    std::vector<std::string> cells;
+    while (std::getline(ss, cell, ',')) cells.push_back(cell);
+    ASSERT_GE(cells.size(), 5u) << line;
+    acc[cells[0]] = std::stod(cells[4]);  // policy, requests, output_tokens, ms_per_token, accepted_per_step
+  }
+  ASSERT_EQ(acc.size(), 4u) << header;
+  EXPECT_GT(acc["SAM"], acc["PLD"]);
+  EXPECT_GT(acc["PLDr"], acc["PLD"]);
+  EXPECT_GT(acc["SAMr"], acc["SAM"]);
+}
+
+}  // namespace
+}  // namespace mobisim::policies::specdec
+
+namespace mobisim::policies::specdec {
+namespace {
+
+// The kernel workload: stories260K writes contexts and outputs; every policy's drafting runs on the
+// real model (the driver fails if any output differs from greedy decoding).
+TEST(SpecdecPolicies, KernelWorkloadRunsLosslesslyEndToEnd) {
+  const std::string model = mobisim::testing::shared_dir() + "/models/stories260K.bin";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "real data not present: " << model;
+  mobisim::testing::TempDir dir("coordgen-kernel");
+  const std::string cfg = dir.file("k.yaml");
+  std::ofstream(cfg) << "name: k\nexperiment:\n  impl: coordgen\n  device: oneplus-13\n  model: qwen2.5-0.5b\n"
+                     << "  workload: {kernel_model: " << model
+                     << ", kernel_users: 2, kernel_requests: 2, max_context_tokens: 96, max_output_tokens: 24}\n"
+                     << "  policies:\n    - {impl: npu_vanilla}\n    - {impl: coordgen}\n"
+                     << "    - {impl: npu_pld, calibrate: true, reuse: true}\n";
+  auto r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("k.h5") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("coordgen"), std::string::npos) << r.output;
+  // A trace workload and a kernel workload at once is refused.
+  std::ofstream(cfg) << "name: k\nexperiment:\n  impl: coordgen\n  device: oneplus-13\n  model: qwen2.5-0.5b\n"
+                     << "  workload: {kernel_model: " << model << ", trace: x.h5}\n  policies: [{impl: coordgen}]\n";
+  r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("k2.h5") + "'");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("exactly one of"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace mobisim::policies::specdec
+
+namespace mobisim::policies::specdec {
+namespace {
+
+std::map<std::string, std::vector<std::string>> read_csv_rows(const std::string& path, std::size_t key_col) {
+  std::ifstream csv(path);
+  std::string line;
+  std::getline(csv, line);  // header
+  std::map<std::string, std::vector<std::string>> rows;
+  while (std::getline(csv, line)) {
+    std::stringstream ss(line);
+    std::string cell;
+    std::vector<std::string> cells;
+    while (std::getline(ss, cell, ',')) cells.push_back(cell);
+    if (cells.size() > key_col) rows[cells[key_col]] = cells;
+  }
+  return rows;
+}
+
+// Figure 8's driver: synchronous switching adds exactly the 28 layer loads after the prefill, the
+// exact search is never behind the greedy, and a G_d larger than G_p is refused with exit code 3.
+TEST(SpecdecPolicies, ScheduleExperimentEndToEnd) {
+  mobisim::testing::TempDir dir("coordgen-sched");
+  const std::string cfg = dir.file("s.yaml");
+  std::ofstream(cfg) << "name: s\nexperiment:\n  impl: coordgen_schedule\n  device: redmi-k60-pro\n"
+                        "  model: qwen2.5-1.5b\n  prompt_tokens: [512]\n  blocks: 4\n"
+                        "  strategies: [synchronous, progressive, exact]\n";
+  auto r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("s.h5") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // strategy, prompt_tokens, prefill_end_s, switch_end_s, latency_s, ...
+  const auto rows = read_csv_rows(dir.file("s_summary.csv"), 0);
+  ASSERT_EQ(rows.size(), 3u);
+  const auto& sync = rows.at("synchronous");
+  EXPECT_NEAR(std::stod(sync[3]) - std::stod(sync[2]), 28 * 0.040, 1e-6);  // K60: 40 ms per layer
+  EXPECT_LE(std::stod(rows.at("exact")[4]), std::stod(rows.at("progressive")[4]) + 1e-9);
+  std::ofstream(cfg) << "name: s\nexperiment:\n  impl: coordgen_schedule\n  device: redmi-k60-pro\n"
+                        "  model: qwen2.5-1.5b\n  prefill_chunk: 32\n  decode_chunk: 64\n";
+  r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("s2.h5") + "'");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("larger than the prefill graph"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace mobisim::policies::specdec
