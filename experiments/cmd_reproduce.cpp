@@ -1,6 +1,6 @@
 // `mobisim reproduce SET`: regenerates every figure/table of a source document.
 //
-//   mobisim reproduce percache|prefix_cache|kvpr_cake|coordgen|all [--only fig15a] [--no-plot] [--shared DIR]
+//   mobisim reproduce percache|prefix_cache|kvpr_cake|dynakv|coordgen|all [--only fig15a] [--no-plot] [--shared DIR]
 //
 // PerCache (seed 000): experiments/percache/*.yaml -> results/percache/*.{h5,png,csv}.
 // Prefix caching (seed 001): experiments/prefix_cache/*.yaml. KVPR/Cake (seed 002):
@@ -74,6 +74,7 @@ std::vector<Set> document_sets() {
       {"percache", percache_jobs()},
       {"prefix_cache", {{"ttft", {}, ""}}},
       {"kvpr_cake", {{"fig3", {}, ""}, {"error", {}, ""}, {"phones", {}, ""}}},
+      {"dynakv", {{"fig10", {}, ""}, {"fig11", {}, ""}, {"fig12", {}, ""}, {"table6", {}, ""}}},
       {"coordgen", coordgen_jobs()},
   };
 }
@@ -148,8 +149,9 @@ void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared
 int reproduce_main(const std::vector<std::string>& args) {
   cli::ArgParser a("mobisim reproduce SET [--only NAME] [--no-plot] [--shared DIR] [--threads N]",
                    "Regenerates every figure and table of a document.\n"
-                   "SET: percache (seed 000), prefix_cache (seed 001), kvpr_cake (seed 002), coordgen (seed 004), or all.");
-  a.positional("set", "which document: percache, prefix_cache, kvpr_cake, coordgen or all")
+                   "SET: percache (seed 000), prefix_cache (seed 001), kvpr_cake (seed 002), dynakv (seed 003), "
+                   "coordgen (seed 004), or all.");
+  a.positional("set", "which document: percache, prefix_cache, kvpr_cake, dynakv, coordgen or all")
       .option("only", "NAME", "run only this experiment (e.g. fig15a)")
       .option("shared", "DIR", "folder holding data/qmsum (default $MOBISIM_SHARED_DIR or <source>/../shared)")
       .option("threads", "N", "worker threads per experiment, and sweep points at a time (results do not depend on it)",
@@ -199,7 +201,7 @@ int reproduce_main(const std::vector<std::string>& args) {
 
 }  // namespace
 
-MOBISIM_REGISTER_COMMAND("reproduce", "regenerate every figure and table of a document (percache, prefix_cache, kvpr_cake, coordgen, all)",
+MOBISIM_REGISTER_COMMAND("reproduce", "regenerate every figure and table of a document (percache, prefix_cache, kvpr_cake, dynakv, coordgen, all)",
                          "mobisim reproduce SET [--only NAME] [--no-plot] [--shared DIR]", reproduce_main)
 
 }  // namespace mobisim::experiments

@@ -97,6 +97,21 @@ std::int64_t FlashLayout::pages_touched(const std::vector<std::int64_t>& offsets
   return static_cast<std::int64_t>(pages.size());
 }
 
+void FlashLayout::record_offset(int pos, std::int64_t off) {
+  offset_[pos] = off;
+  if (pos >= static_cast<int>(pos_offset_.size())) {
+    pos_offset_.resize(pos + 1, -1);
+    pos_on_flash_.resize(pos + 1, 0);
+  }
+  pos_offset_[pos] = off;
+  pos_on_flash_[pos] = 0;
+}
+
+void FlashLayout::write_flash(int pos, std::int64_t off) {
+  flash_[off] = pos;
+  pos_on_flash_[pos] = 1;
+}
+
 // ---------------------------------------------------------------------------
 // Pools
 // ---------------------------------------------------------------------------
@@ -156,6 +171,8 @@ void FlashLayout::unplace(int pos) {
   auto f = flash_.find(it->second);
   if (f != flash_.end() && f->second == pos) flash_.erase(f);
   offset_.erase(it);
+  pos_offset_[pos] = -1;
+  pos_on_flash_[pos] = 0;
   for (auto& [c, buf] : page_buffer_) buf.erase(std::remove(buf.begin(), buf.end(), pos), buf.end());
 }
 
@@ -167,8 +184,8 @@ void FlashLayout::bulk_write(int cluster, const std::vector<int>& positions) {
   std::vector<std::int64_t> offs;
   for (int pos : positions) {
     const std::int64_t off = slot_offset(s, used++);
-    offset_[pos] = off;
-    flash_[off] = pos;
+    record_offset(pos, off);
+    write_flash(pos, off);
     offs.push_back(off);
   }
   stats_.logical_write_bytes += static_cast<std::int64_t>(positions.size()) * entry_bytes_;
@@ -194,7 +211,7 @@ void FlashLayout::flush_page_buffer(int cluster) {
   std::vector<std::int64_t> offs;
   for (int pos : it->second) {
     offs.push_back(offset_.at(pos));
-    flash_[offset_.at(pos)] = pos;
+    write_flash(pos, offset_.at(pos));
   }
   stats_.physical_write_bytes += pages_touched(offs) * page_bytes_;
   it->second.clear();
@@ -231,7 +248,7 @@ void FlashLayout::append(int cluster, int pos) {
   }
   int& used = s.down ? p.used_down : p.used_up;
   const std::int64_t off = slot_offset(s, used++);
-  offset_[pos] = off;
+  record_offset(pos, off);
   placed_[cluster].push_back(pos);
   stats_.logical_write_bytes += entry_bytes_;
   touch_hot(cluster);
@@ -240,7 +257,7 @@ void FlashLayout::append(int cluster, int pos) {
     buf.push_back(pos);
     if (static_cast<std::int64_t>(buf.size()) * entry_bytes_ >= page_bytes_) flush_page_buffer(cluster);
   } else {
-    flash_[off] = pos;
+    write_flash(pos, off);
     stats_.physical_write_bytes += pages_touched({off}) * page_bytes_;  // partial page: amplified
   }
 }
@@ -324,8 +341,8 @@ void FlashLayout::sync(const ClusterTable& t) {
     std::vector<std::int64_t> offs;
     for (; sequence_placed_ < t.n_entries(); ++sequence_placed_) {
       const std::int64_t off = static_cast<std::int64_t>(sequence_placed_) * entry_bytes_;
-      offset_[sequence_placed_] = off;
-      flash_[off] = sequence_placed_;
+      record_offset(sequence_placed_, off);
+      write_flash(sequence_placed_, off);
       offs.push_back(off);
     }
     stats_.logical_write_bytes += static_cast<std::int64_t>(offs.size()) * entry_bytes_;
@@ -355,13 +372,14 @@ std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t> of
   std::vector<ReadRun> runs;
   if (offsets.empty()) return runs;
   std::sort(offsets.begin(), offsets.end());
-  std::map<std::int64_t, int> pages;  // page -> entries starting in it
-  for (std::int64_t off : offsets) {
-    for (std::int64_t p = off / page_bytes_; p <= (off + entry_bytes_ - 1) / page_bytes_; ++p) pages.try_emplace(p, 0);
-    ++pages[off / page_bytes_];
-  }
+  std::vector<std::int64_t> pages;  // every page an entry touches, sorted
+  pages.reserve(offsets.size() * 2);
+  for (std::int64_t off : offsets)
+    for (std::int64_t p = off / page_bytes_; p <= (off + entry_bytes_ - 1) / page_bytes_; ++p) pages.push_back(p);
+  std::sort(pages.begin(), pages.end());
+  pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
   std::int64_t run_start = -2, prev = -2;
-  for (const auto& [page, n] : pages) {
+  for (const std::int64_t page : pages) {
     if (page != prev + 1) {
       if (run_start >= 0) runs.push_back({run_start * page_bytes_, (prev - run_start + 1) * page_bytes_, 0});
       run_start = page;
@@ -380,10 +398,9 @@ std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t> of
 
 std::vector<ReadRun> FlashLayout::read_runs_of(const std::vector<int>& positions) const {
   std::vector<std::int64_t> offs;
-  for (int pos : positions) {
-    auto it = offset_.find(pos);
-    if (it != offset_.end() && content_at(it->second) == pos) offs.push_back(it->second);
-  }
+  offs.reserve(positions.size());
+  for (int pos : positions)
+    if (pos >= 0 && pos < static_cast<int>(pos_on_flash_.size()) && pos_on_flash_[pos]) offs.push_back(pos_offset_[pos]);
   return runs_from_offsets(std::move(offs));
 }
 

@@ -81,6 +81,11 @@ class FlashLayout {
   // Read commands for arbitrary positions (no_cluster's scattered top-k).
   std::vector<ReadRun> read_runs_of(const std::vector<int>& positions) const;
 
+  // Positions the layout holds for cluster c (its members as of the last sync).
+  std::vector<int> placed_positions(int cluster) const {
+    auto it = placed_.find(cluster);
+    return it == placed_.end() ? std::vector<int>{} : it->second;
+  }
   bool placed(int pos) const { return offset_.count(pos) > 0; }
   std::int64_t offset_of(int pos) const;
   // What the simulated flash holds at `offset` (the position written there), -1 when nothing.
@@ -118,6 +123,8 @@ class FlashLayout {
   std::int64_t pages_touched(const std::vector<std::int64_t>& offsets) const;
   std::vector<ReadRun> runs_from_offsets(std::vector<std::int64_t> offsets) const;
   void charge_naive_append(int cluster);
+  void record_offset(int pos, std::int64_t off);  // offset known, not yet on flash
+  void write_flash(int pos, std::int64_t off);    // the entry's bytes are now on flash
 
   Placement placement_;
   std::int64_t entry_bytes_, page_bytes_;
@@ -133,6 +140,9 @@ class FlashLayout {
   std::vector<int> naive_order_;                        // packed layout's cluster order
   int sequence_placed_ = 0;                             // sequence placement: positions written
   FlashStats stats_;
+  // Dense mirrors of offset_ and of "content_at(offset_of(p)) == p", for fast reads.
+  std::vector<std::int64_t> pos_offset_;
+  std::vector<char> pos_on_flash_;
 };
 
 }  // namespace mobisim::policies::kvcluster

@@ -1,0 +1,175 @@
+#include "policies/kvcluster/session_replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "policies/kvcluster/flash_io.h"
+#include "sim/error.h"
+
+namespace mobisim::policies::kvcluster {
+
+double attention_mass(const kernel::Mat& keys, int n, const float* q, const std::vector<int>& subset) {
+  const int d = static_cast<int>(keys.cols());
+  const Eigen::Map<const Eigen::RowVectorXf> qv(q, d);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  Eigen::VectorXf s = (keys.topRows(n) * qv.transpose()) * scale;
+  const float mx = s.maxCoeff();
+  s = (s.array() - mx).exp();
+  const double total = s.sum();
+  double in = 0;
+  for (int p : subset)
+    if (p >= 0 && p < n) in += s[p];
+  return total > 0 ? in / total : 0.0;
+}
+
+namespace {
+
+struct TableState {
+  ClusterTable table;
+  FlashLayout layout;
+};
+
+const float* group_query(const traces::KvSession& s, int layer, int kv_head, int step) {
+  const int group = s.n_heads / s.n_kv_heads;
+  return s.queries[static_cast<std::size_t>(layer) * s.n_heads + kv_head * group].row(step).data();
+}
+
+}  // namespace
+
+ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& policy, const ReplayOptions& opt) {
+  s.validate("replay");
+  policy.check_heads(s.tables());
+  std::vector<TableState> tabs;
+  tabs.reserve(s.tables());
+  for (int i = 0; i < s.tables(); ++i) {
+    tabs.push_back({ClusterTable(s.head_dim, i), FlashLayout(opt.placement, opt.entry_bytes, opt.page_bytes, opt.hot_buffers)});
+    auto& ts = tabs.back();
+    policy.prefill(ts.table, s.keys[i].topRows(s.prefill));
+    const int layer = i / s.n_kv_heads, kvh = i % s.n_kv_heads;
+    const int nq = std::min(opt.coretrieval_steps, s.decode);
+    kernel::Mat queries(nq, s.head_dim);
+    for (int t = 0; t < nq; ++t)
+      queries.row(t) = Eigen::Map<const Eigen::RowVectorXf>(group_query(s, layer, kvh, t), s.head_dim);
+    ts.layout.place_initial(ts.table, co_retrieval_counts(ts.table, queries, policy.top_k()));
+  }
+  const std::int64_t total_bytes = static_cast<std::int64_t>(s.positions()) * s.tables() * opt.entry_bytes;
+  std::optional<ClusterCache> cache;
+  if (opt.replacement && opt.cache_ratio > 0)
+    cache.emplace(static_cast<std::int64_t>(opt.cache_ratio * total_bytes), opt.replacement);
+
+  ReplaySummary sum;
+  // Table 2 bookkeeping: per (table, cluster) the steps it was updated, checked against later retrievals.
+  constexpr int kHorizons[] = {1, 2, 4, 8, 16};
+  std::vector<double> within_hits(5, 0.0);
+  double within_total = 0;
+  std::map<std::pair<int, int>, int> pending_update;  // (table, cluster) -> step of its last unresolved update
+
+  sum.steps.reserve(s.decode);
+  for (int step = 0; step < s.decode; ++step) {
+    StepRecord rec;
+    rec.layer_io_seconds.assign(s.n_layers, 0.0);
+    double mass_sum = 0;
+    int mass_n = 0;
+    for (int layer = 0; layer < s.n_layers; ++layer) {
+      std::vector<ReadRun> layer_runs;
+      for (int kvh = 0; kvh < s.n_kv_heads; ++kvh) {
+        const int ti = layer * s.n_kv_heads + kvh;
+        auto& ts = tabs[ti];
+        const float* q = group_query(s, layer, kvh, step);
+        // Retrieval: P_req, minus what the DRAM cache holds.
+        const std::vector<int> sel = ts.table.select(q, policy.top_k());
+        std::vector<int> missed;
+        for (int c : sel) {
+          const std::int64_t bytes = static_cast<std::int64_t>(ts.table.cluster(c).size()) * opt.entry_bytes;
+          if (cache && cache->access({ti, c}, bytes, step)) {
+            rec.hit_bytes += bytes;
+          } else {
+            missed.push_back(c);
+          }
+        }
+        for (int c : sel) {
+          auto it = pending_update.find({ti, c});
+          if (it != pending_update.end()) {
+            const int age = step - it->second;
+            for (int h = 0; h < 5; ++h) within_hits[h] += age <= kHorizons[h];
+            pending_update.erase(it);
+          }
+        }
+        std::vector<int> wanted = ts.table.positions_of(missed);
+        const int n_before = ts.table.n_entries();
+        const StepOutcome out = policy.decode_step(ts.table, q, s.keys[ti].row(s.prefill + step).data());
+        // The layout still has the pre-step offsets: reads resolve against what was on flash.
+        auto runs = ts.layout.read_runs_of(wanted);
+        // A forced load reads the cluster as it was on flash before its split.
+        std::vector<int> forced;
+        for (int c : out.forced_loads) {
+          const auto m = ts.layout.placed_positions(c);
+          forced.insert(forced.end(), m.begin(), m.end());
+        }
+        const auto forced_runs = ts.layout.read_runs_of(forced);
+        for (const auto& r : runs) {
+          rec.read_bytes += r.bytes;
+          rec.commands += 1;
+          sum.run_entries.push_back(r.entries);
+        }
+        for (const auto& r : forced_runs) {
+          rec.forced_bytes += r.bytes;
+          rec.commands += 1;
+        }
+        rec.wanted_bytes += static_cast<std::int64_t>(wanted.size()) * opt.entry_bytes;
+        layer_runs.insert(layer_runs.end(), runs.begin(), runs.end());
+        layer_runs.insert(layer_runs.end(), forced_runs.begin(), forced_runs.end());
+        ts.layout.sync(ts.table, out);
+        if (cache) {
+          for (int c : out.updated)
+            cache->updated({ti, c}, static_cast<std::int64_t>(ts.table.cluster(c).size()) * opt.entry_bytes, step);
+        }
+        for (const auto& list : {out.updated, out.created})
+          for (int c : list) {
+            pending_update[{ti, c}] = step;  // an unresolved earlier update counts as never retrieved
+            within_total += 1;
+          }
+        rec.attended += static_cast<std::int64_t>(out.attended.size());
+        rec.splits += out.splits;
+        rec.cluster_flops += out.cluster_flops;
+        if (opt.measure_accuracy) {
+          std::vector<int> att = out.attended;
+          att.push_back(n_before);  // the new token attends itself
+          const int group = s.n_heads / s.n_kv_heads;
+          for (int g = 0; g < group; ++g) {
+            const float* qh = s.queries[static_cast<std::size_t>(layer) * s.n_heads + kvh * group + g].row(step).data();
+            mass_sum += attention_mass(s.keys[ti], n_before + 1, qh, att);
+            ++mass_n;
+          }
+        }
+      }
+      if (opt.storage) rec.layer_io_seconds[layer] = simulated_read_seconds(*opt.storage, layer_runs);
+      rec.io_seconds += rec.layer_io_seconds[layer];
+    }
+    rec.mass = mass_n > 0 ? mass_sum / mass_n : 0.0;
+    sum.steps.push_back(std::move(rec));
+  }
+  for (auto& ts : tabs) {
+    ts.table.check_invariants();
+    sum.mean_variance += ts.table.mean_variance() / s.tables();
+    sum.clusters_end += ts.table.n_alive();
+    const auto& f = ts.layout.stats();
+    sum.flash.logical_write_bytes += f.logical_write_bytes;
+    sum.flash.physical_write_bytes += f.physical_write_bytes;
+    sum.flash.moved_bytes += f.moved_bytes;
+    sum.flash.naive_moved_bytes += f.naive_moved_bytes;
+    sum.flash.allocated_bytes += f.allocated_bytes;
+    sum.flash.pools += f.pools;
+  }
+  if (cache) {
+    sum.cache_hits = cache->hits();
+    sum.cache_misses = cache->misses();
+    sum.cache_peak_bytes = cache->peak_bytes();
+  }
+  for (double h : within_hits) sum.updated_retrieved_within.push_back(within_total > 0 ? h / within_total : 0.0);
+  return sum;
+}
+
+}  // namespace mobisim::policies::kvcluster
