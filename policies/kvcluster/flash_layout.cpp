@@ -418,7 +418,10 @@ void FlashLayout::check_invariants(const ClusterTable& t) const {
     if (i + 1 < pools_.size() && p.begin + static_cast<std::int64_t>(p.capacity) * entry_bytes_ > pools_[i + 1].begin)
       throw Error(fmt::format("pools {} and {} overlap", i, i + 1));
   }
-  for (const auto& [pos, off] : offset_) {
+  for (const auto& entry : offset_) {
+    // Named copies, not structured bindings: clang 14 (the fuzz build) cannot capture those.
+    const auto pos = entry.first;
+    const auto off = entry.second;
     const int at = content_at(off);
     const bool buffered = [&] {
       for (const auto& [c, buf] : page_buffer_)
