@@ -35,6 +35,7 @@
 
 #include "devices/device.h"
 #include "experiments/experiment.h"
+#include "experiments/plugin_list.h"
 #include "experiments/parallel.h"
 #include "experiments/simulation.h"
 #include "models/cost_model.h"
@@ -91,25 +92,7 @@ class CoordGenExperiment : public Experiment {
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     device_.require_npu("the coordgen experiment");
     device_.unit("cpu", "the coordgen experiment (decode / attention)");
-    YAML::Node pol = p.node("policies");
-    if (!pol.IsSequence() || pol.size() == 0)
-      p.fail("policies", fmt::format("expected a non-empty list of policies (known: {})",
-                                     fmt::join(Registry<SpecDecPolicy>::instance().names(), ", ")));
-    for (std::size_t i = 0; i < pol.size(); ++i) {
-      YAML::Node node = yaml_clone(pol[i]);
-      std::string label;
-      if (node.IsMap() && node["label"]) {
-        label = node["label"].as<std::string>();
-        node.remove("label");
-      }
-      const ConfigSource src = p.source_of("policies").element(i);
-      auto impl = Registry<SpecDecPolicy>::instance().create(node, src);
-      if (label.empty()) label = impl->name();
-      for (const auto& e : policies_)
-        if (e.label == label)
-          throw ConfigError(fmt::format("{}: duplicate policy label '{}'", src.where(pol[i]), label));
-      policies_.push_back({label, node, src});
-    }
+    policies_ = parse_labelled_plugins<SpecDecPolicy>(p, "policies");
     ParamSchema ws = workload_schema();
     workload_ = std::make_unique<Params>(p.node("workload"), ws, p.source_of("workload"), std::vector<std::string>{});
   }
@@ -276,22 +259,12 @@ class CoordGenExperiment : public Experiment {
     out["device"] = yaml_clone(device_.resolved);
     out["model"] = yaml_clone(model_.resolved);
     out["workload"] = workload_->resolved();
-    YAML::Node pols(YAML::NodeType::Sequence);
-    for (const auto& e : policies_) {
-      YAML::Node r = Registry<SpecDecPolicy>::instance().resolve(e.node, e.source);
-      r["label"] = e.label;
-      pols.push_back(r);
-    }
-    out["policies"] = pols;
+    out["policies"] = resolved_plugins(policies_);
     return out;
   }
 
  private:
-  struct PolicyEntry {
-    std::string label;
-    YAML::Node node;
-    ConfigSource source;
-  };
+  using PolicyEntry = LabelledPlugin<SpecDecPolicy>;
   struct Row {
     std::string user;
     std::int64_t request = 0, prompt_tokens = 0, output_tokens = 0, steps = 0;

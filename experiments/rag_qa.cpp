@@ -20,6 +20,7 @@
 #include "devices/device.h"
 #include "experiments/experiment.h"
 #include "experiments/parallel.h"
+#include "experiments/plugin_list.h"
 #include "experiments/simulation.h"
 #include "models/cost_model.h"
 #include "policies/rag/rag_policy.h"
@@ -99,26 +100,7 @@ class RagQaExperiment : public Experiment {
     ParamSchema ps = policies::PipelineConfig::schema();
     pipeline_ = policies::PipelineConfig::from_params(Params(p.node("pipeline"), ps, p.source_of("pipeline"), {}));
     device_.unit(pipeline_.compute_unit, "pipeline.compute_unit");
-    YAML::Node pol = p.node("policies");
-    if (!pol.IsSequence() || pol.size() == 0)
-      p.fail("policies", fmt::format("expected a non-empty list of policies (known: {})",
-                                     fmt::join(Registry<RagPolicy>::instance().names(), ", ")));
-    for (std::size_t i = 0; i < pol.size(); ++i) {
-      YAML::Node node = yaml_clone(pol[i]);
-      std::string label;
-      if (node.IsMap() && node["label"]) {
-        label = node["label"].as<std::string>();
-        node.remove("label");
-      }
-      const ConfigSource src = p.source_of("policies").element(i);
-      Registry<RagPolicy>::instance().validate(node, src);  // fail before any simulation
-      if (label.empty()) label = node.IsMap() ? node["impl"].as<std::string>() : node.as<std::string>();
-      for (const auto& e : policies_)
-        if (e.label == label)
-          throw ConfigError(fmt::format("{}: duplicate policy label '{}' (add label: to tell them apart)",
-                                        src.where(pol[i]), label));
-      policies_.push_back({label, node, src});
-    }
+    policies_ = parse_labelled_plugins<RagPolicy>(p, "policies");
     ParamSchema ws = WorkloadSpec::schema();
     workload_node_ = p.node("workload");
     Params wp(workload_node_, ws, p.source_of("workload"), {});
@@ -211,22 +193,12 @@ class RagQaExperiment : public Experiment {
     out["pipeline"] = Params(params_.node("pipeline"), ps, params_.source_of("pipeline"), {}).resolved();
     ParamSchema ws = WorkloadSpec::schema();
     out["workload"] = Params(workload_node_, ws, params_.source_of("workload"), {}).resolved();
-    YAML::Node pols(YAML::NodeType::Sequence);
-    for (const auto& e : policies_) {
-      YAML::Node r = Registry<RagPolicy>::instance().resolve(e.node, e.source);
-      r["label"] = e.label;
-      pols.push_back(r);
-    }
-    out["policies"] = pols;
+    out["policies"] = resolved_plugins(policies_);
     return out;
   }
 
  private:
-  struct PolicyEntry {
-    std::string label;
-    YAML::Node node;
-    ConfigSource source;
-  };
+  using PolicyEntry = LabelledPlugin<RagPolicy>;
 
   struct RecordColumns {
     std::vector<std::string> user;
