@@ -44,15 +44,15 @@ class PerCacheOverheadExperiment : public Experiment {
     s.node("model", "model: name or {base: NAME, weight_dtype, activation_dtype, kv_dtype}");
     s.node("pipeline", "pipeline settings (fixed costs of embedding/matching/retrieval)");
     s.text("mode", std::nullopt, "table1 | battery").in({"table1", "battery"});
-    s.integer("input_tokens", 349, "prompt tokens of the query (section 5.8: 349)").at_least(1);
-    s.integer("output_tokens", 136, "answer tokens (section 5.8: 136)").at_least(1);
-    s.integer("chunk_tokens", 152, "tokens of one 100-word knowledge chunk (Llama tokenizer)").at_least(1);
-    s.integer("loaded_chunks", 2, "QKV slices loaded for the query (table1)").non_negative();
-    s.integer("new_chunks", 1, "QKV slices written by a population (battery)").non_negative();
-    s.integer("populations", 51, "cache populations (battery)").at_least(1);
-    s.real("qa_entry_kb", 4.0, "QA entry size").positive();
-    s.integer("chunk_words", 100, "words per chunk (chunk text size = words x 6 bytes)").at_least(1);
-    s.integer("embedding_dim", 1024, "stored chunk embedding dimension (Qwen3-Embedding-0.6B: 1024, fp32)").at_least(1);
+    s.integer("input_tokens", 349, "prompt tokens of the query (section 5.8: 349)").range(1, 1 << 20);
+    s.integer("output_tokens", 136, "answer tokens (section 5.8: 136)").range(1, 1 << 20);
+    s.integer("chunk_tokens", 152, "tokens of one 100-word knowledge chunk (Llama tokenizer)").range(1, 1 << 20);
+    s.integer("loaded_chunks", 2, "QKV slices loaded for the query (table1)").range(0, 1 << 20);
+    s.integer("new_chunks", 1, "QKV slices written by a population (battery)").range(0, 1 << 20);
+    s.integer("populations", 51, "cache populations (battery)").range(1, 1 << 20);
+    s.real("qa_entry_kb", 4.0, "QA entry size").range(1e-3, 1e6);
+    s.integer("chunk_words", 100, "words per chunk (chunk text size = words x 6 bytes)").range(1, 1 << 20);
+    s.integer("embedding_dim", 1024, "stored chunk embedding dimension (Qwen3-Embedding-0.6B: 1024, fp32)").range(1, 1 << 20);
     return s;
   }
 

@@ -50,14 +50,15 @@ void add_kv_params(ParamSchema& s, const std::string& default_mode, const std::s
   s.text("eviction", default_eviction, "tree eviction: lfu (PerCache) | pgdsf (RAGCache)").in({"lfu", "pgdsf"});
   s.boolean("boundary_rules", true, "apply the tokenization-boundary rules of PerCache appendix B.2");
   s.integer("boundary_tokens", 4, "B.2 rule 2: tokens at the end of the last matched slice recomputed from text")
-      .non_negative();
+      .range(0, 1 << 20);
 }
 
 void add_prediction_params(ParamSchema& s) {
-  s.integer("prediction_stride", 5, "queries predicted per prediction (PerCache's stride)").at_least(1);
-  s.integer("predicted_answer_tokens", 136, "decode length of a predicted query's answer (Table 1: 136)").at_least(1);
+  s.integer("prediction_stride", 5, "queries predicted per prediction (PerCache's stride)").range(1, 1000);
+  s.integer("predicted_answer_tokens", 136, "decode length of a predicted query's answer (Table 1: 136)")
+      .range(1, 1 << 20);
   s.integer("predicted_answer_words", 60, "words of the extractive stand-in answer stored for a predicted query")
-      .at_least(1);
+      .range(1, 1 << 20);
   s.text("knowledge_type", std::string("meeting record"),
          "the B.3 prompt's [personal emails/daily dialog/meeting record] slot");
   s.text("tokenizer", std::string(""), "SentencePiece model counting prompt tokens; empty: documented estimate");
@@ -99,7 +100,7 @@ std::vector<ScheduledChange> parse_schedule(const Params& p, const std::string& 
   if (!list.IsSequence()) p.fail(key, "expected a list of {after_query: N, set: {...}}");
   ParamSchema entry;
   entry.integer("after_query", std::nullopt, "the change applies once this many queries have been served")
-      .at_least(1);
+      .range(1, 1e9);
   entry.node("set", "the values to change: tau_query, storage_limit_gb, scheduler, conversions");
   ParamSchema set;
   set.real("tau_query", std::nullopt, "new QA threshold").range(0, 1).optional();
