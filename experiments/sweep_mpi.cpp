@@ -7,6 +7,8 @@
 // run is an independent simulation, and the index lists runs in sweep order.
 #include <fmt/format.h>
 
+#include "sim/strings.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -65,21 +67,6 @@ namespace {
 namespace mpi = boost::mpi;
 constexpr int kTagWork = 1, kTagResult = 2;
 constexpr char kField = '\x1e', kItem = '\x1f';
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
 
 std::string encode_work(const std::string& base, const Run& r) {
   std::string overrides;

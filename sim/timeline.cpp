@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/strings.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -13,21 +15,6 @@ namespace mobisim::sim {
 // ---------------------------------------------------------------------------
 // Filter
 // ---------------------------------------------------------------------------
-static std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
-
 TimelineFilter TimelineFilter::parse(const std::string& text, const std::vector<std::string>& known_labels) {
   TimelineFilter f;
   if (text.empty()) return f;
