@@ -15,10 +15,9 @@
 
 #include "experiments/experiment.h"
 #include "experiments/sweep.h"
+#include "experiments/workload_inputs.h"
 #include "sim/cli.h"
 #include "sim/error.h"
-#include "traces/qmsum.h"
-#include "traces/rag_trace_io.h"
 
 namespace mobisim::experiments {
 namespace {
@@ -79,17 +78,6 @@ std::vector<Set> document_sets() {
   };
 }
 
-// experiment.workload.trace of an experiment file, or "" (read without inserting keys).
-std::string workload_trace(const YAML::Node& root) {
-  // A missing key yields an invalid node whose type may not be asked: test IsDefined() first.
-  auto child = [](const YAML::Node& n, const char* key) {
-    return n.IsDefined() && n.IsMap() && n[key].IsDefined() ? n[key] : YAML::Node();
-  };
-  const YAML::Node trace = child(child(root, "experiment"), "workload");
-  const YAML::Node t = child(trace, "trace");
-  return t.IsDefined() && t.IsScalar() ? t.Scalar() : "";
-}
-
 int run_experiment_job(const std::string& path, const Job& j, int threads, bool no_plot, bool quiet) {
   RunOptions o;
   o.overrides = j.overrides;
@@ -119,31 +107,6 @@ int run_sweep_job(const std::string& path, const Job& j, int threads, bool mpi, 
   else if (!quiet)
     std::cout << fmt::format("plot: {}.png\n", out);
   return kExitOk;
-}
-
-std::string shared_dir(const std::string& flag) {
-  if (!flag.empty()) return flag;
-  if (const char* e = std::getenv("MOBISIM_SHARED_DIR"); e && *e) return e;
-  return source_root() + "/../shared";
-}
-
-void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared) {
-  if (fs::exists(trace_path)) return;
-  const std::string dir = shared + "/data/qmsum";
-  if (!fs::is_directory(dir + "/val"))
-    throw InputError(fmt::format(
-        "{} is missing and cannot be imported: no QMSum data at {} (pass --shared DIR or set MOBISIM_SHARED_DIR to "
-        "the folder holding data/qmsum/val)",
-        trace_path, dir));
-  traces::QmsumOptions o;
-  o.dir = dir;
-  o.split = "val";
-  const std::string tok = shared + "/models/llama2-tokenizer.model";
-  if (fs::exists(tok)) o.tokenizer_path = tok;
-  std::cout << fmt::format("importing QMSum val from {} -> {}\n", dir, trace_path);
-  const auto t = traces::import_qmsum(o);
-  if (fs::path(trace_path).has_parent_path()) fs::create_directories(fs::path(trace_path).parent_path());
-  traces::write_rag_trace(trace_path, t);
 }
 
 int reproduce_main(const std::vector<std::string>& args) {

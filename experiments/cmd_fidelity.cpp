@@ -1,0 +1,128 @@
+// `mobisim fidelity`: every published number beside mobisim's (experiments/published/*.yaml).
+//
+//   mobisim fidelity [--set percache,prefix_cache] [--run] [--threads N] [--out DIR] [--no-plot]
+//
+// Runs each point's experiment (or reuses its result file: OUT/runs/<experiment>-<config hash>.h5),
+// extracts mobisim's value, prints one table (point, published, simulated, relative error, role,
+// verdict) and writes OUT/fidelity.{h5,csv,md,png}. The last line is the median and 90th
+// percentile error over the validation points. Exit code 1 only when a run failed; never for the
+// size of an error (it is a report, not a test).
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "experiments/experiment.h"
+#include "experiments/fidelity/calibrate.h"
+#include "experiments/fidelity/fidelity.h"
+#include "sim/cli.h"
+#include "sim/error.h"
+#include "sim/strings.h"
+
+namespace mobisim::experiments::fidelity {
+namespace {
+
+std::vector<std::string> parse_sets(const std::optional<std::string>& arg) {
+  std::vector<std::string> sets;
+  if (!arg) return sets;
+  for (auto& s : split(*arg, ','))
+    if (!s.empty() && s != "all") sets.push_back(s);
+  return sets;
+}
+
+int fidelity_main(const std::vector<std::string>& args) {
+  cli::ArgParser a("mobisim fidelity [--set NAME[,NAME]] [--run] [--threads N] [--out DIR] [--no-plot]",
+                   "Every published point of the registry (experiments/published/*.yaml) beside mobisim's value:\n"
+                   "runs or reuses the experiments, prints the table, writes OUT/fidelity.{h5,csv,md,png}.\n"
+                   "Exit 1 only when a run failed, never for the size of an error.");
+  a.option("set", "NAME", "only these documents (comma-separated: percache, prefix_cache, kvpr_cake, dynakv, "
+                          "coordgen, ondevice, ...; default all)")
+      .option("registry", "DIR", "registry folder (default <source>/experiments/published)")
+      .option("out", "DIR", "output folder", "results/fidelity")
+      .option("threads", "N", "experiment runs at a time (results do not depend on it)", "1")
+      .option("shared", "DIR", "folder holding data/qmsum (default $MOBISIM_SHARED_DIR or <source>/../shared)")
+      .flag("run", "run every experiment again even when a result file for its configuration exists")
+      .flag("no-plot", "do not draw fidelity.png")
+      .flag("quiet", "only the summary line");
+  if (!a.parse(args)) return kExitOk;
+  const int threads = static_cast<int>(a.get_int("threads"));
+  if (threads < 1 || threads > 1024) throw UsageError("--threads must be in [1, 1024]");
+  const std::string registry = a.maybe("registry").value_or(source_root() + "/experiments/published");
+  const auto points = load_registry(registry, parse_sets(a.maybe("set")));
+  for (const auto& problem : check_roles(points)) std::cerr << "warning: " << problem << "\n";
+  EvaluateOptions o;
+  o.runs.dir = a.get("out");
+  o.runs.threads = threads;
+  o.runs.force = a.flag_set("run");
+  o.runs.quiet = a.flag_set("quiet");
+  o.runs.shared = a.maybe("shared").value_or("");
+  o.shared = o.runs.shared;
+  const auto ev = evaluate(points, o);
+  const bool quiet = a.flag_set("quiet");
+  if (!quiet) std::cout << format_report(ev);
+  write_report(ev, a.get("out"), a.flag_set("no-plot"), quiet);
+  const Summary s = summarize(ev);
+  std::cout << s.line() << "\n";
+  return s.failed ? kExitFailure : kExitOk;
+}
+
+}  // namespace
+}  // namespace mobisim::experiments::fidelity
+
+MOBISIM_REGISTER_COMMAND("fidelity", "every published number beside mobisim's value (experiments/published/)",
+                         "mobisim fidelity [--set NAME] [--run]", mobisim::experiments::fidelity::fidelity_main)
+
+// `mobisim calibrate`: fits the free parameters of experiments/published/calibration.yaml to the
+// registry's calibration points (never a validation point) and writes the fitted profiles.
+namespace mobisim::experiments::fidelity {
+namespace {
+
+int calibrate_main(const std::vector<std::string>& args) {
+  cli::ArgParser a("mobisim calibrate [--spec FILE] [--only KEY]... [--threads N] [--out DIR]",
+                   "Fits the named free parameters of device/engine profiles (experiments/published/calibration.yaml)\n"
+                   "to the calibration points of the registry only, by nonlinear least squares on ln(simulated /\n"
+                   "published) (GSL gsl_multifit_nlinear), and writes OUT/<profile>.yaml: the fitted values, each\n"
+                   "commented with the points it was fitted to.");
+  a.option("spec", "FILE", "free parameters (default <source>/experiments/published/calibration.yaml)")
+      .option("registry", "DIR", "registry folder (default <source>/experiments/published)")
+      .repeated("only", "", "KEY", "fit only this parameter (KEY or PROFILE:KEY); the others keep their initial value")
+      .option("out", "DIR", "where the fitted profiles go", "results/fidelity/calibrated")
+      .option("runs", "DIR", "where the candidate runs go (reused by configuration hash)", "results/fidelity/calibrate")
+      .option("threads", "N", "experiment runs at a time", "1")
+      .option("max-iterations", "N", "trust-region iterations at most", "25")
+      .option("shared", "DIR", "folder holding data/qmsum (default $MOBISIM_SHARED_DIR or <source>/../shared)")
+      .flag("quiet", "no progress");
+  if (!a.parse(args)) return kExitOk;
+  const std::string root = source_root() + "/experiments/published";
+  const auto registry = load_registry(a.maybe("registry").value_or(root));
+  const auto spec = CalibrationSpec::load(a.maybe("spec").value_or(root + "/calibration.yaml"));
+  CalibrateOptions o;
+  o.evaluate.runs.dir = a.get("runs");
+  o.evaluate.runs.threads = static_cast<int>(a.get_int("threads"));
+  if (o.evaluate.runs.threads < 1 || o.evaluate.runs.threads > 1024) throw UsageError("--threads must be in [1, 1024]");
+  o.evaluate.runs.quiet = a.flag_set("quiet");
+  o.evaluate.runs.shared = a.maybe("shared").value_or("");
+  o.evaluate.shared = o.evaluate.runs.shared;
+  o.max_iterations = static_cast<std::size_t>(std::max(1L, a.get_int("max-iterations")));
+  o.only = a.all("only");
+  const FitResult fit = calibrate(spec, registry, o);
+  std::cout << fmt::format("{}: {} after {} iterations ({} evaluations), cost {:.4g} -> {:.4g}\n\n", spec.file, fit.status,
+                           fit.iterations, fit.evaluations, fit.cost_before, fit.cost_after);
+  std::cout << fmt::format("{:<44} {:<22} {:>10} {:>10}\n", "parameter", "profile", "initial", "fitted");
+  for (std::size_t j = 0; j < spec.parameters.size(); ++j)
+    std::cout << fmt::format("{:<44} {:<22} {:>10.4g} {:>10.4g}\n", spec.parameters[j].key, spec.parameters[j].profile,
+                             fit.initial[j], fit.fitted[j]);
+  std::cout << fmt::format("\n{:<40} {:>12} {:>12} {:>12} {:>8}\n", "calibration point", "published", "before", "after",
+                           "error");
+  for (std::size_t i = 0; i < fit.points.size(); ++i)
+    std::cout << fmt::format("{:<40} {:>12} {:>12.4g} {:>12.4g} {:>+7.1f}%\n", fit.points[i]->id,
+                             fit.points[i]->published_text(), fit.before[i], fit.after[i],
+                             100 * relative_error(*fit.points[i], fit.after[i]));
+  for (const auto& path : write_fitted_profiles(spec, fit, a.get("out"))) std::cout << "wrote " << path << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace mobisim::experiments::fidelity
+
+MOBISIM_REGISTER_COMMAND("calibrate", "fit device/engine profile parameters to the registry's calibration points (GSL)",
+                         "mobisim calibrate [--only KEY]", mobisim::experiments::fidelity::calibrate_main)

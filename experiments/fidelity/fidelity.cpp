@@ -1,0 +1,418 @@
+#include "experiments/fidelity/fidelity.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+
+#include "experiments/experiment.h"
+#include "experiments/fidelity/extract.h"
+#include "experiments/fidelity/probe.h"
+#include "experiments/sweep.h"
+#include "experiments/workload_inputs.h"
+#include "sim/error.h"
+#include "sim/registry.h"
+#include "sim/rng.h"
+#include "sim/version.h"
+
+namespace mobisim::experiments::fidelity {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string absolute_experiment(const std::string& experiment) {
+  if (fs::path(experiment).is_absolute() || fs::exists(experiment)) return experiment;
+  return source_root() + "/" + experiment;
+}
+
+// The same key as sweep runs: mobisim's version and the resolved configuration's text.
+std::string resolved_hash(const std::string& version, const std::string& resolved_yaml) {
+  return fmt::format("{:016x}", sim::fnv1a64(version + "\n" + resolved_yaml));
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(v.begin(), v.end());
+  // Linear interpolation between order statistics (numpy's default).
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+void write_text_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out) throw Error(fmt::format("cannot write {}", tmp));
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Runs
+// ---------------------------------------------------------------------------
+std::string RunCache::request(const std::string& experiment, const std::vector<std::string>& overrides) {
+  const std::string base = absolute_experiment(experiment);
+  std::string key = base;
+  for (const auto& o : overrides) key.append("\n").append(o);
+  if (entries_.count(key)) return key;
+  Entry e;
+  e.base = base;
+  e.overrides = overrides;
+  try {
+    const YAML::Node root = load_yaml_file(base);
+    if (const std::string trace = workload_trace(root); !trace.empty()) ensure_qmsum_trace(trace, shared_dir(o_.shared));
+    RunOptions ro;
+    ro.overrides = overrides;
+    const YAML::Node resolved = resolve_experiment_config(load_yaml_file(base), base, ro);
+    e.hash = resolved_hash(kVersion, yaml_to_string(resolved));
+    e.outcome.result = (fs::path(o_.dir) / "runs" / (fs::path(base).stem().string() + "-" + e.hash + ".h5")).string();
+    e.outcome.status = "planned";
+    if (!o_.force && fs::exists(e.outcome.result)) {
+      try {
+        h5::Reader r(e.outcome.result);
+        if (resolved_hash(r.attr_string("/", "mobisim_version"), r.attr_string("/", "config")) == e.hash)
+          e.outcome.status = "reused";
+      } catch (const Error&) {
+        // unreadable: run it again
+      }
+    }
+  } catch (const Error& err) {
+    e.outcome.status = "failed";
+    e.outcome.error = err.what();
+  }
+  entries_.emplace(key, std::move(e));
+  return key;
+}
+
+std::size_t RunCache::execute() {
+  // One execute_local per experiment file (it spawns `mobisim run BASE -p ...`).
+  std::map<std::string, std::vector<std::string>> by_base;
+  for (auto& [key, e] : entries_)
+    if (e.outcome.status == "planned") by_base[e.base].push_back(key);
+  std::size_t total = 0, done = 0, failed = 0;
+  for (const auto& [base, keys] : by_base) total += keys.size();
+  for (const auto& [base, keys] : by_base) {
+    std::vector<sweep::Run> runs;
+    for (const auto& key : keys) {
+      const Entry& e = entries_.at(key);
+      sweep::Run r;
+      r.index = runs.size();
+      r.overrides = e.overrides;
+      r.result = e.outcome.result;
+      r.log = (fs::path(o_.dir) / "logs" / (fs::path(e.outcome.result).stem().string() + ".log")).string();
+      r.config_hash = e.hash;
+      runs.push_back(std::move(r));
+    }
+    sweep::execute_local(base, runs, o_.threads, [&](sweep::Run& r) {
+      Entry& e = entries_.at(keys[r.index]);
+      e.outcome.status = r.status == "ok" ? "ran" : "failed";
+      e.outcome.error = r.error;
+      ++done;
+      if (r.status != "ok") ++failed;
+      if (!o_.quiet)
+        std::cerr << fmt::format("[fidelity] {}/{} runs: {} {}{}\n", done, total,
+                                 fs::path(r.result).filename().string(), r.status, r.error.empty() ? "" : ": " + r.error);
+    });
+  }
+  return failed;
+}
+
+const RunCache::Outcome& RunCache::outcome(const std::string& key) const { return entries_.at(key).outcome; }
+
+// ---------------------------------------------------------------------------
+// Evaluation
+// ---------------------------------------------------------------------------
+double relative_error(const Point& p, double simulated) {
+  if (p.kind == PublishedKind::kRange) {
+    if (simulated < p.lo) return (simulated - p.lo) / p.lo;
+    if (simulated > p.hi) return (simulated - p.hi) / p.hi;
+    return 0.0;
+  }
+  return (simulated - p.published) / p.published;
+}
+
+std::vector<std::string> experiment_overrides(const Point& p, const std::vector<std::string>& candidates) {
+  std::vector<std::string> out;
+  for (const auto& c : candidates) {
+    if (c.starts_with("device."))
+      out.push_back(p.device_at + c.substr(6));
+    else if (c.starts_with("engine."))
+      out.push_back(p.engine_at + c.substr(6));
+    else
+      out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<Evaluation> evaluate(const std::vector<Point>& points, const EvaluateOptions& o) {
+  RunCache cache(o.runs);
+  std::vector<std::string> keys(points.size());
+  std::vector<std::vector<std::string>> vary_keys(points.size());  // trends over runs
+  auto candidates_of = [&](const Point& p) {
+    auto it = o.candidates.find(p.id);
+    return it == o.candidates.end() ? std::vector<std::string>{} : it->second;
+  };
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const Point& p = points[i];
+    if (p.experiment.empty()) continue;
+    auto overrides = p.run_overrides;
+    for (auto& c : experiment_overrides(p, candidates_of(p))) overrides.push_back(std::move(c));
+    if (p.vary_values.empty()) keys[i] = cache.request(p.experiment, overrides);
+    for (const auto& v : p.vary_values) {
+      auto o2 = overrides;
+      o2.push_back(p.vary_key + "=" + v);
+      vary_keys[i].push_back(cache.request(p.experiment, o2));
+    }
+  }
+  cache.execute();
+  std::vector<Evaluation> out;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const Point& p = points[i];
+    Evaluation ev;
+    ev.point = &p;
+    try {
+      if (!p.vary_values.empty()) {
+        for (const auto& k : vary_keys[i]) {
+          const auto& oc = cache.outcome(k);
+          if (oc.status == "failed") throw Error(oc.error);
+          ev.series.push_back(extract_value(oc.result, p.extract));
+          ev.run_file = oc.result;
+        }
+      } else if (!p.experiment.empty()) {
+        const auto& oc = cache.outcome(keys[i]);
+        ev.run_file = oc.result;
+        if (oc.status == "failed") throw Error(oc.error);
+        if (p.kind == PublishedKind::kTrend)
+          ev.series = extract_series(oc.result, p.extract);
+        else
+          ev.simulated = extract_value(oc.result, p.extract);
+      } else {
+        const std::string impl = p.probe["impl"].as<std::string>();
+        if (!Registry<::mobisim::fidelity::Probe>::instance().contains(impl)) {
+          ev.status = "unavailable";
+          ev.error = fmt::format("probe '{}' is not built into this mobisim", impl);
+        } else {
+          ConfigSource src{std::make_shared<std::string>(p.file), p.id + ".probe", nullptr};
+          const auto probe = Registry<::mobisim::fidelity::Probe>::instance().create(p.probe, src);
+          ::mobisim::fidelity::ProbeContext ctx{candidates_of(p), shared_dir(o.shared)};
+          ev.simulated = probe->evaluate(ctx);
+        }
+      }
+    } catch (const Error& e) {
+      ev.status = "failed";
+      ev.error = e.what();
+    }
+    if (ev.status == "ok") {
+      if (p.kind == PublishedKind::kTrend) {
+        ev.trend_pass = trend_holds(ev.series, p.trend);
+        ev.simulated = ev.series.size() > 1 ? ev.series.back() / ev.series.front() : 0.0;
+        ev.verdict = ev.trend_pass ? "pass" : "FAIL";
+      } else if (!std::isfinite(ev.simulated)) {
+        ev.status = "failed";
+        ev.error = "the extracted value is not a finite number";
+      } else {
+        ev.rel_error = relative_error(p, ev.simulated);
+        ev.verdict = std::abs(ev.rel_error) <= p.tolerance_rel + 1e-12 ? "ok" : "off";
+      }
+    }
+    if (ev.status == "failed") ev.verdict = "error";
+    if (ev.status == "unavailable") ev.verdict = "n/a";
+    out.push_back(std::move(ev));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Summary and report
+// ---------------------------------------------------------------------------
+Summary summarize(const std::vector<Evaluation>& ev) {
+  Summary s;
+  std::vector<double> val, cal;
+  for (const auto& e : ev) {
+    const Point& p = *e.point;
+    if (p.kind == PublishedKind::kTrend) {
+      ++s.trends;
+      if (e.status == "ok" && e.trend_pass) ++s.trends_passed;
+    } else if (p.calibration()) {
+      ++s.calibration;
+    } else {
+      ++s.validation;
+    }
+    if (e.status == "failed") ++s.failed;
+    if (e.status == "unavailable") ++s.unavailable;
+    if (e.status != "ok" || p.kind == PublishedKind::kTrend) continue;
+    const double a = std::abs(e.rel_error);
+    if (p.calibration()) {
+      cal.push_back(a);
+      continue;
+    }
+    val.push_back(a);
+    if (a <= p.tolerance_rel + 1e-12) ++s.within_tolerance;
+    if (a > 0.25) {
+      ++s.over_25;
+      if (p.cause.empty()) ++s.over_25_unexplained;
+    }
+  }
+  s.validation_numeric = val.size();
+  s.median_validation = percentile(val, 0.5);
+  s.p90_validation = percentile(val, 0.9);
+  s.median_calibration = percentile(cal, 0.5);
+  return s;
+}
+
+std::string Summary::line() const {
+  return fmt::format(
+      "validation: {} numeric points, median error {:.1f}%, p90 {:.1f}%, {} within tolerance, {} over 25% ({} "
+      "without a cause); calibration: {} points, median {:.1f}%; trends {}/{} pass{}{}",
+      validation_numeric, 100 * median_validation, 100 * p90_validation, within_tolerance, over_25,
+      over_25_unexplained, calibration, 100 * median_calibration, trends_passed, trends,
+      failed ? fmt::format("; {} points failed", failed) : "",
+      unavailable ? fmt::format("; {} unavailable", unavailable) : "");
+}
+
+namespace {
+
+std::string simulated_text(const Evaluation& e) {
+  if (e.status != "ok") return "-";
+  if (e.point->kind == PublishedKind::kTrend)
+    return fmt::format("{} ({} values)", e.trend_pass ? e.point->trend : "no", e.series.size());
+  return fmt::format("{:.4g}", e.simulated);
+}
+
+std::string error_text(const Evaluation& e) {
+  if (e.status != "ok" || e.point->kind == PublishedKind::kTrend) return "";
+  return fmt::format("{:+.1f}%", 100 * e.rel_error);
+}
+
+}  // namespace
+
+std::string format_report(const std::vector<Evaluation>& ev) {
+  std::size_t w = 5;
+  for (const auto& e : ev) w = std::max(w, e.point->id.size());
+  std::string out = fmt::format("{:<{}}  {:>13}  {:>16}  {:>8}  {:<6}  {:<11}  {}\n", "point", w, "published", "simulated",
+                                "error", "unit", "role", "verdict");
+  for (const auto& e : ev) {
+    const Point& p = *e.point;
+    out += fmt::format("{:<{}}  {:>13}  {:>16}  {:>8}  {:<6}  {:<11}  {}{}\n", p.id, w, p.published_text(),
+                       simulated_text(e), error_text(e), p.unit, p.role, e.verdict,
+                       e.status != "ok" ? " (" + e.error.substr(0, 160) + ")" : "");
+  }
+  return out;
+}
+
+h5::Table report_table(const std::vector<Evaluation>& ev) {
+  std::vector<std::string> id, document, set, source, quantity, unit, role, kind, verdict, status, cause, experiment,
+      run_file, error;
+  std::vector<double> published, lo, hi, simulated, rel, abs_rel, tol;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const auto& e : ev) {
+    const Point& p = *e.point;
+    id.push_back(p.id);
+    document.push_back(p.document);
+    set.push_back(p.set_name);
+    source.push_back(p.source);
+    quantity.push_back(p.quantity);
+    unit.push_back(p.unit);
+    role.push_back(p.role);
+    kind.push_back(p.kind == PublishedKind::kValue ? "value" : p.kind == PublishedKind::kRange ? "range" : "trend");
+    published.push_back(p.kind == PublishedKind::kTrend ? nan : p.reference());
+    lo.push_back(p.kind == PublishedKind::kRange ? p.lo : nan);
+    hi.push_back(p.kind == PublishedKind::kRange ? p.hi : nan);
+    const bool numeric = e.status == "ok" && p.kind != PublishedKind::kTrend;
+    simulated.push_back(e.status == "ok" ? e.simulated : nan);
+    rel.push_back(numeric ? e.rel_error : nan);
+    abs_rel.push_back(numeric ? std::abs(e.rel_error) : nan);
+    tol.push_back(p.tolerance_rel);
+    verdict.push_back(e.verdict);
+    status.push_back(e.status);
+    cause.push_back(p.cause);
+    experiment.push_back(p.experiment.empty() ? "probe:" + p.probe["impl"].as<std::string>() : p.experiment);
+    run_file.push_back(e.run_file);
+    error.push_back(e.error);
+  }
+  h5::Table t;
+  t.add("id", id);
+  t.add("document", document);
+  t.add("set", set);
+  t.add("source", source);
+  t.add("quantity", quantity);
+  t.add("unit", unit);
+  t.add("role", role);
+  t.add("kind", kind);
+  t.add("published", published);
+  t.add("published_low", lo);
+  t.add("published_high", hi);
+  t.add("simulated", simulated);
+  t.add("rel_error", rel, "fraction");
+  t.add("abs_rel_error", abs_rel, "fraction");
+  t.add("tolerance_rel", tol, "fraction");
+  t.add("verdict", verdict);
+  t.add("status", status);
+  t.add("cause", cause);
+  t.add("experiment", experiment);
+  t.add("run_file", run_file);
+  t.add("error", error);
+  return t;
+}
+
+namespace {
+
+std::string markdown(const std::vector<Evaluation>& ev, const Summary& s) {
+  std::string md = "# mobisim fidelity report\n\n";
+  md += fmt::format("mobisim {}. Every published point beside mobisim's value; calibration points had a parameter "
+                    "fitted to them, validation points did not.\n\n**{}**\n\n",
+                    kVersion, s.line());
+  md += "| point | source | published | simulated | error | unit | role | verdict | cause |\n";
+  md += "|---|---|---:|---:|---:|---|---|---|---|\n";
+  for (const auto& e : ev) {
+    const Point& p = *e.point;
+    md += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |\n", p.id, p.document + ", " + p.source,
+                      p.published_text(), simulated_text(e), error_text(e), p.unit, p.role, e.verdict,
+                      e.status == "ok" ? p.cause : e.error.substr(0, 200));
+  }
+  return md;
+}
+
+}  // namespace
+
+void write_report(const std::vector<Evaluation>& ev, const std::string& out_dir, bool no_plot, bool quiet) {
+  fs::create_directories(out_dir);
+  const Summary s = summarize(ev);
+  const h5::Table t = report_table(ev);
+  const std::string h5_path = (fs::path(out_dir) / "fidelity.h5").string();
+  {
+    h5::Writer w(h5_path);
+    auto root = w.root();
+    h5::write_attr(root, "mobisim_version", kVersion);
+    h5::write_attr(root, "summary", s.line());
+    h5::write_attr(root, "median_validation_error", s.median_validation);
+    h5::write_attr(root, "p90_validation_error", s.p90_validation);
+    h5::write_attr(root, "validation_points", static_cast<std::int64_t>(s.validation_numeric));
+    h5::write_attr(root, "calibration_points", static_cast<std::int64_t>(s.calibration));
+    t.write(root, "points");
+    w.commit();
+  }
+  write_text_atomically((fs::path(out_dir) / "fidelity.csv").string(), t.to_csv());
+  write_text_atomically((fs::path(out_dir) / "fidelity.md").string(), markdown(ev, s));
+  if (!quiet) std::cout << fmt::format("wrote {}, fidelity.csv, fidelity.md", h5_path);
+  if (!no_plot) {
+    std::string error;
+    const std::string png = (fs::path(out_dir) / "fidelity.png").string();
+    if (!run_plot("fidelity.py", h5_path, png, error))
+      std::cerr << "\nwarning: " << error << "\n";
+    else if (!quiet)
+      std::cout << ", fidelity.png";
+  }
+  if (!quiet) std::cout << "\n";
+}
+
+}  // namespace mobisim::experiments::fidelity

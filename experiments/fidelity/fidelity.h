@@ -1,0 +1,99 @@
+#pragma once
+// `mobisim fidelity`: every registry point beside mobisim's value.
+//
+// Runs are keyed by what they simulate: a point's experiment with its overrides is resolved
+// (resolve_experiment_config) and hashed with mobisim's version like sweep runs; the result file
+// OUT/runs/<experiment>-<hash>.h5 is reused when present (unless forced) and otherwise run as a
+// `mobisim run` process (sweep::execute_local, N at a time). Values then come from the extractors
+// (fidelity/extract.h) or the probes (fidelity/probe.h).
+//
+// Relative error: (simulated - published) / published; for a published range, 0 inside it and
+// the distance to the nearer end over that end outside; trends pass or fail.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "experiments/fidelity/registry.h"
+#include "sim/h5.h"
+
+namespace mobisim::experiments::fidelity {
+
+// Distinct experiment runs of a set of points, resolved, hashed, reused or executed.
+class RunCache {
+ public:
+  struct Options {
+    std::string dir = "results/fidelity";  // runs go to DIR/runs, logs to DIR/logs
+    int threads = 1;
+    bool force = false;   // rerun even when a result file for the same configuration exists
+    bool quiet = false;
+    std::string shared;   // --shared (QMSum import), "" = default
+  };
+  explicit RunCache(Options o) : o_(std::move(o)) {}
+  // Plans the run of `experiment` (a path relative to the source root, or absolute) with
+  // `overrides`; returns its key. A configuration error is recorded, not thrown.
+  std::string request(const std::string& experiment, const std::vector<std::string>& overrides);
+  // Executes every planned run not yet done or reused. Returns the number that failed.
+  std::size_t execute();
+  struct Outcome {
+    std::string result;  // the HDF5 result file
+    std::string status;  // planned, reused, ran, failed
+    std::string error;
+  };
+  const Outcome& outcome(const std::string& key) const;
+
+ private:
+  struct Entry {
+    std::string base;  // absolute experiment path
+    std::vector<std::string> overrides;
+    std::string hash;
+    Outcome outcome;
+  };
+  Options o_;
+  std::map<std::string, Entry> entries_;  // key: base + overrides
+};
+
+struct Evaluation {
+  const Point* point = nullptr;
+  std::string status = "ok";        // ok, failed, unavailable (probe not built)
+  std::string error;
+  double simulated = 0;             // numeric points
+  std::vector<double> series;       // trends
+  bool trend_pass = false;
+  double rel_error = 0;             // signed
+  std::string verdict;              // ok, off, pass, FAIL, error, n/a
+  std::string run_file;
+};
+
+// Relative error of `simulated` against a point's published value or range.
+double relative_error(const Point& p, double simulated);
+
+// Probe override lists for the points of `points` (calibration passes candidates here).
+using PointOverrides = std::map<std::string, std::vector<std::string>>;  // point id -> overrides
+
+struct EvaluateOptions {
+  RunCache::Options runs;
+  std::string shared;  // for probes
+  // Extra overrides per point id: `device.KEY=V` / `engine.KEY=V` (calibration candidates).
+  PointOverrides candidates;
+};
+// Evaluates `points` (runs what is needed). Run failures are recorded per point.
+std::vector<Evaluation> evaluate(const std::vector<Point>& points, const EvaluateOptions& o);
+
+// The experiment overrides of a point for calibration candidates `device.X=V` / `engine.X=V`.
+std::vector<std::string> experiment_overrides(const Point& p, const std::vector<std::string>& candidates);
+
+struct Summary {
+  std::size_t calibration = 0, validation = 0, trends = 0, trends_passed = 0, failed = 0, unavailable = 0;
+  std::size_t validation_numeric = 0, within_tolerance = 0, over_25 = 0, over_25_unexplained = 0;
+  double median_validation = 0, p90_validation = 0, median_calibration = 0;
+  std::string line() const;
+};
+Summary summarize(const std::vector<Evaluation>& ev);
+
+// The report: a terminal table, and OUT/fidelity.{h5,csv,md} (+ .png unless no_plot).
+std::string format_report(const std::vector<Evaluation>& ev);
+h5::Table report_table(const std::vector<Evaluation>& ev);
+void write_report(const std::vector<Evaluation>& ev, const std::string& out_dir, bool no_plot, bool quiet);
+
+}  // namespace mobisim::experiments::fidelity

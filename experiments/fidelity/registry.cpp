@@ -1,0 +1,218 @@
+#include "experiments/fidelity/registry.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "sim/error.h"
+#include "sim/params.h"
+
+namespace mobisim::experiments::fidelity {
+namespace {
+
+namespace fs = std::filesystem;
+
+ParamSchema point_schema() {
+  ParamSchema s;
+  s.text("id", std::nullopt, "unique dotted id (document.figure.quantity)");
+  s.text("source", std::nullopt, "figure / table of the document, or a citation");
+  s.text("quantity", std::nullopt, "what the number is");
+  s.real("published", std::nullopt, "the published value").optional();
+  s.real_list("published_range", std::nullopt, "[low, high] when the document gives a range").optional();
+  s.text("trend", std::nullopt, "increasing | decreasing (checked pass/fail)").optional().in({"increasing", "decreasing"});
+  s.text("unit", std::nullopt, "unit of the published and simulated values");
+  s.text("role", std::nullopt, "calibration (a parameter is fitted to it) or validation").in({"calibration", "validation"});
+  s.real("tolerance_rel", 0.10, "relative error within which the verdict is ok").positive();
+  s.text("experiment", std::string(), "experiment YAML giving mobisim's value (relative to the source root)");
+  s.text_list("set", std::vector<std::string>{}, "-p overrides of that run");
+  s.text("device_at", std::string("experiment.device"), "where device.* calibration overrides go in that experiment");
+  s.text("engine_at", std::string("experiment.engine"), "where engine.* calibration overrides go");
+  s.node("extract", "how to read mobisim's value from the result file");
+  s.node("vary", "trends over runs: {key: -p path, values: [...]}, one run per value");
+  s.node("probe", "instead of experiment + extract: a fidelity_probe plug-in {impl: NAME, ...}");
+  s.text_list("fitted", std::vector<std::string>{}, "calibration points: the parameters fitted to them");
+  s.text("cause", std::string(), "validation points over 25 % error: what the model omits or how the workload differs");
+  return s;
+}
+
+ParamSchema table_extract_schema() {
+  ParamSchema s;
+  s.text("dataset", std::string("/summary"), "table (HDF5 group) of the result file");
+  s.node("where", "row filter: {column: value, ...}");
+  s.text("column", std::nullopt, "the column giving the value");
+  s.text("reduce", std::string(), "several matching rows: mean, min, max, first or last (default: exactly one row)")
+      .in({"", "mean", "min", "max", "first", "last"});
+  s.text("order_by", std::string(), "trends: order the selected rows by this column (default: file order)");
+  return s;
+}
+
+Extract parse_extract(const Params& p) {
+  Extract e;
+  const YAML::Node node = p.node("extract");
+  const ConfigSource src = p.source_of("extract");
+  if (!node.IsDefined() || !node.IsMap()) p.fail("extract", "expected a mapping {dataset, where, column} or {function: NAME, ...}");
+  e.args = yaml_clone(node);
+  if (node["function"].IsDefined()) {
+    e.function = node["function"].as<std::string>();
+    return e;
+  }
+  Params x(node, table_extract_schema(), src, {});
+  e.dataset = x.text("dataset");
+  e.column = x.text("column");
+  e.reduce = x.text("reduce");
+  e.order_by = x.text("order_by");
+  const YAML::Node where = x.node("where");
+  if (where.IsDefined() && !where.IsNull()) {
+    if (!where.IsMap()) x.fail("where", "expected a mapping {column: value, ...}");
+    for (const auto& kv : where) {
+      if (!kv.second.IsScalar()) x.fail("where", fmt::format("the value of '{}' must be a scalar", kv.first.as<std::string>()));
+      e.where.emplace_back(kv.first.as<std::string>(), kv.second.Scalar());
+    }
+  }
+  return e;
+}
+
+Point parse_point(const YAML::Node& node, const ConfigSource& src, const std::string& document, const std::string& set,
+                  const std::string& file) {
+  Params p(node, point_schema(), src, {});
+  Point pt;
+  pt.document = document;
+  pt.set_name = set;
+  pt.file = file;
+  pt.id = p.text("id");
+  if (pt.id.empty() || pt.id.find_first_of(" \t") != std::string::npos) p.fail("id", "expected a non-empty dotted id without spaces");
+  pt.source = p.text("source");
+  pt.quantity = p.text("quantity");
+  pt.unit = p.text("unit");
+  pt.role = p.text("role");
+  pt.cause = p.text("cause");
+  pt.tolerance_rel = p.real("tolerance_rel");
+  const int kinds = int(p.has("published")) + int(p.has("published_range")) + int(p.has("trend"));
+  if (kinds != 1) p.fail("published", "give exactly one of published, published_range or trend");
+  if (p.has("published")) {
+    pt.kind = PublishedKind::kValue;
+    pt.published = p.real("published");
+    if (pt.published == 0) p.fail("published", "a relative error needs a non-zero published value");
+  } else if (p.has("published_range")) {
+    pt.kind = PublishedKind::kRange;
+    const auto r = p.real_list("published_range");
+    if (r.size() != 2 || !(r[0] < r[1])) p.fail("published_range", "expected [low, high] with low < high");
+    pt.lo = r[0];
+    pt.hi = r[1];
+  } else {
+    pt.kind = PublishedKind::kTrend;
+    pt.trend = p.text("trend");
+  }
+  pt.experiment = p.text("experiment");
+  pt.run_overrides = p.text_list("set");
+  pt.device_at = p.text("device_at");
+  pt.engine_at = p.text("engine_at");
+  pt.fitted = p.text_list("fitted");
+  const bool has_probe = p.has("probe"), has_exp = !pt.experiment.empty();
+  if (has_probe == has_exp) p.fail(has_probe ? "probe" : "experiment", "give exactly one of experiment (+ extract) or probe");
+  if (has_exp) {
+    if (!p.has("extract")) p.fail("extract", "an experiment point needs extract: {dataset, where, column} or {function: NAME}");
+    pt.extract = parse_extract(p);
+  } else {
+    pt.probe = yaml_clone(p.node("probe"));
+    if (!pt.probe.IsMap() || !pt.probe["impl"].IsDefined()) p.fail("probe", "expected {impl: NAME, ...}");
+    if (p.has("extract")) p.fail("extract", "a probe point has no extract (the probe gives the value)");
+  }
+  if (p.has("vary")) {
+    const YAML::Node v = p.node("vary");
+    if (pt.kind != PublishedKind::kTrend) p.fail("vary", "only a trend point varies a parameter over runs");
+    if (!v.IsMap() || !v["key"].IsDefined() || !v["key"].IsScalar() || !v["values"].IsDefined() ||
+        !v["values"].IsSequence() || v["values"].size() < 2 || v.size() != 2)
+      p.fail("vary", "expected {key: KEY.PATH, values: [at least two values]}");
+    if (!has_exp) p.fail("vary", "vary needs an experiment");
+    pt.vary_key = v["key"].Scalar();
+    for (const auto& x : v["values"]) pt.vary_values.push_back(yaml_to_string(x));
+  }
+  if (!pt.calibration() && !pt.fitted.empty())
+    p.fail("fitted", "a validation point cannot be fitted to (make it a calibration point or drop 'fitted')");
+  if (pt.calibration() && pt.fitted.empty()) p.fail("fitted", "a calibration point names the parameters fitted to it");
+  if (pt.calibration() && pt.kind == PublishedKind::kTrend) p.fail("role", "a trend cannot calibrate (no value to fit)");
+  return pt;
+}
+
+std::string set_of_file(const fs::path& path) {
+  std::string stem = path.stem().string();
+  // 000_percache.yaml -> percache; ondevice_pixel.yaml -> ondevice
+  if (stem.size() > 4 && std::isdigit(static_cast<unsigned char>(stem[0])) && stem[3] == '_') stem = stem.substr(4);
+  const auto us = stem.find('_');
+  return us == std::string::npos ? stem : stem.substr(0, us);
+}
+
+}  // namespace
+
+std::string Point::published_text() const {
+  switch (kind) {
+    case PublishedKind::kValue: return fmt::format("{:.4g}", published);
+    case PublishedKind::kRange: return fmt::format("{:.4g}-{:.4g}", lo, hi);
+    case PublishedKind::kTrend: return trend;
+  }
+  return "";
+}
+
+std::vector<Point> load_registry_file(const std::string& path) {
+  const YAML::Node root = load_yaml_file(path);
+  ConfigSource src{std::make_shared<std::string>(path), "", nullptr};
+  if (!root.IsMap()) throw ConfigError(fmt::format("{}: expected a mapping with document and points", path));
+  ParamSchema s;
+  s.text("document", std::nullopt, "which source document (or public measurements) the points come from");
+  s.text("set", std::string(), "the --set name of these points (default: from the file name)");
+  s.text("notes", std::string(), "free text");
+  s.node("points", "the published points");
+  Params p(root, s, src, {});
+  const std::string document = p.text("document");
+  const std::string set = p.text("set").empty() ? set_of_file(path) : p.text("set");
+  const YAML::Node points = p.node("points");
+  if (!points.IsDefined() || !points.IsSequence()) p.fail("points", "expected a list of points");
+  std::vector<Point> out;
+  for (std::size_t i = 0; i < points.size(); ++i)
+    out.push_back(parse_point(points[i], p.source_of("points").element(i), document, set, path));
+  return out;
+}
+
+std::vector<Point> load_registry(const std::string& dir, const std::vector<std::string>& sets) {
+  if (!fs::is_directory(dir)) throw ConfigError(fmt::format("{}: no such registry directory", dir));
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".yaml" && e.path().filename() != "calibration.yaml")
+      files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::vector<Point> all;
+  std::set<std::string> ids;
+  std::set<std::string> known_sets;
+  for (const auto& f : files) {
+    for (auto& pt : load_registry_file(f.string())) {
+      if (!ids.insert(pt.id).second)
+        throw ConfigError(fmt::format("{}: point id '{}' is used twice in the registry", f.string(), pt.id));
+      known_sets.insert(pt.set_name);
+      if (sets.empty() || std::find(sets.begin(), sets.end(), pt.set_name) != sets.end()) all.push_back(std::move(pt));
+    }
+  }
+  for (const auto& s : sets)
+    if (!known_sets.count(s))
+      throw UsageError(fmt::format("no registry points in set '{}' (known: {})", s, fmt::join(known_sets, ", ")));
+  return all;
+}
+
+std::vector<std::string> check_roles(const std::vector<Point>& points) {
+  std::vector<std::string> problems;
+  std::size_t numeric = 0, calibration = 0;
+  for (const auto& p : points) {
+    if (p.kind == PublishedKind::kTrend) continue;
+    ++numeric;
+    if (p.calibration()) ++calibration;
+    if (p.calibration() == !p.fitted.empty()) continue;
+    problems.push_back(fmt::format("{}: role {} but fitted lists {} parameters", p.id, p.role, p.fitted.size()));
+  }
+  if (3 * calibration > numeric)
+    problems.push_back(fmt::format("{} of {} numeric points calibrate: at most a third may", calibration, numeric));
+  return problems;
+}
+
+}  // namespace mobisim::experiments::fidelity

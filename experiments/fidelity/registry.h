@@ -1,0 +1,85 @@
+#pragma once
+// The registry of published points: every number of a source document (or a public measurement)
+// that mobisim claims to reproduce, with how mobisim's value is obtained and whether a parameter
+// was fitted to it. One YAML file per document under experiments/published/:
+//
+//   document: "PerCache (seed 000)"
+//   set: percache                         # the --set name (default: the file name's first word)
+//   points:
+//     - id: percache.table1.prefill_s     # unique over the registry, dotted
+//       source: "Table 1"                 # figure/table, or a citation
+//       quantity: "LLM prefilling of a 349-token query"
+//       published: 62.14                  # or published_range: [lo, hi], or trend: increasing|decreasing
+//       unit: s
+//       role: calibration                 # or validation (never both: see calibration.yaml)
+//       tolerance_rel: 0.10               # verdict threshold (default 0.10; trends pass/fail)
+//       experiment: experiments/percache/table1.yaml
+//       set: [experiment.device=oneplus-12]          # optional -p overrides of that run
+//       device_at: experiment.device      # where `device.*` calibration overrides go (the default)
+//       extract: {dataset: /summary, where: {operation: prefill}, column: latency_s}
+//       vary: {key: experiment.policies.0.prediction_stride, values: [1, 2, 3, 4, 5]}   # trends: one
+//                                         # run per value, the extracted values in this order
+//       # or extract: {function: NAME, ...its arguments}  (see extract.h)
+//       # or, instead of experiment + extract, probe: {impl: ondevice, ...}  (fidelity/probe.h)
+//       fitted: [device.compute.cpu.compute_efficiency]   # calibration points: what they fit
+//       cause: "one line"                 # required for a validation point whose error is > 25 %
+//
+// Loading checks every key: unknown keys, a missing value, a role outside {calibration,
+// validation}, fitted on a validation point, duplicate ids are ConfigErrors naming file and key.
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+namespace mobisim::experiments::fidelity {
+
+enum class PublishedKind { kValue, kRange, kTrend };
+
+struct Extract {
+  std::string dataset;                                      // "/summary", "/tables/calibration"
+  std::vector<std::pair<std::string, std::string>> where;   // column = value (text or number as written)
+  std::string column;
+  std::string reduce;                                       // "" (exactly one row), mean, min, max, first, last
+  std::string order_by;                                     // trends: sort the selected rows by this column
+  std::string function;                                     // a named extractor instead (extract.h)
+  YAML::Node args;                                          // the whole extract mapping (functions read it)
+};
+
+struct Point {
+  std::string id, document, set_name, file;  // set_name: --set; file: the registry YAML it came from
+  std::string source, quantity, unit, role, cause;
+  PublishedKind kind = PublishedKind::kValue;
+  double published = 0;   // kValue
+  double lo = 0, hi = 0;  // kRange
+  std::string trend;      // kTrend: increasing | decreasing
+  double tolerance_rel = 0.10;
+  std::string experiment;              // path (relative to the source root) or ""
+  std::vector<std::string> run_overrides;  // -p overrides of the run (key `set:`)
+  std::string device_at = "experiment.device";
+  std::string engine_at = "experiment.engine";
+  // Trends over runs: one run per value of `vary_key` (a -p path), the extractor read from each.
+  std::string vary_key;
+  std::vector<std::string> vary_values;
+  Extract extract;
+  YAML::Node probe;                    // {impl: NAME, ...} or null
+  std::vector<std::string> fitted;
+
+  bool calibration() const { return role == "calibration"; }
+  // The published value a numeric comparison uses: the value, or the range's midpoint.
+  double reference() const { return kind == PublishedKind::kRange ? 0.5 * (lo + hi) : published; }
+  std::string published_text() const;
+};
+
+// Every point of every *.yaml under `dir` (sorted by file name, then file order), optionally only
+// the documents whose set is in `sets`. ConfigError on a malformed file or duplicate id.
+std::vector<Point> load_registry(const std::string& dir, const std::vector<std::string>& sets = {});
+// One registry file (`default_set`: the set when the file names none).
+std::vector<Point> load_registry_file(const std::string& path);
+
+// Counts by role and the disjointness rule: a point has exactly one role, at most a third of
+// the numeric points calibrate. Returns the problems found (empty when the registry is sound).
+std::vector<std::string> check_roles(const std::vector<Point>& points);
+
+}  // namespace mobisim::experiments::fidelity

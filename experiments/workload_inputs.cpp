@@ -1,0 +1,53 @@
+#include "experiments/workload_inputs.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "experiments/experiment.h"
+#include "sim/error.h"
+#include "traces/qmsum.h"
+#include "traces/rag_trace_io.h"
+
+namespace mobisim::experiments {
+
+namespace fs = std::filesystem;
+
+std::string shared_dir(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* e = std::getenv("MOBISIM_SHARED_DIR"); e && *e) return e;
+  return source_root() + "/../shared";
+}
+
+std::string workload_trace(const YAML::Node& root) {
+  // A missing key yields an invalid node whose type may not be asked: test IsDefined() first.
+  auto child = [](const YAML::Node& n, const char* key) {
+    return n.IsDefined() && n.IsMap() && n[key].IsDefined() ? n[key] : YAML::Node();
+  };
+  const YAML::Node trace = child(child(root, "experiment"), "workload");
+  const YAML::Node t = child(trace, "trace");
+  return t.IsDefined() && t.IsScalar() ? t.Scalar() : "";
+}
+
+void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared) {
+  if (fs::exists(trace_path)) return;
+  const std::string dir = shared + "/data/qmsum";
+  if (!fs::is_directory(dir + "/val"))
+    throw InputError(fmt::format(
+        "{} is missing and cannot be imported: no QMSum data at {} (pass --shared DIR or set MOBISIM_SHARED_DIR to "
+        "the folder holding data/qmsum/val)",
+        trace_path, dir));
+  traces::QmsumOptions o;
+  o.dir = dir;
+  o.split = "val";
+  const std::string tok = shared + "/models/llama2-tokenizer.model";
+  if (fs::exists(tok)) o.tokenizer_path = tok;
+  std::cout << fmt::format("importing QMSum val from {} -> {}\n", dir, trace_path);
+  const auto t = traces::import_qmsum(o);
+  if (fs::path(trace_path).has_parent_path()) fs::create_directories(fs::path(trace_path).parent_path());
+  traces::write_rag_trace(trace_path, t);
+}
+
+}  // namespace mobisim::experiments

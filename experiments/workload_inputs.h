@@ -1,0 +1,20 @@
+#pragma once
+// Inputs an experiment file needs before it can be resolved: the QMSum trace most document
+// experiments replay (`experiment.workload.trace`), imported on first use from the shared data
+// folder. Used by `mobisim reproduce` and `mobisim fidelity`.
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+namespace mobisim::experiments {
+
+// The folder holding data/ and models/: `flag` when given, else $MOBISIM_SHARED_DIR, else
+// <source>/../shared.
+std::string shared_dir(const std::string& flag);
+// experiment.workload.trace of an experiment file, or "" (read without inserting keys).
+std::string workload_trace(const YAML::Node& root);
+// Imports <shared>/data/qmsum (val split, Llama-2 tokenizer when present) into `trace_path` when
+// that file is missing; InputError naming both when the data is absent.
+void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared);
+
+}  // namespace mobisim::experiments

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""mobisim fidelity plot: simulated vs published for every numeric registry point (log-log),
+validation and calibration points marked, the +-10% band shaded.
+
+usage: fidelity.py fidelity.h5 fidelity.png
+"""
+import sys
+
+import h5py
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def column(g, name):
+    v = g[name][()]
+    if v.dtype.kind in ("S", "O"):
+        return np.array([x.decode() if isinstance(x, bytes) else str(x) for x in v])
+    return np.asarray(v, dtype=float)
+
+
+def main(h5_path, png_path):
+    with h5py.File(h5_path, "r") as f:
+        g = f["points"]
+        role, kind, status = column(g, "role"), column(g, "kind"), column(g, "status")
+        pub, sim, sets = column(g, "published"), column(g, "simulated"), column(g, "set")
+        summary = f.attrs["summary"]
+        summary = summary.decode() if isinstance(summary, bytes) else str(summary)
+    ok = (status == "ok") & (kind != "trend") & (pub > 0) & (sim > 0)
+    fig, ax = plt.subplots(figsize=(7.5, 6.5))
+    lo = min(pub[ok].min(), sim[ok].min()) / 2 if ok.any() else 1e-3
+    hi = max(pub[ok].max(), sim[ok].max()) * 2 if ok.any() else 1e3
+    x = np.geomspace(lo, hi, 200)
+    ax.fill_between(x, x * 0.9, x * 1.1, color="0.85", label="±10%", zorder=0)
+    ax.plot(x, x, color="0.4", lw=0.8, zorder=1)
+    markers = {"percache": "o", "prefix_cache": "s", "kvpr_cake": "^", "dynakv": "D", "coordgen": "v"}
+    for r, color in (("validation", "tab:blue"), ("calibration", "tab:orange")):
+        for s in sorted(set(sets[ok & (role == r)])):
+            m = ok & (role == r) & (sets == s)
+            ax.scatter(pub[m], sim[m], c=color, marker=markers.get(s, "P"), s=36, edgecolors="k", linewidths=0.4,
+                       label=f"{r}: {s}", zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("published (point's unit)")
+    ax.set_ylabel("mobisim (same unit)")
+    ax.set_title("mobisim vs published numbers", fontsize=11)
+    ax.legend(fontsize=7, loc="upper left", ncol=1)
+    fig.text(0.01, 0.005, summary, fontsize=6.5, wrap=True)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(png_path, dpi=130)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2])
