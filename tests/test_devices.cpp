@@ -125,13 +125,16 @@ TEST(Devices, PixelSevenReproducesPerCacheTableOne) {
 }
 
 TEST(Devices, PrefixNoteProfilesReproduceUncachedPrefill) {
-  // The prefix-caching note: a 180-token prefill of its 3B model takes ~830 ms (median uncached
-  // TTFT) on an iPhone 14 Pro and ~1.1 s on a mid-tier Android; the GPU efficiencies were fitted to it.
+  // The prefix-caching note: a 3B prefill "typically consumes 650-900 ms" on an iPhone 14 Pro; `mobisim
+  // calibrate` fitted the GPU efficiency to the range's midpoint for the 180-token prefix
+  // (experiments/published/calibration.yaml). The mid-tier Android is fitted to its median uncached
+  // TTFT (1.1 s) over the replayed sessions, whose prompts are longer than the 180-token prefix.
   const models::CostModel cm(models::load_model_spec("generic-3b"));
   const models::Work w = cm.prefill(180);
-  EXPECT_NEAR(load_device_profile("iphone-14-pro").unit("gpu", "test").seconds(w, models::DType::kF16), 0.830, 0.01);
-  EXPECT_NEAR(load_device_profile("midtier-android-ufs21").unit("gpu", "test").seconds(w, models::DType::kF16), 1.100,
-              0.015);
+  EXPECT_NEAR(load_device_profile("iphone-14-pro").unit("gpu", "test").seconds(w, models::DType::kF16), 0.775, 0.005);
+  const double android = load_device_profile("midtier-android-ufs21").unit("gpu", "test").seconds(w, models::DType::kF16);
+  EXPECT_GT(android, 0.650);
+  EXPECT_LT(android, 1.100);
 }
 
 TEST(Devices, EveryBuiltinProfileLoads) {

@@ -1,0 +1,246 @@
+// The fidelity registry, extractors, report arithmetic and `mobisim calibrate`.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "experiments/fidelity/calibrate.h"
+#include "experiments/fidelity/extract.h"
+#include "experiments/fidelity/fidelity.h"
+#include "experiments/fidelity/registry.h"
+#include "sim/error.h"
+#include "sim/h5.h"
+#include "test_util.h"
+
+namespace mobisim {
+namespace {
+
+using namespace experiments::fidelity;
+using testing::TempDir;
+using testing::write_text;
+
+const std::string kRegistry = std::string(MOBISIM_SOURCE_DIR) + "/experiments/published";
+
+TEST(FidelityRegistry, RolesAreDisjointAndAtMostAThirdCalibrates) {
+  const auto points = load_registry(kRegistry);
+  std::size_t numeric = 0, calibration = 0;
+  for (const auto& p : points) {
+    EXPECT_TRUE(p.role == "calibration" || p.role == "validation") << p.id;
+    if (p.kind == PublishedKind::kTrend) continue;
+    ++numeric;
+    if (p.calibration()) ++calibration;
+  }
+  EXPECT_GE(numeric, 40u);
+  EXPECT_LE(3 * calibration, numeric);
+  EXPECT_TRUE(check_roles(points).empty());
+  // What calibrate fits touches calibration points only, and every calibration point is fitted.
+  const auto spec = CalibrationSpec::load(kRegistry + "/calibration.yaml");
+  const auto problems = check_calibration(spec, points);
+  EXPECT_TRUE(problems.empty()) << (problems.empty() ? "" : problems.front());
+  for (const auto& f : spec.parameters)
+    for (const auto& id : f.points)
+      for (const auto& p : points)
+        if (p.id == id) {
+          EXPECT_TRUE(p.calibration()) << id;
+        }
+}
+
+TEST(FidelityRegistry, CheckCalibrationRefusesAValidationPoint) {
+  auto points = load_registry(kRegistry);
+  CalibrationSpec spec = CalibrationSpec::load(kRegistry + "/calibration.yaml");
+  spec.parameters.front().points.push_back("percache.table1.load_s");  // a validation point
+  const auto problems = check_calibration(spec, points);
+  ASSERT_FALSE(problems.empty());
+  bool named = false;
+  for (const auto& p : problems) named = named || p.find("validation point percache.table1.load_s") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
+std::string one_point_file(const std::string& extra) {
+  return "document: test\nset: t\npoints:\n  - id: t.a\n    source: x\n    quantity: q\n    unit: s\n"
+         "    experiment: experiments/percache/table1.yaml\n    extract: {column: c}\n" + extra;
+}
+
+TEST(FidelityRegistry, MalformedPointsNameFileAndKey) {
+  TempDir dir("fidelity");
+  auto refuse = [&](const std::string& body, const std::string& expected) {
+    write_text(dir.file("t.yaml"), body);
+    try {
+      load_registry_file(dir.file("t.yaml"));
+      ADD_FAILURE() << "accepted: " << body;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("t.yaml"), std::string::npos) << e.what();
+    }
+  };
+  refuse(one_point_file("    role: validation\n"), "exactly one of published");
+  refuse(one_point_file("    role: validation\n    published: 1\n    published_range: [1, 2]\n"), "exactly one of published");
+  refuse(one_point_file("    role: validation\n    published: 1\n    fitted: [device.x]\n"), "validation point cannot be fitted");
+  refuse(one_point_file("    role: calibration\n    published: 1\n"), "names the parameters fitted");
+  refuse(one_point_file("    role: both\n    published: 1\n"), "role");
+  refuse(one_point_file("    role: validation\n    published: 1\n    typo_key: 3\n"), "typo_key");
+  refuse(one_point_file("    role: validation\n    published_range: [2, 1]\n"), "low < high");
+  // Duplicate ids across files.
+  write_text(dir.file("a.yaml"), one_point_file("    role: validation\n    published: 1\n"));
+  write_text(dir.file("t.yaml"), one_point_file("    role: validation\n    published: 2\n"));
+  EXPECT_THROW(load_registry(dir.path().string()), ConfigError);
+}
+
+TEST(FidelityReport, RelativeErrorOfValuesAndRanges) {
+  Point v;
+  v.kind = PublishedKind::kValue;
+  v.published = 62.14;
+  EXPECT_NEAR(relative_error(v, 62.4), (62.4 - 62.14) / 62.14, 1e-12);
+  Point r;
+  r.kind = PublishedKind::kRange;
+  r.lo = 18;
+  r.hi = 24;
+  EXPECT_EQ(relative_error(r, 22.47), 0.0);
+  EXPECT_NEAR(relative_error(r, 12.0), -6.0 / 18.0, 1e-12);   // below: against the low end
+  EXPECT_NEAR(relative_error(r, 30.0), 6.0 / 24.0, 1e-12);    // above: against the high end
+  EXPECT_DOUBLE_EQ(r.reference(), 21.0);
+}
+
+TEST(FidelityReport, TrendsNeedEveryStepInTheirDirection) {
+  EXPECT_TRUE(trend_holds({3, 2, 2, 1}, "decreasing"));
+  EXPECT_FALSE(trend_holds({3, 2, 2.5, 1}, "decreasing"));
+  EXPECT_FALSE(trend_holds({2, 2, 2}, "decreasing"));  // flat is no trend
+  EXPECT_TRUE(trend_holds({0.6, 0.7, 0.9}, "increasing"));
+  EXPECT_FALSE(trend_holds({1}, "increasing"));
+}
+
+TEST(FidelityReport, SummaryMedianAndP90OverValidationOnly) {
+  std::vector<Point> pts(6);
+  std::vector<Evaluation> ev(6);
+  const double errs[] = {0.05, -0.10, 0.30, 0.20, -0.01, 0.90};
+  for (int i = 0; i < 6; ++i) {
+    pts[i].id = "p" + std::to_string(i);
+    pts[i].kind = PublishedKind::kValue;
+    pts[i].published = 1;
+    pts[i].role = i == 5 ? "calibration" : "validation";
+    pts[i].cause = i == 2 ? "" : "explained";
+    ev[i].point = &pts[i];
+    ev[i].rel_error = errs[i];
+  }
+  const Summary s = summarize(ev);
+  EXPECT_EQ(s.validation_numeric, 5u);
+  EXPECT_EQ(s.calibration, 1u);
+  EXPECT_NEAR(s.median_validation, 0.10, 1e-12);           // |0.01 0.05 0.10 0.20 0.30|
+  EXPECT_NEAR(s.p90_validation, 0.20 + 0.6 * 0.10, 1e-12);  // numpy-style interpolation at 0.9 * 4
+  EXPECT_EQ(s.over_25, 1u);
+  EXPECT_EQ(s.over_25_unexplained, 1u);
+  EXPECT_NE(s.line().find("median error 10.0%"), std::string::npos) << s.line();
+}
+
+// A small result file: /summary with a text key, two numeric columns.
+std::string write_result(const TempDir& dir) {
+  const std::string path = dir.file("r.h5");
+  h5::Writer w(path);
+  h5::Table t;
+  t.add("policy", std::vector<std::string>{"naive", "ragcache", "percache"});
+  t.add("latency_s", std::vector<double>{100, 80, 70}, "s");
+  t.add("background", std::vector<double>{0, 10, 20}, "s");
+  t.add("users", std::vector<std::int64_t>{5, 5, 6});
+  t.write(w.root(), "summary");
+  w.commit();
+  return path;
+}
+
+Extract function_extract(const std::string& yaml) {
+  Extract e;
+  e.args = YAML::Load(yaml);
+  e.function = e.args["function"].as<std::string>();
+  return e;
+}
+
+TEST(FidelityExtract, TableRowsFunctionsAndErrors) {
+  TempDir dir("fidelity");
+  const std::string path = write_result(dir);
+  Extract e;
+  e.dataset = "/summary";
+  e.column = "latency_s";
+  e.where = {{"policy", "ragcache"}};
+  EXPECT_EQ(extract_value(path, e), 80.0);
+  e.where = {{"users", "5"}};  // numeric filter, two rows
+  EXPECT_THROW(extract_value(path, e), InputError);
+  e.reduce = "mean";
+  EXPECT_EQ(extract_value(path, e), 90.0);
+  e.where = {};
+  e.reduce = "";
+  EXPECT_EQ(extract_series(path, e), (std::vector<double>{100, 80, 70}));
+  e.column = "missing";
+  EXPECT_THROW(extract_value(path, e), InputError);
+
+  EXPECT_DOUBLE_EQ(extract_value(path, function_extract(
+                       "{function: reduction_pct, column: latency_s, key: policy, of: percache, vs: [naive, ragcache]}")),
+                   100.0 * (1 - 70.0 / 80.0));
+  EXPECT_DOUBLE_EQ(extract_value(path, function_extract(
+                       "{function: ratio, column: latency_s, key: policy, numerator: naive, denominator: percache}")),
+                   100.0 / 70.0);
+  EXPECT_DOUBLE_EQ(extract_value(path, function_extract("{function: difference, column: latency_s, key: policy, of: "
+                                                        "naive, minus: percache, scale: 100}")),
+                   3000.0);
+  EXPECT_DOUBLE_EQ(
+      extract_value(path, function_extract("{function: share, column: latency_s, key: policy, of: naive, scale: 100}")),
+      100.0 * 100.0 / 250.0);
+  // A list of columns is summed: (70 + 20) vs (80 + 10).
+  EXPECT_DOUBLE_EQ(extract_value(path, function_extract("{function: reduction_pct, column: [latency_s, background], "
+                                                        "key: policy, of: percache, vs: [ragcache]}")),
+                   0.0);
+  EXPECT_DOUBLE_EQ(extract_value(path, function_extract("{function: columns_ratio, where: {policy: ragcache}, "
+                                                        "numerator_column: background, denominator_column: latency_s}")),
+                   10.0 / 80.0);
+  EXPECT_THROW(extract_value(path, function_extract("{function: nope}")), ConfigError);
+  EXPECT_THROW(extract_value(path, function_extract("{function: ratio, column: latency_s, key: policy, numerator: x, "
+                                                    "denominator: naive}")),
+               InputError);
+}
+
+TEST(FidelityReport, ExperimentOverridesGoWhereThePointSays) {
+  Point p;
+  p.device_at = "experiment.devices.1.device";
+  const auto o = experiment_overrides(p, {"device.storage.seq_read_gbps=1.5", "engine.cpu.x=2", "seed=3"});
+  EXPECT_EQ(o, (std::vector<std::string>{"experiment.devices.1.device.storage.seq_read_gbps=1.5",
+                                         "experiment.engine.cpu.x=2", "seed=3"}));
+}
+
+// `mobisim calibrate` end to end on a made-up published value: Table 1's prefill at 50 s instead of
+// 62.14 s must pull the Pixel 7 CPU efficiency up by 62.4/50 and reproduce 50 s; the written profile
+// names the point.
+TEST(FidelityCalibrate, FitsAParameterToItsCalibrationPoint) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
+  TempDir dir("fidelity-cal");
+  std::filesystem::create_directories(dir.file("reg"));
+  write_text(dir.file("reg/t.yaml"),
+             "document: test\nset: t\npoints:\n"
+             "  - {id: t.prefill, source: made up, quantity: prefill, published: 50, unit: s, role: calibration,\n"
+             "     experiment: experiments/percache/table1.yaml, fitted: [device.compute.cpu.compute_efficiency],\n"
+             "     extract: {dataset: /tables/latency, where: {operation: \"LLM Prefilling (349 tokens)\"}, column: simulated_s}}\n"
+             "  - {id: t.v1, source: x, quantity: decode, published: 10.95, unit: s, role: validation,\n"
+             "     experiment: experiments/percache/table1.yaml,\n"
+             "     extract: {dataset: /tables/latency, where: {operation: \"LLM Decoding (136 tokens)\"}, column: simulated_s}}\n"
+             "  - {id: t.v2, source: x, quantity: bytes, published: 87.0e6, unit: bytes, role: validation,\n"
+             "     experiment: experiments/percache/table1.yaml,\n"
+             "     extract: {dataset: /tables/storage, where: {component: \"QKV Cache per chunk (152 tokens)\"}, column: simulated_bytes}}\n");
+  write_text(dir.file("cal.yaml"), "parameters:\n  - {key: device.compute.cpu.compute_efficiency, profile: pixel7, initial: 0.031,\n"
+                                   "     bounds: [0.005, 0.5], points: [t.prefill]}\n");
+  const auto r = testing::run_mobisim_in(dir.path().string(), "calibrate --registry reg --spec cal.yaml --quiet --out fitted --runs runs");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string profile = testing::read_bytes(dir.file("fitted/pixel7.yaml"));
+  ASSERT_NE(profile.find("base: pixel7"), std::string::npos) << profile;
+  ASSERT_NE(profile.find("fitted by mobisim calibrate (was 0.031) to t.prefill"), std::string::npos) << profile;
+  const YAML::Node y = YAML::Load(profile);
+  const double eff = y["compute"]["cpu"]["compute_efficiency"].as<double>();
+  EXPECT_NEAR(eff, 0.031 * 62.4 / 50.0, 0.031 * 62.4 / 50.0 * 0.02);  // prefill time ~ 1 / efficiency
+  // The fidelity report over the same registry: the fitted point is calibration, the others validation.
+  const auto f = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --no-plot --quiet");
+  ASSERT_EQ(f.exit_code, 0) << f.output;
+  EXPECT_NE(f.output.find("validation: 2 numeric points"), std::string::npos) << f.output;
+  h5::Reader rep(dir.file("rep/fidelity.h5"));
+  EXPECT_EQ(rep.strings("points/role"), (std::vector<std::string>{"calibration", "validation", "validation"}));
+  // A second report reuses the runs (same configuration hash): nothing runs again.
+  const auto again = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --no-plot");
+  EXPECT_EQ(again.output.find("[fidelity]"), std::string::npos) << again.output;
+}
+
+}  // namespace
+}  // namespace mobisim
