@@ -38,6 +38,8 @@ int fidelity_main(const std::vector<std::string>& args) {
                           "coordgen, ondevice, ...; default all)")
       .option("registry", "DIR", "registry folder (default <source>/experiments/published)")
       .option("out", "DIR", "output folder", "results/fidelity")
+      .option("runs", "DIR", "where experiment runs are kept and reused (RUNS/runs/<experiment>-<hash>.h5)",
+              "results/fidelity")
       .option("threads", "N", "experiment runs at a time (results do not depend on it)", "1")
       .option("shared", "DIR", "folder holding data/qmsum (default $MOBISIM_SHARED_DIR or <source>/../shared)")
       .flag("run", "run every experiment again even when a result file for its configuration exists")
@@ -50,7 +52,7 @@ int fidelity_main(const std::vector<std::string>& args) {
   const auto points = load_registry(registry, parse_sets(a.maybe("set")));
   for (const auto& problem : check_roles(points)) std::cerr << "warning: " << problem << "\n";
   EvaluateOptions o;
-  o.runs.dir = a.get("out");
+  o.runs.dir = a.get("runs");
   o.runs.threads = threads;
   o.runs.force = a.flag_set("run");
   o.runs.quiet = a.flag_set("quiet");

@@ -232,13 +232,13 @@ TEST(FidelityCalibrate, FitsAParameterToItsCalibrationPoint) {
   const double eff = y["compute"]["cpu"]["compute_efficiency"].as<double>();
   EXPECT_NEAR(eff, 0.031 * 62.4 / 50.0, 0.031 * 62.4 / 50.0 * 0.02);  // prefill time ~ 1 / efficiency
   // The fidelity report over the same registry: the fitted point is calibration, the others validation.
-  const auto f = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --no-plot --quiet");
+  const auto f = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --runs rep --no-plot --quiet");
   ASSERT_EQ(f.exit_code, 0) << f.output;
   EXPECT_NE(f.output.find("validation: 2 numeric points"), std::string::npos) << f.output;
   h5::Reader rep(dir.file("rep/fidelity.h5"));
   EXPECT_EQ(rep.strings("points/role"), (std::vector<std::string>{"calibration", "validation", "validation"}));
   // A second report reuses the runs (same configuration hash): nothing runs again.
-  const auto again = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --no-plot");
+  const auto again = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --runs rep --no-plot");
   EXPECT_EQ(again.output.find("[fidelity]"), std::string::npos) << again.output;
 }
 

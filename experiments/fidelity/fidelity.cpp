@@ -270,11 +270,12 @@ Summary summarize(const std::vector<Evaluation>& ev) {
 }
 
 std::string Summary::line() const {
+  auto pct = [](double v) { return std::isfinite(v) ? fmt::format("{:.1f}%", 100 * v) : std::string("n/a"); };
   return fmt::format(
-      "validation: {} numeric points, median error {:.1f}%, p90 {:.1f}%, {} within tolerance, {} over 25% ({} "
-      "without a cause); calibration: {} points, median {:.1f}%; trends {}/{} pass{}{}",
-      validation_numeric, 100 * median_validation, 100 * p90_validation, within_tolerance, over_25,
-      over_25_unexplained, calibration, 100 * median_calibration, trends_passed, trends,
+      "validation: {} numeric points, median error {}, p90 {}, {} within tolerance, {} over 25% ({} "
+      "without a cause); calibration: {} points, median {}; trends {}/{} pass{}{}",
+      validation_numeric, pct(median_validation), pct(p90_validation), within_tolerance, over_25,
+      over_25_unexplained, calibration, pct(median_calibration), trends_passed, trends,
       failed ? fmt::format("; {} points failed", failed) : "",
       unavailable ? fmt::format("; {} unavailable", unavailable) : "");
 }
