@@ -26,6 +26,10 @@ ParamSchema StorageSpec::schema() {
       .non_negative()
       .with_unit("nJ/B");
   s.real("capacity_gb", 128.0, "capacity").positive().with_unit("GB");
+  s.real("load_ns_per_byte", 0.0,
+         "runtime cost per byte read, after the I/O (deserialisation, conversion, copies); 0 = none")
+      .non_negative()
+      .with_unit("ns/B");
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -46,6 +50,7 @@ StorageSpec StorageSpec::from_params(const Params& p) {
   s.read_energy_nj_per_byte = p.real("read_energy_nj_per_byte");
   s.write_energy_nj_per_byte = p.real("write_energy_nj_per_byte");
   s.capacity_gb = p.real("capacity_gb");
+  s.load_ns_per_byte = p.real("load_ns_per_byte");
   return s;
 }
 
@@ -70,7 +75,8 @@ static double pipeline_seconds(double bytes, double iops, double latency_s, doub
 
 double StorageSpec::read_seconds(double bytes) const {
   return pipeline_seconds(bytes, random_read_iops, access_latency_us * 1e-6, seq_read_gbps * 1e9,
-                          max_transfer_kb * 1024.0, queue_depth);
+                          max_transfer_kb * 1024.0, queue_depth) +
+         bytes * load_ns_per_byte * 1e-9;
 }
 
 double StorageSpec::write_seconds(double bytes) const {
@@ -134,6 +140,7 @@ sim::Task<void> Storage::read(double bytes, std::string label) {
   std::vector<sim::Task<void>> cmds;
   for (std::size_t i = 0; i < n; ++i) cmds.push_back(command(bytes / static_cast<double>(n), false));
   co_await run_request(sim_, std::move(cmds));
+  if (spec_.load_ns_per_byte > 0) co_await sim_.timeout(sim::from_seconds(bytes * spec_.load_ns_per_byte * 1e-9));
   bytes_read_.add(bytes);
   request_ms_.add(sim::to_ms(sim_.now() - t0));
   if (timeline_) timeline_->span(name_, label, t0, sim_.now(), "io");

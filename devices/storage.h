@@ -12,6 +12,10 @@
 // 24 KB for UFS 4.0, as DynaKV measures) and bandwidth-bound above. Concurrent
 // requests share the device through the same queue.
 //
+// A read may also pay `load_ns_per_byte` after its I/O: what the runtime spends turning the bytes
+// into tensors (deserialisation, conversion, copies into its buffers). It is a property of the
+// software stack on this phone, 0 (none) unless a profile sets it.
+//
 // Writes are rounded up to whole pages (a partial-page write programs the whole
 // page: write amplification) and move at the sequential write bandwidth.
 #include <cstdint>
@@ -41,13 +45,15 @@ struct StorageSpec {
   double read_energy_nj_per_byte = 0;   // energy per byte read (in addition to the powers above)
   double write_energy_nj_per_byte = 0;  // energy per byte programmed (whole pages)
   double capacity_gb = 0;
+  double load_ns_per_byte = 0;          // runtime cost per byte read, after the I/O (0: none)
 
   static ParamSchema schema();
   static StorageSpec from_params(const Params& p);
 
   // Bytes programmed for a write of `bytes` (rounded up to whole pages).
   double written_bytes(double bytes) const;
-  // Analytic time of one request of `bytes` on an idle device (no queueing with other requests).
+  // Analytic time of one request of `bytes` on an idle device (no queueing with other requests),
+  // including the runtime's load cost per byte.
   double read_seconds(double bytes) const;
   double write_seconds(double bytes) const;
   // Sustained read throughput (bytes/s) with the queue kept full of requests of `request_bytes`.

@@ -3,12 +3,15 @@
 
 #include <cmath>
 
+#include "devices/device.h"
+#include "devices/storage.h"
 #include "experiments/fidelity/calibrate.h"
 #include "experiments/fidelity/extract.h"
 #include "experiments/fidelity/fidelity.h"
 #include "experiments/fidelity/registry.h"
 #include "sim/error.h"
 #include "sim/h5.h"
+#include "sim/simulator.h"
 #include "test_util.h"
 
 namespace mobisim {
@@ -47,11 +50,11 @@ TEST(FidelityRegistry, RolesAreDisjointAndAtMostAThirdCalibrates) {
 TEST(FidelityRegistry, CheckCalibrationRefusesAValidationPoint) {
   auto points = load_registry(kRegistry);
   CalibrationSpec spec = CalibrationSpec::load(kRegistry + "/calibration.yaml");
-  spec.parameters.front().points.push_back("percache.table1.load_s");  // a validation point
+  spec.parameters.front().points.push_back("percache.table1.chunk_bytes");  // a validation point
   const auto problems = check_calibration(spec, points);
   ASSERT_FALSE(problems.empty());
   bool named = false;
-  for (const auto& p : problems) named = named || p.find("validation point percache.table1.load_s") != std::string::npos;
+  for (const auto& p : problems) named = named || p.find("validation point percache.table1.chunk_bytes") != std::string::npos;
   EXPECT_TRUE(named);
 }
 
@@ -240,6 +243,27 @@ TEST(FidelityCalibrate, FitsAParameterToItsCalibrationPoint) {
   // A second report reuses the runs (same configuration hash): nothing runs again.
   const auto again = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --runs rep --no-plot");
   EXPECT_EQ(again.output.find("[fidelity]"), std::string::npos) << again.output;
+}
+
+sim::Task<void> read_once(devices::Storage& st, double bytes) { co_await st.read(bytes); }
+
+// The runtime's load cost per byte (the mechanism behind PerCache Table 1's load row): a read pays
+// its I/O and then bytes x load_ns_per_byte, in the simulation as in the analytic time; 0 changes
+// nothing.
+TEST(FidelityMechanisms, LoadCostPerByteFollowsTheIo) {
+  devices::StorageSpec s = devices::load_device_profile("pixel7").storage.value();
+  s.load_ns_per_byte = 0;
+  const double io = s.read_seconds(174e6);
+  s.load_ns_per_byte = 5.0;
+  EXPECT_NEAR(s.read_seconds(174e6), io + 174e6 * 5e-9, 1e-12);  // 0.87 s on top of the read
+  sim::Simulator sim;
+  sim::StatGroup stats("dev");
+  devices::Storage st(sim, s, "ufs", stats);
+  sim.start(read_once(st, 174e6));
+  sim.run();
+  EXPECT_NEAR(sim::to_seconds(sim.now()), s.read_seconds(174e6), 0.0005);
+  // Built-in profiles other than the one fitted to it keep 0 (their results do not change).
+  EXPECT_EQ(devices::load_device_profile("oneplus-12").storage->load_ns_per_byte, 0.0);
 }
 
 }  // namespace

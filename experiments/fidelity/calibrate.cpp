@@ -192,6 +192,8 @@ FitResult calibrate(const CalibrationSpec& spec, const std::vector<Point>& regis
     if (selected(spec.parameters[j], o.only)) pb.free.push_back(j);
   }
   if (pb.free.empty()) throw UsageError("no parameter selected to fit");
+  r.free.assign(spec.parameters.size(), false);
+  for (auto j : pb.free) r.free[j] = true;
   r.initial = pb.fixed;
   r.before = pb.simulate(pb.fixed);
   for (std::size_t i = 0; i < r.before.size(); ++i)
@@ -268,6 +270,7 @@ std::vector<std::string> write_fitted_profiles(const CalibrationSpec& spec, cons
   std::map<std::string, const Point*> by_id;
   for (const auto* p : fit.points) by_id[p->id] = p;
   for (std::size_t j = 0; j < spec.parameters.size(); ++j) {
+    if (!fit.free[j]) continue;  // held at its initial value: nothing was fitted
     const FreeParameter& f = spec.parameters[j];
     const std::string kind = f.key.substr(0, f.key.find('.'));
     YamlTree* node = &trees[kind + ":" + f.profile];

@@ -46,6 +46,7 @@ std::vector<std::string> check_calibration(const CalibrationSpec& spec, const st
 
 struct FitResult {
   std::vector<double> initial, fitted;      // per parameter
+  std::vector<bool> free;                   // per parameter: fitted (else held at its initial value)
   std::vector<const Point*> points;         // the calibration points used
   std::vector<double> before, after;        // simulated values at initial / fitted parameters
   std::size_t iterations = 0, evaluations = 0;
