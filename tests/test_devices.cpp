@@ -125,16 +125,18 @@ TEST(Devices, PixelSevenReproducesPerCacheTableOne) {
 }
 
 TEST(Devices, PrefixNoteProfilesReproduceUncachedPrefill) {
-  // The prefix-caching note: a 3B prefill "typically consumes 650-900 ms" on an iPhone 14 Pro; `mobisim
-  // calibrate` fitted the GPU efficiency to the range's midpoint for the 180-token prefix
-  // (experiments/published/calibration.yaml). The mid-tier Android is fitted to its median uncached
-  // TTFT (1.1 s) over the replayed sessions, whose prompts are longer than the 180-token prefix.
-  // The note's runtimes hold the 3B weights in int4 (experiments/prefix_cache/ttft.yaml).
+  // The prefix-caching note: the prefill of all input tokens "typically consumes 650-900 ms" on an
+  // iPhone 14 Pro. `mobisim calibrate` fitted the GPU efficiency so the replayed sessions' median
+  // uncached TTFT (median prompt ~260 tokens) is the range's midpoint, 775 ms; its 180-token prefix
+  // then takes about 775 x 0.343373 / 0.505224 = 527 ms (the efficiency fitted before for a 180-token
+  // prefill of 775 ms) plus the per-operator overheads that do not scale with it: ~537 ms. The mid-tier
+  // Android is fitted to its median uncached TTFT (1.1 s) the same way.
   models::ModelSpec spec = models::load_model_spec("generic-3b");
-  spec.weight_dtype = models::DType::kInt4;
+  spec.weight_dtype = models::DType::kInt4;  // the note's runtimes hold the 3B weights in int4
   const models::CostModel cm(spec);
   const models::Work w = cm.prefill(180);
-  EXPECT_NEAR(load_device_profile("iphone-14-pro").unit("gpu", "test").seconds(w, models::DType::kInt4), 0.775, 0.005);
+  EXPECT_NEAR(load_device_profile("iphone-14-pro").unit("gpu", "test").seconds(w, models::DType::kInt4),
+              0.537, 0.004);
   const double android = load_device_profile("midtier-android-ufs21").unit("gpu", "test").seconds(w, models::DType::kInt4);
   EXPECT_GT(android, 0.650);
   EXPECT_LT(android, 1.100);
