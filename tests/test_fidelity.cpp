@@ -243,6 +243,14 @@ TEST(FidelityCalibrate, FitsAParameterToItsCalibrationPoint) {
   // A second report reuses the runs (same configuration hash): nothing runs again.
   const auto again = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --runs rep --no-plot");
   EXPECT_EQ(again.output.find("[fidelity]"), std::string::npos) << again.output;
+  // Rerun everything at another thread count: the same report, byte for byte.
+  const auto rerun = testing::run_mobisim_in(dir.path().string(),
+                                             "fidelity --registry reg --out rep2 --runs rep2 --no-plot --quiet --run --threads 3");
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.output;
+  EXPECT_EQ(testing::read_bytes(dir.file("rep/fidelity.csv")).size() > 0, true);
+  h5::Reader rep2(dir.file("rep2/fidelity.h5"));
+  EXPECT_EQ(rep2.doubles("points/simulated"), rep.doubles("points/simulated"));
+  EXPECT_EQ(rep2.strings("points/verdict"), rep.strings("points/verdict"));
 }
 
 sim::Task<void> read_once(devices::Storage& st, double bytes) { co_await st.read(bytes); }
