@@ -82,6 +82,9 @@ TEST(FidelityRegistry, MalformedPointsNameFileAndKey) {
   refuse(one_point_file("    role: both\n    published: 1\n"), "role");
   refuse(one_point_file("    role: validation\n    published: 1\n    typo_key: 3\n"), "typo_key");
   refuse(one_point_file("    role: validation\n    published_range: [2, 1]\n"), "low < high");
+  refuse("document: test\nset: t\npoints:\n  - {id: t.b, source: x, quantity: q, unit: s, role: validation, published: 1,\n"
+         "     experiment: e.yaml, extract: {function: ratio, column: c, key: k, numerator: a, denominator: b, cause: x}}\n",
+         "unknown argument 'cause'");
   // Duplicate ids across files.
   write_text(dir.file("a.yaml"), one_point_file("    role: validation\n    published: 1\n"));
   write_text(dir.file("t.yaml"), one_point_file("    role: validation\n    published: 2\n"));

@@ -56,6 +56,19 @@ Extract parse_extract(const Params& p) {
   e.args = yaml_clone(node);
   if (node["function"].IsDefined()) {
     e.function = node["function"].as<std::string>();
+    // Checked here, at load, so a typo names the registry file and line (extract.h lists them).
+    static const std::vector<std::string> functions{"ratio", "reduction_pct", "difference", "sum", "share",
+                                                    "columns_ratio"};
+    static const std::vector<std::string> args{"function", "dataset", "column", "key", "where", "numerator",
+                                               "denominator", "of", "vs", "rows", "minus", "scale",
+                                               "numerator_column", "denominator_column"};
+    if (std::find(functions.begin(), functions.end(), e.function) == functions.end())
+      throw ConfigError(fmt::format("{}: unknown extract function '{}' (known: {})", src.where(node), e.function,
+                                    fmt::join(functions, ", ")));
+    for (const auto& kv : node)
+      if (std::find(args.begin(), args.end(), kv.first.as<std::string>()) == args.end())
+        throw ConfigError(fmt::format("{}: unknown argument '{}' of extract function '{}'", src.where(node),
+                                      kv.first.as<std::string>(), e.function));
     return e;
   }
   Params x(node, table_extract_schema(), src, {});
