@@ -63,6 +63,8 @@ int fidelity_main(const std::vector<std::string>& args) {
   if (!quiet) std::cout << format_report(ev);
   write_report(ev, a.get("out"), a.flag_set("no-plot"), quiet);
   const Summary s = summarize(ev);
+  if (!quiet)
+    for (const auto& l : per_set_lines(ev)) std::cout << "  " << l << "\n";
   std::cout << s.line() << "\n";
   return s.failed ? kExitFailure : kExitOk;
 }

@@ -269,6 +269,20 @@ Summary summarize(const std::vector<Evaluation>& ev) {
   return s;
 }
 
+std::vector<std::string> per_set_lines(const std::vector<Evaluation>& ev) {
+  std::vector<std::string> sets;
+  for (const auto& e : ev)
+    if (std::find(sets.begin(), sets.end(), e.point->set_name) == sets.end()) sets.push_back(e.point->set_name);
+  std::vector<std::string> out;
+  for (const auto& name : sets) {
+    std::vector<Evaluation> sub;
+    for (const auto& e : ev)
+      if (e.point->set_name == name) sub.push_back(e);
+    out.push_back(name + ": " + summarize(sub).line());
+  }
+  return out;
+}
+
 std::string Summary::line() const {
   auto pct = [](double v) { return std::isfinite(v) ? fmt::format("{:.1f}%", 100 * v) : std::string("n/a"); };
   return fmt::format(
@@ -372,7 +386,9 @@ std::string markdown(const std::vector<Evaluation>& ev, const Summary& s) {
   md += fmt::format("mobisim {}. Every published point beside mobisim's value; calibration points had a parameter "
                     "fitted to them, validation points did not.\n\n**{}**\n\n",
                     kVersion, s.line());
-  md += "| point | source | published | simulated | error | unit | role | verdict | cause |\n";
+  md += "Per document:\n\n";
+  for (const auto& l : per_set_lines(ev)) md += "* " + l + "\n";
+  md += "\n| point | source | published | simulated | error | unit | role | verdict | cause |\n";
   md += "|---|---|---:|---:|---:|---|---|---|---|\n";
   for (const auto& e : ev) {
     const Point& p = *e.point;

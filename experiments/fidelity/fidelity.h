@@ -90,6 +90,8 @@ struct Summary {
   std::string line() const;
 };
 Summary summarize(const std::vector<Evaluation>& ev);
+// One summary per document set, in first-appearance order ("percache: validation: ...").
+std::vector<std::string> per_set_lines(const std::vector<Evaluation>& ev);
 
 // The report: a terminal table, and OUT/fidelity.{h5,csv,md} (+ .png unless no_plot).
 std::string format_report(const std::vector<Evaluation>& ev);
