@@ -37,6 +37,7 @@
 //   capture_seed      int    11           sampling seed of the captured sequence
 //   footprint_lengths ints   []           Table 1: sequence lengths of the KV footprint table
 //   footprint_models  list   []           Table 1: models of the footprint table
+//   footprint_kv_precision text fp16       Table 1: K/V element type (its GB match 2 bytes per element)
 //   variants          node   (required unless footprint only)  list of {name, policy: {impl: ...},
 //                                         placement: sequence|intra|inter, cache_ratio: real,
 //                                         replacement: {impl: ...}, model, device, precision}
@@ -150,6 +151,7 @@ class DynaKvExperiment : public Experiment {
     footprint_lengths_ = p.int_list("footprint_lengths");
     for (auto l : footprint_lengths_)
       if (l <= 0) p.fail("footprint_lengths", fmt::format("lengths must be positive (got {})", l));
+    footprint_kv_dtype_ = models::parse_dtype(p.text("footprint_kv_precision"));
     for (const auto& m : p.text_list("footprint_models")) footprint_models_.push_back(models::load_model_spec(m));
     const YAML::Node list = p.node("variants");
     const ConfigSource where = p.source_of("variants");
@@ -202,6 +204,7 @@ class DynaKvExperiment : public Experiment {
     s.integer("capture_seed", 11, "sampling seed of the captured sequence").non_negative();
     s.int_list("footprint_lengths", std::vector<std::int64_t>{}, "Table 1: sequence lengths of the KV footprint");
     s.text_list("footprint_models", std::vector<std::string>{}, "Table 1: models of the KV footprint");
+    s.text("footprint_kv_precision", std::string("fp16"), "Table 1: K/V element type").in({"fp16", "fp8", "int4"});
     s.node("variants", "list of {name, policy, placement, cache_ratio, replacement, model, device, precision}");
     return s;
   }
@@ -293,7 +296,7 @@ class DynaKvExperiment : public Experiment {
     for (const auto& m : footprint_models_)
       for (auto l : footprint_lengths_) {
         const double w = static_cast<double>(m.total_params()) * models::dtype_bytes(models::DType::kF8);
-        const double kv = static_cast<double>(l) * m.kv_bytes_per_token(dtype_);
+        const double kv = static_cast<double>(l) * m.kv_bytes_per_token(footprint_kv_dtype_);
         models.push_back(m.name);
         lens.push_back(l);
         weights_gb.push_back(w / 1e9);
@@ -427,7 +430,7 @@ class DynaKvExperiment : public Experiment {
 
   devices::DeviceProfile device_;
   models::ModelSpec model_;
-  models::DType dtype_ = models::DType::kF8;
+  models::DType dtype_ = models::DType::kF8, footprint_kv_dtype_ = models::DType::kF16;
   std::vector<std::int64_t> decode_lengths_, footprint_lengths_;
   std::vector<models::ModelSpec> footprint_models_;
   int prefill_ = 512, sim_layers_ = 2;
