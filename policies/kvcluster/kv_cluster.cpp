@@ -198,29 +198,36 @@ int ClusterTable::nearest_cluster(const float* k) const {
 }
 
 double ClusterTable::similarity(int c, const float* q) const {
-  double s = 0;
-  for (int d = 0; d < dim_; ++d) s += static_cast<double>(q[d]) * clusters_[c].centroid[d];
-  return s;
+  // Four partial sums so the loop vectorizes; the order is fixed, so results stay deterministic.
+  const double* r = clusters_[c].centroid.data();
+  double s[4] = {0, 0, 0, 0};
+  int d = 0;
+  for (; d + 4 <= dim_; d += 4)
+    for (int j = 0; j < 4; ++j) s[j] += static_cast<double>(q[d + j]) * r[d + j];
+  for (; d < dim_; ++d) s[0] += static_cast<double>(q[d]) * r[d];
+  return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
 std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
-  std::vector<int> live;
-  std::vector<double> score(clusters_.size(), 0.0);
+  // Ranked by score, ties to the lower id; only as many as needed are ordered (a heap), which
+  // yields exactly the prefix a full stable sort would.
+  std::vector<std::pair<double, int>> heap;
+  heap.reserve(clusters_.size());
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
-    if (clusters_[c].alive && clusters_[c].n > 0 && !clusters_[c].local_window) {
-      live.push_back(c);
-      score[c] = similarity(c, q);
-    }
-  std::stable_sort(live.begin(), live.end(), [&](int a, int b) { return score[a] > score[b]; });
-  if (top.clusters > 0) {
-    live.resize(std::min<std::size_t>(live.size(), static_cast<std::size_t>(top.clusters)));
-    return live;
-  }
+    if (clusters_[c].alive && clusters_[c].n > 0 && !clusters_[c].local_window) heap.emplace_back(similarity(c, q), c);
+  auto lower_rank = [](const std::pair<double, int>& a, const std::pair<double, int>& b) {
+    return a.first < b.first || (a.first == b.first && a.second > b.second);
+  };
+  std::make_heap(heap.begin(), heap.end(), lower_rank);
+  const bool by_count = top.clusters > 0;
   const double need = top.percent / 100.0 * n_entries();
   std::vector<int> out;
   double covered = 0;
-  for (int c : live) {
-    if (!out.empty() && covered >= need) break;
+  while (!heap.empty()) {
+    if (by_count ? static_cast<int>(out.size()) >= top.clusters : (!out.empty() && covered >= need)) break;
+    std::pop_heap(heap.begin(), heap.end(), lower_rank);
+    const int c = heap.back().second;
+    heap.pop_back();
     out.push_back(c);
     covered += clusters_[c].size();
   }
