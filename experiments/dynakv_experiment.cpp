@@ -3,19 +3,14 @@
 // placement, a DRAM cache, optionally its own model, device and precision), a
 // session is replayed (policies/kvcluster/session_replay.h) and each step's
 // latency is composed per layer as the document's pipeline runs it (section 6.1,
-// Figure 9, with the CPU backend of section 7):
+// Figure 9, with the CPU backend of section 7)
 //
-//   layer = max(norm + Q projection + RoPE,  representatives read from flash)   pipeline 1
-//         + cluster selection / assignment / variance / split arithmetic
-//         + max(K,V projection + Q-K scores,  retrieval of P_req minus the cached clusters)
-//         + max(softmax + context + O projection + FFN,  prefetch of the next layer's cached
-//               clusters + this layer's flash writes (offload, pool moves))             pipeline 2
-//
-// The retrieval depends on the layer's own query, so only the K/V projection and the
-// Q-K similarity can hide it: whatever the reads take beyond that is on the critical
-// path of every layer, and it grows with the context (top-k is a share of the cache).
-// Reads are the runs of contiguous pages the layout resolves, timed on the simulated
-// UFS queue of `device` (IOPS-bound below ~24 KB, Figure 3b).
+// (formula and reasoning in experiments/dynakv_latency.h). The retrieval depends on the
+// layer's own query, so only the K/V projection and the Q-K similarity can hide it:
+// whatever the reads take beyond that is on the critical path of every layer, and it
+// grows with the context (top-k is a share of the cache). Reads are the runs of
+// contiguous pages the layout resolves, timed on the simulated UFS queue of `device`
+// (IOPS-bound below ~24 KB, Figure 3b).
 //
 // Sessions: the drifting generator (traces/kv_session.h) with the model's KV heads
 // and head_dim, for `sim_layers` layers; the per-token numbers are scaled by
@@ -35,6 +30,12 @@
 //                                         (models/kernel) generating its full sequence (Table 5)
 //   capture_prefill   int    64           prefill of the captured session
 //   capture_seed      int    11           sampling seed of the captured sequence
+//   generator         node   {}           drifting-generator parameters overriding traces::DriftingSpec's
+//                                         defaults (initial_centres, centre_scale, drift_per_step, key_noise,
+//                                         birth_every, split_offset, p_recent, recent_centres, query_gain,
+//                                         p_query_local, query_noise)
+//   session_stats     bool   false        tables/session_stats: the calibration statistics of every
+//                                         session replayed (policies/kvcluster/session_stats.h)
 //   footprint_lengths ints   []           Table 1: sequence lengths of the KV footprint table
 //   footprint_models  list   []           Table 1: models of the footprint table
 //   footprint_kv_precision text fp16       Table 1: K/V element type (its GB match 2 bytes per element)
@@ -47,6 +48,7 @@
 #include <map>
 
 #include "devices/device.h"
+#include "experiments/dynakv_latency.h"
 #include "experiments/experiment.h"
 #include "models/cost_model.h"
 #include "models/kernel/checkpoint.h"
@@ -54,6 +56,7 @@
 #include "models/model_spec.h"
 #include "policies/kvcluster/cluster_cache.h"
 #include "policies/kvcluster/session_replay.h"
+#include "policies/kvcluster/session_stats.h"
 #include "sim/error.h"
 #include "sim/registry.h"
 #include "traces/kv_session.h"
@@ -78,44 +81,6 @@ struct VariantSpec {
   devices::DeviceProfile device;
 };
 
-// Per-layer CPU time of one decode step, split the way the pipeline overlaps it.
-struct LayerCompute {
-  double before_retrieval_s = 0;  // attention norm, Q projection, RoPE (pipeline 1)
-  double beside_retrieval_s = 0;  // K/V projections and Q-K scores (hide the retrieval)
-  double after_retrieval_s = 0;   // softmax, context, O projection, residuals, FFN (pipeline 2)
-  double per_token_s = 0;         // embedding, final norm, LM head (once per token)
-};
-
-LayerCompute layer_compute(const models::CostModel& cost, const devices::ComputeUnitSpec& cpu, models::DType dtype,
-                           std::int64_t attended) {
-  using models::OpKind;
-  LayerCompute c;
-  const double layers = cost.spec().n_layers;
-  for (const auto& op : cost.decode(attended).ops) {
-    const double s = cpu.op_seconds(op, dtype);
-    switch (op.kind) {
-      case OpKind::kAttnNorm:
-      case OpKind::kQProj:
-      case OpKind::kRope:
-        c.before_retrieval_s += s / layers;
-        break;
-      case OpKind::kKProj:
-      case OpKind::kVProj:
-      case OpKind::kAttnScore:
-        c.beside_retrieval_s += s / layers;
-        break;
-      case OpKind::kEmbed:
-      case OpKind::kFinalNorm:
-      case OpKind::kLmHead:
-        c.per_token_s += s;
-        break;
-      default:
-        c.after_retrieval_s += s / layers;
-    }
-  }
-  return c;
-}
-
 // Everything one (decode length, variant) replay produces, per token unless named otherwise.
 struct Row {
   double latency_ms = 0, compute_ms = 0, io_ms = 0, exposed_io_ms = 0, prefetch_ms = 0, rep_io_ms = 0;
@@ -125,6 +90,13 @@ struct Row {
   double variance = 0;
   std::int64_t clusters = 0;
   std::vector<double> within;
+};
+
+// Calibration statistics of the sessions replayed (tables/session_stats).
+struct StatRows {
+  std::vector<std::string> source;
+  std::vector<std::int64_t> length, head_dim;
+  std::vector<double> mass, within, novel;
 };
 
 class DynaKvExperiment : public Experiment {
@@ -148,6 +120,8 @@ class DynaKvExperiment : public Experiment {
       const auto tokens = kernel::sample_sequence(m, m.config.seq_len, static_cast<std::uint64_t>(p.integer("capture_seed")));
       captured_ = std::make_shared<const traces::KvSession>(traces::capture_kv_session(m, tokens, prefill));
     }
+    session_stats_ = p.boolean("session_stats");
+    if (p.has("generator")) read_generator(p.node("generator"), p.source_of("generator"));
     footprint_lengths_ = p.int_list("footprint_lengths");
     for (auto l : footprint_lengths_)
       if (l <= 0) p.fail("footprint_lengths", fmt::format("lengths must be positive (got {})", l));
@@ -202,6 +176,8 @@ class DynaKvExperiment : public Experiment {
     s.text("capture_checkpoint", std::nullopt, "llama2.c checkpoint to capture real K/V/Q from").optional();
     s.integer("capture_prefill", 64, "prefill of the captured session").at_least(1);
     s.integer("capture_seed", 11, "sampling seed of the captured sequence").non_negative();
+    s.node("generator", "drifting-generator parameters (traces::DriftingSpec)");
+    s.boolean("session_stats", false, "write the calibration statistics of every session");
     s.int_list("footprint_lengths", std::vector<std::int64_t>{}, "Table 1: sequence lengths of the KV footprint");
     s.text_list("footprint_models", std::vector<std::string>{}, "Table 1: models of the KV footprint");
     s.text("footprint_kv_precision", std::string("fp16"), "Table 1: K/V element type").in({"fp16", "fp8", "int4"});
@@ -214,12 +190,16 @@ class DynaKvExperiment : public Experiment {
     std::vector<std::int64_t> lengths;
     std::vector<double> cache_ratios, top_ks;
     std::vector<Row> rows;
+    StatRows stats;
     for (const auto t : decode_lengths_) {
       std::map<std::pair<int, int>, traces::KvSession> sessions;  // by (KV heads, head_dim)
       for (const auto& v : variants_) {
         ctx.progress(fmt::format("T={} {}", t, v.name));
         const auto key = std::make_pair(v.model.n_kv_heads, v.model.head_dim);
-        if (!sessions.contains(key)) sessions.emplace(key, make_session(v.model, static_cast<int>(t)));
+        if (!sessions.contains(key)) {
+          sessions.emplace(key, make_session(v.model, static_cast<int>(t)));
+          if (session_stats_) add_session_stats(stats, sessions.at(key), t);
+        }
         rows.push_back(replay_variant(sessions.at(key), v));
         names.push_back(v.name);
         impls.push_back(v.policy_impl);
@@ -284,9 +264,56 @@ class DynaKvExperiment : public Experiment {
       }
     }
     if (!footprint_models_.empty() && !footprint_lengths_.empty()) write_footprint(ctx);
+    if (session_stats_) {
+      h5::Table& st = ctx.results.tables["session_stats"];
+      st.add("source", stats.source);
+      st.add("decode_length", stats.length, "tokens");
+      st.add("head_dim", stats.head_dim);
+      st.add("top10_attention_mass", stats.mass);
+      st.add("within_over_total_variance", stats.within);
+      st.add("novel_key_share", stats.novel);
+    }
   }
 
  private:
+  void read_generator(const YAML::Node& node, const ConfigSource& where) {
+    ParamSchema g;
+    const traces::DriftingSpec d;
+    g.integer("initial_centres", d.initial_centres, "centres at prefill").at_least(1);
+    g.real("centre_scale", d.centre_scale, "std of centre coordinates").non_negative();
+    g.real("drift_per_step", d.drift_per_step, "std of centre velocity coordinates").non_negative();
+    g.real("key_noise", d.key_noise, "std of a key around its centre").non_negative();
+    g.integer("birth_every", d.birth_every, "decode steps between centre births").at_least(1);
+    g.real("split_offset", d.split_offset, "distance of a newborn centre from its parent").non_negative();
+    g.real("p_recent", d.p_recent, "probability a decode key joins a recent centre").range(0.0, 1.0);
+    g.integer("recent_centres", d.recent_centres, "how many newest centres count as recent").at_least(1);
+    g.real("query_gain", d.query_gain, "query = gain x centre + noise").non_negative();
+    g.real("p_query_local", d.p_query_local, "probability a query targets the current token's centre").range(0.0, 1.0);
+    g.real("query_noise", d.query_noise, "std of query noise").non_negative();
+    const Params gp(node, g, where, {});
+    generator_.initial_centres = static_cast<int>(gp.integer("initial_centres"));
+    generator_.centre_scale = gp.real("centre_scale");
+    generator_.drift_per_step = gp.real("drift_per_step");
+    generator_.key_noise = gp.real("key_noise");
+    generator_.birth_every = static_cast<int>(gp.integer("birth_every"));
+    generator_.split_offset = gp.real("split_offset");
+    generator_.p_recent = gp.real("p_recent");
+    generator_.recent_centres = static_cast<int>(gp.integer("recent_centres"));
+    generator_.query_gain = gp.real("query_gain");
+    generator_.p_query_local = gp.real("p_query_local");
+    generator_.query_noise = gp.real("query_noise");
+  }
+
+  void add_session_stats(StatRows& rows, const traces::KvSession& s, std::int64_t t) const {
+    const auto st = policies::kvcluster::session_stats(s, 16, std::max(1, s.decode / 64), seed_);
+    rows.source.push_back(s.source);
+    rows.length.push_back(t);
+    rows.head_dim.push_back(s.head_dim);
+    rows.mass.push_back(st.top10_attention_mass);
+    rows.within.push_back(st.within_over_total_variance);
+    rows.novel.push_back(st.novel_key_share);
+  }
+
   // Table 1: KV cache of a whole sequence against the 8-bit weights (the document's reference).
   void write_footprint(RunContext& ctx) const {
     h5::Table& t = ctx.results.tables["table1_footprint"];
@@ -340,16 +367,14 @@ class DynaKvExperiment : public Experiment {
         const double rep_s = storage.read_seconds(rep_bytes);
         const double write_s = storage.write_seconds(static_cast<double>(st.layer_write_bytes[l])) +
                                storage.read_seconds(static_cast<double>(st.layer_moved_bytes[l]));
-        step_s += std::max(lc.before_retrieval_s, rep_s) + cluster_s +
-                  std::max(lc.beside_retrieval_s, st.layer_io_seconds[l]) +
-                  std::max(lc.after_retrieval_s, st.layer_prefetch_seconds[l] + write_s);
+        step_s += pipelined_layer_seconds(lc, cluster_s, {rep_s, st.layer_io_seconds[l], st.layer_prefetch_seconds[l] + write_s});
         step_io += st.layer_io_seconds[l];
         step_pre += st.layer_prefetch_seconds[l] + write_s;
         step_rep += rep_s;
         written += static_cast<double>(st.layer_write_bytes[l]) * scale;
       }
       const double compute_s =
-          (lc.before_retrieval_s + lc.beside_retrieval_s + lc.after_retrieval_s + cluster_s) * model.n_layers +
+          (lc.per_layer_s() + cluster_s) * model.n_layers +
           lc.per_token_s;
       const double token_s = step_s * scale + lc.per_token_s;
       lat += token_s;
@@ -417,7 +442,7 @@ class DynaKvExperiment : public Experiment {
   traces::KvSession make_session(const models::ModelSpec& model, int decode) const {
     if (captured_) return *captured_;
     if (!session_file_.empty()) return traces::read_kv_session(session_file_);
-    traces::DriftingSpec s;
+    traces::DriftingSpec s = generator_;
     s.n_layers = sim_layers_;
     s.n_kv_heads = model.n_kv_heads;
     s.group = 1;  // one query per KV head: the replay selects with the group's first head
@@ -437,6 +462,9 @@ class DynaKvExperiment : public Experiment {
   std::uint64_t seed_ = 1;
   std::string session_file_;
   std::shared_ptr<const traces::KvSession> captured_;
+  traces::DriftingSpec generator_;
+  bool session_stats_ = false;
+
   std::vector<VariantSpec> variants_;
 };
 

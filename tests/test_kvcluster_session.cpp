@@ -2,9 +2,12 @@
 // HDF5 round trip and bad input; policies replayed over both sources.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "models/kernel/checkpoint.h"
 #include "models/kernel/oracles.h"
 #include "policies/kvcluster/kv_cluster.h"
+#include "policies/kvcluster/session_stats.h"
 #include "sim/error.h"
 #include "sim/h5.h"
 #include "test_kernel_util.h"
@@ -146,6 +149,36 @@ TEST(KvSession, DynaKvVarianceBelowStaticUpdateOnStories260k) {
   RecordProperty("pqcache_variance", std::to_string(pq));
   RecordProperty("dynakv_variance", std::to_string(dk));
   EXPECT_LT(dk, pq);
+}
+
+// ---------------------------------------------------------------------------
+// Calibration statistics (policies/kvcluster/session_stats.h).
+// ---------------------------------------------------------------------------
+TEST(KvSessionStats, ZeroQueriesAttendUniformlySoTheTopTenthHoldsItsShare) {
+  auto s = generate_drifting_session(small_spec());
+  for (auto& q : s.queries) q.setZero();
+  const auto st = policies::kvcluster::session_stats(s, 8, 1, 1);
+  // Uniform attention over n = prefill + t + 1 keys: the top ceil(n / 10) hold ceil(n / 10) / n.
+  double expect = 0;
+  for (int t = 0; t < s.decode; ++t) {
+    const int n = s.prefill + t + 1;
+    expect += std::ceil(0.1 * n) / n;
+  }
+  EXPECT_NEAR(st.top10_attention_mass, expect / s.decode, 1e-6);
+  EXPECT_GT(st.within_over_total_variance, 0.0);
+  EXPECT_LT(st.within_over_total_variance, 1.0);
+}
+
+TEST(KvSessionStats, DecodeKeysRepeatingThePrefillAreNeverMostlyNovel) {
+  auto s = generate_drifting_session(small_spec());
+  const auto shifted = policies::kvcluster::session_stats(s, 8, 10, 1);
+  for (auto& k : s.keys)
+    for (int t = 0; t < s.decode; ++t) k.row(s.prefill + t) = k.row(t % s.prefill);
+  const auto still = policies::kvcluster::session_stats(s, 8, 10, 1);
+  // A repeated key is no farther from its nearest centroid than from its own: at most the 5%
+  // beyond the 95th-percentile radius can count as novel.
+  EXPECT_LE(still.novel_key_share, 0.05 + 1e-12);
+  EXPECT_GT(shifted.novel_key_share, still.novel_key_share);  // the generator's shift is seen
 }
 
 }  // namespace
