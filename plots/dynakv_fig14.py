@@ -14,11 +14,12 @@ def draw(path, out):
     for i, v in enumerate(t["variant"]):
         series.setdefault(v.rsplit("_", 1)[0], []).append(i)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for s, idx in series.items():
+    for k, (s, idx) in enumerate(series.items()):
+        color = f"C{k}"
         r = [t["cache_ratio"][i] for i in idx]
-        axes[0].plot(r, [t["memory_model_level"][i] for i in idx], "o--", label=f"{s} (no virtualization)")
-        axes[0].plot(r, [t["memory_layer_level"][i] for i in idx], "o-", label=f"{s} (layer-wise)")
-        axes[1].plot(r, [t["latency_per_token"][i] for i in idx], "o-", label=s)
+        axes[0].plot(r, [t["memory_model_level"][i] for i in idx], "o--", color=color, label=f"{s} (no virtualization)")
+        axes[0].plot(r, [t["memory_layer_level"][i] for i in idx], "o-", color=color, label=f"{s} (layer-wise)")
+        axes[1].plot(r, [t["latency_per_token"][i] for i in idx], "o-", color=color, label=s)
     axes[0].set_ylabel("KV memory (MB)")
     axes[0].set_yscale("log")
     axes[0].set_title("(a) memory usage")
