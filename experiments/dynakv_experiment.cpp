@@ -87,7 +87,7 @@ struct Row {
   double read_mb = 0, cmds = 0, mass = 0, eff_bw = 0, energy_mj = 0, power_w = 0, forced_mb = 0, transfer_mb = 0;
   double memory_model_mb = 0, memory_layer_mb = 0, cache_peak_mb = 0, hit_rate = 0;
   double moved_mb = 0, naive_mb = 0, allocated_mb = 0, kv_stored_mb = 0, run_mean = 0, run_max = 0;
-  double variance = 0;
+  double variance = 0, attended = 0;
   std::int64_t clusters = 0;
   std::vector<double> within;
 };
@@ -237,6 +237,7 @@ class DynaKvExperiment : public Experiment {
       col("read_per_token", &Row::read_mb, "MB");
       col("commands_per_token", &Row::cmds, "");
       col("attention_mass", &Row::mass, "");
+      col("attended_entries", &Row::attended, "entries");
       col("cluster_variance", &Row::variance, "");
       std::vector<std::int64_t> clusters;
       for (const auto& r : rows) clusters.push_back(r.clusters);
@@ -355,7 +356,7 @@ class DynaKvExperiment : public Experiment {
     const models::CostModel cost(model);
     const double cluster_flops_per_s = cpu.peak_flops(models::DType::kF32) * cpu.gemv_compute_efficiency;
     double lat = 0, io = 0, exposed = 0, prefetch = 0, rep_io = 0, comp = 0, bytes = 0, wanted = 0, c = 0, m = 0,
-           forced = 0, written = 0, working = 0;
+           forced = 0, written = 0, working = 0, att = 0;
     for (const auto& st : r.steps) {
       // CPU decode of one token attending the retrieved context (per table average).
       const auto attended = static_cast<std::int64_t>(std::llround(static_cast<double>(st.attended) / session.tables()));
@@ -388,6 +389,7 @@ class DynaKvExperiment : public Experiment {
       working = std::max(working, static_cast<double>(st.read_bytes + st.hit_bytes) / session.n_layers);
       c += static_cast<double>(st.commands) * scale;
       m += st.mass;
+      att += static_cast<double>(st.attended) / session.tables();
       forced += static_cast<double>(st.forced_bytes) * scale;
     }
     const double n = static_cast<double>(std::max<std::size_t>(1, r.steps.size()));
@@ -401,6 +403,7 @@ class DynaKvExperiment : public Experiment {
     row.read_mb = bytes / n / 1e6;
     row.cmds = c / n;
     row.mass = m / n;
+    row.attended = att / n;  // per (layer, KV head) table: clusters are taken whole, so this exceeds top-k %
     row.variance = r.mean_variance;
     row.clusters = r.clusters_end;
     row.eff_bw = io > 0 ? wanted / io / 1e9 : 0.0;
