@@ -63,6 +63,15 @@ std::vector<Job> coordgen_jobs() {
   return jobs;
 }
 
+// DynaKV (seed 003): Tables 1, 2, 5 (real capture and generator), 6 and Figures 10-18.
+std::vector<Job> dynakv_jobs() {
+  std::vector<Job> jobs;
+  for (const char* f : {"table1", "table2", "table5", "table5_generator", "table6", "fig10", "fig11", "fig12", "fig13",
+                        "fig14", "fig15", "fig16", "fig17", "fig18"})
+    jobs.push_back({f, {}, ""});
+  return jobs;
+}
+
 struct Set {
   std::string name;  // also the folder under experiments/
   std::vector<Job> jobs;
@@ -73,7 +82,7 @@ std::vector<Set> document_sets() {
       {"percache", percache_jobs()},
       {"prefix_cache", {{"ttft", {}, ""}}},
       {"kvpr_cake", {{"fig3", {}, ""}, {"error", {}, ""}, {"phones", {}, ""}}},
-      {"dynakv", {{"fig10", {}, ""}, {"fig11", {}, ""}, {"fig12", {}, ""}, {"table6", {}, ""}}},
+      {"dynakv", dynakv_jobs()},
       {"coordgen", coordgen_jobs()},
   };
 }

@@ -1,9 +1,16 @@
 // The `dynakv` experiment (seed 003): long-sequence decoding with KV clusters on
 // phone flash. For every decode length and variant (a kv_cluster_policy, a flash
-// placement, a DRAM cache), a session is replayed (policies/kvcluster/session_replay.h)
-// and each step's latency is composed per layer as the document's pipeline does
-// (section 6.1): the layer's reads (runs of pages timed on the simulated UFS of
-// `device`) overlap its CPU decode compute, so a layer costs max(io, compute).
+// placement, a DRAM cache, optionally its own model, device and precision), a
+// session is replayed (policies/kvcluster/session_replay.h) and each step's
+// latency is composed per layer as the document's pipeline runs it (section 6.1,
+// Figure 9, with the CPU backend of section 7)
+//
+// (formula and reasoning in experiments/dynakv_latency.h). The retrieval depends on the
+// layer's own query, so only the K/V projection and the Q-K similarity can hide it:
+// whatever the reads take beyond that is on the critical path of every layer, and it
+// grows with the context (top-k is a share of the cache). Reads are the runs of
+// contiguous pages the layout resolves, timed on the simulated UFS queue of `device`
+// (IOPS-bound below ~24 KB, Figure 3b).
 //
 // Sessions: the drifting generator (traces/kv_session.h) with the model's KV heads
 // and head_dim, for `sim_layers` layers; the per-token numbers are scaled by
@@ -11,26 +18,45 @@
 // session file (format mobisim-kv-session), replayed as it is.
 //
 // Parameters:
-//   device         node   oneplus-12   device profile (storage and CPU)
-//   model          node   qwen2.5-3b   model spec (layers, KV heads, head_dim, weights)
-//   precision      text   fp8          weights and KV precision: fp8 or int4 (Figure 16)
-//   decode_lengths ints   [1024]       decode lengths T (Table 6: 1K-16K)
-//   prefill        int    512          prefill length L0 of generated sessions
-//   sim_layers     int    2            layers generated and replayed
-//   session_seed   int    1            generator seed
-//   session_file   text   (optional)   replay this file instead of generating
-//   variants       node   (required)   list of {name, policy: {impl: ...}, placement: sequence|intra|inter,
-//                                      cache_ratio: real, replacement: {impl: ...}}
+//   device            node   oneplus-12   device profile (storage and CPU)
+//   model             node   qwen2.5-3b   model spec (layers, KV heads, head_dim, weights)
+//   precision         text   fp8          weights and KV precision: fp8 or int4 (Figure 16)
+//   decode_lengths    ints   [1024]       decode lengths T (Table 6: 1K-16K)
+//   prefill           int    512          prefill length L0 of generated sessions
+//   sim_layers        int    2            layers generated and replayed
+//   session_seed      int    1            generator seed
+//   session_file      text   (optional)   replay this file instead of generating
+//   capture_checkpoint text  (optional)   real vectors: capture K/V/Q from this llama2.c checkpoint
+//                                         (models/kernel) generating its full sequence (Table 5)
+//   capture_prefill   int    64           prefill of the captured session
+//   capture_seed      int    11           sampling seed of the captured sequence
+//   generator         node   {}           drifting-generator parameters overriding traces::DriftingSpec's
+//                                         defaults (initial_centres, centre_scale, drift_per_step, key_noise,
+//                                         birth_every, split_offset, p_recent, recent_centres, query_gain,
+//                                         p_query_local, query_noise)
+//   session_stats     bool   false        tables/session_stats: the calibration statistics of every
+//                                         session replayed (policies/kvcluster/session_stats.h)
+//   footprint_lengths ints   []           Table 1: sequence lengths of the KV footprint table
+//   footprint_models  list   []           Table 1: models of the footprint table
+//   footprint_kv_precision text fp16       Table 1: K/V element type (its GB match 2 bytes per element)
+//   variants          node   (required unless footprint only)  list of {name, policy: {impl: ...},
+//                                         placement: sequence|intra|inter, cache_ratio: real,
+//                                         replacement: {impl: ...}, model, device, precision}
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
 
 #include "devices/device.h"
+#include "experiments/dynakv_latency.h"
 #include "experiments/experiment.h"
 #include "models/cost_model.h"
+#include "models/kernel/checkpoint.h"
+#include "models/kernel/oracles.h"
 #include "models/model_spec.h"
 #include "policies/kvcluster/cluster_cache.h"
 #include "policies/kvcluster/session_replay.h"
+#include "policies/kvcluster/session_stats.h"
 #include "sim/error.h"
 #include "sim/registry.h"
 #include "traces/kv_session.h"
@@ -48,6 +74,29 @@ struct VariantSpec {
   policies::kvcluster::Placement placement = policies::kvcluster::Placement::kInterCluster;
   double cache_ratio = 0;
   std::shared_ptr<const policies::kvcluster::ClusterReplacement> replacement;
+  std::string policy_impl;
+  double top_k_percent = 0;
+  models::ModelSpec model;
+  models::DType dtype = models::DType::kF8;
+  devices::DeviceProfile device;
+};
+
+// Everything one (decode length, variant) replay produces, per token unless named otherwise.
+struct Row {
+  double latency_ms = 0, compute_ms = 0, io_ms = 0, exposed_io_ms = 0, prefetch_ms = 0, rep_io_ms = 0;
+  double read_mb = 0, cmds = 0, mass = 0, eff_bw = 0, energy_mj = 0, power_w = 0, forced_mb = 0, transfer_mb = 0;
+  double memory_model_mb = 0, memory_layer_mb = 0, cache_peak_mb = 0, hit_rate = 0;
+  double moved_mb = 0, naive_mb = 0, allocated_mb = 0, kv_stored_mb = 0, run_mean = 0, run_max = 0;
+  double variance = 0, attended = 0;
+  std::int64_t clusters = 0;
+  std::vector<double> within;
+};
+
+// Calibration statistics of the sessions replayed (tables/session_stats).
+struct StatRows {
+  std::vector<std::string> source;
+  std::vector<std::int64_t> length, head_dim;
+  std::vector<double> mass, within, novel;
 };
 
 class DynaKvExperiment : public Experiment {
@@ -63,10 +112,27 @@ class DynaKvExperiment : public Experiment {
     sim_layers_ = static_cast<int>(p.integer("sim_layers"));
     seed_ = static_cast<std::uint64_t>(p.integer("session_seed"));
     if (p.has("session_file")) session_file_ = p.text("session_file");
+    if (p.has("capture_checkpoint")) {
+      const auto m = kernel::load_model(p.text("capture_checkpoint"));
+      const auto prefill = static_cast<int>(p.integer("capture_prefill"));
+      if (prefill >= m.config.seq_len)
+        p.fail("capture_prefill", fmt::format("must be below the checkpoint's seq_len {}", m.config.seq_len));
+      const auto tokens = kernel::sample_sequence(m, m.config.seq_len, static_cast<std::uint64_t>(p.integer("capture_seed")));
+      captured_ = std::make_shared<const traces::KvSession>(traces::capture_kv_session(m, tokens, prefill));
+    }
+    session_stats_ = p.boolean("session_stats");
+    if (p.has("generator")) read_generator(p.node("generator"), p.source_of("generator"));
+    footprint_lengths_ = p.int_list("footprint_lengths");
+    for (auto l : footprint_lengths_)
+      if (l <= 0) p.fail("footprint_lengths", fmt::format("lengths must be positive (got {})", l));
+    footprint_kv_dtype_ = models::parse_dtype(p.text("footprint_kv_precision"));
+    for (const auto& m : p.text_list("footprint_models")) footprint_models_.push_back(models::load_model_spec(m));
     const YAML::Node list = p.node("variants");
     const ConfigSource where = p.source_of("variants");
-    if (!list.IsSequence() || list.size() == 0) p.fail("variants", "expected a non-empty list of variants");
-    for (std::size_t i = 0; i < list.size(); ++i) {
+    const bool footprint_only = !footprint_models_.empty() && !footprint_lengths_.empty();
+    if (!footprint_only && (!list.IsDefined() || !list.IsSequence() || list.size() == 0))
+      p.fail("variants", "expected a non-empty list of variants");
+    for (std::size_t i = 0; list.IsDefined() && list.IsSequence() && i < list.size(); ++i) {
       const YAML::Node v = list[i];
       const ConfigSource vs = where.element(i);
       ParamSchema schema;
@@ -75,17 +141,26 @@ class DynaKvExperiment : public Experiment {
       schema.text("placement", std::string("inter"), "flash placement").in({"sequence", "intra", "inter"});
       schema.real("cache_ratio", 0.0, "DRAM cache budget as a share of the KV cache").range(0.0, 1.0);
       schema.node("replacement", "kv_cluster_replacement (default cluster_aligned)");
+      schema.node("model", "model spec of this variant (default: the experiment's)");
+      schema.node("device", "device profile of this variant (default: the experiment's)");
+      schema.text("precision", std::nullopt, "fp8 or int4 (default: the experiment's)").in({"fp8", "int4"}).optional();
       Params vp(v, schema, vs, {});
       VariantSpec spec;
       spec.name = vp.text("name");
-      spec.policy = Registry<KvClusterPolicy>::instance().create(vp.node("policy"), vs.child("policy"));
+      const YAML::Node pol = vp.node("policy");
+      spec.policy = Registry<KvClusterPolicy>::instance().create(pol, vs.child("policy"));
+      spec.policy_impl = pol.IsMap() && pol["impl"].IsDefined() ? pol["impl"].as<std::string>() : spec.name;
+      spec.top_k_percent = spec.policy->top_k().percent;
       spec.placement = policies::kvcluster::placement_from_string(vp.text("placement"));
       spec.cache_ratio = vp.real("cache_ratio");
       spec.replacement = policies::kvcluster::make_replacement(vp.node("replacement"), vs.child("replacement"));
+      spec.model = vp.has("model") ? models::load_model_spec(vp.node("model"), vs.child("model")) : model_;
+      spec.device = vp.has("device") ? devices::load_device_profile(vp.node("device"), vs.child("device")) : device_;
+      spec.dtype = vp.has("precision") ? models::parse_dtype(vp.text("precision")) : dtype_;
+      spec.device.require_storage("dynakv experiment");
+      spec.device.unit("cpu", "dynakv experiment");
       variants_.push_back(std::move(spec));
     }
-    storage_ = device_.require_storage("dynakv experiment");
-    cpu_ = device_.unit("cpu", "dynakv experiment");
   }
 
   static ParamSchema schema() {
@@ -98,114 +173,283 @@ class DynaKvExperiment : public Experiment {
     s.integer("sim_layers", 2, "layers generated and replayed").at_least(1);
     s.integer("session_seed", 1, "seed of the drifting generator").non_negative();
     s.text("session_file", std::nullopt, "a mobisim-kv-session file to replay instead").optional();
-    s.node("variants", "list of {name, policy, placement, cache_ratio, replacement}");
+    s.text("capture_checkpoint", std::nullopt, "llama2.c checkpoint to capture real K/V/Q from").optional();
+    s.integer("capture_prefill", 64, "prefill of the captured session").at_least(1);
+    s.integer("capture_seed", 11, "sampling seed of the captured sequence").non_negative();
+    s.node("generator", "drifting-generator parameters (traces::DriftingSpec)");
+    s.boolean("session_stats", false, "write the calibration statistics of every session");
+    s.int_list("footprint_lengths", std::vector<std::int64_t>{}, "Table 1: sequence lengths of the KV footprint");
+    s.text_list("footprint_models", std::vector<std::string>{}, "Table 1: models of the KV footprint");
+    s.text("footprint_kv_precision", std::string("fp16"), "Table 1: K/V element type").in({"fp16", "fp8", "int4"});
+    s.node("variants", "list of {name, policy, placement, cache_ratio, replacement, model, device, precision}");
     return s;
   }
 
   void run(RunContext& ctx) override {
-    h5::Table& sm = ctx.results.summary;
-    std::vector<std::string> names;
-    std::vector<std::int64_t> lengths, clusters;
-    std::vector<double> latency_ms, io_ms, compute_ms, read_mb, cmds, mass, variance, eff_bw, energy_mj, forced_mb,
-        moved_mb, naive_mb, hit_rate, cache_peak_mb, run_mean, run_max, transfer_mb;
+    std::vector<std::string> names, impls, model_names, device_names, precisions, placements;
+    std::vector<std::int64_t> lengths;
+    std::vector<double> cache_ratios, top_ks;
+    std::vector<Row> rows;
+    StatRows stats;
     for (const auto t : decode_lengths_) {
-      const traces::KvSession session = make_session(static_cast<int>(t));
-      const double scale = static_cast<double>(model_.n_layers) / session.n_layers;
-      const std::int64_t entry_bytes =
-          static_cast<std::int64_t>(std::llround(2.0 * session.head_dim * models::dtype_bytes(dtype_)));
+      std::map<std::pair<int, int>, traces::KvSession> sessions;  // by (KV heads, head_dim)
       for (const auto& v : variants_) {
         ctx.progress(fmt::format("T={} {}", t, v.name));
-        ReplayOptions opt;
-        opt.placement = v.placement;
-        opt.entry_bytes = std::max<std::int64_t>(1, entry_bytes);
-        opt.cache_ratio = v.cache_ratio;
-        opt.replacement = v.cache_ratio > 0 ? v.replacement : nullptr;
-        opt.measure_accuracy = true;
-        opt.storage = storage_;
-        const auto r = policies::kvcluster::replay_session(session, *v.policy, opt);
-        const models::CostModel cost(model_);
-        double lat = 0, io = 0, comp = 0, bytes = 0, wanted = 0, c = 0, m = 0, forced = 0;
-        for (std::size_t step = 0; step < r.steps.size(); ++step) {
-          const auto& st = r.steps[step];
-          // CPU decode of one token attending the retrieved context (per table average).
-          const double attended = static_cast<double>(st.attended) / session.tables();
-          const double compute_s = cpu_.seconds(cost.decode(static_cast<std::int64_t>(attended)), dtype_) / model_.n_layers +
-                                   st.cluster_flops / session.n_layers / (cpu_.peak_flops(models::DType::kF32) * cpu_.gemv_compute_efficiency);
-          double step_s = 0;
-          for (double io_l : st.layer_io_seconds) step_s += std::max(io_l, compute_s);
-          lat += step_s * scale;
-          io += st.io_seconds * scale;
-          comp += compute_s * model_.n_layers;
-          bytes += (st.read_bytes + st.forced_bytes) * scale;
-          wanted += st.wanted_bytes * scale;
-          c += st.commands * scale;
-          m += st.mass;
-          forced += st.forced_bytes * scale;
+        const auto key = std::make_pair(v.model.n_kv_heads, v.model.head_dim);
+        if (!sessions.contains(key)) {
+          sessions.emplace(key, make_session(v.model, static_cast<int>(t)));
+          if (session_stats_) add_session_stats(stats, sessions.at(key), t);
         }
-        const double n = std::max<std::size_t>(1, r.steps.size());
+        rows.push_back(replay_variant(sessions.at(key), v));
         names.push_back(v.name);
+        impls.push_back(v.policy_impl);
+        model_names.push_back(v.model.name);
+        device_names.push_back(v.device.name);
+        precisions.push_back(models::to_string(v.dtype));
+        placements.push_back(policies::kvcluster::to_string(v.placement));
         lengths.push_back(t);
-        latency_ms.push_back(lat / n * 1e3);
-        io_ms.push_back(io / n * 1e3);
-        compute_ms.push_back(comp / n * 1e3);
-        read_mb.push_back(bytes / n / 1e6);
-        cmds.push_back(c / n);
-        mass.push_back(m / n);
-        variance.push_back(r.mean_variance);
-        clusters.push_back(r.clusters_end);
-        eff_bw.push_back(io > 0 ? wanted / io / 1e9 : 0.0);
-        // Energy per token: CPU active power while computing, storage per-byte read energy and
-        // active power while reading, the SoC floor for the whole step.
-        const double e = (cpu_.active_power_w * comp + storage_.active_power_w * io +
-                          storage_.read_energy_nj_per_byte * 1e-9 * bytes + device_.base_power_w * lat) / n;
-        energy_mj.push_back(e * 1e3);
-        forced_mb.push_back(forced / n / 1e6);
-        moved_mb.push_back(r.flash.moved_bytes / 1e6);
-        naive_mb.push_back(r.flash.naive_moved_bytes / 1e6);
-        const double acc = static_cast<double>(r.cache_hits + r.cache_misses);
-        hit_rate.push_back(acc > 0 ? r.cache_hits / acc : 0.0);
-        cache_peak_mb.push_back(r.cache_peak_bytes * scale / 1e6);
-        // Figure 12: entries per read run; Figure 11: total KV transfer volume of the session.
-        double runs_sum = 0, runs_max = 0;
-        for (int e : r.run_entries) {
-          runs_sum += e;
-          runs_max = std::max<double>(runs_max, e);
-        }
-        run_mean.push_back(r.run_entries.empty() ? 0.0 : runs_sum / r.run_entries.size());
-        run_max.push_back(runs_max);
-        transfer_mb.push_back(bytes / 1e6);
+        cache_ratios.push_back(v.cache_ratio);
+        top_ks.push_back(v.top_k_percent);
       }
     }
-    sm.add("variant", names);
-    sm.add("decode_length", lengths, "tokens");
-    sm.add("latency_per_token", latency_ms, "ms");
-    sm.add("io_per_token", io_ms, "ms");
-    sm.add("compute_per_token", compute_ms, "ms");
-    sm.add("read_per_token", read_mb, "MB");
-    sm.add("commands_per_token", cmds);
-    sm.add("attention_mass", mass);
-    sm.add("cluster_variance", variance);
-    sm.add("clusters_end", clusters);
-    sm.add("effective_bandwidth", eff_bw, "GB/s");
-    sm.add("energy_per_token", energy_mj, "mJ");
-    sm.add("forced_read_per_token", forced_mb, "MB");
-    sm.add("flash_moved", moved_mb, "MB");
-    sm.add("naive_layout_moved", naive_mb, "MB");
-    sm.add("cache_hit_rate", hit_rate);
-    sm.add("cache_peak", cache_peak_mb, "MB");
-    sm.add("mean_run_entries", run_mean, "entries");
-    sm.add("max_run_entries", run_max, "entries");
-    sm.add("session_transfer", transfer_mb, "MB");
+    h5::Table& sm = ctx.results.summary;
+    auto col = [&](const char* name, auto field, const char* unit) {
+      std::vector<double> x;
+      for (const auto& r : rows) x.push_back(r.*field);
+      sm.add(name, x, unit);
+    };
+    if (!rows.empty()) {
+      sm.add("variant", names);
+      sm.add("policy", impls);
+      sm.add("model", model_names);
+      sm.add("device", device_names);
+      sm.add("precision", precisions);
+      sm.add("placement", placements);
+      sm.add("decode_length", lengths, "tokens");
+      sm.add("cache_ratio", cache_ratios);
+      sm.add("top_k_percent", top_ks, "%");
+      col("latency_per_token", &Row::latency_ms, "ms");
+      col("compute_per_token", &Row::compute_ms, "ms");
+      col("io_per_token", &Row::io_ms, "ms");
+      col("exposed_io_per_token", &Row::exposed_io_ms, "ms");
+      col("prefetch_io_per_token", &Row::prefetch_ms, "ms");
+      col("representatives_io_per_token", &Row::rep_io_ms, "ms");
+      col("read_per_token", &Row::read_mb, "MB");
+      col("commands_per_token", &Row::cmds, "");
+      col("attention_mass", &Row::mass, "");
+      col("attended_entries", &Row::attended, "entries");
+      col("cluster_variance", &Row::variance, "");
+      std::vector<std::int64_t> clusters;
+      for (const auto& r : rows) clusters.push_back(r.clusters);
+      sm.add("clusters_end", clusters);
+      col("effective_bandwidth", &Row::eff_bw, "GB/s");
+      col("energy_per_token", &Row::energy_mj, "mJ");
+      col("power", &Row::power_w, "W");
+      col("forced_read_per_token", &Row::forced_mb, "MB");
+      col("flash_moved", &Row::moved_mb, "MB");
+      col("naive_layout_moved", &Row::naive_mb, "MB");
+      col("flash_allocated", &Row::allocated_mb, "MB");
+      col("kv_stored", &Row::kv_stored_mb, "MB");
+      col("cache_hit_rate", &Row::hit_rate, "");
+      col("cache_peak", &Row::cache_peak_mb, "MB");
+      col("memory_model_level", &Row::memory_model_mb, "MB");
+      col("memory_layer_level", &Row::memory_layer_mb, "MB");
+      col("mean_run_entries", &Row::run_mean, "entries");
+      col("max_run_entries", &Row::run_max, "entries");
+      col("session_transfer", &Row::transfer_mb, "MB");
+      constexpr int kHorizons[] = {1, 2, 4, 8, 16};
+      for (int h = 0; h < 5; ++h) {
+        std::vector<double> x;
+        for (const auto& r : rows) x.push_back(r.within.size() > static_cast<std::size_t>(h) ? r.within[h] : 0.0);
+        sm.add(fmt::format("updated_retrieved_within_{}", kHorizons[h]), x);
+      }
+    }
+    if (!footprint_models_.empty() && !footprint_lengths_.empty()) write_footprint(ctx);
+    if (session_stats_) {
+      h5::Table& st = ctx.results.tables["session_stats"];
+      st.add("source", stats.source);
+      st.add("decode_length", stats.length, "tokens");
+      st.add("head_dim", stats.head_dim);
+      st.add("top10_attention_mass", stats.mass);
+      st.add("within_over_total_variance", stats.within);
+      st.add("novel_key_share", stats.novel);
+    }
   }
 
  private:
-  traces::KvSession make_session(int decode) const {
+  void read_generator(const YAML::Node& node, const ConfigSource& where) {
+    ParamSchema g;
+    const traces::DriftingSpec d;
+    g.integer("initial_centres", d.initial_centres, "centres at prefill").at_least(1);
+    g.real("centre_scale", d.centre_scale, "std of centre coordinates").non_negative();
+    g.real("drift_per_step", d.drift_per_step, "std of centre velocity coordinates").non_negative();
+    g.real("key_noise", d.key_noise, "std of a key around its centre").non_negative();
+    g.integer("birth_every", d.birth_every, "decode steps between centre births").at_least(1);
+    g.real("split_offset", d.split_offset, "distance of a newborn centre from its parent").non_negative();
+    g.real("p_recent", d.p_recent, "probability a decode key joins a recent centre").range(0.0, 1.0);
+    g.integer("recent_centres", d.recent_centres, "how many newest centres count as recent").at_least(1);
+    g.real("query_gain", d.query_gain, "query = gain x centre + noise").non_negative();
+    g.real("p_query_local", d.p_query_local, "probability a query targets the current token's centre").range(0.0, 1.0);
+    g.real("query_noise", d.query_noise, "std of query noise").non_negative();
+    const Params gp(node, g, where, {});
+    generator_.initial_centres = static_cast<int>(gp.integer("initial_centres"));
+    generator_.centre_scale = gp.real("centre_scale");
+    generator_.drift_per_step = gp.real("drift_per_step");
+    generator_.key_noise = gp.real("key_noise");
+    generator_.birth_every = static_cast<int>(gp.integer("birth_every"));
+    generator_.split_offset = gp.real("split_offset");
+    generator_.p_recent = gp.real("p_recent");
+    generator_.recent_centres = static_cast<int>(gp.integer("recent_centres"));
+    generator_.query_gain = gp.real("query_gain");
+    generator_.p_query_local = gp.real("p_query_local");
+    generator_.query_noise = gp.real("query_noise");
+  }
+
+  void add_session_stats(StatRows& rows, const traces::KvSession& s, std::int64_t t) const {
+    const auto st = policies::kvcluster::session_stats(s, 16, std::max(1, s.decode / 64), seed_);
+    rows.source.push_back(s.source);
+    rows.length.push_back(t);
+    rows.head_dim.push_back(s.head_dim);
+    rows.mass.push_back(st.top10_attention_mass);
+    rows.within.push_back(st.within_over_total_variance);
+    rows.novel.push_back(st.novel_key_share);
+  }
+
+  // Table 1: KV cache of a whole sequence against the 8-bit weights (the document's reference).
+  void write_footprint(RunContext& ctx) const {
+    h5::Table& t = ctx.results.tables["table1_footprint"];
+    std::vector<std::string> models;
+    std::vector<std::int64_t> lens;
+    std::vector<double> weights_gb, kv_gb, ratio;
+    for (const auto& m : footprint_models_)
+      for (auto l : footprint_lengths_) {
+        const double w = static_cast<double>(m.total_params()) * models::dtype_bytes(models::DType::kF8);
+        const double kv = static_cast<double>(l) * m.kv_bytes_per_token(footprint_kv_dtype_);
+        models.push_back(m.name);
+        lens.push_back(l);
+        weights_gb.push_back(w / 1e9);
+        kv_gb.push_back(kv / 1e9);
+        ratio.push_back(kv / w);
+      }
+    t.add("model", models);
+    t.add("seq_len", lens, "tokens");
+    t.add("weights", weights_gb, "GB");
+    t.add("kv_cache", kv_gb, "GB");
+    t.add("kv_over_weights", ratio);
+  }
+
+  Row replay_variant(const traces::KvSession& session, const VariantSpec& v) const {
+    const auto& model = v.model;
+    const devices::StorageSpec storage = v.device.require_storage("dynakv experiment");
+    const devices::ComputeUnitSpec cpu = v.device.unit("cpu", "dynakv experiment");
+    const double scale = static_cast<double>(model.n_layers) / session.n_layers;
+    const double elem_bytes = models::dtype_bytes(v.dtype);
+    const std::int64_t entry_bytes = std::max<std::int64_t>(1, std::llround(2.0 * session.head_dim * elem_bytes));
+    ReplayOptions opt;
+    opt.placement = v.placement;
+    opt.entry_bytes = entry_bytes;
+    opt.cache_ratio = v.cache_ratio;
+    opt.replacement = v.cache_ratio > 0 ? v.replacement : nullptr;
+    opt.measure_accuracy = true;
+    opt.storage = storage;
+    const auto r = policies::kvcluster::replay_session(session, *v.policy, opt);
+    const models::CostModel cost(model);
+    const double cluster_flops_per_s = cpu.peak_flops(models::DType::kF32) * cpu.gemv_compute_efficiency;
+    double lat = 0, io = 0, exposed = 0, prefetch = 0, rep_io = 0, comp = 0, bytes = 0, wanted = 0, c = 0, m = 0,
+           forced = 0, written = 0, working = 0, att = 0;
+    for (const auto& st : r.steps) {
+      // CPU decode of one token attending the retrieved context (per table average).
+      const auto attended = static_cast<std::int64_t>(std::llround(static_cast<double>(st.attended) / session.tables()));
+      const LayerCompute lc = layer_compute(cost, cpu, v.dtype, attended);
+      const double cluster_s = st.cluster_flops / session.n_layers / cluster_flops_per_s;
+      double step_s = 0, step_io = 0, step_pre = 0, step_rep = 0;
+      for (int l = 0; l < session.n_layers; ++l) {
+        const double rep_bytes = static_cast<double>(st.layer_representatives[l]) * session.head_dim * elem_bytes;
+        const double rep_s = storage.read_seconds(rep_bytes);
+        const double write_s = storage.write_seconds(static_cast<double>(st.layer_write_bytes[l])) +
+                               storage.read_seconds(static_cast<double>(st.layer_moved_bytes[l]));
+        step_s += pipelined_layer_seconds(lc, cluster_s, {rep_s, st.layer_io_seconds[l], st.layer_prefetch_seconds[l] + write_s});
+        step_io += st.layer_io_seconds[l];
+        step_pre += st.layer_prefetch_seconds[l] + write_s;
+        step_rep += rep_s;
+        written += static_cast<double>(st.layer_write_bytes[l]) * scale;
+      }
+      const double compute_s =
+          (lc.per_layer_s() + cluster_s) * model.n_layers +
+          lc.per_token_s;
+      const double token_s = step_s * scale + lc.per_token_s;
+      lat += token_s;
+      comp += compute_s;
+      exposed += token_s - compute_s;
+      io += step_io * scale;
+      prefetch += step_pre * scale;
+      rep_io += step_rep * scale;
+      bytes += static_cast<double>(st.read_bytes + st.forced_bytes) * scale;
+      wanted += static_cast<double>(st.wanted_bytes) * scale;
+      working = std::max(working, static_cast<double>(st.read_bytes + st.hit_bytes) / session.n_layers);
+      c += static_cast<double>(st.commands) * scale;
+      m += st.mass;
+      att += static_cast<double>(st.attended) / session.tables();
+      forced += static_cast<double>(st.forced_bytes) * scale;
+    }
+    const double n = static_cast<double>(std::max<std::size_t>(1, r.steps.size()));
+    Row row;
+    row.latency_ms = lat / n * 1e3;
+    row.compute_ms = comp / n * 1e3;
+    row.io_ms = io / n * 1e3;
+    row.exposed_io_ms = exposed / n * 1e3;
+    row.prefetch_ms = prefetch / n * 1e3;
+    row.rep_io_ms = rep_io / n * 1e3;
+    row.read_mb = bytes / n / 1e6;
+    row.cmds = c / n;
+    row.mass = m / n;
+    row.attended = att / n;  // per (layer, KV head) table: clusters are taken whole, so this exceeds top-k %
+    row.variance = r.mean_variance;
+    row.clusters = r.clusters_end;
+    row.eff_bw = io > 0 ? wanted / io / 1e9 : 0.0;
+    // Energy per token: CPU active power while computing (idle while waiting on flash), storage
+    // active power while reading or writing and its per-byte energy, the SoC floor for the whole step.
+    const double storage_busy = io + prefetch + rep_io;
+    const double e = (cpu.active_power_w * comp + cpu.idle_power_w * std::max(0.0, exposed) +
+                      storage.active_power_w * storage_busy + storage.read_energy_nj_per_byte * 1e-9 * bytes +
+                      storage.write_energy_nj_per_byte * 1e-9 * written + v.device.base_power_w * lat) /
+                     n;
+    row.energy_mj = e * 1e3;
+    row.power_w = lat > 0 ? e * n / lat : 0.0;
+    row.forced_mb = forced / n / 1e6;
+    row.transfer_mb = bytes / 1e6;
+    row.moved_mb = static_cast<double>(r.flash.moved_bytes) * scale / 1e6;
+    row.naive_mb = static_cast<double>(r.flash.naive_moved_bytes) * scale / 1e6;
+    row.allocated_mb = static_cast<double>(r.flash.allocated_bytes) * scale / 1e6;
+    row.kv_stored_mb = static_cast<double>(r.kv_bytes_end) * scale / 1e6;
+    const double acc = static_cast<double>(r.cache_hits + r.cache_misses);
+    row.hit_rate = acc > 0 ? static_cast<double>(r.cache_hits) / acc : 0.0;
+    // Figure 14(a): DRAM for KV. Without virtualization every layer's cache and representatives stay
+    // resident; with it (section 6.1) only the running layer's and the one being prefetched.
+    const double cache_per_layer = static_cast<double>(r.cache_peak_bytes) / session.n_layers;
+    const double reps_per_layer = static_cast<double>(r.max_representatives) * session.head_dim * elem_bytes;
+    row.cache_peak_mb = cache_per_layer * model.n_layers / 1e6;
+    row.memory_model_mb = ((cache_per_layer + reps_per_layer) * model.n_layers + working) / 1e6;
+    row.memory_layer_mb = (2.0 * (cache_per_layer + reps_per_layer) + working) / 1e6;
+    double runs_sum = 0, runs_max = 0;
+    for (int e_ : r.run_entries) {
+      runs_sum += e_;
+      runs_max = std::max<double>(runs_max, e_);
+    }
+    row.run_mean = r.run_entries.empty() ? 0.0 : runs_sum / static_cast<double>(r.run_entries.size());
+    row.run_max = runs_max;
+    row.within = r.updated_retrieved_within;
+    return row;
+  }
+
+  traces::KvSession make_session(const models::ModelSpec& model, int decode) const {
+    if (captured_) return *captured_;
     if (!session_file_.empty()) return traces::read_kv_session(session_file_);
-    traces::DriftingSpec s;
+    traces::DriftingSpec s = generator_;
     s.n_layers = sim_layers_;
-    s.n_kv_heads = model_.n_kv_heads;
+    s.n_kv_heads = model.n_kv_heads;
     s.group = 1;  // one query per KV head: the replay selects with the group's first head
-    s.head_dim = model_.head_dim;
+    s.head_dim = model.head_dim;
     s.prefill = prefill_;
     s.decode = decode;
     s.seed = seed_;
@@ -214,14 +458,17 @@ class DynaKvExperiment : public Experiment {
 
   devices::DeviceProfile device_;
   models::ModelSpec model_;
-  models::DType dtype_ = models::DType::kF8;
-  std::vector<std::int64_t> decode_lengths_;
+  models::DType dtype_ = models::DType::kF8, footprint_kv_dtype_ = models::DType::kF16;
+  std::vector<std::int64_t> decode_lengths_, footprint_lengths_;
+  std::vector<models::ModelSpec> footprint_models_;
   int prefill_ = 512, sim_layers_ = 2;
   std::uint64_t seed_ = 1;
   std::string session_file_;
+  std::shared_ptr<const traces::KvSession> captured_;
+  traces::DriftingSpec generator_;
+  bool session_stats_ = false;
+
   std::vector<VariantSpec> variants_;
-  devices::StorageSpec storage_;
-  devices::ComputeUnitSpec cpu_;
 };
 
 MOBISIM_REGISTER(Experiment, DynaKvExperiment, "dynakv",

@@ -4,7 +4,10 @@
 
 #include <filesystem>
 
+#include "devices/device.h"
+#include "experiments/dynakv_latency.h"
 #include "experiments/experiment.h"
+#include "models/model_spec.h"
 #include "sim/error.h"
 #include "sim/h5.h"
 
@@ -14,6 +17,20 @@ namespace {
 std::string temp_out(const std::string& tag) {
   return (std::filesystem::temp_directory_path() / ("mobisim_dynakv_" + tag + "_" + std::to_string(::getpid()) + ".h5"))
       .string();
+}
+
+int run_yaml(const std::string& yaml, const std::string& out, std::vector<std::string> overrides) {
+  experiments::RunOptions o;
+  o.output_override = out;
+  o.no_plot = true;
+  o.quiet = true;
+  o.overrides = std::move(overrides);
+  return experiments::run_experiment_file(std::string(MOBISIM_SOURCE_DIR) + "/experiments/dynakv/" + yaml, o);
+}
+
+void remove_result(const std::string& out) {
+  std::filesystem::remove(out);
+  std::filesystem::remove(out.substr(0, out.size() - 3) + "_summary.csv");
 }
 
 int run_fig10(const std::string& out, std::vector<std::string> overrides) {
@@ -51,6 +68,105 @@ TEST(DynaKvExperiment, BadVariantsAreConfigErrors) {
   EXPECT_THROW(run_fig10(out, {"experiment.variants[3].policy.b_max=-1"}), ConfigError);
   EXPECT_THROW(run_fig10(out, {"experiment.variants[0].placement=diagonal"}), ConfigError);
   EXPECT_THROW(run_fig10(out, {"experiment.decode_lengths=[0]"}), ConfigError);
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// ---------------------------------------------------------------------------
+// The latency model (experiments/dynakv_latency.h), by hand.
+// ---------------------------------------------------------------------------
+TEST(DynaKvLatency, RetrievalIsHiddenOnlyByKvProjectionAndScores) {
+  experiments::LayerCompute c;
+  c.before_retrieval_s = 1e-3;
+  c.beside_retrieval_s = 0.5e-3;
+  c.after_retrieval_s = 3e-3;
+  using experiments::pipelined_layer_seconds;
+  // Everything hidden: the layer costs its compute.
+  EXPECT_DOUBLE_EQ(pipelined_layer_seconds(c, 0.0, {0.9e-3, 0.4e-3, 2e-3}), 4.5e-3);
+  // A 2 ms retrieval: 1.5 ms beyond K/V projection + scores is exposed, although FFN time is left over.
+  EXPECT_DOUBLE_EQ(pipelined_layer_seconds(c, 0.0, {0.0, 2e-3, 0.0}), 1e-3 + 2e-3 + 3e-3);
+  // Representatives slower than the Q projection, prefetch + writes slower than attention + FFN,
+  // cluster arithmetic serial.
+  EXPECT_DOUBLE_EQ(pipelined_layer_seconds(c, 0.25e-3, {1.5e-3, 0.0, 5e-3}), 1.5e-3 + 0.25e-3 + 0.5e-3 + 5e-3);
+}
+
+TEST(DynaKvLatency, LayerComputePartitionsTheDecodeStep) {
+  const auto dev = devices::load_device_profile("oneplus-12");
+  const auto& cpu = dev.unit("cpu", "test");
+  const models::CostModel cost(models::load_model_spec("qwen2.5-3b"));
+  for (std::int64_t n : {128, 4096}) {
+    const auto c = experiments::layer_compute(cost, cpu, models::DType::kF8, n);
+    const double whole = cpu.seconds(cost.decode(n), models::DType::kF8);
+    EXPECT_NEAR(c.per_layer_s() * 36 + c.per_token_s, whole, 1e-9 * whole) << n;
+    EXPECT_GT(c.before_retrieval_s, 0.0);
+    EXPECT_GT(c.beside_retrieval_s, 0.0);
+    EXPECT_GT(c.after_retrieval_s, c.before_retrieval_s);  // the FFN dominates a layer
+  }
+  // Only attention grows with the context: the Q projection does not.
+  const auto a = experiments::layer_compute(cost, cpu, models::DType::kF8, 128);
+  const auto b = experiments::layer_compute(cost, cpu, models::DType::kF8, 4096);
+  EXPECT_DOUBLE_EQ(a.before_retrieval_s, b.before_retrieval_s);
+  EXPECT_GT(b.beside_retrieval_s, a.beside_retrieval_s);
+}
+
+TEST(DynaKvExperiment, LatencyGrowsWithDecodeLengthThroughExposedRetrieval) {
+  const std::string out = temp_out("table6");
+  ASSERT_EQ(run_yaml("table6.yaml", out,
+                     {"experiment.decode_lengths=[128, 2048]", "experiment.prefill=128", "experiment.sim_layers=1"}),
+            0);
+  h5::Reader r(out);
+  const auto latency = r.doubles("summary/latency_per_token");
+  const auto exposed = r.doubles("summary/exposed_io_per_token");
+  const auto read = r.doubles("summary/read_per_token");
+  ASSERT_EQ(latency.size(), 2u);
+  EXPECT_GT(read[1], 2 * read[0]);        // top-k is a share of a growing cache
+  EXPECT_GT(exposed[1], exposed[0]);      // more of it is left on the critical path
+  EXPECT_GT(latency[1], latency[0]);
+  remove_result(out);
+}
+
+TEST(DynaKvExperiment, Table1FootprintByHand) {
+  const std::string out = temp_out("table1");
+  ASSERT_EQ(run_yaml("table1.yaml", out, {}), 0);
+  h5::Reader r(out);
+  const auto models = r.strings("tables/table1_footprint/model");
+  const auto kv = r.doubles("tables/table1_footprint/kv_cache");
+  const auto ratio = r.doubles("tables/table1_footprint/kv_over_weights");
+  ASSERT_EQ(models.size(), 8u);
+  // Llama-3.2-1B at 8K tokens: 8192 x 2 (K, V) x 16 layers x 8 KV heads x 64 dims x 2 bytes.
+  EXPECT_EQ(models[0], "llama-3.2-1b");
+  EXPECT_NEAR(kv[0], 8192.0 * 2 * 16 * 8 * 64 * 2 / 1e9, 1e-12);
+  EXPECT_NEAR(kv[3], 8 * kv[0], 1e-12);  // 64K: linear in the length
+  for (std::size_t i = 0; i + 1 < ratio.size(); ++i)
+    if (models[i] == models[i + 1]) {
+      EXPECT_LT(ratio[i], ratio[i + 1]);
+    }
+  remove_result(out);
+}
+
+TEST(DynaKvExperiment, Table2ProbabilitiesGrowWithTheHorizon) {
+  const std::string out = temp_out("table2");
+  ASSERT_EQ(run_yaml("table2.yaml", out,
+                     {"experiment.decode_lengths=[256]", "experiment.prefill=128",
+                      "experiment.variants=[{name: qwen-m, policy: {impl: dynakv}}]"}),
+            0);
+  h5::Reader r(out);
+  double prev = 0;
+  for (int t : {1, 2, 4, 8, 16}) {
+    const double p = r.doubles("summary/updated_retrieved_within_" + std::to_string(t))[0];
+    EXPECT_GE(p, prev) << t;
+    EXPECT_LE(p, 1.0);
+    prev = p;
+  }
+  EXPECT_GT(prev, 0.0);
+  remove_result(out);
+}
+
+TEST(DynaKvExperiment, BadInputsAreClearErrors) {
+  const std::string out = temp_out("bad2");
+  EXPECT_THROW(run_yaml("table5.yaml", out, {"experiment.capture_checkpoint=/nonexistent/model.bin"}), InputError);
+  EXPECT_THROW(run_fig10(out, {"experiment.variants[0].device=no-such-phone"}), ConfigError);
+  EXPECT_THROW(run_fig10(out, {"experiment.variants[1].precision=fp3"}), ConfigError);
+  EXPECT_THROW(run_yaml("table1.yaml", out, {"experiment.footprint_models=[]"}), ConfigError);  // nothing to do
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 

@@ -2,9 +2,13 @@
 // HDF5 round trip and bad input; policies replayed over both sources.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "models/kernel/checkpoint.h"
 #include "models/kernel/oracles.h"
 #include "policies/kvcluster/kv_cluster.h"
+#include "policies/kvcluster/session_replay.h"
+#include "policies/kvcluster/session_stats.h"
 #include "sim/error.h"
 #include "sim/h5.h"
 #include "test_kernel_util.h"
@@ -146,6 +150,59 @@ TEST(KvSession, DynaKvVarianceBelowStaticUpdateOnStories260k) {
   RecordProperty("pqcache_variance", std::to_string(pq));
   RecordProperty("dynakv_variance", std::to_string(dk));
   EXPECT_LT(dk, pq);
+}
+
+// ---------------------------------------------------------------------------
+// Calibration statistics (policies/kvcluster/session_stats.h).
+// ---------------------------------------------------------------------------
+TEST(KvSessionStats, ZeroQueriesAttendUniformlySoTheTopTenthHoldsItsShare) {
+  auto s = generate_drifting_session(small_spec());
+  for (auto& q : s.queries) q.setZero();
+  const auto st = policies::kvcluster::session_stats(s, 8, 1, 1);
+  // Uniform attention over n = prefill + t + 1 keys: the top ceil(n / 10) hold ceil(n / 10) / n.
+  double expect = 0;
+  for (int t = 0; t < s.decode; ++t) {
+    const int n = s.prefill + t + 1;
+    expect += std::ceil(0.1 * n) / n;
+  }
+  EXPECT_NEAR(st.top10_attention_mass, expect / s.decode, 1e-6);
+  EXPECT_GT(st.within_over_total_variance, 0.0);
+  EXPECT_LT(st.within_over_total_variance, 1.0);
+}
+
+TEST(KvSessionStats, DecodeKeysRepeatingThePrefillAreNeverMostlyNovel) {
+  auto s = generate_drifting_session(small_spec());
+  const auto shifted = policies::kvcluster::session_stats(s, 8, 10, 1);
+  for (auto& k : s.keys)
+    for (int t = 0; t < s.decode; ++t) k.row(s.prefill + t) = k.row(t % s.prefill);
+  const auto still = policies::kvcluster::session_stats(s, 8, 10, 1);
+  // A repeated key is no farther from its nearest centroid than from its own: at most the 5%
+  // beyond the 95th-percentile radius can count as novel.
+  EXPECT_LE(still.novel_key_share, 0.05 + 1e-12);
+  EXPECT_GT(shifted.novel_key_share, still.novel_key_share);  // the generator's shift is seen
+}
+
+TEST(KvSession, DynaKvCapturesAtLeastPqCacheMassAtEqualTopKOnStories260k) {
+  MOBISIM_REQUIRE_FILE(kernel::testing::stories_path());
+  const auto m = kernel::load_model(kernel::testing::stories_path());
+  const auto s = capture_kv_session(m, kernel::sample_sequence(m, m.config.seq_len, 11), 64);
+  policies::kvcluster::ReplayOptions opt;
+  opt.measure_accuracy = true;
+  double mass[2] = {0, 0}, wanted[2] = {0, 0};
+  const char* yaml[2] = {"{impl: pqcache, tokens_per_cluster: 8, top_k_percent: 10}",
+                         "{impl: dynakv, tokens_per_cluster: 8, top_k_percent: 10}"};
+  for (int i = 0; i < 2; ++i) {
+    const auto r = policies::kvcluster::replay_session(s, *make(yaml[i]), opt);
+    for (const auto& st : r.steps) {
+      mass[i] += st.mass / static_cast<double>(r.steps.size());
+      wanted[i] += static_cast<double>(st.attended) / static_cast<double>(r.steps.size());
+    }
+  }
+  RecordProperty("pqcache_mass", std::to_string(mass[0]));
+  RecordProperty("dynakv_mass", std::to_string(mass[1]));
+  // Equal I/O: both retrieve clusters until 10% of the cache is covered (within a cluster's overshoot).
+  EXPECT_NEAR(wanted[1] / wanted[0], 1.0, 0.15);
+  EXPECT_GE(mass[1], mass[0]);
 }
 
 }  // namespace

@@ -321,10 +321,16 @@ void FlashLayout::sync_cluster(const ClusterTable& t, int cluster) {
   auto& list = it->second;
   list.erase(std::remove_if(list.begin(), list.end(), [&](int pos) { return t.cluster_of(pos) != cluster; }),
              list.end());
-  const std::set<int> have(list.begin(), list.end());
   std::vector<int> fresh;
-  for (int pos : cl.members)
-    if (!have.count(pos)) fresh.push_back(pos);
+  if (list.size() <= cl.members.size() && std::equal(list.begin(), list.end(), cl.members.begin())) {
+    // The usual case (appends): what is placed is a prefix of the members.
+    fresh.assign(cl.members.begin() + static_cast<std::ptrdiff_t>(list.size()), cl.members.end());
+  } else {
+    std::vector<int> have(list);
+    std::sort(have.begin(), have.end());
+    for (int pos : cl.members)
+      if (!std::binary_search(have.begin(), have.end(), pos)) fresh.push_back(pos);
+  }
   for (int pos : fresh) {
     if (offset_.count(pos)) {
       stats_.moved_bytes += entry_bytes_;  // came from another cluster's region
@@ -376,7 +382,7 @@ std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t> of
   pages.reserve(offsets.size() * 2);
   for (std::int64_t off : offsets)
     for (std::int64_t p = off / page_bytes_; p <= (off + entry_bytes_ - 1) / page_bytes_; ++p) pages.push_back(p);
-  std::sort(pages.begin(), pages.end());
+  // Offsets are sorted, so the pages already are: only duplicates go.
   pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
   std::int64_t run_start = -2, prev = -2;
   for (const std::int64_t page : pages) {
@@ -387,11 +393,11 @@ std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t> of
     prev = page;
   }
   runs.push_back({run_start * page_bytes_, (prev - run_start + 1) * page_bytes_, 0});
-  // Count entries per run.
+  // Count entries per run (offsets and runs both ascending: one merge pass).
+  std::size_t r = 0;
   for (std::int64_t off : offsets) {
-    auto it = std::upper_bound(runs.begin(), runs.end(), off,
-                               [](std::int64_t o, const ReadRun& r) { return o < r.offset_bytes; });
-    (--it)->entries += 1;
+    while (r + 1 < runs.size() && runs[r + 1].offset_bytes <= off) ++r;
+    runs[r].entries += 1;
   }
   return runs;
 }

@@ -13,6 +13,10 @@
 
 namespace mobisim::policies::kvcluster {
 
+namespace {
+using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+}  // namespace
+
 ClusterTable::ClusterTable(int head_dim, int head) : dim_(head_dim), head_(head) {
   if (head_dim <= 0) throw Error(fmt::format("ClusterTable: head_dim must be positive (got {})", head_dim));
 }
@@ -50,6 +54,14 @@ void ClusterTable::recompute_stats(int c) {
       ss += diff * diff;
     }
   cl.variance = cl.n > 0 ? ss / static_cast<double>(cl.n) : 0.0;
+  sync_centroid(c);
+}
+
+void ClusterTable::sync_centroid(int c) {
+  const std::size_t need = clusters_.size() * static_cast<std::size_t>(dim_);
+  if (centroids_.size() < need) centroids_.resize(need, 0.0);
+  const auto& r = clusters_[c].centroid;
+  if (static_cast<int>(r.size()) == dim_) std::copy(r.begin(), r.end(), centroids_.begin() + static_cast<std::ptrdiff_t>(c) * dim_);
 }
 
 int ClusterTable::make_cluster(const std::vector<int>& positions) {
@@ -89,6 +101,7 @@ void ClusterTable::add_entry(int c, int pos) {
   }
   cl.variance = (n * cl.variance + dist2 * n / (n + 1.0)) / (n + 1.0);
   cl.n += 1;
+  sync_centroid(c);
   cl.members.push_back(pos);
   cluster_of_[pos] = c;
   residence_[pos] = Residence::kFlash;
@@ -179,18 +192,26 @@ int ClusterTable::regroup(const std::vector<int>& positions) {
 }
 
 int ClusterTable::nearest_cluster(const float* k) const {
+  const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
+  Eigen::VectorXd d2;
+  if (rows > 0) {
+    const Eigen::Map<const RowMatD> cm(centroids_.data(), rows, dim_);
+    const Eigen::RowVectorXd kv = Eigen::Map<const Eigen::RowVectorXf>(k, dim_).cast<double>();
+    d2 = (cm.rowwise() - kv).rowwise().squaredNorm();
+  }
   int best = -1;
   double best_d = std::numeric_limits<double>::infinity();
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c) {
     const Cluster& cl = clusters_[c];
     if (!cl.alive || cl.n == 0 || cl.local_window) continue;
-    double d2 = 0;
-    for (int d = 0; d < dim_; ++d) {
-      const double diff = k[d] - cl.centroid[d];
-      d2 += diff * diff;
+    double dist = 0;
+    if (c < rows) {
+      dist = d2[c];
+    } else {
+      for (int d = 0; d < dim_; ++d) dist += (k[d] - cl.centroid[d]) * (k[d] - cl.centroid[d]);
     }
-    if (d2 < best_d) {
-      best_d = d2;
+    if (dist < best_d) {
+      best_d = dist;
       best = c;
     }
   }
@@ -198,29 +219,43 @@ int ClusterTable::nearest_cluster(const float* k) const {
 }
 
 double ClusterTable::similarity(int c, const float* q) const {
-  double s = 0;
-  for (int d = 0; d < dim_; ++d) s += static_cast<double>(q[d]) * clusters_[c].centroid[d];
-  return s;
+  // Four partial sums so the loop vectorizes; the order is fixed, so results stay deterministic.
+  const double* r = clusters_[c].centroid.data();
+  double s[4] = {0, 0, 0, 0};
+  int d = 0;
+  for (; d + 4 <= dim_; d += 4)
+    for (int j = 0; j < 4; ++j) s[j] += static_cast<double>(q[d + j]) * r[d + j];
+  for (; d < dim_; ++d) s[0] += static_cast<double>(q[d]) * r[d];
+  return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
 std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
-  std::vector<int> live;
-  std::vector<double> score(clusters_.size(), 0.0);
-  for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
-    if (clusters_[c].alive && clusters_[c].n > 0 && !clusters_[c].local_window) {
-      live.push_back(c);
-      score[c] = similarity(c, q);
-    }
-  std::stable_sort(live.begin(), live.end(), [&](int a, int b) { return score[a] > score[b]; });
-  if (top.clusters > 0) {
-    live.resize(std::min<std::size_t>(live.size(), static_cast<std::size_t>(top.clusters)));
-    return live;
+  // Ranked by score, ties to the lower id; only as many as needed are ordered (a heap), which
+  // yields exactly the prefix a full stable sort would.
+  const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
+  Eigen::VectorXd scores;
+  if (rows > 0) {
+    const Eigen::Map<const RowMatD> cm(centroids_.data(), rows, dim_);
+    scores = cm * Eigen::Map<const Eigen::VectorXf>(q, dim_).cast<double>();
   }
+  std::vector<std::pair<double, int>> heap;
+  heap.reserve(clusters_.size());
+  for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
+    if (clusters_[c].alive && clusters_[c].n > 0 && !clusters_[c].local_window)
+      heap.emplace_back(c < rows ? scores[c] : similarity(c, q), c);
+  auto lower_rank = [](const std::pair<double, int>& a, const std::pair<double, int>& b) {
+    return a.first < b.first || (a.first == b.first && a.second > b.second);
+  };
+  std::make_heap(heap.begin(), heap.end(), lower_rank);
+  const bool by_count = top.clusters > 0;
   const double need = top.percent / 100.0 * n_entries();
   std::vector<int> out;
   double covered = 0;
-  for (int c : live) {
-    if (!out.empty() && covered >= need) break;
+  while (!heap.empty()) {
+    if (by_count ? static_cast<int>(out.size()) >= top.clusters : (!out.empty() && covered >= need)) break;
+    std::pop_heap(heap.begin(), heap.end(), lower_rank);
+    const int c = heap.back().second;
+    heap.pop_back();
     out.push_back(c);
     covered += clusters_[c].size();
   }

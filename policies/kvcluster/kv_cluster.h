@@ -120,6 +120,11 @@ class ClusterTable {
 
  private:
   std::vector<double> centroid_of(const std::vector<int>& positions) const;
+  // Copies cluster c's centroid into the contiguous mirror the scans run over.
+  void sync_centroid(int c);
+  // Row-major [clusters x dim] copy of every centroid (kept in step with Cluster::centroid), so
+  // selection and assignment scan contiguous memory with vectorized kernels.
+  std::vector<double> centroids_;
   int dim_;
   int head_;
   int step_ = 0;

@@ -48,7 +48,15 @@ struct StepRecord {
   int splits = 0;
   double cluster_flops = 0;
   double io_seconds = 0;            // sum over layers of the simulated read time
+  // Per layer (section 6.1's two pipelines): the retrieval of P_req minus cache hits plus forced
+  // loads (on the critical path), the prefetch of the cached clusters (overlapped with the previous
+  // layer's attention and FFN), the flash writes of the step's offload (new entries, pool moves),
+  // and the representatives the selection compares against (loaded beside the Q projection).
   std::vector<double> layer_io_seconds;
+  std::vector<double> layer_prefetch_seconds;
+  std::vector<std::int64_t> layer_write_bytes;
+  std::vector<std::int64_t> layer_moved_bytes;
+  std::vector<std::int64_t> layer_representatives;
   double mass = 0;                  // mean attention mass captured (measure_accuracy)
 };
 
@@ -59,6 +67,8 @@ struct ReplaySummary {
   int clusters_end = 0;             // live clusters summed over tables
   FlashStats flash;                 // summed over tables
   std::int64_t cache_hits = 0, cache_misses = 0, cache_peak_bytes = 0;
+  std::int64_t kv_bytes_end = 0;    // entry bytes of the whole session (every table), what a packed layout stores
+  std::int64_t max_representatives = 0;  // most representatives live in one layer at any step
   // Table 2: of the clusters updated at step s, the share retrieved within t steps (t = 1, 2, 4, 8, 16).
   std::vector<double> updated_retrieved_within;
 };

@@ -1,0 +1,16 @@
+#!/usr/bin/python3
+"""Seed 003 figure 16 from a `dynakv` result: per-token latency per policy, one panel per model
+(variants MODEL/PRECISION/POLICY).
+
+usage: dynakv_fig16.py RESULT.h5 OUT.png
+"""
+from dynakv_common import main
+from dynakv_grouped import draw_grouped
+
+
+def draw(path, out):
+    draw_grouped(path, out, "latency_per_token", "latency per token (ms)", panel_key=True)
+
+
+if __name__ == "__main__":
+    main(draw, __doc__)

@@ -1,0 +1,27 @@
+#pragma once
+// Dimension-free statistics of a KV decode session, measured the same way on a real
+// capture and on the drifting generator, so the generator's parameters can be set
+// against real vectors where a capture reaches (traces/SCHEMA.md, "Generator
+// calibration"). Each one is averaged over the session's (layer, KV head) tables.
+#include <cstdint>
+
+#include "traces/kv_session.h"
+
+namespace mobisim::policies::kvcluster {
+
+struct SessionStats {
+  // Exact softmax attention mass of a decode query on its 10% highest-scoring cached keys
+  // (how concentrated attention is: query_gain, p_query_local, query_noise).
+  double top10_attention_mass = 0;
+  // K-means of the prefill keys (tokens_per_cluster per cluster): within-cluster variance over
+  // total key variance (how clustered keys are: key_noise against centre_scale).
+  double within_over_total_variance = 0;
+  // Share of decode keys farther from every prefill centroid than 95% of the prefill keys are
+  // from theirs (how much the distribution shifts: drift, births, split_offset, p_recent).
+  double novel_key_share = 0;
+};
+
+// `query_stride`: every how many decode steps a query is measured (attention is O(P d) each).
+SessionStats session_stats(const traces::KvSession& s, int tokens_per_cluster, int query_stride, std::uint64_t seed);
+
+}  // namespace mobisim::policies::kvcluster
