@@ -96,7 +96,7 @@ struct Row {
 struct StatRows {
   std::vector<std::string> source;
   std::vector<std::int64_t> length, head_dim;
-  std::vector<double> mass, within, novel;
+  std::vector<double> mass, within, novel, position_run, neighbour_lift;
 };
 
 class DynaKvExperiment : public Experiment {
@@ -273,6 +273,8 @@ class DynaKvExperiment : public Experiment {
       st.add("top10_attention_mass", stats.mass);
       st.add("within_over_total_variance", stats.within);
       st.add("novel_key_share", stats.novel);
+      st.add("top10_position_run", stats.position_run, "entries");
+      st.add("neighbour_same_cluster_lift", stats.neighbour_lift);
     }
   }
 
@@ -313,6 +315,8 @@ class DynaKvExperiment : public Experiment {
     rows.mass.push_back(st.top10_attention_mass);
     rows.within.push_back(st.within_over_total_variance);
     rows.novel.push_back(st.novel_key_share);
+    rows.position_run.push_back(st.top10_position_run);
+    rows.neighbour_lift.push_back(st.neighbour_same_cluster_lift);
   }
 
   // Table 1: KV cache of a whole sequence against the 8-bit weights (the document's reference).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "models/kernel/checkpoint.h"
 #include "models/kernel/oracles.h"
@@ -180,6 +181,52 @@ TEST(KvSessionStats, DecodeKeysRepeatingThePrefillAreNeverMostlyNovel) {
   // beyond the 95th-percentile radius can count as novel.
   EXPECT_LE(still.novel_key_share, 0.05 + 1e-12);
   EXPECT_GT(shifted.novel_key_share, still.novel_key_share);  // the generator's shift is seen
+}
+
+// Positional statistics: keys scored only by their first coordinate against queries e0.
+void score_keys_by(traces::KvSession& s, const std::function<float(int)>& score) {
+  for (auto& k : s.keys) {
+    k.setZero();
+    for (int p = 0; p < s.positions(); ++p) k(p, 0) = score(p);
+  }
+  for (auto& q : s.queries) {
+    q.setZero();
+    q.col(0).setOnes();
+  }
+}
+
+TEST(KvSessionStats, TopTenthOfTheNewestKeysIsOneRunItsWholeLength) {
+  auto s = generate_drifting_session(small_spec());
+  score_keys_by(s, [](int p) { return static_cast<float>(p); });
+  const auto st = policies::kvcluster::session_stats(s, 8, 1, 1);
+  // Scores grow with position: the top ceil(n / 10) of n = prefill + t + 1 keys are the newest,
+  // one run of ceil(n / 10) consecutive positions.
+  double expect = 0;
+  for (int t = 0; t < s.decode; ++t) expect += std::ceil(0.1 * (s.prefill + t + 1));
+  EXPECT_NEAR(st.top10_position_run, expect / s.decode, 1e-9);
+}
+
+TEST(KvSessionStats, TopTenthOnEveryOtherPositionHasRunsOfOne) {
+  auto s = generate_drifting_session(small_spec());
+  // Even positions score p, odd ones -p: the top tenth are even positions, never neighbours.
+  score_keys_by(s, [](int p) { return static_cast<float>(p % 2 == 0 ? p : -p); });
+  const auto st = policies::kvcluster::session_stats(s, 8, 1, 1);
+  EXPECT_DOUBLE_EQ(st.top10_position_run, 1.0);
+}
+
+TEST(KvSessionStats, NeighbourLiftIsZeroForAlternatingPointsAndHighForTwoBlocks) {
+  auto s = generate_drifting_session(small_spec());
+  // Keys alternate between two points: neighbours never share a cluster.
+  score_keys_by(s, [](int p) { return p % 2 == 0 ? 1.0f : -1.0f; });
+  EXPECT_DOUBLE_EQ(policies::kvcluster::session_stats(s, 8, 10, 1).neighbour_same_cluster_lift, 0.0);
+  // Two blocks: the first a = prefill / 2 positions at +1, the other n - a at -1 (labels come from
+  // the prefill's centroids, so the boundary lies in the prefill). All but one of the n - 1
+  // neighbour pairs share a label; a shuffled order would with probability (a/n)^2 + ((n-a)/n)^2.
+  const int n = s.positions(), a = s.prefill / 2;
+  score_keys_by(s, [a](int p) { return p < a ? 1.0f : -1.0f; });
+  const double fa = static_cast<double>(a) / n, fb = 1.0 - fa;
+  const double expect = (static_cast<double>(n - 2) / (n - 1)) / (fa * fa + fb * fb);
+  EXPECT_NEAR(policies::kvcluster::session_stats(s, 8, 10, 1).neighbour_same_cluster_lift, expect, 1e-12);
 }
 
 TEST(KvSession, DynaKvCapturesAtLeastPqCacheMassAtEqualTopKOnStories260k) {
