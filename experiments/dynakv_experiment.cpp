@@ -87,6 +87,7 @@ struct Row {
   double read_mb = 0, cmds = 0, mass = 0, eff_bw = 0, energy_mj = 0, power_w = 0, forced_mb = 0, transfer_mb = 0;
   double memory_model_mb = 0, memory_layer_mb = 0, cache_peak_mb = 0, hit_rate = 0;
   double moved_mb = 0, naive_mb = 0, allocated_mb = 0, kv_stored_mb = 0, run_mean = 0, run_max = 0;
+  double piece_mean = 0, piece_max = 0;
   double variance = 0, attended = 0;
   std::int64_t clusters = 0;
   std::vector<double> within;
@@ -256,6 +257,8 @@ class DynaKvExperiment : public Experiment {
       col("memory_layer_level", &Row::memory_layer_mb, "MB");
       col("mean_run_entries", &Row::run_mean, "entries");
       col("max_run_entries", &Row::run_max, "entries");
+      col("mean_contiguous_entries", &Row::piece_mean, "entries");
+      col("max_contiguous_entries", &Row::piece_max, "entries");
       col("session_transfer", &Row::transfer_mb, "MB");
       constexpr int kHorizons[] = {1, 2, 4, 8, 16};
       for (int h = 0; h < 5; ++h) {
@@ -442,6 +445,8 @@ class DynaKvExperiment : public Experiment {
     }
     row.run_mean = r.run_entries.empty() ? 0.0 : runs_sum / static_cast<double>(r.run_entries.size());
     row.run_max = runs_max;
+    row.piece_mean = r.piece_count > 0 ? static_cast<double>(r.piece_entries) / static_cast<double>(r.piece_count) : 0.0;
+    row.piece_max = r.longest_piece;
     row.within = r.updated_retrieved_within;
     return row;
   }

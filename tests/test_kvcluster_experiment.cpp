@@ -84,6 +84,7 @@ TEST(DynaKvExperiment, ReadsPerTokenByHandScaleHeadsAndLayers) {
     EXPECT_DOUBLE_EQ(r.doubles("summary/commands_per_token")[0], 72.0) << sim_layers;
     EXPECT_NEAR(r.doubles("summary/read_per_token")[0], 72 * 16384 / 1e6, 1e-9) << sim_layers;
     EXPECT_DOUBLE_EQ(r.doubles("summary/mean_run_entries")[0], 64.0) << sim_layers;
+    EXPECT_DOUBLE_EQ(r.doubles("summary/mean_contiguous_entries")[0], 64.0) << sim_layers;
     EXPECT_DOUBLE_EQ(r.doubles("summary/attended_entries")[0], 64.0) << sim_layers;
     // Tolerance: the simulator's clock rounds each delay to whole nanoseconds.
     EXPECT_NEAR(r.doubles("summary/io_per_token")[0], 36 * layer_s * 1e3, 36 * 8e-6) << sim_layers;

@@ -54,6 +54,28 @@ TEST(KvClusterFlash, ReadRunsAreContiguousPagesComputedByHand) {
   EXPECT_EQ(runs[1].entries, 1);
 }
 
+TEST(KvClusterFlash, RunsCountTheirByteContiguousPiecesByHand) {
+  // 1 KB entries, 4 KB pages: positions 0-1 and 3 lie in page 0, 4-5 in page 1, 7 in page 1 too.
+  ClusterTable t(2);
+  for (int i = 0; i < 12; ++i) {
+    const float k[2] = {static_cast<float>(i), 0};
+    t.append_key(k);
+  }
+  FlashLayout f(Placement::kSequence, 1024, 4096);
+  f.place_initial(t);
+  auto runs = f.read_runs_of({7, 0, 1, 3, 4, 5});
+  // One command (pages 0-1) of six entries in three contiguous pieces: {0, 1}, {3, 4, 5}, {7}.
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].entries, 6);
+  EXPECT_EQ(runs[0].pieces, 3);
+  EXPECT_EQ(runs[0].longest_piece, 3);
+  runs = f.read_runs_of({1, 9, 10});  // pages 0 and 2: {1} alone, {9, 10} one piece
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].pieces, 1);
+  EXPECT_EQ(runs[1].pieces, 1);
+  EXPECT_EQ(runs[1].longest_piece, 2);
+}
+
 TEST(KvClusterFlash, DualHeadClustersGrowInwardFromBothEnds) {
   ClusterTable t(1);
   for (int i = 0; i < 6; ++i) {

@@ -393,11 +393,22 @@ std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t> of
     prev = page;
   }
   runs.push_back({run_start * page_bytes_, (prev - run_start + 1) * page_bytes_, 0});
-  // Count entries per run (offsets and runs both ascending: one merge pass).
+  // Count entries and byte-contiguous pieces per run (offsets and runs both ascending: one merge pass).
   std::size_t r = 0;
+  std::int64_t prev_off = -1;
+  int piece = 0;
   for (std::int64_t off : offsets) {
+    const std::size_t before = r;
     while (r + 1 < runs.size() && runs[r + 1].offset_bytes <= off) ++r;
+    const bool continues = r == before && prev_off >= 0 && off == prev_off + entry_bytes_;
+    if (!continues) {
+      runs[r].pieces += 1;
+      piece = 0;
+    }
+    piece += 1;
     runs[r].entries += 1;
+    runs[r].longest_piece = std::max(runs[r].longest_piece, piece);
+    prev_off = off;
   }
   return runs;
 }

@@ -43,6 +43,10 @@ struct ReadRun {
   std::int64_t offset_bytes = 0;  // page-aligned
   std::int64_t bytes = 0;         // whole pages
   int entries = 0;                // entries whose bytes lie in the run
+  // The run's entries as byte-contiguous pieces (entry slots next to each other): what a reader
+  // issuing one request per contiguous byte range, without merging neighbouring pages, would send.
+  int pieces = 0;
+  int longest_piece = 0;          // entries of the longest piece
 };
 
 struct FlashStats {

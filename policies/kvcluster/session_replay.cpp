@@ -124,6 +124,9 @@ ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& 
           rec.read_bytes += r.bytes;
           rec.commands += 1;
           sum.run_entries.push_back(r.entries);
+          sum.piece_count += r.pieces;
+          sum.piece_entries += r.entries;
+          sum.longest_piece = std::max(sum.longest_piece, r.longest_piece);
         }
         for (const auto& r : forced_runs) {
           rec.forced_bytes += r.bytes;

@@ -63,6 +63,9 @@ struct StepRecord {
 struct ReplaySummary {
   std::vector<StepRecord> steps;
   std::vector<int> run_entries;     // entries per read run, every run of every step (Figure 12)
+  // The same reads counted in byte-contiguous pieces (entry granularity, no page merging).
+  std::int64_t piece_count = 0, piece_entries = 0;
+  int longest_piece = 0;
   double mean_variance = 0;         // Table 5, averaged over tables at the end
   int clusters_end = 0;             // live clusters summed over tables
   FlashStats flash;                 // summed over tables
