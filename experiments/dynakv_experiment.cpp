@@ -34,6 +34,9 @@
 //                                         defaults (initial_centres, centre_scale, drift_per_step, key_noise,
 //                                         birth_every, split_offset, p_recent, recent_centres, query_gain,
 //                                         p_query_local, query_noise)
+//   read_commands     text   page_runs    how scattered reads become commands: page_runs (one per run of
+//                                         contiguous pages) or contiguous (one per byte-contiguous range
+//                                         of entries, unmerged; policies/kvcluster/flash_layout.h)
 //   session_stats     bool   false        tables/session_stats: the calibration statistics of every
 //                                         session replayed (policies/kvcluster/session_stats.h)
 //   footprint_lengths ints   []           Table 1: sequence lengths of the KV footprint table
@@ -122,6 +125,7 @@ class DynaKvExperiment : public Experiment {
       captured_ = std::make_shared<const traces::KvSession>(traces::capture_kv_session(m, tokens, prefill));
     }
     session_stats_ = p.boolean("session_stats");
+    read_merge_ = policies::kvcluster::read_merge_from_string(p.text("read_commands"));
     if (p.has("generator")) read_generator(p.node("generator"), p.source_of("generator"));
     footprint_lengths_ = p.int_list("footprint_lengths");
     for (auto l : footprint_lengths_)
@@ -178,6 +182,8 @@ class DynaKvExperiment : public Experiment {
     s.integer("capture_prefill", 64, "prefill of the captured session").at_least(1);
     s.integer("capture_seed", 11, "sampling seed of the captured sequence").non_negative();
     s.node("generator", "drifting-generator parameters (traces::DriftingSpec)");
+    s.text("read_commands", std::string("page_runs"), "reads as commands: page_runs or contiguous")
+        .in({"page_runs", "contiguous"});
     s.boolean("session_stats", false, "write the calibration statistics of every session");
     s.int_list("footprint_lengths", std::vector<std::int64_t>{}, "Table 1: sequence lengths of the KV footprint");
     s.text_list("footprint_models", std::vector<std::string>{}, "Table 1: models of the KV footprint");
@@ -355,6 +361,7 @@ class DynaKvExperiment : public Experiment {
     ReplayOptions opt;
     opt.placement = v.placement;
     opt.entry_bytes = entry_bytes;
+    opt.read_merge = read_merge_;
     opt.cache_ratio = v.cache_ratio;
     opt.replacement = v.cache_ratio > 0 ? v.replacement : nullptr;
     opt.measure_accuracy = true;
@@ -476,6 +483,7 @@ class DynaKvExperiment : public Experiment {
   std::shared_ptr<const traces::KvSession> captured_;
   traces::DriftingSpec generator_;
   bool session_stats_ = false;
+  policies::kvcluster::ReadMerge read_merge_ = policies::kvcluster::ReadMerge::kPageRuns;
 
   std::vector<VariantSpec> variants_;
 };

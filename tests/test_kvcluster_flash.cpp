@@ -76,6 +76,30 @@ TEST(KvClusterFlash, RunsCountTheirByteContiguousPiecesByHand) {
   EXPECT_EQ(runs[1].longest_piece, 2);
 }
 
+TEST(KvClusterFlash, UnmergedReadsIssueOneCommandPerContiguousPieceByHand) {
+  ClusterTable t(2);
+  for (int i = 0; i < 12; ++i) {
+    const float k[2] = {static_cast<float>(i), 0};
+    t.append_key(k);
+  }
+  FlashLayout f(Placement::kSequence, 1024, 4096, 8, ReadMerge::kContiguousPieces);
+  f.place_initial(t);
+  // {0, 1} in page 0, {3, 4, 5} across pages 0-1, {7} in page 1: three commands, page 0 and
+  // page 1 each read twice (5 pages where merged page runs read 2 in one command).
+  const auto runs = f.read_runs_of({7, 0, 1, 3, 4, 5});
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].offset_bytes, 0);
+  EXPECT_EQ(runs[0].bytes, 4096);
+  EXPECT_EQ(runs[0].entries, 2);
+  EXPECT_EQ(runs[1].offset_bytes, 0);
+  EXPECT_EQ(runs[1].bytes, 8192);
+  EXPECT_EQ(runs[1].entries, 3);
+  EXPECT_EQ(runs[2].offset_bytes, 4096);
+  EXPECT_EQ(runs[2].bytes, 4096);
+  EXPECT_EQ(runs[2].entries, 1);
+  EXPECT_THROW(read_merge_from_string("pages"), ConfigError);
+}
+
 TEST(KvClusterFlash, DualHeadClustersGrowInwardFromBothEnds) {
   ClusterTable t(1);
   for (int i = 0; i < 6; ++i) {

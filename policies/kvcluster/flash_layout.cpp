@@ -66,8 +66,15 @@ std::vector<int> correlation_chain(const std::vector<std::vector<double>>& f, co
   return chain;
 }
 
-FlashLayout::FlashLayout(Placement placement, std::int64_t entry_bytes, std::int64_t page_bytes, int hot_buffers)
-    : placement_(placement), entry_bytes_(entry_bytes), page_bytes_(page_bytes), hot_buffers_(hot_buffers) {
+ReadMerge read_merge_from_string(const std::string& s) {
+  if (s == "page_runs") return ReadMerge::kPageRuns;
+  if (s == "contiguous") return ReadMerge::kContiguousPieces;
+  throw ConfigError(fmt::format("read merge '{}': expected page_runs or contiguous", s));
+}
+
+FlashLayout::FlashLayout(Placement placement, std::int64_t entry_bytes, std::int64_t page_bytes, int hot_buffers,
+                         ReadMerge merge)
+    : placement_(placement), entry_bytes_(entry_bytes), page_bytes_(page_bytes), hot_buffers_(hot_buffers), merge_(merge) {
   if (entry_bytes <= 0 || page_bytes <= 0 || hot_buffers < 0)
     throw ConfigError(fmt::format("flash layout: entry_bytes ({}) and page_bytes ({}) must be positive, "
                                   "hot_buffers ({}) non-negative",
@@ -378,6 +385,7 @@ std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t> of
   std::vector<ReadRun> runs;
   if (offsets.empty()) return runs;
   std::sort(offsets.begin(), offsets.end());
+  if (merge_ == ReadMerge::kContiguousPieces) return pieces_from_sorted_offsets(offsets);
   std::vector<std::int64_t> pages;  // every page an entry touches, sorted
   pages.reserve(offsets.size() * 2);
   for (std::int64_t off : offsets)
@@ -409,6 +417,20 @@ std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t> of
     runs[r].entries += 1;
     runs[r].longest_piece = std::max(runs[r].longest_piece, piece);
     prev_off = off;
+  }
+  return runs;
+}
+
+std::vector<ReadRun> FlashLayout::pieces_from_sorted_offsets(const std::vector<std::int64_t>& offsets) const {
+  std::vector<ReadRun> runs;
+  std::size_t i = 0;
+  while (i < offsets.size()) {
+    std::size_t j = i + 1;
+    while (j < offsets.size() && offsets[j] == offsets[j - 1] + entry_bytes_) ++j;
+    const std::int64_t first_page = offsets[i] / page_bytes_, last_page = (offsets[j - 1] + entry_bytes_ - 1) / page_bytes_;
+    const int n = static_cast<int>(j - i);
+    runs.push_back({first_page * page_bytes_, (last_page - first_page + 1) * page_bytes_, n, 1, n});
+    i = j;
   }
   return runs;
 }

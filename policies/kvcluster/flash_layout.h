@@ -36,6 +36,15 @@
 namespace mobisim::policies::kvcluster {
 
 enum class Placement { kSequence, kIntraCluster, kInterCluster };
+
+// How a read of scattered entries becomes storage commands:
+//   kPageRuns          one command per run of contiguous pages touched (the block layer merges
+//                      neighbouring page reads; the model, the default);
+//   kContiguousPieces  one command per byte-contiguous range of entries, covering the pages it
+//                      touches (a runtime issuing one request per range, unmerged: two entries
+//                      sharing a page are two commands).
+enum class ReadMerge { kPageRuns, kContiguousPieces };
+ReadMerge read_merge_from_string(const std::string& s);  // "page_runs", "contiguous"; ConfigError otherwise
 const char* to_string(Placement p);
 Placement placement_from_string(const std::string& s);  // "sequence", "intra", "inter"; ConfigError otherwise
 
@@ -68,7 +77,8 @@ std::vector<int> correlation_chain(const std::vector<std::vector<double>>& f, co
 
 class FlashLayout {
  public:
-  FlashLayout(Placement placement, std::int64_t entry_bytes, std::int64_t page_bytes = 4096, int hot_buffers = 8);
+  FlashLayout(Placement placement, std::int64_t entry_bytes, std::int64_t page_bytes = 4096, int hot_buffers = 8,
+              ReadMerge merge = ReadMerge::kPageRuns);
 
   // Places every entry of the table (after the prefill partition). `co_counts`
   // is used by kInterCluster only (empty: id order).
@@ -126,6 +136,7 @@ class FlashLayout {
   void flush_page_buffer(int cluster);
   std::int64_t pages_touched(const std::vector<std::int64_t>& offsets) const;
   std::vector<ReadRun> runs_from_offsets(std::vector<std::int64_t> offsets) const;
+  std::vector<ReadRun> pieces_from_sorted_offsets(const std::vector<std::int64_t>& offsets) const;
   void charge_naive_append(int cluster);
   void record_offset(int pos, std::int64_t off);  // offset known, not yet on flash
   void write_flash(int pos, std::int64_t off);    // the entry's bytes are now on flash
@@ -133,6 +144,7 @@ class FlashLayout {
   Placement placement_;
   std::int64_t entry_bytes_, page_bytes_;
   int hot_buffers_;
+  ReadMerge merge_;
   int pool_entries_ = 0;
   std::vector<Pool> pools_;
   std::unordered_map<int, Slot> slot_of_;               // cluster -> its half of a pool

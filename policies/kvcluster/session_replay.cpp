@@ -44,7 +44,7 @@ ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& 
   std::vector<TableState> tabs;
   tabs.reserve(s.tables());
   for (int i = 0; i < s.tables(); ++i) {
-    tabs.push_back({ClusterTable(s.head_dim, i), FlashLayout(opt.placement, opt.entry_bytes, opt.page_bytes, opt.hot_buffers)});
+    tabs.push_back({ClusterTable(s.head_dim, i), FlashLayout(opt.placement, opt.entry_bytes, opt.page_bytes, opt.hot_buffers, opt.read_merge)});
     auto& ts = tabs.back();
     policy.prefill(ts.table, s.keys[i].topRows(s.prefill));
     const int layer = i / s.n_kv_heads, kvh = i % s.n_kv_heads;

@@ -30,6 +30,7 @@ struct ReplayOptions {
   std::int64_t entry_bytes = 256;  // K + V of one position of one KV head (2 x head_dim x bytes per element)
   std::int64_t page_bytes = 4096;
   int hot_buffers = 8;
+  ReadMerge read_merge = ReadMerge::kPageRuns;
   double cache_ratio = 0.0;
   std::shared_ptr<const ClusterReplacement> replacement;  // null: no cache
   int coretrieval_steps = 32;
