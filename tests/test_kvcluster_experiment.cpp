@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 
 #include "devices/device.h"
 #include "experiments/dynakv_latency.h"
@@ -90,6 +91,30 @@ TEST(DynaKvExperiment, ReadsPerTokenByHandScaleHeadsAndLayers) {
     EXPECT_NEAR(r.doubles("summary/io_per_token")[0], 36 * layer_s * 1e3, 36 * 8e-6) << sim_layers;
     remove_result(out);
   }
+}
+
+// Default reads (read_commands: contiguous) issue one command per byte-contiguous range, so each
+// command's entries are one piece; merged page runs issue fewer, longer commands over the same entries.
+TEST(DynaKvExperiment, ContiguousReadsIssueOneCommandPerPieceAndNoFewerThanPageRuns) {
+  std::map<std::string, std::vector<double>> cmds, runs, pieces, attended;
+  for (const char* mode : {"contiguous", "page_runs"}) {
+    const std::string out = temp_out(std::string("merge_") + mode);
+    ASSERT_EQ(run_fig10(out, {std::string("experiment.read_commands=") + mode}), 0);
+    h5::Reader r(out);
+    cmds[mode] = r.doubles("summary/commands_per_token");
+    runs[mode] = r.doubles("summary/mean_run_entries");
+    pieces[mode] = r.doubles("summary/mean_contiguous_entries");
+    attended[mode] = r.doubles("summary/attended_entries");
+    remove_result(out);
+  }
+  ASSERT_EQ(cmds["contiguous"].size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_DOUBLE_EQ(runs["contiguous"][i], pieces["contiguous"][i]);
+    EXPECT_DOUBLE_EQ(pieces["contiguous"][i], pieces["page_runs"][i]);  // same entries, same pieces
+    EXPECT_DOUBLE_EQ(attended["contiguous"][i], attended["page_runs"][i]);
+    EXPECT_GE(cmds["contiguous"][i], cmds["page_runs"][i]);
+  }
+  EXPECT_GT(cmds["contiguous"][0], 2 * cmds["page_runs"][0]);  // no-cluster's scattered top-k
 }
 
 TEST(DynaKvExperiment, BadVariantsAreConfigErrors) {
