@@ -93,8 +93,9 @@ TEST(DynaKvExperiment, ReadsPerTokenByHandScaleHeadsAndLayers) {
   }
 }
 
-// Default reads (read_commands: contiguous) issue one command per byte-contiguous range, so each
-// command's entries are one piece; merged page runs issue fewer, longer commands over the same entries.
+// Unmerged reads (read_commands: contiguous) issue one command per byte-contiguous range, so each
+// command's entries are one piece; merged page runs (the default) issue fewer, longer commands over
+// the same entries.
 TEST(DynaKvExperiment, ContiguousReadsIssueOneCommandPerPieceAndNoFewerThanPageRuns) {
   std::map<std::string, std::vector<double>> cmds, runs, pieces, attended;
   for (const char* mode : {"contiguous", "page_runs"}) {
