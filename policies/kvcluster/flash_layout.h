@@ -18,8 +18,9 @@
 // order c0 c1 | c2 c3 | ... is laid out as [c0-> <-c1][c2-> <-c3]... and the
 // pair (c1, c2) is contiguous whatever their sizes.
 // A cluster whose head runs into its partner moves to a new pool (its bytes
-// count as data movement); a split keeps one child at the original head
-// (rewritten compacted) and moves the other to a free slot of a pool.
+// count as data movement); a split keeps one child at the original head (its
+// entries stay where they are: the other child's leave holes until the slot is
+// rewritten) and moves the other to a free slot of a pool.
 // `naive_moved_bytes` counts what a packed cluster-by-cluster layout would move
 // for the same updates (every append shifts all later clusters), for Figure 13.
 //
