@@ -26,6 +26,7 @@
 #include <cmath>
 
 #include "devices/device.h"
+#include "devices/engine.h"
 #include "experiments/experiment.h"
 #include "models/cost_model.h"
 #include "models/model_spec.h"
@@ -53,7 +54,8 @@ struct VariantSpec {
 class DynaKvExperiment : public Experiment {
  public:
   explicit DynaKvExperiment(const Params& p) {
-    device_ = devices::load_device_profile(p.node("device"), p.source_of("device"));
+    device_ = devices::load_device_for_engine(p);
+    engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     dtype_ = models::parse_dtype(p.text("precision"));
     decode_lengths_ = p.int_list("decode_lengths");
@@ -91,6 +93,7 @@ class DynaKvExperiment : public Experiment {
   static ParamSchema schema() {
     ParamSchema s;
     s.node("device", "device profile (name or mapping)");
+    devices::add_engine_param(s);
     s.node("model", "model spec (name or mapping)");
     s.text("precision", std::string("fp8"), "weights and KV precision").in({"fp8", "int4"});
     s.int_list("decode_lengths", std::vector<std::int64_t>{1024}, "decode lengths T");
@@ -100,6 +103,12 @@ class DynaKvExperiment : public Experiment {
     s.text("session_file", std::nullopt, "a mobisim-kv-session file to replay instead").optional();
     s.node("variants", "list of {name, policy, placement, cache_ratio, replacement}");
     return s;
+  }
+
+  YAML::Node resolved_config(const YAML::Node& given) const override {
+    YAML::Node out = yaml_clone(given);
+    out["engine"] = yaml_clone(engine_);
+    return out;
   }
 
   void run(RunContext& ctx) override {
@@ -213,6 +222,7 @@ class DynaKvExperiment : public Experiment {
   }
 
   devices::DeviceProfile device_;
+  YAML::Node engine_;  // the resolved engine profile (stored with results)
   models::ModelSpec model_;
   models::DType dtype_ = models::DType::kF8;
   std::vector<std::int64_t> decode_lengths_;
