@@ -64,6 +64,7 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
   YAML::Node mod = profile_yaml("models", q.model, mod_origin);
   if (!q.dtype.empty()) mod["weight_dtype"] = q.dtype;
   if (!q.activation_dtype.empty()) mod["activation_dtype"] = q.activation_dtype;
+  if (!q.kv_dtype.empty()) mod["kv_dtype"] = q.kv_dtype;
   for (const auto& o : overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -105,6 +106,7 @@ ParamSchema OnDeviceProbe::schema() {
   s.integer("chunk", 0, "npu prefill graph chunk (0: the engine's graph_chunk)").range(0, 1 << 16);
   s.text("dtype", std::string(""), "weight dtype of the published run (\"\": the model profile's)");
   s.text("activation_dtype", std::string(""), "activation dtype of the published run (\"\": the model profile's)");
+  s.text("kv_dtype", std::string(""), "KV-cache dtype of the published run (\"\": the model profile's)");
   s.text("metric", std::string("tokens_per_s"), "tokens_per_s or ms").in({"tokens_per_s", "ms"});
   return s;
 }
@@ -120,8 +122,9 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.chunk = p.integer("chunk");
   q_.dtype = p.text("dtype");
   q_.activation_dtype = p.text("activation_dtype");
+  q_.kv_dtype = p.text("kv_dtype");
   q_.metric = p.text("metric");
-  for (const auto* key : {"dtype", "activation_dtype"}) {
+  for (const auto* key : {"dtype", "activation_dtype", "kv_dtype"}) {
     const std::string v = p.text(key);
     if (v.empty()) continue;
     try {

@@ -26,7 +26,7 @@ namespace mobisim::fidelity {
 struct OnDeviceQuery {
   std::string device, engine = devices::kDefaultEngine, model, unit, phase, metric = "tokens_per_s";
   std::int64_t tokens = 0, context = -1, chunk = 0;
-  std::string dtype, activation_dtype;  // "" keeps the model profile's
+  std::string dtype, activation_dtype, kv_dtype;  // "" keeps the model profile's
 };
 
 // The prediction for `q` with `overrides` ("device.KEY=V", "engine.KEY=V", "model.KEY=V") applied
