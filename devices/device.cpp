@@ -214,7 +214,16 @@ DeviceProfile DeviceProfile::from_yaml(const YAML::Node& given, const ConfigSour
   }
   if (YAML::Node n = p.node("storage"); n.IsDefined() && !n.IsNull()) {
     ParamSchema s = StorageSpec::schema();
-    const Params sp(n, s, source.child("storage"), {});
+    ConfigSource ssrc = source.child("storage");
+    if (n.IsScalar()) {  // a storage class by name: configs/storage/<name>.yaml
+      std::string text, origin;
+      if (!find_config("storage", n.Scalar(), text, origin))
+        p.fail("storage", fmt::format("unknown storage class '{}' (built-in: {}; or a mapping of storage fields)",
+                                      n.Scalar(), fmt::join(builtin_names("storage"), ", ")));
+      n = load_yaml_string(text, origin);
+      ssrc = ConfigSource{std::make_shared<std::string>(origin), ""};
+    }
+    const Params sp(n, s, ssrc, {});
     d.storage = StorageSpec::from_params(sp);
     out["storage"] = sp.resolved();
   }
