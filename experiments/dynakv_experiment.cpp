@@ -88,6 +88,8 @@ class DynaKvExperiment : public Experiment {
     }
     storage_ = device_.require_storage("dynakv experiment");
     cpu_ = device_.unit("cpu", "dynakv experiment");
+    unit_ = p.text("compute_unit");
+    device_.require_unit(unit_, "dynakv experiment.compute_unit");
   }
 
   static ParamSchema schema() {
@@ -96,6 +98,7 @@ class DynaKvExperiment : public Experiment {
     devices::add_engine_param(s);
     s.node("model", "model spec (name or mapping)");
     s.text("precision", std::string("fp8"), "weights and KV precision").in({"fp8", "int4"});
+    s.text("compute_unit", std::string("cpu"), "unit running the decode: a compute unit or npu (clustering stays on the cpu)");
     s.int_list("decode_lengths", std::vector<std::int64_t>{1024}, "decode lengths T");
     s.integer("prefill", 512, "prefill length L0 of generated sessions").at_least(1);
     s.integer("sim_layers", 2, "layers generated and replayed").at_least(1);
@@ -136,9 +139,12 @@ class DynaKvExperiment : public Experiment {
         double lat = 0, io = 0, comp = 0, bytes = 0, wanted = 0, c = 0, m = 0, forced = 0;
         for (std::size_t step = 0; step < r.steps.size(); ++step) {
           const auto& st = r.steps[step];
-          // CPU decode of one token attending the retrieved context (per table average).
+          // Decode of one token attending the retrieved context (per table average) on the compute unit;
+          // DynaKV's clustering runs on the CPU.
           const double attended = static_cast<double>(st.attended) / session.tables();
-          const double compute_s = cpu_.seconds(cost.decode(static_cast<std::int64_t>(attended)), dtype_) / model_.n_layers +
+          const double compute_s =
+              device_.compute_seconds(unit_, cost.decode(static_cast<std::int64_t>(attended)), dtype_, "dynakv decode") /
+                  model_.n_layers +
                                    st.cluster_flops / session.n_layers / (cpu_.peak_flops(models::DType::kF32) * cpu_.gemv_compute_efficiency);
           double step_s = 0;
           for (double io_l : st.layer_io_seconds) step_s += std::max(io_l, compute_s);
@@ -165,7 +171,7 @@ class DynaKvExperiment : public Experiment {
         eff_bw.push_back(io > 0 ? wanted / io / 1e9 : 0.0);
         // Energy per token: CPU active power while computing, storage per-byte read energy and
         // active power while reading, the SoC floor for the whole step.
-        const double e = (cpu_.active_power_w * comp + storage_.active_power_w * io +
+        const double e = (device_.unit_power_w(unit_, "dynakv energy").first * comp + storage_.active_power_w * io +
                           storage_.read_energy_nj_per_byte * 1e-9 * bytes + device_.base_power_w * lat) / n;
         energy_mj.push_back(e * 1e3);
         forced_mb.push_back(forced / n / 1e6);
@@ -232,6 +238,7 @@ class DynaKvExperiment : public Experiment {
   std::vector<VariantSpec> variants_;
   devices::StorageSpec storage_;
   devices::ComputeUnitSpec cpu_;
+  std::string unit_ = "cpu";
 };
 
 MOBISIM_REGISTER(Experiment, DynaKvExperiment, "dynakv",
