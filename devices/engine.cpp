@@ -202,4 +202,20 @@ YAML::Node resolved_engine(const Params& p) {
   return load_engine_profile(e, p.source_of("engine")).resolved;
 }
 
+YAML::Node with_engine(const YAML::Node& config, const YAML::Node& engine) {
+  YAML::Node out(YAML::NodeType::Map);
+  bool placed = false;
+  for (const auto& kv : config) {
+    const std::string key = kv.first.as<std::string>();
+    if (key == "engine") continue;
+    out[key] = kv.second;
+    if (key == "device") {
+      out["engine"] = yaml_clone(engine);
+      placed = true;
+    }
+  }
+  if (!placed) out["engine"] = yaml_clone(engine);
+  return out;
+}
+
 }  // namespace mobisim::devices

@@ -70,5 +70,8 @@ void add_engine_param(ParamSchema& schema);
 DeviceProfile load_device_for_engine(const Params& p, const std::string& device_key = "device");
 // The resolved engine of an experiment's parameters (for resolved_config).
 YAML::Node resolved_engine(const Params& p);
+// `config` with `engine` set right after its `device` key (or last), whether or not it had one, so
+// that a stored configuration re-runs to byte-identical results.
+YAML::Node with_engine(const YAML::Node& config, const YAML::Node& engine);
 
 }  // namespace mobisim::devices

@@ -260,11 +260,10 @@ class CoordGenExperiment : public Experiment {
   YAML::Node resolved_config(const YAML::Node& given) const override {
     YAML::Node out = yaml_clone(given);
     out["device"] = yaml_clone(device_.resolved);
-    out["engine"] = yaml_clone(engine_);
     out["model"] = yaml_clone(model_.resolved);
     out["workload"] = workload_->resolved();
     out["policies"] = resolved_plugins(policies_);
-    return out;
+    return devices::with_engine(out, engine_);
   }
 
  private:

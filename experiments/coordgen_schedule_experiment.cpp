@@ -145,9 +145,8 @@ class CoordGenScheduleExperiment : public Experiment {
     YAML::Node out = Params(given, s, params_.source()).resolved();
     out["impl"] = "coordgen_schedule";
     out["device"] = yaml_clone(device_.resolved);
-    out["engine"] = yaml_clone(engine_);
     out["model"] = yaml_clone(model_.resolved);
-    return out;
+    return devices::with_engine(out, engine_);
   }
 
  private:

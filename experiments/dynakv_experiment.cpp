@@ -110,8 +110,7 @@ class DynaKvExperiment : public Experiment {
 
   YAML::Node resolved_config(const YAML::Node& given) const override {
     YAML::Node out = yaml_clone(given);
-    out["engine"] = yaml_clone(engine_);
-    return out;
+    return devices::with_engine(out, engine_);
   }
 
   void run(RunContext& ctx) override {

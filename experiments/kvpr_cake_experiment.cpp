@@ -127,12 +127,11 @@ class KvprCakeExperiment : public Experiment {
   YAML::Node resolved_config(const YAML::Node& given) const override {
     YAML::Node out = yaml_clone(given);
     out["device"] = yaml_clone(device_.resolved);
-    out["engine"] = yaml_clone(engine_);
     out["model"] = yaml_clone(model_.resolved);
     out["error"] = error_->resolved();
     out["phones"] = phones_->resolved();
     out["phones"]["model"] = phones_->has("model") ? yaml_clone(phones_->node("model")) : YAML::Node(kDefaultPhoneModel);
-    return out;
+    return devices::with_engine(out, engine_);
   }
 
   static ParamSchema schema() {

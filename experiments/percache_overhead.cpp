@@ -64,11 +64,10 @@ class PerCacheOverheadExperiment : public Experiment {
   YAML::Node resolved_config(const YAML::Node& given) const override {
     YAML::Node out = yaml_clone(given);
     out["device"] = yaml_clone(device_.resolved);
-    out["engine"] = yaml_clone(engine_);
     out["model"] = yaml_clone(model_.resolved);
     ParamSchema ps = policies::PipelineConfig::schema();
     out["pipeline"] = Params(p_.node("pipeline"), ps, p_.source_of("pipeline"), {}).resolved();
-    return out;
+    return devices::with_engine(out, engine_);
   }
 
   void run(RunContext& ctx) override {

@@ -190,8 +190,7 @@ class PrefixCacheExperiment : public Experiment {
     for (std::size_t i = 0; i < devices_.size(); ++i) {
       YAML::Node d = Params(given_devs[i], ds, params_.source_of("devices").element(i), {}).resolved();
       d["device"] = yaml_clone(devices_[i].profile.resolved);
-      d["engine"] = yaml_clone(devices_[i].engine);
-      devs.push_back(d);
+      devs.push_back(devices::with_engine(d, devices_[i].engine));
     }
     out["devices"] = devs;
     YAML::Node ev(YAML::NodeType::Sequence);

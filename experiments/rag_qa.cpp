@@ -191,14 +191,13 @@ class RagQaExperiment : public Experiment {
   YAML::Node resolved_config(const YAML::Node& given) const override {
     YAML::Node out = yaml_clone(given);
     out["device"] = yaml_clone(device_.resolved);
-    out["engine"] = yaml_clone(engine_);
     out["model"] = yaml_clone(model_.resolved);
     ParamSchema ps = policies::PipelineConfig::schema();
     out["pipeline"] = Params(params_.node("pipeline"), ps, params_.source_of("pipeline"), {}).resolved();
     ParamSchema ws = WorkloadSpec::schema();
     out["workload"] = Params(workload_node_, ws, params_.source_of("workload"), {}).resolved();
     out["policies"] = resolved_plugins(policies_);
-    return out;
+    return devices::with_engine(out, engine_);
   }
 
  private:

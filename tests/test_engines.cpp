@@ -260,3 +260,43 @@ TEST(OnDevice, RegistryCoversPhonesRuntimesUnitsWithDisjointRoles) {
 
 }  // namespace
 }  // namespace mobisim::fidelity
+
+// ---------------------------------------------------------------------------
+// Experiments: `engine:` beside `device:`, recorded in the resolved configuration
+// ---------------------------------------------------------------------------
+#include "experiments/experiment.h"
+
+namespace mobisim::experiments {
+namespace {
+
+YAML::Node resolved(const std::string& rel, const std::vector<std::string>& overrides) {
+  const std::string path = std::string(MOBISIM_SOURCE_DIR) + "/" + rel;
+  RunOptions o;
+  o.overrides = overrides;
+  return resolve_experiment_config(load_yaml_file(path), path, o);
+}
+
+TEST(EngineConfig, DefaultIsMllmAndAnEngineIsRecorded) {
+  const YAML::Node def = resolved("experiments/percache/table1.yaml", {});
+  EXPECT_EQ(def["experiment"]["engine"]["name"].as<std::string>(), "mllm");
+  const YAML::Node et = resolved("experiments/percache/table1.yaml",
+                                 {"experiment.device=oneplus-12", "experiment.engine=executorch",
+                                  "experiment.pipeline.compute_unit=npu"});
+  EXPECT_EQ(et["experiment"]["engine"]["name"].as<std::string>(), "executorch");
+  EXPECT_TRUE(et["experiment"]["engine"]["cpu"]["prefill_efficiency"].IsMap());
+  EXPECT_THROW(resolved("experiments/percache/table1.yaml", {"experiment.engine=no-such-runtime"}), ConfigError);
+  // pixel7 has no NPU: compute_unit npu is refused with the device named.
+  EXPECT_THROW(resolved("experiments/percache/table1.yaml", {"experiment.pipeline.compute_unit=npu"}), ConfigError);
+}
+
+TEST(EngineConfig, KvprCakePhonesTakeAnInlineModel) {
+  const YAML::Node r = resolved("experiments/kvpr_cake/phones.yaml",
+                                {"experiment.phones.model.base=qwen2.5-1.5b", "experiment.phones.model.weight_dtype=int4"});
+  EXPECT_EQ(r["experiment"]["phones"]["model"]["base"].as<std::string>(), "qwen2.5-1.5b");
+  const YAML::Node d = resolved("experiments/kvpr_cake/phones.yaml", {});
+  EXPECT_EQ(d["experiment"]["phones"]["model"].as<std::string>(), "generic-3b");
+  EXPECT_THROW(resolved("experiments/kvpr_cake/phones.yaml", {"experiment.phones.model.base=no-such-model"}), ConfigError);
+}
+
+}  // namespace
+}  // namespace mobisim::experiments
