@@ -34,6 +34,7 @@
 #include <memory>
 
 #include "devices/device.h"
+#include "devices/engine.h"
 #include "experiments/experiment.h"
 #include "experiments/plugin_list.h"
 #include "experiments/parallel.h"
@@ -88,7 +89,8 @@ std::vector<int> tokens_of(const models::Tokenizer& tok, const std::string& text
 class CoordGenExperiment : public Experiment {
  public:
   explicit CoordGenExperiment(const Params& p) : params_(p) {
-    device_ = devices::load_device_profile(p.node("device"), p.source_of("device"));
+    device_ = devices::load_device_for_engine(p);
+    engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     device_.require_npu("the coordgen experiment");
     device_.unit("cpu", "the coordgen experiment (decode / attention)");
@@ -100,6 +102,7 @@ class CoordGenExperiment : public Experiment {
   static ParamSchema schema() {
     ParamSchema s;
     s.node("device", "device profile with an npu and a cpu unit: built-in name, YAML path or mapping");
+    devices::add_engine_param(s);
     s.node("model", "model: built-in name, YAML path, or {base: NAME, field: override}");
     s.node("workload", "{trace, tokenizer, task, max_users, max_requests_per_user, max_context_tokens, ...}");
     s.node("policies", "list of specdec policies: [{impl: npu_vanilla}, {impl: coordgen}, ...]");
@@ -260,7 +263,7 @@ class CoordGenExperiment : public Experiment {
     out["model"] = yaml_clone(model_.resolved);
     out["workload"] = workload_->resolved();
     out["policies"] = resolved_plugins(policies_);
-    return out;
+    return devices::with_engine(out, engine_);
   }
 
  private:
@@ -411,6 +414,7 @@ class CoordGenExperiment : public Experiment {
 
   Params params_;
   devices::DeviceProfile device_;
+  YAML::Node engine_;  // the resolved engine profile (stored with results)
   models::ModelSpec model_;
   std::vector<PolicyEntry> policies_;
   std::unique_ptr<Params> workload_;
