@@ -110,6 +110,7 @@ RetrievalSdPolicy::RetrievalSdPolicy(const Params& p, std::string name, DecodeUn
     : name_(std::move(name)), unit_(unit), switch_(parse_switch_strategy(p.text("switch"))), k_(knobs_from(p)) {
   drafter_.retriever = parse_retriever(p.text("retriever"));
   drafter_.budget = k_.draft_budget;
+  drafter_.min_match = static_cast<int>(p.integer("min_match"));
   drafter_.calibrate = p.boolean("calibrate");
   drafter_.reuse = p.boolean("reuse");
   drafter_.calibration.top_n = static_cast<int>(p.integer("calibration_top_n"));
@@ -125,6 +126,10 @@ RetrievalSdPolicy::RetrievalSdPolicy(const Params& p, std::string name, DecodeUn
 ParamSchema RetrievalSdPolicy::schema(const std::string& retriever, SwitchStrategy sw, bool coordgen) {
   ParamSchema s = with_switch(knob_schema(), sw);
   s.text("retriever", retriever, "pld (local context) or sam (history store + local context)").in({"pld", "sam"});
+  s.integer("min_match", 1,
+            "shortest context match (PLD n-gram / SAM suffix) a draft is taken from; weaker matches draft nothing")
+      .at_least(1)
+      .with_unit("tokens");
   s.boolean("calibrate", coordgen, "in-context distribution calibration (section 3.3)");
   s.boolean("reuse", coordgen, "draft reuse (section 3.4, eq. 3)");
   s.integer("calibration_top_n", 3, "next tokens sampled per context position").at_least(1);
