@@ -65,6 +65,7 @@ struct CagRequest {
 struct CagUser {
   std::string id;
   std::vector<CagRequest> requests;
+  std::vector<std::vector<int>> prior_outputs;  // history store before the first request
 };
 
 ParamSchema workload_schema() {
@@ -84,6 +85,11 @@ ParamSchema workload_schema() {
   s.integer("max_requests_per_user", 0, "first N requests of each user (0 = all)").non_negative();
   s.integer("max_context_tokens", 2048, "context cap (the document: 1-2K token contexts)").at_least(1).with_unit("tokens");
   s.integer("max_output_tokens", 256, "output cap").at_least(1).with_unit("tokens");
+  s.boolean("history_from_other_task", false,
+            "trace workloads: the user's answers to the other task's queries (summary: the meeting's specific "
+            "queries; rag: its general ones) are in the history store before the first request, as earlier "
+            "interactions of that user (QMSum has one general query per meeting, so without it `summary` has no "
+            "history and SAM reduces to suffix matching over the transcript)");
   s.boolean("allow_missing_predictions", false,
             "run calibrating policies on traces without prefill predictions (calibration then charged but not applied)");
   return s;
@@ -137,7 +143,7 @@ class CoordGenExperiment : public Experiment {
     users_.clear();
     for (const auto& u : trace.users) {
       if (max_users && users_.size() >= max_users) break;
-      CagUser cu{u.user_id, {}};
+      CagUser cu{u.user_id, {}, {}};
       std::vector<int> transcript;
       if (summary)
         for (const auto& c : u.chunks) {
@@ -145,6 +151,12 @@ class CoordGenExperiment : public Experiment {
           const auto t = tokens_of(*tok, c.text);
           transcript.insert(transcript.end(), t.begin(), t.end());
         }
+      if (w.boolean("history_from_other_task"))
+        for (const auto& q : u.queries)
+          if ((q.kind == "general") != summary && !q.answer_text.empty()) {
+            cu.prior_outputs.push_back(tokens_of(*tok, q.answer_text));
+            if (cu.prior_outputs.back().size() > max_out) cu.prior_outputs.back().resize(max_out);
+          }
       for (const auto& q : u.queries) {
         if (max_req && cu.requests.size() >= max_req) break;
         if ((q.kind == "general") != summary || q.answer_text.empty()) continue;
@@ -224,7 +236,7 @@ class CoordGenExperiment : public Experiment {
       if (it == index.end()) {
         if (max_users && users_.size() >= max_users) continue;
         it = index.emplace(q.user_id, users_.size()).first;
-        users_.push_back(CagUser{q.user_id, {}});
+        users_.push_back(CagUser{q.user_id, {}, {}});
       }
       CagUser& u = users_[it->second];
       if (max_req && u.requests.size() >= max_req) continue;
@@ -420,6 +432,7 @@ class CoordGenExperiment : public Experiment {
                      sim::StatGroup& stats, sim::TimelineProcess* timeline, std::vector<Row>& rows) const {
     // Acceptance: the policy's drafter over the user's requests in order, history growing.
     policies::specdec::HistoryStore history;
+    for (const auto& o : user.prior_outputs) history.add(o);
     std::vector<RequestBreakdown> bs;
     for (std::size_t i = 0; i < user.requests.size(); ++i) {
       const auto& rq = user.requests[i];
