@@ -46,7 +46,8 @@ std::vector<Job> percache_jobs() {
 }
 
 // CoordGen (seed 004): Table 3 for the three models, Table 4 (QMSum summary and rag, real kernel),
-// Figure 8 schedules, Figures 10-13 on the three phones.
+// Figure 8 schedules (+ Perfetto timeline), Figure 10 on the three phones, Figures 11-13, and the
+// ui / tweet request files.
 std::vector<Job> coordgen_jobs() {
   std::vector<Job> jobs{{"table3_k60", {}, ""}};
   for (const char* m : {"qwen2.5-0.5b", "llama-3.2-3b"})
@@ -57,6 +58,18 @@ std::vector<Job> coordgen_jobs() {
   jobs.push_back({"fig8_schedules", {}, ""});
   jobs.push_back({"fig10_oneplus13", {}, ""});
   jobs.push_back({"fig10_oneplus13", {"experiment.device.base=redmi-k60-pro"}, "results/coordgen/fig10_redmi-k60-pro.h5"});
+  // Figures 11-13 (energy without the K70 Pro, as the document; breakdown on the OnePlus 13).
+  jobs.push_back({"fig11_energy", {}, ""});
+  jobs.push_back({"fig11_energy", {"experiment.device.base=redmi-k60-pro"}, "results/coordgen/fig11_energy_redmi-k60-pro.h5"});
+  jobs.push_back({"fig12_memory", {}, ""});
+  jobs.push_back({"fig13_breakdown", {}, ""});
+  for (const char* m : {"qwen2.5-0.5b", "llama-3.2-3b"})
+    jobs.push_back({"fig13_breakdown", {fmt::format("experiment.model.base={}", m)},
+                    fmt::format("results/coordgen/fig13_breakdown_{}.h5", m)});
+  // `ui` and `tweet` request files made by the real kernel (CAG request format, stored top-n).
+  jobs.push_back({"cag_requests_ui", {}, ""});
+  jobs.push_back({"cag_requests_ui", {"experiment.workload.requests=experiments/coordgen/requests/tweet_stories260K.jsonl"},
+                  "results/coordgen/cag_requests_tweet.h5"});
   // The K70 Pro keeps its own NPU fit (section 2.3's verification speeds): only the graph load is shared.
   jobs.push_back({"fig10_oneplus13",
                   {"experiment.device.base=redmi-k70-pro", "experiment.device.npu.half_utilization_chunk=256"},
