@@ -31,6 +31,7 @@ struct Job {
   std::string output;                  // "" = the YAML's
   bool sweep = false;                  // a sweep file (mobisim sweep), run point by point
   std::string plot_metrics = "";       // sweeps: the metrics drawn (plots/sweep.py)
+  std::string timeline = "";           // also write a Perfetto timeline here
 };
 
 std::vector<Job> percache_jobs() {
@@ -55,7 +56,7 @@ std::vector<Job> coordgen_jobs() {
   jobs.push_back({"table4_qmsum", {}, ""});
   jobs.push_back({"table4_qmsum", {"experiment.workload.task=rag"}, "results/coordgen/table4_qmsum_rag.h5"});
   jobs.push_back({"table4_kernel", {}, ""});
-  jobs.push_back({"fig8_schedules", {}, ""});
+  jobs.push_back({"fig8_schedules", {}, "", false, "", "results/coordgen/fig8_timeline.json"});
   jobs.push_back({"fig10_oneplus13", {}, ""});
   jobs.push_back({"fig10_oneplus13", {"experiment.device.base=redmi-k60-pro"}, "results/coordgen/fig10_redmi-k60-pro.h5"});
   // Figures 11-13 (energy without the K70 Pro, as the document; breakdown on the OnePlus 13).
@@ -107,6 +108,7 @@ int run_experiment_job(const std::string& path, const Job& j, int threads, bool 
   RunOptions o;
   o.overrides = j.overrides;
   o.output_override = j.output;
+  o.timeline_override = j.timeline;
   o.no_plot = no_plot;
   o.quiet = quiet;
   o.threads = threads;
