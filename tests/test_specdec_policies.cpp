@@ -170,6 +170,38 @@ TEST(SpecdecPolicies, ExperimentOnQmsumShowsTableFourDirection) {
   EXPECT_GT(acc["SAM"], acc["PLD"]);
   EXPECT_GT(acc["PLDr"], acc["PLD"]);
   EXPECT_GT(acc["SAMr"], acc["SAM"]);
+
+  // The `summary` task (one general query per meeting): with the meeting's specific-query answers
+  // as the user's history store, SAM accepts more than PLD and reuse raises both; without them
+  // SAM has no history and does no better than PLD.
+  for (const bool history : {true, false}) {
+    std::ofstream(cfg) << "name: t4\nexperiment:\n  impl: coordgen\n  device: redmi-k60-pro\n  model: qwen2.5-0.5b\n"
+                       << "  workload: {trace: " << trace << ", tokenizer: " << tok
+                       << ", task: summary, history_from_other_task: " << (history ? "true" : "false") << "}\n"
+                       << "  policies:\n    - {impl: npu_pld, label: PLD}\n    - {impl: npu_pld, label: PLDr, reuse: true}\n"
+                       << "    - {impl: npu_sam, label: SAM}\n    - {impl: npu_sam, label: SAMr, reuse: true}\n";
+    r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("t4s.h5") + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::ifstream scsv(dir.file("t4s_summary.csv"));
+    std::getline(scsv, header);
+    acc.clear();
+    while (std::getline(scsv, line)) {
+      std::stringstream ss(line);
+      std::string cell;
+      std::vector<std::string> cells;
+      while (std::getline(ss, cell, ',')) cells.push_back(cell);
+      ASSERT_GE(cells.size(), 5u) << line;
+      acc[cells[0]] = std::stod(cells[4]);
+    }
+    ASSERT_EQ(acc.size(), 4u) << header;
+    if (history) {
+      EXPECT_GT(acc["SAM"], 1.5 * acc["PLD"]);
+    } else {
+      EXPECT_LE(acc["SAM"], acc["PLD"] * 1.05);
+    }
+    EXPECT_GT(acc["PLDr"], acc["PLD"]);
+    EXPECT_GT(acc["SAMr"], acc["SAM"]);
+  }
 }
 
 }  // namespace
