@@ -333,7 +333,7 @@ class CoordGenExperiment : public Experiment {
   struct Columns {
     std::vector<std::string> user;
     std::vector<std::int64_t> request, prompt, output, steps;
-    std::vector<double> accepted, prefill, sw, calib, decode, draft, latency, ms_tok, energy, mem;
+    std::vector<double> accepted, drafted, prefill, sw, calib, decode, draft, latency, ms_tok, energy, mem;
     void add(const Row& r) {
       user.push_back(r.user);
       request.push_back(r.request);
@@ -341,6 +341,7 @@ class CoordGenExperiment : public Experiment {
       output.push_back(r.output_tokens);
       steps.push_back(r.steps);
       accepted.push_back(r.b.mean_accepted);
+      drafted.push_back(r.b.mean_drafted);
       prefill.push_back(r.b.prefill_s);
       sw.push_back(r.b.switch_s);
       calib.push_back(r.b.calibration_s);
@@ -358,6 +359,7 @@ class CoordGenExperiment : public Experiment {
       t.add("output_tokens", output, "tokens");
       t.add("steps", steps, "count");
       t.add("accepted_per_step", accepted, "tokens");
+      t.add("drafted_per_step", drafted, "tokens");
       t.add("prefill_s", prefill, "s");
       t.add("switch_s", sw, "s");
       t.add("calibration_s", calib, "s");
@@ -372,14 +374,15 @@ class CoordGenExperiment : public Experiment {
   struct Summary {
     std::vector<std::string> policy;
     std::vector<std::int64_t> requests, tokens;
-    std::vector<double> ms_per_token, accepted, energy, mem, prefill, sw, calib, decode, draft;
+    std::vector<double> ms_per_token, accepted, drafted, energy, mem, prefill, sw, calib, decode, draft;
     void add(const std::string& label, const Columns& c) {
-      double lat = 0, acc_w = 0, steps = 0, e = 0, m = 0, pf = 0, s = 0, ca = 0, de = 0, dr = 0;
+      double lat = 0, acc_w = 0, dr_w = 0, steps = 0, e = 0, m = 0, pf = 0, s = 0, ca = 0, de = 0, dr = 0;
       std::int64_t tok = 0;
       for (std::size_t i = 0; i < c.latency.size(); ++i) {
         lat += c.latency[i];
         tok += c.output[i];
         acc_w += c.accepted[i] * static_cast<double>(c.steps[i]);
+        dr_w += c.drafted[i] * static_cast<double>(c.steps[i]);
         steps += static_cast<double>(c.steps[i]);
         e += c.energy[i];
         m = std::max(m, c.mem[i]);
@@ -391,6 +394,7 @@ class CoordGenExperiment : public Experiment {
       tokens.push_back(tok);
       ms_per_token.push_back(tok ? 1e3 * lat / static_cast<double>(tok) : 0.0);
       accepted.push_back(steps > 0 ? acc_w / steps : 0.0);
+      drafted.push_back(steps > 0 ? dr_w / steps : 0.0);
       energy.push_back(e / n);
       mem.push_back(m);
       prefill.push_back(pf / n), sw.push_back(s / n), calib.push_back(ca / n), decode.push_back(de / n),
@@ -403,6 +407,7 @@ class CoordGenExperiment : public Experiment {
       t.add("ms_per_token", ms_per_token, "ms");
       t.add("accepted_per_step", accepted, "tokens");
       t.add("energy_per_request_j", energy, "J");
+      t.add("drafted_per_step", drafted, "tokens");
       t.add("peak_memory_bytes", mem, "bytes");
       t.add("mean_prefill_s", prefill, "s");
       t.add("mean_switch_s", sw, "s");

@@ -35,9 +35,10 @@ void add_phase(RequestBreakdown& r, const char* unit, double seconds, const char
 void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t prompt_tokens,
                 const DecodeTrace& trace, double draft_s_per_step, RequestBreakdown& r) {
   std::int64_t ctx = prompt_tokens;
-  double accepted = 0;
+  double accepted = 0, drafted = 0;
   for (const auto& s : trace.steps) {
     const std::int64_t rows = 1 + s.draft_tokens;
+    drafted += s.draft_tokens;
     if (draft_s_per_step > 0) {
       add_phase(r, "cpu", draft_s_per_step, "draft");
       r.draft_s += draft_s_per_step;
@@ -57,6 +58,7 @@ void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t 
   }
   r.steps = static_cast<std::int64_t>(trace.steps.size());
   r.mean_accepted = r.steps ? accepted / static_cast<double>(r.steps) : 0.0;
+  r.mean_drafted = r.steps ? drafted / static_cast<double>(r.steps) : 0.0;
   r.output_tokens = output_tokens(trace);
 }
 
@@ -227,6 +229,7 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
   r.steps = steps;
   r.output_tokens = n;
   r.mean_accepted = tokens_per_step_ - 1.0;
+  r.mean_drafted = k_.draft_budget;
   // The drafter's weights: one layer plus an LM head.
   r.peak_memory_bytes += (static_cast<double>(spec.params_per_layer()) + double(spec.vocab) * spec.hidden) *
                          models::dtype_bytes(spec.weight_dtype);

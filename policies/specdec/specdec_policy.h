@@ -54,6 +54,7 @@ struct RequestBreakdown {
   std::int64_t output_tokens = 0;
   std::int64_t steps = 0;
   double mean_accepted = 0;  // accepted draft tokens per verification
+  double mean_drafted = 0;   // draft tokens verified per step (rows after the pending token)
   double total_s() const { return prefill_s + switch_s + calibration_s + decode_s + draft_s; }
   double ms_per_token() const { return output_tokens ? 1e3 * total_s() / static_cast<double>(output_tokens) : 0; }
 };
