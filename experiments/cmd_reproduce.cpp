@@ -71,6 +71,8 @@ std::vector<Job> coordgen_jobs() {
   jobs.push_back({"cag_requests_ui", {}, ""});
   jobs.push_back({"cag_requests_ui", {"experiment.workload.requests=experiments/coordgen/requests/tweet_stories260K.jsonl"},
                   "results/coordgen/cag_requests_tweet.h5"});
+  jobs.push_back({"cag_requests_ui", {"experiment.workload.requests=experiments/coordgen/requests/summary_stories260K.jsonl"},
+                  "results/coordgen/cag_requests_summary.h5"});
   // The K70 Pro keeps its own NPU fit (section 2.3's verification speeds): only the graph load is shared.
   jobs.push_back({"fig10_oneplus13",
                   {"experiment.device.base=redmi-k70-pro", "experiment.device.npu.half_utilization_chunk=256"},
