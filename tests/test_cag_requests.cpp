@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fmt/format.h>
+
 #include <fstream>
+#include <sstream>
 
 #include "models/kernel/checkpoint.h"
 #include "policies/specdec/kernel_requests.h"
@@ -209,6 +212,40 @@ TEST(CagRequests, DriverReplaysGeneratedFilesAndRefusesBadOnes) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("bad.jsonl:1: request 0 (user 'u')"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("the prompt has 3 positions"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace mobisim::policies::specdec
+
+namespace mobisim::policies::specdec {
+namespace {
+
+// The example files under experiments/coordgen/requests/ are exactly what the generator makes
+// (same options as documented in cag_requests_ui.yaml): regenerating them changes nothing.
+TEST(CagRequests, CommittedExamplesMatchTheGenerator) {
+  const std::string path = mobisim::testing::shared_dir() + "/models/stories260K.bin";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "real data not present: " << path;
+  const kernel::Model m = kernel::load_model(path);
+  struct Example {
+    const char* task;
+    int context, output;
+  };
+  for (const Example& e : {Example{"ui", 96, 24}, Example{"tweet", 96, 24}, Example{"summary", 200, 96}}) {
+    KernelRequestOptions o;
+    o.task = e.task;
+    o.users = 3;
+    o.requests = 4;
+    o.context_tokens = e.context;
+    o.output_tokens = e.output;
+    const auto made = make_kernel_requests(m, o, fmt::format("kernel:stories260K.bin greedy, task {}", e.task));
+    const std::string file =
+        mobisim::testing::source_dir() + "/experiments/coordgen/requests/" + e.task + "_stories260K.jsonl";
+    std::ifstream in(file);
+    ASSERT_TRUE(in) << file;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_EQ(ss.str(), traces::cag_requests_to_jsonl(made)) << file << " is stale: regenerate it";
+  }
 }
 
 }  // namespace
