@@ -250,3 +250,30 @@ TEST(CagRequests, CommittedExamplesMatchTheGenerator) {
 
 }  // namespace
 }  // namespace mobisim::policies::specdec
+
+namespace mobisim::policies::specdec {
+namespace {
+
+// The request-file workload is deterministic at any thread count, byte for byte (no shared data
+// needed: the example files are in the source tree).
+TEST(CagRequests, ReplayIsIdenticalAtAnyThreadCount) {
+  const std::string src = mobisim::testing::source_dir();
+  mobisim::testing::TempDir dir("cag-threads");
+  std::string first;
+  for (int threads : {1, 2, 5}) {
+    const std::string out = dir.file("t" + std::to_string(threads) + ".h5");
+    auto r = mobisim::testing::run_mobisim("run '" + src + "/experiments/coordgen/cag_requests_ui.yaml' -p experiment.workload.requests=" +
+                                           src + "/experiments/coordgen/requests/tweet_stories260K.jsonl --no-plot --quiet --threads " +
+                                           std::to_string(threads) + " --output '" + out + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string bytes = mobisim::testing::read_bytes(out);
+    ASSERT_FALSE(bytes.empty());
+    if (first.empty())
+      first = bytes;
+    else
+      EXPECT_TRUE(bytes == first) << "threads " << threads << " differs from threads 1";
+  }
+}
+
+}  // namespace
+}  // namespace mobisim::policies::specdec
