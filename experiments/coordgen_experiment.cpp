@@ -26,12 +26,17 @@
 // every output is checked to equal greedy decoding. Acceptance comes from that model; latency and
 // energy from the configured device and model.
 //   policies       list of {impl: NAME, label: TEXT (optional), ...} (kind specdec_policy)
+//
+// Results: /summary (one row per policy), /runs/<policy>/records (one row per request), and
+// /tables/draft_lengths: per retrieval-drafting policy, the verifications carrying d draft tokens
+// (d = 0..budget) with their fraction and cumulative fraction (section 2.3's Figure 6 view).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "devices/device.h"
 #include "experiments/experiment.h"
@@ -311,6 +316,7 @@ class CoordGenExperiment : public Experiment {
                                summary.energy.back()));
     }
     summary.to_table(ctx.results.summary);
+    if (auto t = draft_length_table(jobs_rows(jobs))) ctx.results.tables["draft_lengths"] = std::move(*t);
   }
 
   YAML::Node resolved_config(const YAML::Node& given) const override {
@@ -329,6 +335,7 @@ class CoordGenExperiment : public Experiment {
     std::int64_t request = 0, prompt_tokens = 0, output_tokens = 0, steps = 0;
     RequestBreakdown b;
     double energy_j = 0, latency_s = 0;
+    std::vector<std::int64_t> draft_length_steps;  // [d]: verifications of d draft tokens (retrieval drafters)
   };
   struct Columns {
     std::vector<std::string> user;
@@ -426,6 +433,51 @@ class CoordGenExperiment : public Experiment {
     }
   };
 
+  // Section 2.3 / Figure 6's draft-length distribution: per retrieval-drafting policy, how many
+  // verifications carried d draft tokens (d = 0: nothing drafted), with the fraction and the
+  // cumulative fraction of that policy's steps.
+  template <class Jobs>
+  std::vector<std::pair<std::size_t, const std::vector<Row>*>> jobs_rows(const Jobs& jobs) const {
+    std::vector<std::pair<std::size_t, const std::vector<Row>*>> out;
+    for (const auto& j : jobs) out.emplace_back(j.policy, &j.rows);
+    return out;
+  }
+  std::optional<h5::Table> draft_length_table(
+      const std::vector<std::pair<std::size_t, const std::vector<Row>*>>& jobs) const {
+    std::vector<std::string> policy;
+    std::vector<std::int64_t> length, steps;
+    std::vector<double> fraction, cumulative;
+    for (std::size_t p = 0; p < policies_.size(); ++p) {
+      std::vector<std::int64_t> hist;
+      for (const auto& [jp, rows] : jobs)
+        if (jp == p)
+          for (const auto& r : *rows) {
+            if (hist.size() < r.draft_length_steps.size()) hist.resize(r.draft_length_steps.size(), 0);
+            for (std::size_t d = 0; d < r.draft_length_steps.size(); ++d) hist[d] += r.draft_length_steps[d];
+          }
+      std::int64_t total = 0;
+      for (auto n : hist) total += n;
+      if (total == 0) continue;  // plain decoding / EAGLE: no retrieval drafts
+      std::int64_t running = 0;
+      for (std::size_t d = 0; d < hist.size(); ++d) {
+        running += hist[d];
+        policy.push_back(policies_[p].label);
+        length.push_back(static_cast<std::int64_t>(d));
+        steps.push_back(hist[d]);
+        fraction.push_back(static_cast<double>(hist[d]) / static_cast<double>(total));
+        cumulative.push_back(static_cast<double>(running) / static_cast<double>(total));
+      }
+    }
+    if (policy.empty()) return std::nullopt;
+    h5::Table t;
+    t.add("policy", policy);
+    t.add("draft_tokens", length, "tokens");
+    t.add("steps", steps, "count");
+    t.add("fraction", fraction);
+    t.add("cumulative_fraction", cumulative);
+    return t;
+  }
+
   static std::string sanitize(const std::string& s) {
     std::string out;
     for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
@@ -484,6 +536,13 @@ class CoordGenExperiment : public Experiment {
         trace.steps.assign(rq.output.size(), {0, 0});
       }
       history.add(rq.output);
+      std::vector<std::int64_t> lengths;
+      if (policy.drafter())
+        for (const auto& st : trace.steps) {
+          const auto d = static_cast<std::size_t>(std::max(0, st.draft_tokens));
+          if (lengths.size() <= d) lengths.resize(d + 1, 0);
+          ++lengths[d];
+        }
       bs.push_back(policy.run(env, static_cast<std::int64_t>(rq.prompt.size()), trace));
       Row r;
       r.user = user.id;
@@ -493,6 +552,7 @@ class CoordGenExperiment : public Experiment {
       r.steps = bs.back().steps;
       r.b = bs.back();
       r.b.phases.clear();
+      r.draft_length_steps = std::move(lengths);
       rows.push_back(std::move(r));
     }
     SimulatedRun run(device_, stats.child("device"), timeline);

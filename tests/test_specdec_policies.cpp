@@ -3,6 +3,7 @@
 // configurations, and the coordgen experiment end to end on QMSum when the shared data is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "experiments/simulation.h"
 #include "policies/specdec/sd_policies.h"
 #include "sim/error.h"
+#include "sim/h5.h"
 #include "sim/registry.h"
 #include "test_util.h"
 
@@ -338,6 +340,33 @@ TEST(SpecdecPolicies, KernelWorkloadRunsLosslesslyEndToEnd) {
   auto r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("k.h5") + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("coordgen"), std::string::npos) << r.output;
+  // Draft-length distribution (section 2.3, Figure 6): one histogram per retrieval-drafting policy
+  // (none for plain decoding) that counts every verification once, whose mean is the summary's
+  // drafted_per_step and whose cumulative fraction ends at 1.
+  {
+    h5::Reader f(dir.file("k.h5"));
+    const auto pol = f.strings("/tables/draft_lengths/policy");
+    const auto len = f.ints("/tables/draft_lengths/draft_tokens", pol.size());
+    const auto steps = f.ints("/tables/draft_lengths/steps", pol.size());
+    const auto cum = f.doubles("/tables/draft_lengths/cumulative_fraction", pol.size());
+    const auto sum_pol = f.strings("/summary/policy");
+    const auto drafted = f.doubles("/summary/drafted_per_step", sum_pol.size());
+    EXPECT_EQ(std::count(pol.begin(), pol.end(), "npu_vanilla"), 0);
+    for (const std::string label : {"coordgen", "npu_pld"}) {
+      std::int64_t n = 0, tokens = 0;
+      double last_cum = 0;
+      for (std::size_t i = 0; i < pol.size(); ++i)
+        if (pol[i] == label) n += steps[i], tokens += steps[i] * len[i], last_cum = cum[i];
+      const auto rec_steps = f.ints("/runs/" + label + "/records/steps");
+      std::int64_t expected = 0;
+      for (auto v : rec_steps) expected += v;
+      EXPECT_EQ(n, expected) << label;
+      EXPECT_NEAR(last_cum, 1.0, 1e-12) << label;
+      const auto at = std::find(sum_pol.begin(), sum_pol.end(), label) - sum_pol.begin();
+      ASSERT_LT(static_cast<std::size_t>(at), sum_pol.size()) << label;
+      EXPECT_NEAR(static_cast<double>(tokens) / static_cast<double>(n), drafted[at], 1e-9) << label;
+    }
+  }
   // A trace workload and a kernel workload at once is refused.
   std::ofstream(cfg) << "name: k\nexperiment:\n  impl: coordgen\n  device: oneplus-13\n  model: qwen2.5-0.5b\n"
                      << "  workload: {kernel_model: " << model << ", trace: x.h5}\n  policies: [{impl: coordgen}]\n";
