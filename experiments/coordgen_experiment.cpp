@@ -316,7 +316,9 @@ class CoordGenExperiment : public Experiment {
                                summary.energy.back()));
     }
     summary.to_table(ctx.results.summary);
-    if (auto t = draft_length_table(jobs_rows(jobs))) ctx.results.tables["draft_lengths"] = std::move(*t);
+    std::vector<std::pair<std::size_t, const std::vector<Row>*>> rows_of_policy;
+    for (const auto& job : jobs) rows_of_policy.emplace_back(job.policy, &job.rows);
+    if (auto t = draft_length_table(rows_of_policy)) ctx.results.tables["draft_lengths"] = std::move(*t);
   }
 
   YAML::Node resolved_config(const YAML::Node& given) const override {
@@ -436,12 +438,6 @@ class CoordGenExperiment : public Experiment {
   // Section 2.3 / Figure 6's draft-length distribution: per retrieval-drafting policy, how many
   // verifications carried d draft tokens (d = 0: nothing drafted), with the fraction and the
   // cumulative fraction of that policy's steps.
-  template <class Jobs>
-  std::vector<std::pair<std::size_t, const std::vector<Row>*>> jobs_rows(const Jobs& jobs) const {
-    std::vector<std::pair<std::size_t, const std::vector<Row>*>> out;
-    for (const auto& j : jobs) out.emplace_back(j.policy, &j.rows);
-    return out;
-  }
   std::optional<h5::Table> draft_length_table(
       const std::vector<std::pair<std::size_t, const std::vector<Row>*>>& jobs) const {
     std::vector<std::string> policy;
