@@ -9,6 +9,9 @@
 #include <map>
 #include <set>
 
+#include "experiments/experiment.h"
+#include "experiments/fidelity/calibrate.h"
+#include "experiments/fidelity/fidelity.h"
 #include "sim/cli.h"
 #include "sim/error.h"
 #include "sim/registry.h"
@@ -28,12 +31,9 @@ ParamSchema point_schema() {
   s.node("probe", "{impl: ondevice, ...}");
   s.text_list("fitted", std::vector<std::string>{}, "parameters fitted to this point (calibration)");
   s.text("cause", std::string(""), "why the residual is large (validation points over 50%)");
+  s.text("cause_kind", std::string(""), "workload | mechanism | document (the fidelity registry's rule)")
+      .in({"", "workload", "mechanism", "document"});
   return s;
-}
-
-// Which engine's parameter a fitted path belongs to: "engine.cpu...." is relative to the point's engine.
-std::string qualified(const OnDevicePoint& p, const std::string& path) {
-  return path.rfind("engine.", 0) == 0 ? p.query.engine + ":" + path : p.query.device + ":" + path;
 }
 
 }  // namespace
@@ -83,116 +83,45 @@ std::vector<OnDeviceRow> evaluate_ondevice(const std::vector<OnDevicePoint>& poi
   return rows;
 }
 
-std::vector<std::string> fit_ondevice(const std::vector<OnDevicePoint>& points, double lo, double hi) {
-  // Parameters in the order first named, with their calibration points.
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<const OnDevicePoint*>> users;
-  std::map<std::string, std::string> path_of;
-  for (const auto& p : points) {
-    if (p.role != "calibration") continue;
-    for (const auto& f : p.fitted) {
-      const std::string q = qualified(p, f);
-      if (!users.count(q)) order.push_back(q);
-      users[q].push_back(&p);
-      path_of[q] = f;
-    }
-  }
-  std::map<std::string, std::string> fitted;  // qualified -> "path=value"
-  std::vector<std::string> out;
-  for (const auto& q : order) {
-    auto log_ratio = [&](double value) {
-      double s = 0;
-      for (const OnDevicePoint* p : users[q]) {
-        std::vector<std::string> ov;
-        for (const auto& [other, assign] : fitted)
-          if (other.substr(0, other.find(':')) == q.substr(0, q.find(':'))) ov.push_back(assign);
-        ov.push_back(fmt::format("{}={}", path_of[q], value));
-        s += std::log(ondevice_prediction(p->query, ov) / p->published);
-      }
-      return s / static_cast<double>(users[q].size());
-    };
-    // Solve log_ratio = 0 by bisection on a log scale: the direction (does the prediction grow with the
-    // parameter?) comes from the ends of the range. Efficiencies live in (0, 1], overheads (_ms, _us) above.
-    const std::string& path = path_of[q];
-    const bool overhead = path.size() > 3 && (path.ends_with("_ms") || path.ends_with("_us"));
-    double a = std::log(lo), b = std::log(overhead ? 1e3 : hi);
-    const double ra = log_ratio(std::exp(a)), rb = log_ratio(std::exp(b));
-    if ((ra < 0) == (rb < 0)) {
-      a = b = std::abs(ra) < std::abs(rb) ? a : b;  // no root in range: the closer end
-    } else {
-      for (int it = 0; it < 60; ++it) {
-        const double m = 0.5 * (a + b);
-        if ((log_ratio(std::exp(m)) < 0) == (ra < 0)) a = m; else b = m;
-      }
-    }
-    const std::string assign = fmt::format("{}={:.4g}", path_of[q], std::exp(0.5 * (a + b)));
-    fitted[q] = assign;
-    out.push_back(q.substr(0, q.find(':')) + " " + assign);
-  }
-  return out;
-}
-
 namespace {
 
+// `mobisim ondevice` is a view of `mobisim fidelity --set ondevice` (the same loader, evaluation and
+// summary), and `--fit` is `mobisim calibrate` restricted to the on-device parameters of
+// experiments/published/calibration.yaml: one registry, one fitter (GSL).
+namespace fid = ::mobisim::experiments::fidelity;
+
 int cmd_ondevice(const std::vector<std::string>& args) {
-  cli::ArgParser a("mobisim ondevice [FILE.yaml]... [--fit] [-p engine.KEY=V]...",
-                   "Sets mobisim's prediction beside every published on-device point (phone x runtime x unit x "
-                   "phase) of the fidelity registry, with the median validation error; --fit solves the "
-                   "parameters named by the calibration points.");
-  a.positional("FILES", "registry files (default: experiments/published/ondevice_*.yaml)", false);
-  a.flag("fit", "fit the calibration points' parameters and print them");
+  cli::ArgParser a("mobisim ondevice [FILE.yaml] [--fit [--out DIR]] [-p engine.KEY=V]...",
+                   "The on-device section of `mobisim fidelity` (set ondevice): every published on-device point "
+                   "(phone x runtime x unit x phase) beside mobisim's prediction, with the median validation error; "
+                   "--fit runs `mobisim calibrate` on the on-device parameters of calibration.yaml only.");
+  a.positional("FILES", "registry file (default: the ondevice set of experiments/published)", false);
+  a.flag("fit", "fit the on-device calibration points' parameters (mobisim calibrate) and print them");
+  a.option("out", "DIR", "--fit: where the fitted engine/device profiles go", "results/fidelity/calibrated-ondevice");
   a.repeated("set", "p", "PATH=VALUE", "override applied to every probe (device./engine./model.)");
   if (!a.parse(args)) return kExitOk;
-  std::vector<std::string> files;
-  if (auto f = a.maybe("FILES")) {
-    files.push_back(*f);
-  } else {
-    namespace fs = std::filesystem;
-    const fs::path dir = "experiments/published";
-    if (fs::is_directory(dir))
-      for (const auto& e : fs::directory_iterator(dir))
-        if (e.path().filename().string().rfind("ondevice_", 0) == 0 && e.path().extension() == ".yaml")
-          files.push_back(e.path().string());
-    std::sort(files.begin(), files.end());
-    if (files.empty()) throw UsageError("no experiments/published/ondevice_*.yaml here: run from the source tree or name a file");
-  }
-  std::vector<OnDevicePoint> points;
-  for (const auto& f : files) {
-    auto p = load_ondevice_points(f);
-    points.insert(points.end(), p.begin(), p.end());
-  }
+  const std::string root = ::mobisim::experiments::source_root() + "/experiments/published";
+  const std::vector<fid::Point> points =
+      a.maybe("FILES") ? fid::load_registry_file(*a.maybe("FILES")) : fid::load_registry(root, {"ondevice"});
   if (a.flag_set("fit")) {
-    for (const auto& line : fit_ondevice(points)) std::cout << line << "\n";
+    const auto spec = fid::CalibrationSpec::load(root + "/calibration.yaml").restricted_to(points);
+    fid::CalibrateOptions o;
+    o.evaluate.runs.quiet = true;
+    const fid::FitResult fit = fid::calibrate(spec, points, o);
+    for (std::size_t j = 0; j < spec.parameters.size(); ++j)
+      std::cout << fmt::format("{} {}={:.4g}\n", spec.parameters[j].profile, spec.parameters[j].key, fit.fitted[j]);
+    for (const auto& path : fid::write_fitted_profiles(spec, fit, a.get("out"))) std::cout << "wrote " << path << "\n";
     return kExitOk;
   }
-  const auto rows = evaluate_ondevice(points, a.all("set"));
-  std::cout << fmt::format("{:<58} {:>11} {:>11} {:>8}  {}\n", "point", "published", "simulated", "error", "role");
-  std::vector<double> val;
-  std::set<std::string> phones, engines, units;
-  int calibration = 0, within25 = 0, over50_unexplained = 0;
-  for (const auto& r : rows) {
-    const auto& p = *r.point;
-    std::cout << fmt::format("{:<58} {:>11.4g} {:>11.4g} {:>+7.1f}%  {}{}\n", p.id, p.published, r.simulated,
-                             100 * r.error, p.role, std::abs(r.error) > 0.5 && !p.cause.empty() ? " (cause given)" : "");
-    phones.insert(p.query.device);
-    engines.insert(p.query.engine);
-    units.insert(p.query.unit);
-    if (p.role == "calibration") {
-      ++calibration;
-      continue;
-    }
-    val.push_back(std::abs(r.error));
-    if (std::abs(r.error) <= 0.25) ++within25;
-    if (std::abs(r.error) > 0.5 && p.cause.empty()) ++over50_unexplained;
-  }
-  std::sort(val.begin(), val.end());
-  auto pct = [&](double q) { return val.empty() ? 0.0 : val[static_cast<std::size_t>(q * (val.size() - 1) + 0.5)]; };
-  std::cout << fmt::format(
-      "{} points ({} calibration, {} validation) over {} phones, {} runtimes, units {}; validation |error|: median "
-      "{:.1f}%, p90 {:.1f}%, {} within 25%, {} over 50% without a cause\n",
-      rows.size(), calibration, val.size(), phones.size(), engines.size(), fmt::join(units, "/"), 100 * pct(0.5),
-      100 * pct(0.9), within25, over50_unexplained);
-  return kExitOk;
+  fid::EvaluateOptions o;
+  o.runs.quiet = true;
+  for (const auto& p : points) o.candidates[p.id] = a.all("set");
+  const auto ev = fid::evaluate(points, o);
+  std::cout << fid::format_report(ev);
+  std::cout << fid::ondevice_coverage(ev).line() << "\n";
+  const fid::Summary s = fid::summarize(ev);
+  std::cout << s.causes_line() << "\n" << s.line() << "\n";
+  return s.failed ? kExitFailure : kExitOk;
 }
 
 }  // namespace

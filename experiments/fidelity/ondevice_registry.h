@@ -1,8 +1,8 @@
 #pragma once
 // The on-device section of the fidelity registry (experiments/published/ondevice_*.yaml): each point
 // a published throughput of one phone / runtime / model / unit / phase, its role (calibration or
-// validation) and an `ondevice` probe. Used by `mobisim ondevice` (table + median error + the fit of
-// the calibration points) and by tests; the Fidelity tool reads the same files.
+// validation) and an `ondevice` probe. The fidelity tool (`mobisim fidelity`, and its view `mobisim
+// ondevice`) reads the same files through its own loader; this one gives tests the typed queries.
 #include <string>
 #include <vector>
 
@@ -28,10 +28,7 @@ struct OnDeviceRow {
 std::vector<OnDeviceRow> evaluate_ondevice(const std::vector<OnDevicePoint>& points,
                                            const std::vector<std::string>& overrides = {});
 
-// Fits every parameter named in the calibration points' `fitted` lists: each parameter, in the order
-// first named, is solved (bisection on a log scale within [lo, hi]; up to 1e3 for _ms/_us overheads) so that the geometric mean of
-// simulated/published over its calibration points is 1, with the parameters fitted before it held.
-// Returns "path=value" assignments. Validation points are never used.
-std::vector<std::string> fit_ondevice(const std::vector<OnDevicePoint>& points, double lo = 1e-4, double hi = 1.0);
+// The fit of the calibration points is `mobisim calibrate` (experiments/fidelity/calibrate.h, the
+// on-device parameters of experiments/published/calibration.yaml); `mobisim ondevice --fit` calls it.
 
 }  // namespace mobisim::fidelity
