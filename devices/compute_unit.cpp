@@ -81,8 +81,14 @@ double ComputeUnitSpec::peak_flops(DType t) const {
   throw ConfigError(fmt::format("compute unit '{}' has no peak_tflops usable for dtype {}", name, to_string(t)));
 }
 
+double ComputeUnitSpec::efficiency(DType t, bool single_token) const {
+  const auto& by_dtype = single_token ? gemv_efficiency_by_dtype : efficiency_by_dtype;
+  if (auto it = by_dtype.find(t); it != by_dtype.end()) return it->second;
+  return single_token ? gemv_compute_efficiency : compute_efficiency;
+}
+
 double ComputeUnitSpec::op_seconds(const models::Op& op, DType dtype) const {
-  const double eff = op.tokens == 1 ? gemv_compute_efficiency : compute_efficiency;
+  const double eff = efficiency(dtype, op.tokens == 1);
   const double compute = op.flops / (peak_flops(dtype) * eff);
   const double memory = op.bytes() / (mem_bandwidth_gbps * 1e9 * bandwidth_efficiency);
   return std::max(compute, memory) + call_overhead_us * 1e-6 * op.layers;

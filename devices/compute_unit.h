@@ -27,6 +27,9 @@ struct ComputeUnitSpec {
   double gemv_compute_efficiency = 1.0;  // for single-token (matrix-vector) operators, e.g. decode
   double bandwidth_efficiency = 1.0;
   double call_overhead_us = 0;
+  // Set by an engine profile (devices/engine.h): efficiencies for particular weight dtypes (e.g. a
+  // runtime's int4 kernels beside its fp16 ones); dtypes not listed use the scalars above.
+  std::map<models::DType, double> efficiency_by_dtype, gemv_efficiency_by_dtype;
   double active_power_w = 0;
   double idle_power_w = 0;
   int cores = 1;
@@ -35,6 +38,8 @@ struct ComputeUnitSpec {
   static ComputeUnitSpec from_params(const std::string& name, const Params& p);
 
   double peak_flops(models::DType t) const;  // FLOP/s, throws ConfigError when none applies
+  // Achieved fraction of peak for batched (tokens > 1) or single-token work on weights of `t`.
+  double efficiency(models::DType t, bool single_token) const;
   // Roofline time of one operator and of a whole Work.
   double op_seconds(const models::Op& op, models::DType dtype) const;
   double seconds(const models::Work& w, models::DType dtype) const;

@@ -45,6 +45,34 @@ const BatterySpec& DeviceProfile::require_battery(const std::string& needed_by) 
   return *battery;
 }
 
+static bool is_npu(const DeviceProfile& d, const std::string& unit) {
+  return unit == "npu" && !d.compute.count(unit);
+}
+
+void DeviceProfile::require_unit(const std::string& u, const std::string& needed_by) const {
+  if (is_npu(*this, u))
+    require_npu(needed_by);
+  else
+    unit(u, needed_by);
+}
+
+double DeviceProfile::compute_seconds(const std::string& u, const models::Work& work, models::DType dtype,
+                                      const std::string& needed_by) const {
+  // The NPU runs whatever is submitted to it as compiled graphs (W8A8 assumed: activations in the
+  // weights' dtype); every other unit is a roofline.
+  if (is_npu(*this, u)) return require_npu(needed_by).work_seconds(work, dtype, dtype);
+  return unit(u, needed_by).seconds(work, dtype);
+}
+
+std::pair<double, double> DeviceProfile::unit_power_w(const std::string& u, const std::string& needed_by) const {
+  if (is_npu(*this, u)) {
+    const NpuSpec& n = require_npu(needed_by);
+    return {n.active_power_w, n.idle_power_w};
+  }
+  const ComputeUnitSpec& c = unit(u, needed_by);
+  return {c.active_power_w, c.idle_power_w};
+}
+
 static ParamSchema profile_schema() {
   ParamSchema s;
   s.text("base", std::string(""), "inherit every field of this profile (built-in name or YAML path), then override");
@@ -111,21 +139,22 @@ YAML::Node merge_profile(const YAML::Node& base, const YAML::Node& over) {
 }
 
 // Expands `base:` chains into one mapping (the derived profile's keys win).
-YAML::Node expand_bases(const YAML::Node& node, const ConfigSource& source, int depth) {
+YAML::Node expand_bases(const YAML::Node& node, const ConfigSource& source, const std::string& folder, int depth) {
   if (!node.IsMap() || !node["base"]) return node;
   const YAML::Node b = node["base"];
+  const std::string kind = folder == "devices" ? "device" : folder == "engines" ? "engine" : folder;
   if (!b.IsScalar() || b.Scalar().empty())
-    throw ConfigError(fmt::format("{}: 'base' must name a device profile (built-in: {})",
-                                  source.child("base").where(b), fmt::join(builtin_device_names(), ", ")));
+    throw ConfigError(fmt::format("{}: 'base' must name a {} profile (built-in: {})", source.child("base").where(b),
+                                  kind, fmt::join(builtin_names(folder), ", ")));
   if (depth >= kMaxBaseDepth)
     throw ConfigError(fmt::format("{}: more than {} nested 'base:' profiles (a cycle?)", source.child("base").where(b),
                                   kMaxBaseDepth));
   std::string text, origin;
-  if (!find_config("devices", b.Scalar(), text, origin))
-    throw ConfigError(fmt::format("{}: unknown base device '{}' (built-in: {}; or give a path to a YAML file)",
-                                  source.child("base").where(b), b.Scalar(), fmt::join(builtin_device_names(), ", ")));
-  const YAML::Node base =
-      expand_bases(load_yaml_string(text, origin), ConfigSource{std::make_shared<std::string>(origin), ""}, depth + 1);
+  if (!find_config(folder, b.Scalar(), text, origin))
+    throw ConfigError(fmt::format("{}: unknown base {} '{}' (built-in: {}; or give a path to a YAML file)",
+                                  source.child("base").where(b), kind, b.Scalar(), fmt::join(builtin_names(folder), ", ")));
+  const YAML::Node base = expand_bases(load_yaml_string(text, origin),
+                                       ConfigSource{std::make_shared<std::string>(origin), ""}, folder, depth + 1);
   YAML::Node derived = yaml_clone(node);
   derived.remove("base");
   return merge_profile(base, derived);
@@ -133,8 +162,12 @@ YAML::Node expand_bases(const YAML::Node& node, const ConfigSource& source, int 
 
 }  // namespace
 
+YAML::Node expand_profile_bases(const YAML::Node& node, const ConfigSource& source, const std::string& folder) {
+  return expand_bases(node, source, folder, 0);
+}
+
 DeviceProfile DeviceProfile::from_yaml(const YAML::Node& given, const ConfigSource& source) {
-  const YAML::Node root = expand_bases(given, source, 0);
+  const YAML::Node root = expand_bases(given, source, "devices", 0);
   ParamSchema ps = profile_schema();
   Params p(root, ps, source, {});
   DeviceProfile d;
@@ -181,7 +214,16 @@ DeviceProfile DeviceProfile::from_yaml(const YAML::Node& given, const ConfigSour
   }
   if (YAML::Node n = p.node("storage"); n.IsDefined() && !n.IsNull()) {
     ParamSchema s = StorageSpec::schema();
-    const Params sp(n, s, source.child("storage"), {});
+    ConfigSource ssrc = source.child("storage");
+    if (n.IsScalar()) {  // a storage class by name: configs/storage/<name>.yaml
+      std::string text, origin;
+      if (!find_config("storage", n.Scalar(), text, origin))
+        p.fail("storage", fmt::format("unknown storage class '{}' (built-in: {}; or a mapping of storage fields)",
+                                      n.Scalar(), fmt::join(builtin_names("storage"), ", ")));
+      n = load_yaml_string(text, origin);
+      ssrc = ConfigSource{std::make_shared<std::string>(origin), ""};
+    }
+    const Params sp(n, s, ssrc, {});
     d.storage = StorageSpec::from_params(sp);
     out["storage"] = sp.resolved();
   }
@@ -266,7 +308,7 @@ sim::Resource& Device::unit_queue(const std::string& unit) { return *unit_state(
 
 sim::Task<void> Device::compute(const std::string& unit, const models::Work& work, models::DType dtype,
                                 std::string label, int priority, bool preempt, bool preemptible) {
-  const double seconds = profile_.unit(unit, label).seconds(work, dtype);
+  const double seconds = profile_.compute_seconds(unit, work, dtype, label);
   Unit& u = unit_state(unit);
   auto lease = co_await u.queue->acquire(priority, preempt, preemptible);
   const sim::Time t0 = sim_.now();

@@ -58,6 +58,13 @@ struct DeviceProfile {
   const StorageSpec& require_storage(const std::string& needed_by) const;
   const LinkSpec& link(const std::string& name, const std::string& needed_by) const;
   const BatterySpec& require_battery(const std::string& needed_by) const;
+  // Any unit work can be submitted to: a compute unit or "npu" (when the profile has one).
+  void require_unit(const std::string& unit, const std::string& needed_by) const;
+  // Time of `work` on `unit` (the npu runs it as compiled graphs, see NpuSpec::work_seconds).
+  double compute_seconds(const std::string& unit, const models::Work& work, models::DType dtype,
+                         const std::string& needed_by) const;
+  // Active and idle power of `unit` (compute unit or npu).
+  std::pair<double, double> unit_power_w(const std::string& unit, const std::string& needed_by) const;
 
   static DeviceProfile from_yaml(const YAML::Node& root, const ConfigSource& source);
 };
@@ -75,6 +82,9 @@ std::vector<ProfileSection> device_profile_schema();
 DeviceProfile load_device_profile(const std::string& name_or_path);
 DeviceProfile load_device_profile(const YAML::Node& node, const ConfigSource& source);
 std::vector<std::string> builtin_device_names();
+// Expands a `base: NAME` chain of profiles in configs/<folder>/ (maps merge key by key, the derived
+// profile wins); used by device and engine profiles.
+YAML::Node expand_profile_bases(const YAML::Node& node, const ConfigSource& source, const std::string& folder);
 
 class Device {
  public:

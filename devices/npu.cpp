@@ -55,4 +55,51 @@ double NpuSpec::run_seconds(std::int64_t n_tokens, std::int64_t chunk, const mod
   return static_cast<double>(execs) * exec_seconds(work_of_chunk, static_cast<double>(chunk), weight_dtype);
 }
 
+namespace {
+bool is_integer(models::DType t) {
+  return t == models::DType::kInt8 || t == models::DType::kInt4 || t == models::DType::kF8;
+}
+}  // namespace
+
+double NpuSpec::peak_ops(models::DType weight, models::DType activation) const {
+  if (!is_integer(weight)) return peak_tflops_fp16 * 1e12;
+  return peak_tops_int8 * 1e12 * (is_integer(activation) ? 1.0 : mixed_precision_fraction);
+}
+
+double NpuSpec::decode_seconds(const models::Work& w, models::DType weight, models::DType activation) const {
+  const double compute = w.flops() / (peak_ops(weight, activation) * max_utilization);
+  const double memory = w.bytes() / (mem_bandwidth_gbps * 1e9 * decode_bandwidth_efficiency);
+  return exec_overhead_ms * 1e-3 + std::max(compute, memory);
+}
+
+double NpuSpec::chunked_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,
+                                        std::int64_t chunk) const {
+  if (n_new <= 0) return 0.0;
+  if (chunk <= 0) chunk = graph_chunk;
+  const auto& m = cost.spec();
+  const double peak = peak_ops(m.weight_dtype, m.activation_dtype) * utilization(static_cast<double>(chunk));
+  const double bw = mem_bandwidth_gbps * 1e9;
+  double s = 0;
+  for (std::int64_t done = 0; done < n_new; done += chunk) {
+    // A padded chunk computes all `chunk` rows; only the last needs logits.
+    const bool last = done + chunk >= n_new;
+    const models::Work w = cost.prefill(models::PrefillShape{chunk, n_cached + done, 0, last ? 1 : 0});
+    s += exec_overhead_ms * 1e-3 + std::max(w.flops() / peak, w.bytes() / bw);
+  }
+  return s;
+}
+
+double NpuSpec::work_seconds(const models::Work& w, models::DType weight, models::DType activation) const {
+  std::int64_t n = 0;
+  for (const auto& op : w.ops) n = std::max(n, op.tokens);
+  if (n <= 1) return decode_seconds(w, weight, activation);
+  const std::int64_t chunk = std::min<std::int64_t>(graph_chunk, n);
+  const std::int64_t execs = (n + chunk - 1) / chunk;
+  const double padded = static_cast<double>(execs * chunk) / static_cast<double>(n);
+  const double compute = w.flops() * padded / (peak_ops(weight, activation) * utilization(static_cast<double>(chunk)));
+  // Weights are read once per execution, everything else once.
+  const double bytes = w.bytes() + static_cast<double>(execs - 1) * w.weight_bytes();
+  return static_cast<double>(execs) * exec_overhead_ms * 1e-3 + std::max(compute, bytes / (mem_bandwidth_gbps * 1e9));
+}
+
 }  // namespace mobisim::devices

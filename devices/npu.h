@@ -13,6 +13,18 @@
 // efficient per token). Loading a graph (or switching to another shape) costs
 // `graph_load_ms_per_layer` per layer and keeps a copy of the weights resident
 // per loaded graph (graphs do not share weights).
+//
+// Decode (one token per execution) does not use the chunk curve: a single-token graph streams every
+// weight from DRAM once per token, so it is bounded by memory bandwidth,
+//
+//   t_decode = exec_overhead + max( flops / (peak * max_utilization),
+//                                   bytes / (mem_bandwidth * decode_bandwidth_efficiency) ).
+//
+// A chunked prefill runs chunk after chunk, each attending to the K/V of the chunks before it
+// (chunked_prefill_seconds). The peak depends on the activation dtype too: integer weights with
+// 16-bit activations (W4A16/W8A16, as QNN/Genie run LLMs) reach `mixed_precision_fraction` of the
+// INT8 peak. The engine profile (devices/engine.h) sets these three; the defaults (1.0, 1.0, 256)
+// leave the earlier behaviour unchanged.
 #include <string>
 
 #include "models/cost_model.h"
@@ -30,6 +42,10 @@ struct NpuSpec {
   double graph_load_ms_per_layer = 0;
   double active_power_w = 0;
   double idle_power_w = 0;
+  // Runtime properties, set by an engine profile (not device-profile fields).
+  double decode_bandwidth_efficiency = 1.0;
+  double mixed_precision_fraction = 1.0;
+  std::int64_t graph_chunk = 256;
 
   static ParamSchema schema();
   static NpuSpec from_params(const Params& p);
@@ -41,6 +57,18 @@ struct NpuSpec {
   double run_seconds(std::int64_t n_tokens, std::int64_t chunk, const models::Work& work_of_chunk,
                      models::DType weight_dtype) const;
   double graph_load_seconds(int layers) const { return graph_load_ms_per_layer * 1e-3 * layers; }
+
+  // Peak operations per second for weights of `weight` dtype and activations of `activation` dtype.
+  double peak_ops(models::DType weight, models::DType activation) const;
+  // One decode step (the work of one token): bandwidth-bound weight streaming.
+  double decode_seconds(const models::Work& work_of_token, models::DType weight, models::DType activation) const;
+  // Prefill of `n_new` tokens after `n_cached` on graphs of `chunk` tokens: each chunk padded to
+  // `chunk` and attending to every earlier position (cached ones and earlier chunks).
+  double chunked_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,
+                                 std::int64_t chunk) const;
+  // Any work submitted to the NPU as a whole (Device::compute): single-token work as decode_seconds,
+  // longer work in graph_chunk-token executions at the chunk's utilisation.
+  double work_seconds(const models::Work& work, models::DType weight, models::DType activation) const;
 };
 
 }  // namespace mobisim::devices

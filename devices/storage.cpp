@@ -1,5 +1,8 @@
 #include "devices/storage.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "sim/event.h"
@@ -30,6 +33,8 @@ ParamSchema StorageSpec::schema() {
          "runtime cost per byte read, after the I/O (deserialisation, conversion, copies); 0 = none")
       .non_negative()
       .with_unit("ns/B");
+  s.integer("lanes", 1, "interface lanes (UFS 2.x-4.0: 2)").range(1, 16);
+  s.real("lane_gbps", 0.0, "payload rate per lane (UFS 4.0 HS-G5: 2.9; 0: unchecked)").non_negative().with_unit("GB/s");
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -51,6 +56,11 @@ StorageSpec StorageSpec::from_params(const Params& p) {
   s.write_energy_nj_per_byte = p.real("write_energy_nj_per_byte");
   s.capacity_gb = p.real("capacity_gb");
   s.load_ns_per_byte = p.real("load_ns_per_byte");
+  s.lanes = static_cast<int>(p.integer("lanes"));
+  s.lane_gbps = p.real("lane_gbps");
+  if (s.interface_gbps() > 0 && s.seq_read_gbps > s.interface_gbps() * (1 + 1e-9))
+    p.fail("seq_read_gbps", fmt::format("{} GB/s exceeds the interface ({} lanes x {} GB/s)", s.seq_read_gbps, s.lanes,
+                                        s.lane_gbps));
   return s;
 }
 
@@ -88,6 +98,17 @@ double StorageSpec::sustained_read_bps(double request_bytes) const {
   const double cmd = std::min(request_bytes, max_transfer_kb * 1024.0);
   const double ctrl = 1.0 / random_read_iops, xfer = cmd / (seq_read_gbps * 1e9);
   const double slot_pace = (ctrl + access_latency_us * 1e-6 + xfer) / queue_depth;
+  return cmd / std::max({ctrl, xfer, slot_pace});
+}
+
+double StorageSpec::read_bps(double request_bytes, int qd) const {
+  if (request_bytes <= 0 || qd <= 0) return 0.0;
+  const double max_cmd = max_transfer_kb * 1024.0;
+  const double n_cmd = std::ceil(request_bytes / max_cmd);
+  const double cmd = request_bytes / n_cmd;
+  const double in_flight = std::min<double>(queue_depth, qd * n_cmd);
+  const double ctrl = 1.0 / random_read_iops, xfer = cmd / (seq_read_gbps * 1e9);
+  const double slot_pace = (ctrl + access_latency_us * 1e-6 + xfer) / in_flight;
   return cmd / std::max({ctrl, xfer, slot_pace});
 }
 

@@ -15,6 +15,14 @@
 // A read may also pay `load_ns_per_byte` after its I/O: what the runtime spends turning the bytes
 // into tensors (deserialisation, conversion, copies into its buffers). It is a property of the
 // software stack on this phone, 0 (none) unless a profile sets it.
+// The curve as a function of request size AND queue depth (read_bps): with `qd` requests kept
+// outstanding, a command slot turns over every (1/iops + latency + transfer), so shallow queues are
+// latency-bound (QD1 4 KB: ~1 / (latency + 1/iops)), deep ones IOPS- or bandwidth-bound. Storage-class
+// profiles (configs/storage/ufs2.1|ufs3.1|ufs4.0.yaml, public vendor figures: sequential read at QD32,
+// 4 KB random read IOPS at QD32, lanes x lane rate) reproduce the public sequential and 4 KB random
+// figures at QD32; a device profile may name one as `storage: ufs4.0`. `lanes` x `lane_gbps` is the
+// interface ceiling (UFS 4.0: 2 lanes of HS-G5 23.2 Gb/s = 5.8 GB/s; UFS 3.1: 2 x 11.6 Gb/s);
+// a sequential bandwidth above it is refused.
 //
 // Writes are rounded up to whole pages (a partial-page write programs the whole
 // page: write amplification) and move at the sequential write bandwidth.
@@ -46,6 +54,8 @@ struct StorageSpec {
   double write_energy_nj_per_byte = 0;  // energy per byte programmed (whole pages)
   double capacity_gb = 0;
   double load_ns_per_byte = 0;          // runtime cost per byte read, after the I/O (0: none)
+  int lanes = 1;                    // interface lanes (UFS: 2)
+  double lane_gbps = 0;             // per-lane payload rate in GB/s (0: not given, no ceiling check)
 
   static ParamSchema schema();
   static StorageSpec from_params(const Params& p);
@@ -58,6 +68,10 @@ struct StorageSpec {
   double write_seconds(double bytes) const;
   // Sustained read throughput (bytes/s) with the queue kept full of requests of `request_bytes`.
   double sustained_read_bps(double request_bytes) const;
+  // Sustained read throughput (bytes/s) with `queue_depth` requests of `request_bytes` kept outstanding
+  // (each split into commands of at most max_transfer_kb; at most this->queue_depth commands in flight).
+  double read_bps(double request_bytes, int queue_depth) const;
+  double interface_gbps() const { return lane_gbps > 0 ? lanes * lane_gbps : 0.0; }
 };
 
 // The simulated device instance: processes `co_await storage.read(bytes)`.

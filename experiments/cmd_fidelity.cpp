@@ -65,6 +65,8 @@ int fidelity_main(const std::vector<std::string>& args) {
   const Summary s = summarize(ev);
   if (!quiet)
     for (const auto& l : per_set_lines(ev)) std::cout << "  " << l << "\n";
+  if (const auto od = ondevice_coverage(ev).line(); !od.empty()) std::cout << od << "\n";
+  std::cout << s.causes_line() << "\n";
   std::cout << s.line() << "\n";
   return s.failed ? kExitFailure : kExitOk;
 }

@@ -30,6 +30,7 @@ struct Job {
   std::string output;                  // "" = the YAML's
   bool sweep = false;                  // a sweep file (mobisim sweep), run point by point
   std::string plot_metrics = "";       // sweeps: the metrics drawn (plots/sweep.py)
+  std::string timeline = "";           // also write a Perfetto timeline here
 };
 
 std::vector<Job> percache_jobs() {
@@ -45,7 +46,8 @@ std::vector<Job> percache_jobs() {
 }
 
 // CoordGen (seed 004): Table 3 for the three models, Table 4 (QMSum summary and rag, real kernel),
-// Figure 8 schedules, Figures 10-13 on the three phones.
+// Figure 8 schedules (+ Perfetto timeline), Figure 10 on the three phones, Figures 11-13, and the
+// ui / tweet request files.
 std::vector<Job> coordgen_jobs() {
   std::vector<Job> jobs{{"table3_k60", {}, ""}};
   for (const char* m : {"qwen2.5-0.5b", "llama-3.2-3b"})
@@ -53,9 +55,23 @@ std::vector<Job> coordgen_jobs() {
   jobs.push_back({"table4_qmsum", {}, ""});
   jobs.push_back({"table4_qmsum", {"experiment.workload.task=rag"}, "results/coordgen/table4_qmsum_rag.h5"});
   jobs.push_back({"table4_kernel", {}, ""});
-  jobs.push_back({"fig8_schedules", {}, ""});
+  jobs.push_back({"fig8_schedules", {}, "", false, "", "results/coordgen/fig8_timeline.json"});
   jobs.push_back({"fig10_oneplus13", {}, ""});
   jobs.push_back({"fig10_oneplus13", {"experiment.device.base=redmi-k60-pro"}, "results/coordgen/fig10_redmi-k60-pro.h5"});
+  // Figures 11-13 (energy without the K70 Pro, as the document; breakdown on the OnePlus 13).
+  jobs.push_back({"fig11_energy", {}, ""});
+  jobs.push_back({"fig11_energy", {"experiment.device.base=redmi-k60-pro"}, "results/coordgen/fig11_energy_redmi-k60-pro.h5"});
+  jobs.push_back({"fig12_memory", {}, ""});
+  jobs.push_back({"fig13_breakdown", {}, ""});
+  for (const char* m : {"qwen2.5-0.5b", "llama-3.2-3b"})
+    jobs.push_back({"fig13_breakdown", {fmt::format("experiment.model.base={}", m)},
+                    fmt::format("results/coordgen/fig13_breakdown_{}.h5", m)});
+  // `ui` and `tweet` request files made by the real kernel (CAG request format, stored top-n).
+  jobs.push_back({"cag_requests_ui", {}, ""});
+  jobs.push_back({"cag_requests_ui", {"experiment.workload.requests=experiments/coordgen/requests/tweet_stories260K.jsonl"},
+                  "results/coordgen/cag_requests_tweet.h5"});
+  jobs.push_back({"cag_requests_ui", {"experiment.workload.requests=experiments/coordgen/requests/summary_stories260K.jsonl"},
+                  "results/coordgen/cag_requests_summary.h5"});
   // The K70 Pro keeps its own NPU fit (section 2.3's verification speeds): only the graph load is shared.
   jobs.push_back({"fig10_oneplus13",
                   {"experiment.device.base=redmi-k70-pro", "experiment.device.npu.half_utilization_chunk=256"},
@@ -91,6 +107,7 @@ int run_experiment_job(const std::string& path, const Job& j, int threads, bool 
   RunOptions o;
   o.overrides = j.overrides;
   o.output_override = j.output;
+  o.timeline_override = j.timeline;
   o.no_plot = no_plot;
   o.quiet = quiet;
   o.threads = threads;

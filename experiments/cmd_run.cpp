@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "devices/device.h"
+#include "devices/engine.h"
 #include "experiments/experiment.h"
 #include "models/model_spec.h"
 #include "sim/cli.h"
@@ -96,6 +97,24 @@ void list_devices() {
   }
 }
 
+void list_engines() {
+  std::cout << "\nengines (configs/engines/, built in; `engine:` beside `device:`, default mllm):\n";
+  for (const auto& name : devices::builtin_engine_names()) {
+    const auto e = devices::load_engine_profile(name);
+    std::vector<std::string> units;
+    for (const auto& [u, spec] : e.units) units.push_back(u);
+    if (e.npu.max_utilization || e.npu.decode_bandwidth_efficiency || e.npu.exec_overhead_ms) units.push_back("npu");
+    std::cout << fmt::format("  {:<12} {} [sets: {}]\n", name, e.description,
+                             units.empty() ? std::string("nothing: the device profiles' values") : fmt::format("{}", fmt::join(units, ", ")));
+  }
+  std::cout << "\nengine profile fields (every key optional: absent keeps the device profile's value):\n";
+  for (const auto& section : devices::engine_profile_schema()) {
+    std::cout << fmt::format("  {}: {}\n", section.path.empty() ? "(top level)" : section.path, section.doc);
+    for (const auto& d : section.schema.defs())
+      std::cout << fmt::format("      {:<28} {:<8} {:<8} {}\n", d.name, to_string(d.type), d.unit.empty() ? "-" : d.unit, d.doc);
+  }
+}
+
 void list_models() {
   std::cout << "\nmodels (configs/models/, built in):\n";
   std::cout << fmt::format("  {:<14} {:>7} {:>6} {:>6} {:>9} {:>6} {:>7} {:>8} {:>14}\n", "name", "params", "layers",
@@ -124,18 +143,19 @@ void list_plugins(bool verbose) {
 }
 
 int cmd_list(const std::vector<std::string>& args) {
-  cli::ArgParser a("mobisim list [devices|models|plugins] [--brief]",
+  cli::ArgParser a("mobisim list [devices|engines|models|plugins] [--brief]",
                    "Lists built-in device and model profiles and registered plug-ins with their parameters.");
-  a.positional("WHAT", "devices, models or plugins (default: all)", false);
+  a.positional("WHAT", "devices, engines, models or plugins (default: all)", false);
   a.flag("brief", "plug-in names only, without parameters");
   if (!a.parse(args)) return kExitOk;
   const std::string what = a.maybe("WHAT").value_or("all");
-  if (what != "all" && what != "devices" && what != "models" && what != "plugins")
-    throw UsageError(fmt::format("unknown list '{}': expected devices, models or plugins", what));
+  if (what != "all" && what != "devices" && what != "engines" && what != "models" && what != "plugins")
+    throw UsageError(fmt::format("unknown list '{}': expected devices, engines, models or plugins", what));
   if (what == "all" || what == "devices") {
     list_devices();
     list_device_schema();
   }
+  if (what == "all" || what == "engines") list_engines();
   if (what == "all" || what == "models") list_models();
   if (what == "all" || what == "plugins") list_plugins(!a.flag_set("brief"));
   return kExitOk;

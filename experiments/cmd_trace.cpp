@@ -11,7 +11,10 @@
 #include "sim/cli.h"
 #include "sim/error.h"
 #include "sim/params.h"
+#include "models/kernel/checkpoint.h"
 #include "policies/kvcache/chat_workload.h"
+#include "policies/specdec/kernel_requests.h"
+#include "traces/cag_requests.h"
 #include "traces/chat_trace.h"
 #include "traces/generator.h"
 #include "traces/jsonl.h"
@@ -25,7 +28,7 @@ namespace {
 using traces::RagTrace;
 
 constexpr const char* kTraceUsage =
-    "mobisim trace {import qmsum|import jsonl|generate|generate-chat|stats|embeddings} [options]   (--help on each)";
+    "mobisim trace {import qmsum|import jsonl|generate|generate-chat|cag-generate|stats|embeddings} [options]   (--help on each)";
 
 void add_enrich_options(cli::ArgParser& a) {
   a.option("tokenizer", "PATH", "SentencePiece model for exact token counts (e.g. ../shared/models/llama2-tokenizer.model); "
@@ -166,6 +169,42 @@ int generate_chat_cmd(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int cag_generate_cmd(const std::vector<std::string>& args) {
+  cli::ArgParser a("mobisim trace cag-generate --model CHECKPOINT --task ui|tweet|summary --out FILE.jsonl|FILE.h5",
+                   "Write CAG requests made by the real transformer (policies/specdec/kernel_requests.h): contexts and\n"
+                   "outputs are the model's greedy text, and every prompt position carries the top-n next-token ids\n"
+                   "and probabilities of the real prefill. Format: traces/SCHEMA.md, \"CAG request files\"; replay\n"
+                   "with `workload: {requests: FILE}` in experiments/coordgen/*.yaml. Deterministic.");
+  a.option("model", "CHECKPOINT", "a checkpoint the kernel loads (e.g. ../shared/models/stories260K.bin)")
+      .option("task", "T", "ui | tweet | summary", "ui")
+      .option("users", "N", "users", "2")
+      .option("requests", "N", "requests per user", "3")
+      .option("context-tokens", "N", "context tokens per request", "96")
+      .option("instruction-tokens", "N", "instruction tokens per request", "6")
+      .option("output-tokens", "N", "output tokens per request", "24")
+      .option("top-n", "N", "prefill predictions per prompt position (0: none)", "4")
+      .option("out", "FILE", "output .jsonl or .h5");
+  if (!a.parse(args)) return kExitOk;
+  policies::specdec::KernelRequestOptions o;
+  o.task = a.get("task");
+  o.users = static_cast<int>(a.get_int("users"));
+  o.requests = static_cast<int>(a.get_int("requests"));
+  o.context_tokens = static_cast<int>(a.get_int("context-tokens"));
+  o.instruction_tokens = static_cast<int>(a.get_int("instruction-tokens"));
+  o.output_tokens = static_cast<int>(a.get_int("output-tokens"));
+  o.top_n = static_cast<int>(a.get_int("top-n"));
+  const std::string model_path = a.get("model");
+  if (!std::filesystem::exists(model_path)) throw UsageError(fmt::format("--model: no checkpoint '{}'", model_path));
+  const auto model = kernel::load_model(model_path);
+  const auto f = policies::specdec::make_kernel_requests(
+      model, o, fmt::format("kernel:{} greedy, task {}", std::filesystem::path(model_path).filename().string(), o.task));
+  const std::string out = a.get("out");
+  traces::write_cag_requests(out, f);
+  std::cout << fmt::format("wrote {}: {} {} requests of {} users from {} (top-{} prefill predictions)\n", out,
+                           f.requests.size(), o.task, o.users, model_path, o.top_n);
+  return kExitOk;
+}
+
 std::string plot_script() {
   if (const char* d = std::getenv("MOBISIM_PLOTS_DIR")) return std::string(d) + "/trace_stats.py";
   std::error_code ec;
@@ -240,6 +279,7 @@ int trace_main(const std::vector<std::string>& args) {
               << "  import jsonl   import a JSONL workload (documented format)\n"
               << "  generate       generate a calibrated synthetic RAG trace from a YAML config\n"
               << "  generate-chat  generate a chat-session trace (prefix caching) from the chat workload generator\n"
+              << "  cag-generate   CAG requests (ui, tweet, summary) made by the real transformer, with prefill top-n\n"
               << "  stats          print (and plot) workload statistics of a trace\n"
               << "  embeddings     attach embeddings from an external model to a trace\n";
     return args.empty() ? kExitUsage : kExitOk;
@@ -251,6 +291,7 @@ int trace_main(const std::vector<std::string>& args) {
   }
   if (args[0] == "generate") return generate_cmd(rest(1));
   if (args[0] == "generate-chat") return generate_chat_cmd(rest(1));
+  if (args[0] == "cag-generate") return cag_generate_cmd(rest(1));
   if (args[0] == "stats") return stats_cmd(rest(1));
   if (args[0] == "embeddings") return embeddings_cmd(rest(1));
   throw UsageError(fmt::format("unknown trace subcommand '{}'\nusage: {}", args[0], kTraceUsage));

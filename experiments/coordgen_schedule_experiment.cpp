@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "devices/device.h"
+#include "devices/engine.h"
 #include "experiments/experiment.h"
 #include "experiments/parallel.h"
 #include "experiments/simulation.h"
@@ -29,7 +30,8 @@ namespace sd = policies::specdec;
 class CoordGenScheduleExperiment : public Experiment {
  public:
   explicit CoordGenScheduleExperiment(const Params& p) : params_(p) {
-    device_ = devices::load_device_profile(p.node("device"), p.source_of("device"));
+    device_ = devices::load_device_for_engine(p);
+    engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     device_.require_npu("coordgen_schedule");
     device_.unit("cpu", "coordgen_schedule (attention)");
@@ -59,6 +61,7 @@ class CoordGenScheduleExperiment : public Experiment {
   static ParamSchema schema() {
     ParamSchema s;
     s.node("device", "device profile with an npu and a cpu unit");
+    devices::add_engine_param(s);
     s.node("model", "model profile");
     s.int_list("prompt_tokens", std::vector<std::int64_t>{512, 1024, 2048}, "prompt lengths").non_empty();
     s.integer("blocks", 4, "blocks of layers").at_least(1);
@@ -143,7 +146,7 @@ class CoordGenScheduleExperiment : public Experiment {
     out["impl"] = "coordgen_schedule";
     out["device"] = yaml_clone(device_.resolved);
     out["model"] = yaml_clone(model_.resolved);
-    return out;
+    return devices::with_engine(out, engine_);
   }
 
  private:
@@ -165,6 +168,7 @@ class CoordGenScheduleExperiment : public Experiment {
 
   Params params_;
   devices::DeviceProfile device_;
+  YAML::Node engine_;  // the resolved engine profile (stored with results)
   models::ModelSpec model_;
   sd::GraphShapes shapes_;
   std::vector<std::int64_t> prompts_;

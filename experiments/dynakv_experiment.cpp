@@ -60,6 +60,7 @@
 #include <map>
 
 #include "devices/device.h"
+#include "devices/engine.h"
 #include "experiments/dynakv_latency.h"
 #include "experiments/experiment.h"
 #include "models/cost_model.h"
@@ -115,7 +116,8 @@ struct StatRows {
 class DynaKvExperiment : public Experiment {
  public:
   explicit DynaKvExperiment(const Params& p) {
-    device_ = devices::load_device_profile(p.node("device"), p.source_of("device"));
+    device_ = devices::load_device_for_engine(p);
+    engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     dtype_ = models::parse_dtype(p.text("precision"));
     decode_lengths_ = p.int_list("decode_lengths");
@@ -180,6 +182,7 @@ class DynaKvExperiment : public Experiment {
   static ParamSchema schema() {
     ParamSchema s;
     s.node("device", "device profile (name or mapping)");
+    devices::add_engine_param(s);
     s.node("model", "model spec (name or mapping)");
     s.text("precision", std::string("fp8"), "weights and KV precision").in({"fp8", "int4"});
     s.int_list("decode_lengths", std::vector<std::int64_t>{1024}, "decode lengths T");
@@ -199,6 +202,11 @@ class DynaKvExperiment : public Experiment {
     s.text("footprint_kv_precision", std::string("fp16"), "Table 1: K/V element type").in({"fp16", "fp8", "int4"});
     s.node("variants", "list of {name, policy, placement, cache_ratio, replacement, model, device, precision}");
     return s;
+  }
+
+  YAML::Node resolved_config(const YAML::Node& given) const override {
+    YAML::Node out = yaml_clone(given);
+    return devices::with_engine(out, engine_);
   }
 
   void run(RunContext& ctx) override {
@@ -482,6 +490,7 @@ class DynaKvExperiment : public Experiment {
   }
 
   devices::DeviceProfile device_;
+  YAML::Node engine_;  // the resolved engine profile (stored with results)
   models::ModelSpec model_;
   models::DType dtype_ = models::DType::kF8, footprint_kv_dtype_ = models::DType::kF16;
   std::vector<std::int64_t> decode_lengths_, footprint_lengths_;

@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "devices/device.h"
+#include "devices/engine.h"
 #include "experiments/experiment.h"
 #include "models/cost_model.h"
 #include "policies/kvsplit/kv_split.h"
@@ -55,6 +56,8 @@ struct ErrorSpec {
   }
 };
 
+constexpr const char* kDefaultPhoneModel = "generic-3b";
+
 struct PhoneSpec {
   static ParamSchema schema() {
     ParamSchema s;
@@ -70,7 +73,8 @@ struct PhoneSpec {
         .range(1, kMaxSeqLen).non_empty();
     s.real("compute_block_overhead_us", 20, "per block and layer on the compute stream").range(0, 1e6).with_unit("us");
     s.real("load_block_overhead_us", 5, "per block and layer on the read stream").range(0, 1e6).with_unit("us");
-    s.text("model", std::string("generic-3b"), "model whose prefix is cached");
+    s.node("model", "model whose prefix is cached: built-in name (default generic-3b), YAML path or inline mapping "
+                    "{base: NAME, weight_dtype: ...}");
     return s;
   }
 };
@@ -82,11 +86,13 @@ class KvprCakeExperiment : public Experiment {
     for (const auto& part : parts_)
       if (part != "fig3" && part != "error" && part != "phones")
         p.fail("parts", fmt::format("unknown part '{}' (expected fig3, error, phones)", part));
-    device_ = devices::load_device_profile(p.node("device"), p.source_of("device"));
+    device_ = devices::load_device_for_engine(p);
+    engine_ = devices::resolved_engine(p);
+    const devices::EngineProfile engine_profile = devices::load_engine_profile(engine_, p.source_of("engine"));
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     unit_ = p.text("compute_unit");
     link_ = p.text("link");
-    device_.unit(unit_, "experiment.compute_unit");
+    device_.require_unit(unit_, "experiment.compute_unit");
     if (!link_.empty()) device_.link(link_, "experiment.link");
     seq_lens_ = p.int_list("seq_lens");
     for (auto s : seq_lens_)
@@ -109,8 +115,11 @@ class KvprCakeExperiment : public Experiment {
     error_ = std::make_unique<Params>(p.node("error"), es, p.source_of("error"), std::vector<std::string>{});
     phones_ = std::make_unique<Params>(p.node("phones"), ps, p.source_of("phones"), std::vector<std::string>{});
     for (const auto& name : phones_->text_list("devices"))
-      phone_profiles_.push_back(devices::load_device_profile(name));
-    phone_model_ = models::load_model_spec(phones_->text("model"));
+      phone_profiles_.push_back(engine_profile.apply(devices::load_device_profile(name)));
+    const YAML::Node phone_model = phones_->node("model");
+    phone_model_ = phone_model.IsDefined() && !phone_model.IsNull()
+                       ? models::load_model_spec(phone_model, phones_->source_of("model"))
+                       : models::load_model_spec(std::string(kDefaultPhoneModel));
     for (const auto& pl : phones_->text_list("payloads"))
       if (pl != "kv" && pl != "qkv") phones_->fail("payloads", fmt::format("unknown payload '{}' (expected kv, qkv)", pl));
   }
@@ -121,13 +130,15 @@ class KvprCakeExperiment : public Experiment {
     out["model"] = yaml_clone(model_.resolved);
     out["error"] = error_->resolved();
     out["phones"] = phones_->resolved();
-    return out;
+    out["phones"]["model"] = phones_->has("model") ? yaml_clone(phones_->node("model")) : YAML::Node(kDefaultPhoneModel);
+    return devices::with_engine(out, engine_);
   }
 
   static ParamSchema schema() {
     ParamSchema s;
     s.text_list("parts", std::vector<std::string>{"fig3", "error", "phones"}, "which parts to run: fig3, error, phones").non_empty();
     s.node("device", "server profile of figure 3 (built-in name, YAML path or mapping)");
+    devices::add_engine_param(s);
     s.node("model", "model (built-in name, YAML path or mapping)");
     s.text("compute_unit", std::string("gpu"), "compute stream unit");
     s.text("link", std::string("pcie"), "copy stream link (empty: the device's storage)");
@@ -386,6 +397,7 @@ class KvprCakeExperiment : public Experiment {
   Params params_;
   std::vector<std::string> parts_;
   devices::DeviceProfile device_;
+  YAML::Node engine_;  // the resolved engine profile (stored with results)
   models::ModelSpec model_, phone_model_;
   std::string unit_, link_;
   std::vector<std::int64_t> seq_lens_;

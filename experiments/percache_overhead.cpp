@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "devices/device.h"
+#include "devices/engine.h"
 #include "experiments/experiment.h"
 #include "experiments/simulation.h"
 #include "models/cost_model.h"
@@ -28,11 +29,12 @@ namespace {
 class PerCacheOverheadExperiment : public Experiment {
  public:
   explicit PerCacheOverheadExperiment(const Params& p) : p_(p) {
-    device_ = devices::load_device_profile(p.node("device"), p.source_of("device"));
+    device_ = devices::load_device_for_engine(p);
+    engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     ParamSchema ps = policies::PipelineConfig::schema();
     pipeline_ = policies::PipelineConfig::from_params(Params(p.node("pipeline"), ps, p.source_of("pipeline"), {}));
-    device_.unit(pipeline_.compute_unit, "pipeline.compute_unit");
+    device_.require_unit(pipeline_.compute_unit, "pipeline.compute_unit");
     mode_ = p.text("mode");
     if (mode_ == "battery") device_.require_battery("percache_overhead mode battery");
     device_.require_storage("percache_overhead");
@@ -41,6 +43,7 @@ class PerCacheOverheadExperiment : public Experiment {
   static ParamSchema schema() {
     ParamSchema s;
     s.node("device", "device profile");
+    devices::add_engine_param(s);
     s.node("model", "model: name or {base: NAME, weight_dtype, activation_dtype, kv_dtype}");
     s.node("pipeline", "pipeline settings (fixed costs of embedding/matching/retrieval)");
     s.text("mode", std::nullopt, "table1 | battery").in({"table1", "battery"});
@@ -64,7 +67,7 @@ class PerCacheOverheadExperiment : public Experiment {
     out["model"] = yaml_clone(model_.resolved);
     ParamSchema ps = policies::PipelineConfig::schema();
     out["pipeline"] = Params(p_.node("pipeline"), ps, p_.source_of("pipeline"), {}).resolved();
-    return out;
+    return devices::with_engine(out, engine_);
   }
 
   void run(RunContext& ctx) override {
@@ -170,6 +173,7 @@ class PerCacheOverheadExperiment : public Experiment {
  private:
   Params p_;
   devices::DeviceProfile device_;
+  YAML::Node engine_;  // the resolved engine profile (stored with results)
   models::ModelSpec model_;
   policies::PipelineConfig pipeline_;
   std::string mode_;

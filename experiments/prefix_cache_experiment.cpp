@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "devices/device.h"
+#include "devices/engine.h"
 #include "experiments/experiment.h"
 #include "experiments/simulation.h"
 #include "models/cost_model.h"
@@ -38,6 +39,7 @@ struct DeviceEntrySpec {
   static ParamSchema schema() {
     ParamSchema s;
     s.node("device", "device profile: built-in name, YAML path, or {base: NAME, <field>: <override>}");
+    devices::add_engine_param(s);
     s.real("cap_mb", 512, "prefix cache cap (the note: 512 MB iOS, 256 MB Android)").positive().with_unit("MB");
     s.text("compute_unit", std::string("gpu"), "unit running the prefill");
     s.real("note_uncached_ms", 0, "the note's median uncached TTFT (for the comparison columns)").non_negative();
@@ -49,6 +51,7 @@ struct DeviceEntrySpec {
 
 struct DeviceEntry {
   devices::DeviceProfile profile;
+  YAML::Node engine;  // resolved engine profile
   double cap_bytes = 0;
   std::string unit;
   double note_uncached_ms = 0, note_cached_ms = 0, note_load_lo_ms = 0, note_load_hi_ms = 0;
@@ -99,10 +102,11 @@ class PrefixCacheExperiment : public Experiment {
       Params dp(devs[i], ds, p.source_of("devices").element(i), {});
       DeviceEntry e;
       if (!dp.has("device")) dp.fail("device", "missing required key 'device' (a device profile)");
-      e.profile = devices::load_device_profile(dp.node("device"), dp.source_of("device"));
+      e.profile = devices::load_device_for_engine(dp);
+      e.engine = devices::resolved_engine(dp);
       e.cap_bytes = dp.real("cap_mb") * 1e6;
       e.unit = dp.text("compute_unit");
-      e.profile.unit(e.unit, dp.source_of("compute_unit").key_path);
+      e.profile.require_unit(e.unit, dp.source_of("compute_unit").key_path);
       e.profile.require_storage(dp.source_of("device").key_path);
       e.note_uncached_ms = dp.real("note_uncached_ms");
       e.note_cached_ms = dp.real("note_cached_ms");
@@ -186,7 +190,7 @@ class PrefixCacheExperiment : public Experiment {
     for (std::size_t i = 0; i < devices_.size(); ++i) {
       YAML::Node d = Params(given_devs[i], ds, params_.source_of("devices").element(i), {}).resolved();
       d["device"] = yaml_clone(devices_[i].profile.resolved);
-      devs.push_back(d);
+      devs.push_back(devices::with_engine(d, devices_[i].engine));
     }
     out["devices"] = devs;
     YAML::Node ev(YAML::NodeType::Sequence);
@@ -256,8 +260,8 @@ class PrefixCacheExperiment : public Experiment {
   }
   double prefill_seconds(const DeviceEntry& dev, const models::CostModel& cost, std::int64_t n_new,
                          std::int64_t n_cached) const {
-    return dev.profile.unit(dev.unit, "prefill").seconds(cost.prefill(models::PrefillShape{n_new, n_cached, 0, 1}),
-                                                         model_.weight_dtype);
+    return dev.profile.compute_seconds(dev.unit, cost.prefill(models::PrefillShape{n_new, n_cached, 0, 1}),
+                                       model_.weight_dtype, "prefill");
   }
 
   void calibration(RunContext& ctx, const models::CostModel& cost) {

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "devices/device.h"
+#include "devices/engine.h"
 #include "experiments/experiment.h"
 #include "experiments/parallel.h"
 #include "experiments/plugin_list.h"
@@ -95,11 +96,12 @@ traces::RagTrace load_workload(const Params& w, std::uint64_t seed) {
 class RagQaExperiment : public Experiment {
  public:
   explicit RagQaExperiment(const Params& p) : params_(p) {
-    device_ = devices::load_device_profile(p.node("device"), p.source_of("device"));
+    device_ = devices::load_device_for_engine(p);
+    engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     ParamSchema ps = policies::PipelineConfig::schema();
     pipeline_ = policies::PipelineConfig::from_params(Params(p.node("pipeline"), ps, p.source_of("pipeline"), {}));
-    device_.unit(pipeline_.compute_unit, "pipeline.compute_unit");
+    device_.require_unit(pipeline_.compute_unit, "pipeline.compute_unit");
     policies_ = parse_labelled_plugins<RagPolicy>(p, "policies");
     ParamSchema ws = WorkloadSpec::schema();
     workload_node_ = p.node("workload");
@@ -110,6 +112,7 @@ class RagQaExperiment : public Experiment {
   static ParamSchema schema() {
     ParamSchema s;
     s.node("device", "device profile: built-in name, YAML path or inline mapping");
+    devices::add_engine_param(s);
     s.node("model", "model: built-in name, YAML path, or {base: NAME, field: override}");
     s.node("workload", "{trace: FILE.h5} or {generate: default|PATH|{...}}, max_users, max_queries_per_user");
     s.node("pipeline", "shared pipeline settings: compute_unit, system_prompt_tokens, top_k, answer_tokens, ...");
@@ -194,7 +197,7 @@ class RagQaExperiment : public Experiment {
     ParamSchema ws = WorkloadSpec::schema();
     out["workload"] = Params(workload_node_, ws, params_.source_of("workload"), {}).resolved();
     out["policies"] = resolved_plugins(policies_);
-    return out;
+    return devices::with_engine(out, engine_);
   }
 
  private:
@@ -426,6 +429,7 @@ class RagQaExperiment : public Experiment {
 
   Params params_;
   devices::DeviceProfile device_;
+  YAML::Node engine_;  // the resolved engine profile (stored with results)
   models::ModelSpec model_;
   policies::PipelineConfig pipeline_;
   std::vector<PolicyEntry> policies_;

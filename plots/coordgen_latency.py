@@ -3,7 +3,7 @@
 
 usage: coordgen_latency.py RESULT.h5 OUT.png
 
-Four panels: per-token latency (ms/token, Figure 10 / Table 3), energy per request (Figure 11),
+Four panels: per-token latency (ms/token, Figure 10 / Table 3; a dash: after the prefill only), energy per request (Figure 11),
 peak memory (Figure 12), mean latency breakdown per request into prefill, graph switch,
 calibration, drafting and decode (Figure 13); the accepted tokens per verification (Table 4) are
 written on the latency bars. Reads the HDF5 with h5py only.
@@ -29,6 +29,9 @@ def main(path, out):
     bars = ax[0].bar(x, s["ms_per_token"], color="tab:blue")
     for b, a in zip(bars, s["accepted_per_step"]):
         ax[0].text(b.get_x() + b.get_width() / 2, b.get_height(), f"{a:.2f}", ha="center", va="bottom", fontsize=7)
+    if "decode_ms_per_token" in s:  # after the prefill only (no prefill, no calibration)
+        ax[0].plot(list(x), s["decode_ms_per_token"], "k_", markersize=14, mew=2, label="after prefill")
+        ax[0].legend(fontsize=7)
     ax[0].set_ylabel("ms per output token (label: accepted/step)")
     ax[1].bar(x, s["energy_per_request_j"], color="tab:orange")
     ax[1].set_ylabel("energy per request (J)")

@@ -1,6 +1,7 @@
 // The fidelity registry, extractors, report arithmetic and `mobisim calibrate`.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "devices/device.h"
@@ -82,6 +83,9 @@ TEST(FidelityRegistry, MalformedPointsNameFileAndKey) {
   refuse(one_point_file("    role: both\n    published: 1\n"), "role");
   refuse(one_point_file("    role: validation\n    published: 1\n    typo_key: 3\n"), "typo_key");
   refuse(one_point_file("    role: validation\n    published_range: [2, 1]\n"), "low < high");
+  refuse(one_point_file("    role: validation\n    published: 1\n    cause: why\n"), "cause_kind");
+  refuse(one_point_file("    role: validation\n    published: 1\n    cause: why\n    cause_kind: luck\n"), "cause_kind");
+  refuse(one_point_file("    role: validation\n    published: 1\n    cause_kind: workload\n"), "needs its cause");
   refuse("document: test\nset: t\npoints:\n  - {id: t.b, source: x, quantity: q, unit: s, role: validation, published: 1,\n"
          "     experiment: e.yaml, extract: {function: ratio, column: c, key: k, numerator: a, denominator: b, cause: x}}\n",
          "unknown argument 'cause'");
@@ -135,6 +139,63 @@ TEST(FidelityReport, SummaryMedianAndP90OverValidationOnly) {
   EXPECT_EQ(s.over_25, 1u);
   EXPECT_EQ(s.over_25_unexplained, 1u);
   EXPECT_NE(s.line().find("median error 10.0%"), std::string::npos) << s.line();
+}
+
+// Workload differences apart from model gaps: the second median leaves out the points whose residual is
+// put down to a workload difference, and keeps mechanism and document causes in.
+TEST(FidelityReport, MedianWithoutWorkloadAttributedPointsAndCountsPerKind) {
+  std::vector<Point> pts(6);
+  std::vector<Evaluation> ev(6);
+  const double errs[] = {0.05, -0.80, 0.60, 0.40, -0.02, 0.90};
+  const char* kinds[] = {"", "workload", "workload", "mechanism", "document", "workload"};
+  for (int i = 0; i < 6; ++i) {
+    pts[i].id = "p" + std::to_string(i);
+    pts[i].kind = PublishedKind::kValue;
+    pts[i].published = 1;
+    pts[i].role = i == 5 ? "calibration" : "validation";
+    pts[i].cause_kind = kinds[i];
+    pts[i].cause = pts[i].cause_kind.empty() ? "" : "why";
+    ev[i].point = &pts[i];
+    ev[i].rel_error = errs[i];
+  }
+  const Summary s = summarize(ev);
+  EXPECT_NEAR(s.median_validation, 0.40, 1e-12);    // |0.02 0.05 0.40 0.60 0.80|
+  EXPECT_EQ(s.not_workload, 3u);                    // p0 (no cause), p3 (mechanism), p4 (document)
+  EXPECT_NEAR(s.median_not_workload, 0.05, 1e-12);  // |0.02 0.05 0.40|
+  EXPECT_EQ(s.cause_kinds.at("workload"), 2u);      // the calibration point's kind is not counted
+  EXPECT_EQ(s.cause_kinds.at("mechanism"), 1u);
+  EXPECT_EQ(s.cause_kinds.at("document"), 1u);
+  EXPECT_EQ(s.cause_kinds.at("none"), 1u);
+  EXPECT_NE(s.causes_line().find("2 workload, 1 mechanism, 1 document, 1 without a cause"), std::string::npos)
+      << s.causes_line();
+  EXPECT_NE(s.causes_line().find("median error 5.0%"), std::string::npos) << s.causes_line();
+}
+
+// Every validation residual cause in the registry says its kind; the on-device section covers the
+// issue's minimum (>= 40 points, >= 5 phones, >= 3 runtimes, all three units).
+TEST(FidelityRegistry, EveryValidationCauseHasAKindAndOnDeviceCoverage) {
+  const auto points = load_registry(kRegistry);
+  std::size_t causes = 0;
+  for (const auto& p : points)
+    if (!p.calibration() && !p.cause.empty()) {
+      ++causes;
+      EXPECT_NE(std::find(kCauseKinds.begin(), kCauseKinds.end(), p.cause_kind), kCauseKinds.end()) << p.id;
+    }
+  EXPECT_GE(causes, 40u);
+  std::vector<Evaluation> ev;
+  for (const auto& p : points) {
+    Evaluation e;
+    e.point = &p;
+    e.status = "unavailable";  // coverage counts the registry, not the values
+    ev.push_back(e);
+  }
+  const OnDeviceCoverage c = ondevice_coverage(ev);
+  EXPECT_GE(c.points, 40u);
+  EXPECT_LE(3 * c.calibration, c.points);
+  EXPECT_GE(c.phones.size(), 5u);
+  EXPECT_GE(c.runtimes.size(), 3u);
+  EXPECT_EQ(c.units, (std::vector<std::string>{"cpu", "gpu", "npu"}));
+  EXPECT_NE(c.line().find("on-device: " + std::to_string(c.points) + " points"), std::string::npos) << c.line();
 }
 
 // A small result file: /summary with a text key, two numeric columns.

@@ -3,14 +3,17 @@
 // configurations, and the coordgen experiment end to end on QMSum when the shared data is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "experiments/simulation.h"
 #include "policies/specdec/sd_policies.h"
 #include "sim/error.h"
+#include "sim/h5.h"
 #include "sim/registry.h"
 #include "test_util.h"
 
@@ -97,10 +100,12 @@ TEST(SpecdecPolicies, HandCountedRequestOnTheOverheadBoundNpu) {
   EXPECT_NEAR(s.decode_s, 2.0, 1e-2);
   EXPECT_DOUBLE_EQ(s.mean_accepted, 4.0);
   EXPECT_LT(s.ms_per_token(), v.ms_per_token());
-  // CoordGen charges calibration (2 ms per input token) and keeps the calibrated tree in memory.
-  auto cg = make("{impl: coordgen, " + shape + "}");
+  // CoordGen charges calibration (2 ms per input token) and keeps the calibrated tree in memory;
+  // sequential: all of it on the critical path.
+  auto cg = make("{impl: coordgen, calibration_overlap: sequential, " + shape + "}");
   const RequestBreakdown c = cg->run(env, 256, trace_of(2, 31, 4));
   EXPECT_NEAR(c.calibration_s, 0.512, 1e-9);
+  EXPECT_NEAR(c.calibration_cpu_s, 0.512, 1e-9);
   EXPECT_GT(c.peak_memory_bytes, s.peak_memory_bytes);
   // CPU vanilla keeps a second copy of the weights.
   auto cpu = make("{impl: cpu_vanilla, " + shape + "}");
@@ -111,6 +116,116 @@ TEST(SpecdecPolicies, HandCountedRequestOnTheOverheadBoundNpu) {
   double sum = 0;
   for (const auto& ph : c.phases) sum += ph.seconds;
   EXPECT_NEAR(sum, c.total_s(), 1e-9);
+}
+
+// Calibration pipelined with the chunked prefill (specdec_policy.h), worked by hand.
+TEST(SpecdecPolicies, CalibrationPipelineFinishIsTheTwoStageFormula) {
+  // Chunks ready at 1, 2, 3 s; sampling 1.5, 0.2, 2 s: F0 = 2.5, F1 = max(2.5, 2) + 0.2 = 2.7,
+  // F2 = max(2.7, 3) + 2 = 5.
+  EXPECT_DOUBLE_EQ(pipeline_finish_s({1, 2, 3}, {1.5, 0.2, 2}), 5.0);
+  EXPECT_DOUBLE_EQ(pipeline_finish_s({}, {}), 0.0);
+  EXPECT_THROW(pipeline_finish_s({1}, {}), InputError);
+}
+
+devices::DeviceProfile two_unit_device() {
+  devices::DeviceProfile d;
+  d.name = "toy";
+  const SpecDecEnv env = overhead_env();
+  d.compute["cpu"] = env.cpu;
+  d.npu = env.npu;
+  return d;
+}
+
+Phase main_phase(const char* unit, double s, const char* label) { return Phase{unit, s, label}; }
+Phase sampling(double s, int after) { return Phase{"cpu", s, "calibration", true, after, false, 1}; }
+
+TEST(SpecdecPolicies, PipelinedCalibrationOnTheDeviceMatchesTheFormula) {
+  // NPU-only prefill chunks of 1 s (ready at 1, 2, 3 s), sampling 1.5, 0.2, 2 s on the idle CPU,
+  // then a 0.5 s decoding step that needs the calibrated tree: it starts at F2 = 5 s.
+  std::vector<Phase> ph{main_phase("npu", 1, "prefill"), main_phase("npu", 1, "prefill"),
+                        main_phase("npu", 1, "prefill")};
+  ph.push_back(sampling(1.5, 0));
+  ph.push_back(sampling(0.2, 1));
+  ph.push_back(sampling(2.0, 2));
+  ph.push_back(main_phase("npu", 0.5, "verify"));
+  ph.back().join = true;
+  sim::StatGroup stats("toy");
+  ReplayResult out;
+  {
+    experiments::SimulatedRun run(two_unit_device(), stats);
+    run.start(replay_phases(run.device(), ph, out), "request");
+    run.run();
+    EXPECT_NEAR(run.device().busy_seconds("cpu"), 3.7, 1e-9);  // every sampling second charged
+    EXPECT_NEAR(run.device().busy_seconds("npu"), 3.5, 1e-9);
+  }
+  EXPECT_NEAR(out.latency_s, pipeline_finish_s({1, 2, 3}, {1.5, 0.2, 2}) + 0.5, 1e-9);
+  EXPECT_NEAR(out.join_wait_s, 5.0 - 3.0, 1e-9);
+}
+
+TEST(SpecdecPolicies, PipelinedCalibrationContendsWithPrefillAttention) {
+  // Two chunks: NPU 1 s then CPU attention 0.5 s each. Chunk 0's sampling (1.2 s in 0.3 s slices)
+  // runs 1.5-2.7; chunk 1's attention asks for the CPU at 2.5, waits for the running slice (to
+  // 2.7) and runs 2.7-3.2; chunk 1's sampling (0.6 s) runs 3.2-3.8; the decoding step waits for
+  // it: 3.8-4.3.
+  std::vector<Phase> ph{main_phase("npu", 1, "prefill"), main_phase("cpu", 0.5, "prefill attention"),
+                        main_phase("npu", 1, "prefill"), main_phase("cpu", 0.5, "prefill attention")};
+  for (int i = 0; i < 4; ++i) ph.push_back(sampling(0.3, 1));
+  for (int i = 0; i < 2; ++i) ph.push_back(sampling(0.3, 3));
+  ph.push_back(main_phase("npu", 0.5, "verify"));
+  ph.back().join = true;
+  sim::StatGroup stats("toy");
+  ReplayResult out;
+  {
+    experiments::SimulatedRun run(two_unit_device(), stats);
+    run.start(replay_phases(run.device(), ph, out), "request");
+    run.run();
+  }
+  EXPECT_NEAR(out.latency_s, 4.3, 1e-9);
+  EXPECT_NEAR(out.join_wait_s, 0.6, 1e-9);
+  // Without the slice wait, the idle-CPU pipeline exposes 0.8 s of the 1.8 s of sampling:
+  // 1.2 - 1.0 (chunk 1's NPU time) + 0.6. The replay spends the same 0.8 s (0.2 wait + 0.6 join).
+  PrefillResult p;
+  p.slots = {{0, 1.0, 0.5, 1.5}, {1, 1.0, 0.5, 3.0}};
+  p.chunk_end_s = {1.5, 3.0};
+  EXPECT_NEAR(calibration_tail_on_idle_cpu_s(p, {1.2, 0.6}), 0.8, 1e-12);
+  p.switch_s = 0.5;  // an exposed switch leaves the CPU idle too
+  EXPECT_NEAR(calibration_tail_on_idle_cpu_s(p, {1.2, 0.6}), 0.3, 1e-12);
+}
+
+TEST(SpecdecPolicies, CoordgenPipelinedCalibrationHidesBehindPrefillAndSwitch) {
+  const SpecDecEnv env = overhead_env();
+  // 512-token prompt: 2 chunks x 2 blocks of 1 s NPU executions (attention ~0: the CPU is ~free),
+  // chunk ends 2 s and 4 s; synchronous switch 2 x 1 s. Sampling 10 ms/token: 2.56 s per chunk.
+  // Two-stage pipeline: F1 = max(2 + 2.56, 4) + 2.56 = 7.12 s; prefill + switch = 6 s: 1.12 s exposed.
+  const std::string shape =
+      "prefill_chunk: 256, decode_chunk: 32, blocks: 2, switch: synchronous, calibration_ms_per_token: 10";
+  const RequestBreakdown pipe = make("{impl: coordgen, " + shape + "}")->run(env, 512, trace_of(2, 31, 4));
+  const RequestBreakdown seq =
+      make("{impl: coordgen, calibration_overlap: sequential, " + shape + "}")->run(env, 512, trace_of(2, 31, 4));
+  EXPECT_NEAR(pipe.prefill_s + pipe.switch_s, 6.0, 1e-2);
+  EXPECT_NEAR(pipe.calibration_s, pipeline_finish_s({2, 4}, {2.56, 2.56}) - 6.0, 1e-2);
+  EXPECT_NEAR(seq.calibration_s, 5.12, 1e-9);
+  EXPECT_NEAR(pipe.calibration_cpu_s, seq.calibration_cpu_s, 1e-12);
+  EXPECT_NEAR(seq.total_s() - pipe.total_s(), 5.12 - pipe.calibration_s, 1e-9);
+  // The same request replayed on the device: sampling at 2 ms/token hides completely.
+  const RequestBreakdown cheap =
+      make("{impl: coordgen, prefill_chunk: 256, decode_chunk: 32, blocks: 2, switch: synchronous}")
+          ->run(env, 512, trace_of(2, 31, 4));
+  EXPECT_NEAR(cheap.calibration_s, 0.0, 1e-12);
+  devices::DeviceProfile dev = two_unit_device();
+  sim::StatGroup stats("toy");
+  ReplayResult out;
+  {
+    experiments::SimulatedRun run(dev, stats);
+    run.start(replay_phases(run.device(), pipe.phases, out), "request");
+    run.run();
+  }
+  EXPECT_NEAR(out.latency_s, pipe.total_s(), 1e-3);
+  // Chunk 1's two attention phases (~0 s) each wait for one running 10 ms slice: 20 ms of the
+  // exposed sampling moves into the prefill, the decoder waits the rest.
+  EXPECT_NEAR(out.join_wait_s, pipe.calibration_s - 2 * 0.010, 1e-3);
+  EXPECT_THROW(make("{impl: coordgen, calibration_overlap: sometimes}"), ConfigError);
+  EXPECT_THROW(make("{impl: coordgen, calibration_slice_tokens: 0}"), ConfigError);
 }
 
 TEST(SpecdecPolicies, EagleAcceptsAtMostFiveAndAHalfTokensPerStep) {
@@ -170,6 +285,38 @@ TEST(SpecdecPolicies, ExperimentOnQmsumShowsTableFourDirection) {
   EXPECT_GT(acc["SAM"], acc["PLD"]);
   EXPECT_GT(acc["PLDr"], acc["PLD"]);
   EXPECT_GT(acc["SAMr"], acc["SAM"]);
+
+  // The `summary` task (one general query per meeting): with the meeting's specific-query answers
+  // as the user's history store, SAM accepts more than PLD and reuse raises both; without them
+  // SAM has no history and does no better than PLD.
+  for (const bool history : {true, false}) {
+    std::ofstream(cfg) << "name: t4\nexperiment:\n  impl: coordgen\n  device: redmi-k60-pro\n  model: qwen2.5-0.5b\n"
+                       << "  workload: {trace: " << trace << ", tokenizer: " << tok
+                       << ", task: summary, history_from_other_task: " << (history ? "true" : "false") << "}\n"
+                       << "  policies:\n    - {impl: npu_pld, label: PLD}\n    - {impl: npu_pld, label: PLDr, reuse: true}\n"
+                       << "    - {impl: npu_sam, label: SAM}\n    - {impl: npu_sam, label: SAMr, reuse: true}\n";
+    r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("t4s.h5") + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::ifstream scsv(dir.file("t4s_summary.csv"));
+    std::getline(scsv, header);
+    acc.clear();
+    while (std::getline(scsv, line)) {
+      std::stringstream ss(line);
+      std::string cell;
+      std::vector<std::string> cells;
+      while (std::getline(ss, cell, ',')) cells.push_back(cell);
+      ASSERT_GE(cells.size(), 5u) << line;
+      acc[cells[0]] = std::stod(cells[4]);
+    }
+    ASSERT_EQ(acc.size(), 4u) << header;
+    if (history) {
+      EXPECT_GT(acc["SAM"], 1.5 * acc["PLD"]);
+    } else {
+      EXPECT_LE(acc["SAM"], acc["PLD"] * 1.05);
+    }
+    EXPECT_GT(acc["PLDr"], acc["PLD"]);
+    EXPECT_GT(acc["SAMr"], acc["SAM"]);
+  }
 }
 
 }  // namespace
@@ -193,6 +340,33 @@ TEST(SpecdecPolicies, KernelWorkloadRunsLosslesslyEndToEnd) {
   auto r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("k.h5") + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("coordgen"), std::string::npos) << r.output;
+  // Draft-length distribution (section 2.3, Figure 6): one histogram per retrieval-drafting policy
+  // (none for plain decoding) that counts every verification once, whose mean is the summary's
+  // drafted_per_step and whose cumulative fraction ends at 1.
+  {
+    h5::Reader f(dir.file("k.h5"));
+    const auto pol = f.strings("/tables/draft_lengths/policy");
+    const auto len = f.ints("/tables/draft_lengths/draft_tokens", pol.size());
+    const auto steps = f.ints("/tables/draft_lengths/steps", pol.size());
+    const auto cum = f.doubles("/tables/draft_lengths/cumulative_fraction", pol.size());
+    const auto sum_pol = f.strings("/summary/policy");
+    const auto drafted = f.doubles("/summary/drafted_per_step", sum_pol.size());
+    EXPECT_EQ(std::count(pol.begin(), pol.end(), "npu_vanilla"), 0);
+    for (const std::string label : {"coordgen", "npu_pld"}) {
+      std::int64_t n = 0, tokens = 0;
+      double last_cum = 0;
+      for (std::size_t i = 0; i < pol.size(); ++i)
+        if (pol[i] == label) n += steps[i], tokens += steps[i] * len[i], last_cum = cum[i];
+      const auto rec_steps = f.ints("/runs/" + label + "/records/steps");
+      std::int64_t expected = 0;
+      for (auto v : rec_steps) expected += v;
+      EXPECT_EQ(n, expected) << label;
+      EXPECT_NEAR(last_cum, 1.0, 1e-12) << label;
+      const auto at = std::find(sum_pol.begin(), sum_pol.end(), label) - sum_pol.begin();
+      ASSERT_LT(static_cast<std::size_t>(at), sum_pol.size()) << label;
+      EXPECT_NEAR(static_cast<double>(tokens) / static_cast<double>(n), drafted[at], 1e-9) << label;
+    }
+  }
   // A trace workload and a kernel workload at once is refused.
   std::ofstream(cfg) << "name: k\nexperiment:\n  impl: coordgen\n  device: oneplus-13\n  model: qwen2.5-0.5b\n"
                      << "  workload: {kernel_model: " << model << ", trace: x.h5}\n  policies: [{impl: coordgen}]\n";

@@ -137,6 +137,18 @@ CalibrationSpec CalibrationSpec::load(const std::string& path) {
   return spec;
 }
 
+CalibrationSpec CalibrationSpec::restricted_to(const std::vector<Point>& registry) const {
+  std::set<std::string> ids;
+  for (const auto& p : registry) ids.insert(p.id);
+  CalibrationSpec out;
+  out.file = file;
+  for (FreeParameter f : parameters) {
+    std::erase_if(f.points, [&](const std::string& id) { return !ids.count(id); });
+    if (!f.points.empty()) out.parameters.push_back(std::move(f));
+  }
+  return out;
+}
+
 std::vector<std::string> check_calibration(const CalibrationSpec& spec, const std::vector<Point>& registry) {
   std::vector<std::string> problems;
   std::map<std::string, const Point*> by_id;
@@ -290,14 +302,13 @@ std::vector<std::string> write_fitted_profiles(const CalibrationSpec& spec, cons
   std::vector<std::string> paths;
   for (const auto& [name, tree] : trees) {
     const std::string kind = name.substr(0, name.find(':')), profile = name.substr(name.find(':') + 1);
+    const std::string path = (fs::path(dir) / (kind == "device" ? profile + ".yaml" : kind + "-" + profile + ".yaml")).string();
     std::string text = fmt::format(
         "# {} profile {} with the parameters fitted by `mobisim calibrate` (mobisim {}, {}): {} iterations, "
-        "cost {:.4g} -> {:.4g}.\n# Use it as a profile (device: {}) or copy the values into the built-in one.\n",
-        kind, profile, kVersion, spec.file, fit.iterations, fit.cost_before, fit.cost_after,
-        (fs::path(dir) / (profile + ".yaml")).string());
+        "cost {:.4g} -> {:.4g}.\n# Use it as a profile ({}: {}) or copy the values into the built-in one.\n",
+        kind, profile, kVersion, spec.file, fit.iterations, fit.cost_before, fit.cost_after, kind, path);
     text += "base: " + profile + "\n";
     tree.write(text, 0);
-    const std::string path = (fs::path(dir) / (kind == "device" ? profile + ".yaml" : kind + "-" + profile + ".yaml")).string();
     const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
     {
       std::ofstream out(tmp, std::ios::trunc);

@@ -39,6 +39,8 @@ struct CalibrationSpec {
   std::string file;
   std::vector<FreeParameter> parameters;
   static CalibrationSpec load(const std::string& path);
+  // The parameters with points in `registry` (e.g. the on-device set), each keeping only those points.
+  CalibrationSpec restricted_to(const std::vector<Point>& registry) const;
 };
 
 // Problems with a spec against the registry (empty when sound).

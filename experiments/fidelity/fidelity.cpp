@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <set>
 
 #include "experiments/experiment.h"
 #include "experiments/fidelity/extract.h"
@@ -236,9 +237,12 @@ std::vector<Evaluation> evaluate(const std::vector<Point>& points, const Evaluat
 // ---------------------------------------------------------------------------
 Summary summarize(const std::vector<Evaluation>& ev) {
   Summary s;
-  std::vector<double> val, cal;
+  std::vector<double> val, cal, not_workload;
+  for (const auto& k : kCauseKinds) s.cause_kinds[k] = 0;
+  s.cause_kinds["none"] = 0;
   for (const auto& e : ev) {
     const Point& p = *e.point;
+    if (!p.calibration()) ++s.cause_kinds[p.cause_kind.empty() ? "none" : p.cause_kind];
     if (p.kind == PublishedKind::kTrend) {
       ++s.trends;
       if (e.status == "ok" && e.trend_pass) ++s.trends_passed;
@@ -256,6 +260,7 @@ Summary summarize(const std::vector<Evaluation>& ev) {
       continue;
     }
     val.push_back(a);
+    if (p.cause_kind != "workload") not_workload.push_back(a);
     if (a <= p.tolerance_rel + 1e-12) ++s.within_tolerance;
     if (a > 0.25) {
       ++s.over_25;
@@ -266,7 +271,56 @@ Summary summarize(const std::vector<Evaluation>& ev) {
   s.median_validation = percentile(val, 0.5);
   s.p90_validation = percentile(val, 0.9);
   s.median_calibration = percentile(cal, 0.5);
+  s.not_workload = not_workload.size();
+  s.median_not_workload = percentile(not_workload, 0.5);
+  s.p90_not_workload = percentile(not_workload, 0.9);
   return s;
+}
+
+OnDeviceCoverage ondevice_coverage(const std::vector<Evaluation>& ev) {
+  OnDeviceCoverage c;
+  std::set<std::string> phones, runtimes, units;
+  std::vector<double> val;
+  for (const auto& e : ev) {
+    const Point& p = *e.point;
+    if (!p.probe.IsDefined() || !p.probe.IsMap() || p.probe["impl"].as<std::string>() != "ondevice") continue;
+    ++c.points;
+    auto field = [&](const char* key, const std::string& fallback) {
+      return p.probe[key].IsDefined() ? p.probe[key].as<std::string>() : fallback;
+    };
+    phones.insert(field("device", ""));
+    runtimes.insert(field("engine", "mllm"));  // the probe's default engine
+    units.insert(field("unit", ""));
+    if (p.calibration()) {
+      ++c.calibration;
+      continue;
+    }
+    ++c.validation;
+    if (e.status != "ok" || p.kind == PublishedKind::kTrend) continue;
+    const double a = std::abs(e.rel_error);
+    val.push_back(a);
+    if (a <= 0.25 + 1e-12) ++c.within_25;
+    if (a > 0.5) {
+      ++c.over_50;
+      if (p.cause.empty()) ++c.over_50_unexplained;
+    }
+  }
+  c.phones.assign(phones.begin(), phones.end());
+  c.runtimes.assign(runtimes.begin(), runtimes.end());
+  c.units.assign(units.begin(), units.end());
+  c.median_validation = percentile(val, 0.5);
+  c.p90_validation = percentile(val, 0.9);
+  return c;
+}
+
+std::string OnDeviceCoverage::line() const {
+  if (points == 0) return "";
+  auto pct = [](double v) { return std::isfinite(v) ? fmt::format("{:.1f}%", 100 * v) : std::string("n/a"); };
+  return fmt::format(
+      "on-device: {} points ({} calibration, {} validation) over {} phones, {} runtimes ({}), units {}; validation "
+      "error median {}, p90 {}, {} within 25%, {} over 50% ({} without a cause)",
+      points, calibration, validation, phones.size(), runtimes.size(), fmt::join(runtimes, ", "), fmt::join(units, "/"),
+      pct(median_validation), pct(p90_validation), within_25, over_50, over_50_unexplained);
 }
 
 std::vector<std::string> per_set_lines(const std::vector<Evaluation>& ev) {
@@ -292,6 +346,16 @@ std::string Summary::line() const {
       over_25_unexplained, calibration, pct(median_calibration), trends_passed, trends,
       failed ? fmt::format("; {} points failed", failed) : "",
       unavailable ? fmt::format("; {} unavailable", unavailable) : "");
+}
+
+std::string Summary::causes_line() const {
+  auto pct = [](double v) { return std::isfinite(v) ? fmt::format("{:.1f}%", 100 * v) : std::string("n/a"); };
+  std::vector<std::string> counts;
+  for (const auto& k : kCauseKinds) counts.push_back(fmt::format("{} {}", cause_kinds.count(k) ? cause_kinds.at(k) : 0, k));
+  counts.push_back(fmt::format("{} without a cause", cause_kinds.count("none") ? cause_kinds.at("none") : 0));
+  return fmt::format("validation residual causes: {}; without the workload-attributed points: {} numeric points, "
+                     "median error {}, p90 {}",
+                     fmt::join(counts, ", "), not_workload, pct(median_not_workload), pct(p90_not_workload));
 }
 
 namespace {
@@ -325,7 +389,7 @@ std::string format_report(const std::vector<Evaluation>& ev) {
 }
 
 h5::Table report_table(const std::vector<Evaluation>& ev) {
-  std::vector<std::string> id, document, set, source, quantity, unit, role, kind, verdict, status, cause, experiment,
+  std::vector<std::string> id, document, set, source, quantity, unit, role, kind, verdict, status, cause, cause_kind, experiment,
       run_file, error;
   std::vector<double> published, lo, hi, simulated, rel, abs_rel, tol;
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -350,6 +414,7 @@ h5::Table report_table(const std::vector<Evaluation>& ev) {
     verdict.push_back(e.verdict);
     status.push_back(e.status);
     cause.push_back(p.cause);
+    cause_kind.push_back(p.cause_kind);
     experiment.push_back(p.experiment.empty() ? "probe:" + p.probe["impl"].as<std::string>() : p.experiment);
     run_file.push_back(e.run_file);
     error.push_back(e.error);
@@ -373,6 +438,7 @@ h5::Table report_table(const std::vector<Evaluation>& ev) {
   t.add("verdict", verdict);
   t.add("status", status);
   t.add("cause", cause);
+  t.add("cause_kind", cause_kind);
   t.add("experiment", experiment);
   t.add("run_file", run_file);
   t.add("error", error);
@@ -386,14 +452,16 @@ std::string markdown(const std::vector<Evaluation>& ev, const Summary& s) {
   md += fmt::format("mobisim {}. Every published point beside mobisim's value; calibration points had a parameter "
                     "fitted to them, validation points did not.\n\n**{}**\n\n",
                     kVersion, s.line());
+  md += fmt::format("**{}**\n\n", s.causes_line());
+  if (const auto od = ondevice_coverage(ev).line(); !od.empty()) md += fmt::format("**{}**\n\n", od);
   md += "Per document:\n\n";
   for (const auto& l : per_set_lines(ev)) md += "* " + l + "\n";
-  md += "\n| point | source | published | simulated | error | unit | role | verdict | cause |\n";
-  md += "|---|---|---:|---:|---:|---|---|---|---|\n";
+  md += "\n| point | source | published | simulated | error | unit | role | verdict | cause kind | cause |\n";
+  md += "|---|---|---:|---:|---:|---|---|---|---|---|\n";
   for (const auto& e : ev) {
     const Point& p = *e.point;
-    md += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |\n", p.id, p.document + ", " + p.source,
-                      p.published_text(), simulated_text(e), error_text(e), p.unit, p.role, e.verdict,
+    md += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", p.id, p.document + ", " + p.source,
+                      p.published_text(), simulated_text(e), error_text(e), p.unit, p.role, e.verdict, p.cause_kind,
                       e.status == "ok" ? p.cause : e.error.substr(0, 200));
   }
   return md;
@@ -411,6 +479,9 @@ void write_report(const std::vector<Evaluation>& ev, const std::string& out_dir,
     auto root = w.root();
     h5::write_attr(root, "mobisim_version", kVersion);
     h5::write_attr(root, "summary", s.line());
+    h5::write_attr(root, "causes_summary", s.causes_line());
+    h5::write_attr(root, "median_validation_error_not_workload", s.median_not_workload);
+    h5::write_attr(root, "ondevice_summary", ondevice_coverage(ev).line());
     h5::write_attr(root, "median_validation_error", s.median_validation);
     h5::write_attr(root, "p90_validation_error", s.p90_validation);
     h5::write_attr(root, "validation_points", static_cast<std::int64_t>(s.validation_numeric));

@@ -87,9 +87,27 @@ struct Summary {
   std::size_t calibration = 0, validation = 0, trends = 0, trends_passed = 0, failed = 0, unavailable = 0;
   std::size_t validation_numeric = 0, within_tolerance = 0, over_25 = 0, over_25_unexplained = 0;
   double median_validation = 0, p90_validation = 0, median_calibration = 0;
+  // Validation points by the kind of their residual's cause (registry.h kCauseKinds; "none": no cause),
+  // and the error over the numeric validation points whose residual is not put down to a workload
+  // difference (model gaps and document disagreements stay in): what the model itself gets wrong.
+  std::map<std::string, std::size_t> cause_kinds;
+  std::size_t not_workload = 0;
+  double median_not_workload = 0, p90_not_workload = 0;
   std::string line() const;
+  std::string causes_line() const;
 };
 Summary summarize(const std::vector<Evaluation>& ev);
+// The on-device section (points probed with impl: ondevice): points, phones, runtimes, units and the
+// validation error; "" when there are none.
+struct OnDeviceCoverage {
+  std::size_t points = 0, calibration = 0, validation = 0;
+  std::vector<std::string> phones, runtimes, units;
+  double median_validation = 0, p90_validation = 0;
+  std::size_t within_25 = 0, over_50 = 0, over_50_unexplained = 0;
+  std::string line() const;
+};
+OnDeviceCoverage ondevice_coverage(const std::vector<Evaluation>& ev);
+
 // One summary per document set, in first-appearance order ("percache: validation: ...").
 std::vector<std::string> per_set_lines(const std::vector<Evaluation>& ev);
 

@@ -34,6 +34,8 @@ ParamSchema point_schema() {
   s.node("probe", "instead of experiment + extract: a fidelity_probe plug-in {impl: NAME, ...}");
   s.text_list("fitted", std::vector<std::string>{}, "calibration points: the parameters fitted to them");
   s.text("cause", std::string(), "validation points over 25 % error: what the model omits or how the workload differs");
+  s.text("cause_kind", std::string(), "what the cause is: workload | mechanism | document (the source's own numbers disagree)")
+      .in({"", "workload", "mechanism", "document"});
   return s;
 }
 
@@ -101,6 +103,10 @@ Point parse_point(const YAML::Node& node, const ConfigSource& src, const std::st
   pt.unit = p.text("unit");
   pt.role = p.text("role");
   pt.cause = p.text("cause");
+  pt.cause_kind = p.text("cause_kind");
+  if (!pt.cause_kind.empty() && pt.cause.empty()) p.fail("cause_kind", "a cause_kind needs its cause");
+  if (!pt.cause.empty() && pt.cause_kind.empty() && pt.role == "validation")
+    p.fail("cause_kind", "a validation point's cause says its kind: workload, mechanism or document");
   pt.tolerance_rel = p.real("tolerance_rel");
   const int kinds = int(p.has("published")) + int(p.has("published_range")) + int(p.has("trend"));
   if (kinds != 1) p.fail("published", "give exactly one of published, published_range or trend");

@@ -23,6 +23,10 @@
 //       # or, instead of experiment + extract, probe: {impl: ondevice, ...}  (fidelity/probe.h)
 //       fitted: [device.compute.cpu.compute_efficiency]   # calibration points: what they fit
 //       cause: "one line"                 # required for a validation point whose error is > 25 %
+//       cause_kind: workload              # what the cause is: workload (mobisim's inputs differ from the
+//                                         # document's), mechanism (the model omits or simplifies something)
+//                                         # or document (the source's own numbers disagree); required with
+//                                         # a cause on a validation point
 //
 // Loading checks every key: unknown keys, a missing value, a role outside {calibration,
 // validation}, fitted on a validation point, duplicate ids are ConfigErrors naming file and key.
@@ -37,6 +41,10 @@ namespace mobisim::experiments::fidelity {
 
 enum class PublishedKind { kValue, kRange, kTrend };
 
+// What a residual's cause is: a workload difference (not a fault of the model), a missing or simplified
+// mechanism (a model gap), or a disagreement inside the source document itself.
+inline const std::vector<std::string> kCauseKinds{"workload", "mechanism", "document"};
+
 struct Extract {
   std::string dataset;                                      // "/summary", "/tables/calibration"
   std::vector<std::pair<std::string, std::string>> where;   // column = value (text or number as written)
@@ -50,6 +58,7 @@ struct Extract {
 struct Point {
   std::string id, document, set_name, file;  // set_name: --set; file: the registry YAML it came from
   std::string source, quantity, unit, role, cause;
+  std::string cause_kind;  // "", workload, mechanism, document (kCauseKinds)
   PublishedKind kind = PublishedKind::kValue;
   double published = 0;   // kValue
   double lo = 0, hi = 0;  // kRange

@@ -175,7 +175,7 @@ sim::Task<void> RagPipeline::store(QueryRecord& rec, double bytes, const std::st
 }
 
 double RagPipeline::estimate_compute_s(const models::Work& work) const {
-  return device_.profile().unit(config_.compute_unit, "pipeline").seconds(work, cost_.spec().weight_dtype);
+  return device_.profile().compute_seconds(config_.compute_unit, work, cost_.spec().weight_dtype, "pipeline");
 }
 double RagPipeline::estimate_read_s(double bytes) const {
   return bytes > 0 ? device_.profile().require_storage("pipeline").read_seconds(bytes) : 0.0;
@@ -186,8 +186,8 @@ double RagPipeline::estimate_write_s(double bytes) const {
 
 // Energy above the idle floor: what doing this work costs compared with staying idle.
 void RagPipeline::add_energy(QueryRecord& rec, double busy_s) const {
-  const auto& u = device_.profile().unit(config_.compute_unit, "pipeline");
-  rec.active_energy_j += (u.active_power_w - u.idle_power_w) * busy_s;
+  const auto [active_w, idle_w] = device_.profile().unit_power_w(config_.compute_unit, "pipeline");
+  rec.active_energy_j += (active_w - idle_w) * busy_s;
 }
 
 void RagPipeline::add_storage_energy(QueryRecord& rec, double busy_s, double io_energy_j) const {

@@ -311,12 +311,13 @@ ScheduleProblem make_schedule_problem(const devices::NpuSpec& npu, const devices
     const double frac = static_cast<double>(layers) / spec.n_layers;
     p.load_s.push_back(npu.graph_load_seconds(layers));
     p.weight_bytes.push_back(static_cast<double>(spec.params_per_layer()) * layers * bytes);
-    std::vector<double> pre, dec;
+    std::vector<double> pre, dec, att;
     for (int c = 0; c < p.chunks; ++c) {
       const std::int64_t cached = static_cast<std::int64_t>(c) * cp;
       // Linear layers of one G_p execution; attention of the chunk's real tokens on the CPU.
       const models::Work chunk_work = cost.prefill(models::PrefillShape{cp, cached, 0, 0}).scaled(frac);
       const double attn = cpu.seconds(cpu_attention_part(chunk_work), spec.activation_dtype);
+      att.push_back(attn);
       pre.push_back(npu.exec_seconds(npu_part(chunk_work), cp, spec.weight_dtype) + attn);
       const models::Work sub_work = cost.prefill(models::PrefillShape{cd, cached, 0, 0}).scaled(frac);
       dec.push_back(static_cast<double>(repeats) * npu.exec_seconds(npu_part(sub_work), cd, spec.weight_dtype) +
@@ -324,6 +325,7 @@ ScheduleProblem make_schedule_problem(const devices::NpuSpec& npu, const devices
     }
     p.prefill_s.push_back(std::move(pre));
     p.decode_s.push_back(std::move(dec));
+    p.attention_s.push_back(std::move(att));
   }
   return p;
 }

@@ -35,6 +35,9 @@ struct ScheduleProblem {
   std::vector<double> load_s;                     // [block]: loading its G_d
   std::vector<std::vector<double>> prefill_s;     // [block][chunk]: its part of chunk j on G_p
   std::vector<std::vector<double>> decode_s;      // [block][chunk]: the same on G_d (repeated sub-chunks)
+  // [block][chunk]: the CPU attention inside both of the above (make_schedule_problem fills it;
+  // may be left empty by hand-made problems: then no CPU part is known).
+  std::vector<std::vector<double>> attention_s;
   std::vector<double> weight_bytes;               // [block]: one graph's copy of its weights
   double other_weight_bytes = 0;                  // embeddings, head (resident once)
   void validate() const;                          // throws InputError on inconsistent shapes / negative costs

@@ -18,6 +18,7 @@ void HistoryStore::add(std::span<const int> output) { tokens_.insert(tokens_.end
 
 void DrafterOptions::validate() const {
   if (budget < 1) throw ConfigError(fmt::format("draft budget must be at least 1 token (got {})", budget));
+  if (min_match < 1) throw ConfigError(fmt::format("min_match must be at least 1 token (got {})", min_match));
   if (calibrate && (calibration.top_n < 1 || calibration.max_depth < 1 || calibration.max_nodes < 1))
     throw ConfigError("calibration: top_n, max_depth and max_nodes must be at least 1");
   if (reuse && (reuse_options.min_segment < 1 || reuse_options.max_segments < 1 ||
@@ -26,7 +27,7 @@ void DrafterOptions::validate() const {
 }
 
 CoordGenDrafter::CoordGenDrafter(DrafterOptions opt, const HistoryStore* history)
-    : opt_(opt), history_(history), reuse_(opt.reuse_options) {
+    : opt_(opt), history_(history), pld_(std::max(3, opt.min_match), opt.min_match), reuse_(opt.reuse_options) {
   opt_.validate();
 }
 
@@ -55,6 +56,7 @@ kernel::DraftTree CoordGenDrafter::propose(std::span<const int> context, int max
     joined_.resize(h.size());
     joined_.insert(joined_.end(), context.begin(), context.end());
     base = sam_.propose(joined_, budget);
+    if (sam_.last_match_length() < opt_.min_match) base = {};
   }
   merge_tree(draft, base, budget);
   const int pending = context.back();

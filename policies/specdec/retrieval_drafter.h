@@ -39,6 +39,10 @@ class HistoryStore {
 struct DrafterOptions {
   Retriever retriever = Retriever::kSam;
   int budget = 31;  // draft tokens per step (G_d chunk minus the pending token)
+  // Shortest context match a retrieval draft is taken from (PLD: n-gram length; SAM: suffix match
+  // length). Shorter matches give no draft: the step verifies the pending token alone, as plain
+  // decoding does (the document: strict suffix matching "frequently results in short or empty drafts").
+  int min_match = 1;
   bool calibrate = false;
   bool reuse = false;
   CalibrationOptions calibration;

@@ -35,9 +35,10 @@ void add_phase(RequestBreakdown& r, const char* unit, double seconds, const char
 void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t prompt_tokens,
                 const DecodeTrace& trace, double draft_s_per_step, RequestBreakdown& r) {
   std::int64_t ctx = prompt_tokens;
-  double accepted = 0;
+  double accepted = 0, drafted = 0;
   for (const auto& s : trace.steps) {
     const std::int64_t rows = 1 + s.draft_tokens;
+    drafted += s.draft_tokens;
     if (draft_s_per_step > 0) {
       add_phase(r, "cpu", draft_s_per_step, "draft");
       r.draft_s += draft_s_per_step;
@@ -57,18 +58,57 @@ void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t 
   }
   r.steps = static_cast<std::int64_t>(trace.steps.size());
   r.mean_accepted = r.steps ? accepted / static_cast<double>(r.steps) : 0.0;
+  r.mean_drafted = r.steps ? drafted / static_cast<double>(r.steps) : 0.0;
   r.output_tokens = output_tokens(trace);
 }
 
-void add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, const GraphShapes& g,
-                 std::optional<SwitchStrategy> sw, RequestBreakdown& r) {
-  const PrefillResult p = npu_prefill(env, prompt_tokens, g, sw);
+// Chunked NPU prefill, slot by slot (NPU part, then its attention on the CPU), then the exposed
+// graph switch. Returns the prefill with, per chunk, the index of its last phase (its logits exist
+// once that phase has run).
+PrefillResult add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, const GraphShapes& g,
+                          std::optional<SwitchStrategy> sw, RequestBreakdown& r, std::vector<int>* chunk_last_phase) {
+  PrefillResult p = npu_prefill(env, prompt_tokens, g, sw);
   r.prefill_s = p.prefill_s;
   r.switch_s = p.switch_s;
-  add_phase(r, "npu", p.npu_s, "prefill");
-  add_phase(r, "cpu", p.cpu_s, "prefill attention");
+  if (chunk_last_phase) chunk_last_phase->assign(p.chunk_end_s.size(), -1);
+  for (const auto& slot : p.slots) {
+    add_phase(r, "npu", slot.npu_s, "prefill");
+    add_phase(r, "cpu", slot.cpu_s, "prefill attention");
+    if (chunk_last_phase && !r.phases.empty())
+      (*chunk_last_phase)[static_cast<std::size_t>(slot.chunk)] = static_cast<int>(r.phases.size()) - 1;
+  }
   add_phase(r, "npu", p.switch_s, "graph switch");
   r.peak_memory_bytes = p.peak_npu_bytes;
+  return p;
+}
+
+// In-context calibration's sampling (specdec_policy.h): pipelined behind the prefill's chunks as a
+// background CPU stream, or one phase after prefill + switch. Returns whether the next main-chain
+// phase must join the background stream.
+bool add_calibration(const PolicyKnobs& k, std::int64_t prompt_tokens, const PrefillResult& p,
+                     const std::vector<int>& chunk_last_phase, RequestBreakdown& r) {
+  const double s_per_token = k.calibration_ms_per_token * 1e-3;
+  r.calibration_cpu_s = s_per_token * static_cast<double>(prompt_tokens);
+  if (k.calibration_overlap == CalibrationOverlap::kSequential || r.calibration_cpu_s <= 0) {
+    r.calibration_s = r.calibration_cpu_s;
+    add_phase(r, "cpu", r.calibration_s, "calibration");
+    return false;
+  }
+  std::vector<double> work;
+  for (std::size_t c = 0; c < p.chunk_tokens.size(); ++c) {
+    const std::int64_t n = p.chunk_tokens[c];
+    work.push_back(s_per_token * static_cast<double>(n));
+    for (std::int64_t t = 0; t < n; t += k.calibration_slice_tokens) {
+      const auto slice = std::min<std::int64_t>(k.calibration_slice_tokens, n - t);
+      r.phases.push_back({"cpu", s_per_token * static_cast<double>(slice), "calibration", true,
+                          chunk_last_phase[c], false, 1});
+    }
+  }
+  r.cpu_busy_s += r.calibration_cpu_s;
+  // Sampling in the CPU's idle time during prefill + switch; the rest is exposed (the device replay
+  // measures it again, with the attention's waits for a running slice).
+  r.calibration_s = calibration_tail_on_idle_cpu_s(p, work);
+  return true;
 }
 
 void finish(const SpecDecEnv& env, std::int64_t prompt_tokens, RequestBreakdown& r) {
@@ -94,10 +134,10 @@ RequestBreakdown PlainDecodePolicy::run(const SpecDecEnv& env, std::int64_t prom
                                         const DecodeTrace& trace) const {
   RequestBreakdown r;
   if (unit_ == DecodeUnit::kNpu) {
-    add_prefill(env, prompt_tokens, k_.graphs, switch_, r);
+    add_prefill(env, prompt_tokens, k_.graphs, switch_, r, nullptr);
     add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, 0.0, r);
   } else {
-    add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r);
+    add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r, nullptr);
     r.peak_memory_bytes += weights_bytes(env);  // the CPU keeps its own copy of the weights
     add_decode(env, unit_, 1, prompt_tokens, trace, 0.0, r);
   }
@@ -110,6 +150,7 @@ RetrievalSdPolicy::RetrievalSdPolicy(const Params& p, std::string name, DecodeUn
     : name_(std::move(name)), unit_(unit), switch_(parse_switch_strategy(p.text("switch"))), k_(knobs_from(p)) {
   drafter_.retriever = parse_retriever(p.text("retriever"));
   drafter_.budget = k_.draft_budget;
+  drafter_.min_match = static_cast<int>(p.integer("min_match"));
   drafter_.calibrate = p.boolean("calibrate");
   drafter_.reuse = p.boolean("reuse");
   drafter_.calibration.top_n = static_cast<int>(p.integer("calibration_top_n"));
@@ -125,6 +166,10 @@ RetrievalSdPolicy::RetrievalSdPolicy(const Params& p, std::string name, DecodeUn
 ParamSchema RetrievalSdPolicy::schema(const std::string& retriever, SwitchStrategy sw, bool coordgen) {
   ParamSchema s = with_switch(knob_schema(), sw);
   s.text("retriever", retriever, "pld (local context) or sam (history store + local context)").in({"pld", "sam"});
+  s.integer("min_match", 1,
+            "shortest context match (PLD n-gram / SAM suffix) a draft is taken from; weaker matches draft nothing")
+      .at_least(1)
+      .with_unit("tokens");
   s.boolean("calibrate", coordgen, "in-context distribution calibration (section 3.3)");
   s.boolean("reuse", coordgen, "draft reuse (section 3.4, eq. 3)");
   s.integer("calibration_top_n", 3, "next tokens sampled per context position").at_least(1);
@@ -138,21 +183,23 @@ ParamSchema RetrievalSdPolicy::schema(const std::string& retriever, SwitchStrate
 RequestBreakdown RetrievalSdPolicy::run(const SpecDecEnv& env, std::int64_t prompt_tokens,
                                         const DecodeTrace& trace) const {
   RequestBreakdown r;
-  if (unit_ == DecodeUnit::kNpu) {
-    add_prefill(env, prompt_tokens, k_.graphs, switch_, r);
-  } else {
-    add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r);
-    r.peak_memory_bytes += weights_bytes(env);
-  }
+  std::vector<int> chunk_last_phase;
+  const PrefillResult p = add_prefill(env, prompt_tokens, k_.graphs,
+                                      unit_ == DecodeUnit::kNpu ? std::optional(switch_) : std::nullopt, r,
+                                      &chunk_last_phase);
+  if (unit_ == DecodeUnit::kCpu) r.peak_memory_bytes += weights_bytes(env);
+  bool join = false;
   if (drafter_.calibrate) {
-    r.calibration_s = k_.calibration_ms_per_token * 1e-3 * static_cast<double>(prompt_tokens);
-    add_phase(r, "cpu", r.calibration_s, "calibration");
+    join = add_calibration(k_, prompt_tokens, p, chunk_last_phase, r);
     // Calibrated tree: at most top_n^depth nodes per context position, bounded by max_nodes.
     const double per_pos = std::pow(drafter_.calibration.top_n, drafter_.calibration.max_depth);
     r.peak_memory_bytes += std::min<double>(drafter_.calibration.max_nodes, per_pos * prompt_tokens) *
                            drafter_.calibration.bytes_per_node;
   }
+  const std::size_t first_decode_phase = r.phases.size();
   add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, k_.draft_ms_per_step * 1e-3, r);
+  // Drafting needs the calibrated tree: the first decoding step waits for the sampling.
+  if (join && first_decode_phase < r.phases.size()) r.phases[first_decode_phase].join = true;
   finish(env, prompt_tokens, r);
   return r;
 }
@@ -177,9 +224,9 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
   RequestBreakdown r;
   const auto& spec = env.cost.spec();
   if (unit_ == DecodeUnit::kNpu) {
-    add_prefill(env, prompt_tokens, k_.graphs, parse_switch_strategy("synchronous"), r);
+    add_prefill(env, prompt_tokens, k_.graphs, parse_switch_strategy("synchronous"), r, nullptr);
   } else {
-    add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r);
+    add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r, nullptr);
     r.peak_memory_bytes += weights_bytes(env);
   }
   const std::int64_t n = output_tokens(trace);
@@ -222,6 +269,7 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
   r.steps = steps;
   r.output_tokens = n;
   r.mean_accepted = tokens_per_step_ - 1.0;
+  r.mean_drafted = k_.draft_budget;
   // The drafter's weights: one layer plus an LM head.
   r.peak_memory_bytes += (static_cast<double>(spec.params_per_layer()) + double(spec.vocab) * spec.hidden) *
                          models::dtype_bytes(spec.weight_dtype);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "sim/error.h"
+#include "sim/event.h"
 
 namespace mobisim::policies::specdec {
 
@@ -41,6 +42,15 @@ ParamSchema knob_schema() {
   s.real("calibration_ms_per_token", 2.0, "in-context calibration cost per input token (document: ~2 ms)")
       .non_negative()
       .with_unit("ms");
+  s.text("calibration_overlap", std::string("pipelined"),
+         "pipelined: sample chunk i's logits on the CPU while the NPU prefills chunk i+1, only the tail "
+         "after prefill + switch is exposed; sequential: sample after prefill + switch (specdec_policy.h)")
+      .in({"pipelined", "sequential"});
+  s.integer("calibration_slice_tokens", 1,
+            "pipelined sampling is issued to the CPU in slices of this many tokens; the prefill's attention "
+            "(higher priority) waits at most one slice")
+      .at_least(1)
+      .with_unit("tokens");
   s.real("draft_ms_per_step", 1.0, "retrieval and tree construction per decoding step (document: < 3 ms)")
       .non_negative()
       .with_unit("ms");
@@ -58,6 +68,9 @@ PolicyKnobs knobs_from(const Params& p) {
                                   p.source().where(p.yaml()), k.graphs.decode_chunk, k.graphs.prefill_chunk));
   k.draft_budget = static_cast<int>(p.integer("draft_budget"));
   k.calibration_ms_per_token = p.real("calibration_ms_per_token");
+  k.calibration_overlap = p.text("calibration_overlap") == "sequential" ? CalibrationOverlap::kSequential
+                                                                         : CalibrationOverlap::kPipelined;
+  k.calibration_slice_tokens = static_cast<int>(p.integer("calibration_slice_tokens"));
   k.draft_ms_per_step = p.real("draft_ms_per_step");
   k.calibration_bytes_per_node = p.real("calibration_bytes_per_node");
   return k;
@@ -71,13 +84,89 @@ PrefillResult npu_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, con
   r.prefill_s = s.prefill_end_s;
   r.switch_s = std::max(0.0, s.latency_s() - s.prefill_end_s);
   r.peak_npu_bytes = switch_strategy ? s.peak_npu_bytes : p.total_weight_bytes();
-  // Busy time split: attention (identical on both graphs) on the CPU, the rest on the NPU.
-  for (int c = 0; c < p.chunks; ++c) {
-    const models::Work w = env.cost.prefill(models::PrefillShape{g.prefill_chunk, std::int64_t{c} * g.prefill_chunk, 0, 0});
-    r.cpu_s += env.cpu.seconds(cpu_attention_part(w), env.cost.spec().activation_dtype);
+  // Busy time split per slot: attention (identical on both graphs) on the CPU, the rest (and any
+  // wait for the block's own load) on the NPU.
+  r.chunk_end_s.assign(p.chunks, 0.0);
+  double previous_end = 0;
+  for (const auto& c : s.computes) {
+    const double attn = p.attention_s[c.block][c.chunk];
+    r.slots.push_back({c.chunk, std::max(0.0, c.end_s - previous_end - attn), attn, c.end_s});
+    r.cpu_s += attn;
+    r.npu_s += r.slots.back().npu_s;
+    r.chunk_end_s[c.chunk] = std::max(r.chunk_end_s[c.chunk], c.end_s);
+    previous_end = c.end_s;
   }
-  r.npu_s = std::max(0.0, s.prefill_end_s - r.cpu_s);
+  for (int c = 0; c < p.chunks; ++c)
+    r.chunk_tokens.push_back(std::min<std::int64_t>(g.prefill_chunk, prompt_tokens - std::int64_t{c} * g.prefill_chunk));
   return r;
+}
+
+double pipeline_finish_s(const std::vector<double>& ready_s, const std::vector<double>& work_s) {
+  if (ready_s.size() != work_s.size())
+    throw InputError(fmt::format("pipeline: {} ready times for {} work items", ready_s.size(), work_s.size()));
+  double finish = 0;
+  for (std::size_t i = 0; i < ready_s.size(); ++i) finish = std::max(finish, ready_s[i]) + work_s[i];
+  return finish;
+}
+
+double calibration_tail_on_idle_cpu_s(const PrefillResult& p, const std::vector<double>& chunk_work_s) {
+  if (chunk_work_s.size() != p.chunk_end_s.size())
+    throw InputError(fmt::format("calibration: {} chunk costs for {} chunks", chunk_work_s.size(), p.chunk_end_s.size()));
+  double pending = 0;
+  for (std::size_t i = 0; i < p.slots.size(); ++i) {
+    pending = std::max(0.0, pending - p.slots[i].npu_s);  // CPU idle while the NPU computes
+    const bool last_of_chunk = i + 1 == p.slots.size() || p.slots[i + 1].chunk != p.slots[i].chunk;
+    if (last_of_chunk) pending += chunk_work_s[static_cast<std::size_t>(p.slots[i].chunk)];
+  }
+  return std::max(0.0, pending - p.switch_s);
+}
+
+namespace {
+
+sim::Task<void> run_background(devices::Device& device, const std::vector<Phase>& phases,
+                               std::vector<sim::Event>& done) {
+  for (const auto& ph : phases) {
+    if (!ph.background) continue;
+    if (ph.after >= 0) co_await done[static_cast<std::size_t>(ph.after)];
+    co_await device.busy(ph.unit, sim::from_seconds(ph.seconds), ph.label, ph.priority);
+  }
+}
+
+}  // namespace
+
+sim::Task<void> replay_phases(devices::Device& device, const std::vector<Phase>& phases, ReplayResult& out) {
+  sim::Simulator& sim = device.sim();
+  const sim::Time t0 = sim.now();
+  const double e0 = device.energy_j();
+  const bool any_background =
+      std::any_of(phases.begin(), phases.end(), [](const Phase& ph) { return ph.background; });
+  std::vector<sim::Event> done;
+  std::optional<sim::ProcessHandle> background;
+  if (any_background) {
+    done.reserve(phases.size());
+    for (std::size_t i = 0; i < phases.size(); ++i) done.emplace_back(sim);
+    background = sim.start(run_background(device, phases, done), "calibration");
+  }
+  out.join_wait_s = 0;
+  for (std::size_t i = 0; i < phases.size(); ++i) {
+    const Phase& ph = phases[i];
+    if (ph.background) continue;
+    if (ph.join && background && !background->done()) {
+      const sim::Time waited_from = sim.now();
+      co_await background->done_event();
+      out.join_wait_s += sim::to_seconds(sim.now() - waited_from);
+    }
+    co_await device.busy(ph.unit, sim::from_seconds(ph.seconds), ph.label, ph.priority);
+    if (any_background) done[i].succeed();
+  }
+  // The background stream refers to `phases` and `done`: it must end before this frame does.
+  if (background && !background->done()) {
+    const sim::Time waited_from = sim.now();
+    co_await background->done_event();
+    out.join_wait_s += sim::to_seconds(sim.now() - waited_from);
+  }
+  out.latency_s = sim::to_seconds(sim.now() - t0);
+  out.energy_j = device.energy_j() - e0;
 }
 
 double request_energy_j(const SpecDecEnv& env, double total_s, double npu_busy_s, double cpu_busy_s) {

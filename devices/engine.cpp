@@ -1,0 +1,221 @@
+#include "devices/engine.h"
+
+#include <fmt/format.h>
+
+#include "sim/builtin_configs.h"
+#include "sim/error.h"
+
+namespace mobisim::devices {
+
+namespace {
+
+ParamSchema engine_top_schema() {
+  ParamSchema s;
+  s.text("base", std::string(""), "inherit every field of this engine profile (built-in name or YAML path), then override");
+  s.text("name", std::nullopt, "engine name");
+  s.text("description", std::string(""), "what this runtime is and which version/backends the numbers describe");
+  s.text("source", std::string(""), "where these numbers come from (fitted points, papers)");
+  s.node("cpu", "the runtime on the device's `cpu` unit");
+  s.node("gpu", "the runtime on the device's `gpu` unit");
+  s.node("npu", "the runtime on the device's npu");
+  return s;
+}
+
+ParamSchema engine_unit_schema() {
+  ParamSchema s;
+  s.node("prefill_efficiency", "fraction of peak on batched (GEMM) work: a number, or {dtype: number, ...} per weight dtype");
+  s.node("decode_efficiency", "fraction of peak on single-token (GEMV) work: a number or a mapping per weight dtype");
+  s.real("bandwidth_efficiency", std::nullopt, "achieved fraction of DRAM bandwidth").range(1e-6, 1.0).optional();
+  s.real("call_overhead_us", std::nullopt, "fixed cost per operator per layer").non_negative().with_unit("us").optional();
+  s.text("source", std::string(""), "where these numbers come from");
+  return s;
+}
+
+ParamSchema engine_npu_schema() {
+  ParamSchema s;
+  s.real("max_utilization", std::nullopt, "fraction of peak reached by long chunks").range(1e-6, 1.0).optional();
+  s.real("half_utilization_chunk", std::nullopt, "chunk at which half of max_utilization is reached")
+      .positive()
+      .with_unit("tokens")
+      .optional();
+  s.real("exec_overhead_ms", std::nullopt, "fixed cost per graph execution").non_negative().with_unit("ms").optional();
+  s.real("graph_chunk", std::nullopt, "tokens per compiled prefill graph").range(1, 1 << 16).with_unit("tokens").optional();
+  s.real("decode_bandwidth_efficiency", std::nullopt, "achieved fraction of DRAM bandwidth while streaming weights in decode")
+      .range(1e-6, 1.0)
+      .optional();
+  s.real("mixed_precision_fraction", std::nullopt,
+         "fraction of the INT8 peak reached with integer weights and 16-bit activations (W4A16/W8A16)")
+      .range(1e-6, 1.0)
+      .optional();
+  s.text("source", std::string(""), "where these numbers come from");
+  return s;
+}
+
+PerDtype parse_per_dtype(const Params& p, const std::string& key) {
+  PerDtype out;
+  const YAML::Node n = p.node(key);
+  if (!n.IsDefined() || n.IsNull()) return out;
+  auto number = [&](const YAML::Node& v, const std::string& what) {
+    double x = 0;
+    try {
+      x = v.as<double>();
+    } catch (const YAML::Exception&) {
+      p.fail(key, fmt::format("{} must be a number in (0, 1]", what));
+    }
+    if (!(x > 0 && x <= 1.0)) p.fail(key, fmt::format("{} must be in (0, 1], got {}", what, x));
+    return x;
+  };
+  if (n.IsScalar()) {
+    out.fallback = number(n, key);
+    return out;
+  }
+  if (!n.IsMap()) p.fail(key, "expected a number or a mapping weight dtype -> number, e.g. {int4: 0.2, fp16: 0.1}");
+  for (const auto& kv : n) {
+    const std::string dt = kv.first.as<std::string>();
+    if (dt == "default") {
+      out.fallback = number(kv.second, key + ".default");
+      continue;
+    }
+    models::DType t;
+    try {
+      t = models::parse_dtype(dt);
+    } catch (const ConfigError& e) {
+      p.fail(key, fmt::format("{} (or 'default')", e.what()));
+    }
+    out.by_dtype[t] = number(kv.second, key + "." + dt);
+  }
+  return out;
+}
+
+std::optional<double> opt_real(const Params& p, const std::string& key) {
+  if (!p.has(key)) return std::nullopt;
+  return p.real(key);
+}
+
+// The per-dtype value applied to a unit: the fallback replaces the scalar, the mapping adds per-dtype values.
+void apply_per_dtype(const PerDtype& v, double& scalar, std::map<models::DType, double>& by_dtype) {
+  if (v.fallback) scalar = *v.fallback;
+  for (const auto& [t, x] : v.by_dtype) by_dtype[t] = x;
+}
+
+}  // namespace
+
+EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSource& source) {
+  const YAML::Node root = expand_profile_bases(given, source, "engines");
+  ParamSchema ts = engine_top_schema();
+  const Params p(root, ts, source, {});
+  EngineProfile e;
+  e.name = p.text("name");
+  e.description = p.text("description");
+  e.origin = source.file ? *source.file : "<inline>";
+  if (given.IsMap() && given["base"]) e.origin += " (base: " + given["base"].as<std::string>() + ")";
+  e.resolved = yaml_clone(root);
+  e.resolved.remove("base");
+  for (const std::string unit : {"cpu", "gpu"}) {
+    const YAML::Node n = p.node(unit);
+    if (!n.IsDefined() || n.IsNull()) continue;
+    ParamSchema us = engine_unit_schema();
+    const Params up(n, us, source.child(unit), {});
+    EngineUnitSpec u;
+    u.prefill_efficiency = parse_per_dtype(up, "prefill_efficiency");
+    u.decode_efficiency = parse_per_dtype(up, "decode_efficiency");
+    u.bandwidth_efficiency = opt_real(up, "bandwidth_efficiency");
+    u.call_overhead_us = opt_real(up, "call_overhead_us");
+    e.units.emplace(unit, u);
+  }
+  if (const YAML::Node n = p.node("npu"); n.IsDefined() && !n.IsNull()) {
+    ParamSchema ns = engine_npu_schema();
+    const Params np(n, ns, source.child("npu"), {});
+    e.npu.max_utilization = opt_real(np, "max_utilization");
+    e.npu.half_utilization_chunk = opt_real(np, "half_utilization_chunk");
+    e.npu.exec_overhead_ms = opt_real(np, "exec_overhead_ms");
+    e.npu.graph_chunk = opt_real(np, "graph_chunk");
+    e.npu.decode_bandwidth_efficiency = opt_real(np, "decode_bandwidth_efficiency");
+    e.npu.mixed_precision_fraction = opt_real(np, "mixed_precision_fraction");
+  }
+  return e;
+}
+
+DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
+  DeviceProfile d = device;
+  for (const auto& [unit, spec] : units) {
+    auto it = d.compute.find(unit);
+    if (it == d.compute.end()) continue;  // the device has no such unit: nothing to run it on
+    ComputeUnitSpec& u = it->second;
+    apply_per_dtype(spec.prefill_efficiency, u.compute_efficiency, u.efficiency_by_dtype);
+    apply_per_dtype(spec.decode_efficiency, u.gemv_compute_efficiency, u.gemv_efficiency_by_dtype);
+    if (spec.bandwidth_efficiency) u.bandwidth_efficiency = *spec.bandwidth_efficiency;
+    if (spec.call_overhead_us) u.call_overhead_us = *spec.call_overhead_us;
+  }
+  if (d.npu) {
+    NpuSpec& n = *d.npu;
+    if (npu.max_utilization) n.max_utilization = *npu.max_utilization;
+    if (npu.half_utilization_chunk) n.half_utilization_chunk = *npu.half_utilization_chunk;
+    if (npu.exec_overhead_ms) n.exec_overhead_ms = *npu.exec_overhead_ms;
+    if (npu.graph_chunk) n.graph_chunk = static_cast<std::int64_t>(*npu.graph_chunk);
+    if (npu.decode_bandwidth_efficiency) n.decode_bandwidth_efficiency = *npu.decode_bandwidth_efficiency;
+    if (npu.mixed_precision_fraction) n.mixed_precision_fraction = *npu.mixed_precision_fraction;
+  }
+  return d;
+}
+
+EngineProfile load_engine_profile(const std::string& name_or_path) {
+  std::string text, origin;
+  if (!find_config("engines", name_or_path, text, origin))
+    throw ConfigError(fmt::format("unknown engine '{}' (built-in: {}; or give a path to a YAML file)", name_or_path,
+                                  fmt::join(builtin_engine_names(), ", ")));
+  return EngineProfile::from_yaml(load_yaml_string(text, origin), ConfigSource{std::make_shared<std::string>(origin), ""});
+}
+
+EngineProfile load_engine_profile(const YAML::Node& node, const ConfigSource& source) {
+  if (node.IsScalar()) return load_engine_profile(node.Scalar());
+  if (!node.IsMap())
+    throw ConfigError(fmt::format("{}: expected an engine name ({}), a YAML path or a mapping", source.where(node),
+                                  fmt::join(builtin_engine_names(), ", ")));
+  return EngineProfile::from_yaml(node, source);
+}
+
+std::vector<std::string> builtin_engine_names() { return builtin_names("engines"); }
+
+std::vector<ProfileSection> engine_profile_schema() {
+  return {{"", "the engine", engine_top_schema(), false},
+          {"cpu | gpu", "the runtime on that compute unit of the device (absent keys keep the device's value)",
+           engine_unit_schema(), false},
+          {"npu", "the runtime on the npu (absent keys keep the device's value)", engine_npu_schema(), false}};
+}
+
+void add_engine_param(ParamSchema& schema) {
+  schema.node("engine", "inference runtime: mllm (default; the device profiles' own numbers), llama.cpp, mnn, mlc, "
+                        "qnn, executorch, a YAML path, or a mapping {base: NAME, ...}");
+}
+
+DeviceProfile load_device_for_engine(const Params& p, const std::string& device_key) {
+  const DeviceProfile device = load_device_profile(p.node(device_key), p.source_of(device_key));
+  const YAML::Node e = p.node("engine");
+  if (!e.IsDefined() || e.IsNull()) return load_engine_profile(kDefaultEngine).apply(device);
+  return load_engine_profile(e, p.source_of("engine")).apply(device);
+}
+
+YAML::Node resolved_engine(const Params& p) {
+  const YAML::Node e = p.node("engine");
+  if (!e.IsDefined() || e.IsNull()) return load_engine_profile(kDefaultEngine).resolved;
+  return load_engine_profile(e, p.source_of("engine")).resolved;
+}
+
+YAML::Node with_engine(const YAML::Node& config, const YAML::Node& engine) {
+  YAML::Node out(YAML::NodeType::Map);
+  bool placed = false;
+  for (const auto& kv : config) {
+    const std::string key = kv.first.as<std::string>();
+    if (key == "engine") continue;
+    out[key] = kv.second;
+    if (key == "device") {
+      out["engine"] = yaml_clone(engine);
+      placed = true;
+    }
+  }
+  if (!placed) out["engine"] = yaml_clone(engine);
+  return out;
+}
+
+}  // namespace mobisim::devices

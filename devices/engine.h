@@ -1,0 +1,77 @@
+#pragma once
+// An inference engine (runtime): mllm, llama.cpp, MNN, MLC-LLM, QNN (Qualcomm Genie / AI Hub), ExecuTorch.
+//
+// The same phone runs the same model at very different speeds under different runtimes (kernels,
+// quantisation schemes, threading, graph compilation). An engine profile (configs/engines/*.yaml)
+// holds what depends on the runtime rather than on the silicon, per unit and phase:
+//
+//   cpu / gpu:  prefill_efficiency   fraction of the unit's peak on batched (GEMM) work, a number or
+//                                    a mapping per weight dtype ({int4: 0.2, fp16: 0.1})
+//               decode_efficiency    the same for single-token (GEMV) work
+//               bandwidth_efficiency achieved fraction of DRAM bandwidth
+//               call_overhead_us     fixed cost per operator per layer
+//   npu:        max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
+//               decode_bandwidth_efficiency, mixed_precision_fraction (see devices/npu.h)
+//
+// Every key is optional: an absent key keeps the device profile's value. The device profiles were
+// fitted to mllm (PerCache Table 1), so `mllm` sets nothing and reproduces earlier results exactly.
+// `base: NAME` inherits another engine profile, as device profiles do.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "devices/device.h"
+#include "models/model_spec.h"
+#include "sim/params.h"
+
+namespace mobisim::devices {
+
+// A value that may depend on the weight dtype: `fallback` unless `by_dtype` names the dtype.
+struct PerDtype {
+  std::optional<double> fallback;
+  std::map<models::DType, double> by_dtype;
+  bool empty() const { return !fallback && by_dtype.empty(); }
+};
+
+struct EngineUnitSpec {
+  PerDtype prefill_efficiency, decode_efficiency;
+  std::optional<double> bandwidth_efficiency, call_overhead_us;
+};
+
+struct EngineNpuSpec {
+  std::optional<double> max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
+      decode_bandwidth_efficiency, mixed_precision_fraction;
+};
+
+struct EngineProfile {
+  std::string name, description, origin;
+  std::map<std::string, EngineUnitSpec> units;  // "cpu", "gpu": applied to the device unit of that name
+  EngineNpuSpec npu;
+  YAML::Node resolved;  // every given field (bases expanded), stored with results
+
+  static EngineProfile from_yaml(const YAML::Node& root, const ConfigSource& source);
+  // The device as this engine runs it (the device profile's values replaced where the engine sets one).
+  DeviceProfile apply(const DeviceProfile& device) const;
+};
+
+inline constexpr const char* kDefaultEngine = "mllm";
+
+// An engine: a built-in name, a YAML path, or a mapping (optionally `base: NAME` plus overrides).
+EngineProfile load_engine_profile(const std::string& name_or_path);
+EngineProfile load_engine_profile(const YAML::Node& node, const ConfigSource& source);
+std::vector<std::string> builtin_engine_names();
+// The fields of an engine profile, section by section (for `mobisim list engines`).
+std::vector<ProfileSection> engine_profile_schema();
+
+// The `engine` key every experiment driver accepts (default mllm).
+void add_engine_param(ParamSchema& schema);
+// Loads `device` and applies the experiment's `engine` (absent: mllm, which changes nothing).
+DeviceProfile load_device_for_engine(const Params& p, const std::string& device_key = "device");
+// The resolved engine of an experiment's parameters (for resolved_config).
+YAML::Node resolved_engine(const Params& p);
+// `config` with `engine` set right after its `device` key (or last), whether or not it had one, so
+// that a stored configuration re-runs to byte-identical results.
+YAML::Node with_engine(const YAML::Node& config, const YAML::Node& engine);
+
+}  // namespace mobisim::devices

@@ -1,0 +1,143 @@
+#include "experiments/fidelity/ondevice_probe.h"
+
+#include <fmt/format.h>
+
+#include "models/cost_model.h"
+#include "sim/builtin_configs.h"
+#include "sim/error.h"
+#include "sim/registry.h"
+#include "sim/strings.h"
+
+namespace mobisim::fidelity {
+
+namespace {
+
+YAML::Node profile_yaml(const std::string& folder, const std::string& name, std::string& origin) {
+  std::string text;
+  if (!find_config(folder, name, text, origin))
+    throw ConfigError(fmt::format("ondevice probe: unknown {} profile '{}' (built-in: {})", folder, name,
+                                  fmt::join(builtin_names(folder), ", ")));
+  return load_yaml_string(text, origin);
+}
+
+// Sets `value` at `path` (keys below the profile's root), creating mappings on the way.
+void set_path(YAML::Node root, const std::vector<std::string>& path, const YAML::Node& value, const std::string& text) {
+  YAML::Node cur = root;
+  for (std::size_t i = 0; i + 1 < path.size(); ++i) {
+    if (!cur.IsMap()) throw ConfigError(fmt::format("override '{}': '{}' is not a mapping", text, path[i]));
+    YAML::Node next = cur[path[i]];
+    if (!next.IsDefined() || next.IsNull()) {
+      cur[path[i]] = YAML::Node(YAML::NodeType::Map);
+      next = cur[path[i]];
+    }
+    cur.reset(next);
+  }
+  if (!cur.IsMap()) throw ConfigError(fmt::format("override '{}': cannot set a key below a value", text));
+  cur[path.back()] = value;
+}
+
+}  // namespace
+
+double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile& device, const models::ModelSpec& model) {
+  const models::CostModel cost(model);
+  const std::string who = fmt::format("ondevice probe ({} {} {})", q.device, q.unit, q.phase);
+  const std::int64_t context = q.context >= 0 ? q.context : q.tokens;
+  double seconds = 0;
+  if (q.unit == "npu") {
+    const devices::NpuSpec& npu = device.require_npu(who);
+    seconds = q.phase == "prefill"
+                  ? npu.chunked_prefill_seconds(cost, q.tokens, 0, q.chunk > 0 ? q.chunk : npu.graph_chunk)
+                  : npu.decode_seconds(cost.decode(context), model.weight_dtype, model.activation_dtype);
+  } else {
+    const devices::ComputeUnitSpec& u = device.unit(q.unit, who);
+    seconds = u.seconds(q.phase == "prefill" ? cost.prefill(models::PrefillShape{q.tokens, 0, 0, 1}) : cost.decode(context),
+                        model.weight_dtype);
+  }
+  if (q.metric == "ms") return seconds * 1e3;
+  return (q.phase == "prefill" ? static_cast<double>(q.tokens) : 1.0) / seconds;
+}
+
+double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string>& overrides) {
+  std::string dev_origin, eng_origin, mod_origin;
+  YAML::Node dev = profile_yaml("devices", q.device, dev_origin);
+  YAML::Node eng = profile_yaml("engines", q.engine, eng_origin);
+  YAML::Node mod = profile_yaml("models", q.model, mod_origin);
+  if (!q.dtype.empty()) mod["weight_dtype"] = q.dtype;
+  if (!q.activation_dtype.empty()) mod["activation_dtype"] = q.activation_dtype;
+  if (!q.kv_dtype.empty()) mod["kv_dtype"] = q.kv_dtype;
+  for (const auto& o : overrides) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError(fmt::format("ondevice probe: override '{}' is not PATH=VALUE", o));
+    const std::vector<std::string> path = split(o.substr(0, eq), '.');
+    if (path.size() < 2) throw ConfigError(fmt::format("ondevice probe: override '{}' names no key", o));
+    YAML::Node value;
+    try {
+      value = YAML::Load(o.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      throw ConfigError(fmt::format("ondevice probe: override '{}': bad value ({})", o, e.what()));
+    }
+    const std::vector<std::string> rest(path.begin() + 1, path.end());
+    if (path[0] == "device")
+      set_path(dev, rest, value, o);
+    else if (path[0] == "engine")
+      set_path(eng, rest, value, o);
+    else if (path[0] == "model")
+      set_path(mod, rest, value, o);
+    else
+      throw ConfigError(fmt::format("ondevice probe: override '{}' must start with device., engine. or model.", o));
+  }
+  auto src = [](const std::string& origin) { return ConfigSource{std::make_shared<std::string>(origin), ""}; };
+  const devices::DeviceProfile d = devices::DeviceProfile::from_yaml(dev, src(dev_origin));
+  const devices::EngineProfile e = devices::EngineProfile::from_yaml(eng, src(eng_origin));
+  const models::ModelSpec m = models::load_model_spec(mod, src(mod_origin));
+  return ondevice_prediction(q, e.apply(d), m);
+}
+
+ParamSchema OnDeviceProbe::schema() {
+  ParamSchema s;
+  s.text("device", std::nullopt, "built-in device profile (or YAML path)");
+  s.text("engine", std::string(devices::kDefaultEngine), "engine profile: mllm, llama.cpp, mnn, mlc, qnn, executorch");
+  s.text("model", std::nullopt, "built-in model profile (or YAML path)");
+  s.text("unit", std::nullopt, "compute unit: cpu, gpu or npu (any compute unit name of the device)");
+  s.text("phase", std::nullopt, "prefill or decode").in({"prefill", "decode"});
+  s.integer("tokens", std::nullopt, "prompt tokens (prefill) or context length (decode)").range(1, 1 << 20);
+  s.integer("context", -1, "decode: context before the token (-1: tokens)").range(-1, 1 << 20);
+  s.integer("chunk", 0, "npu prefill graph chunk (0: the engine's graph_chunk)").range(0, 1 << 16);
+  s.text("dtype", std::string(""), "weight dtype of the published run (\"\": the model profile's)");
+  s.text("activation_dtype", std::string(""), "activation dtype of the published run (\"\": the model profile's)");
+  s.text("kv_dtype", std::string(""), "KV-cache dtype of the published run (\"\": the model profile's)");
+  s.text("metric", std::string("tokens_per_s"), "tokens_per_s or ms").in({"tokens_per_s", "ms"});
+  return s;
+}
+
+OnDeviceProbe::OnDeviceProbe(const Params& p) {
+  q_.device = p.text("device");
+  q_.engine = p.text("engine");
+  q_.model = p.text("model");
+  q_.unit = p.text("unit");
+  q_.phase = p.text("phase");
+  q_.tokens = p.integer("tokens");
+  q_.context = p.integer("context");
+  q_.chunk = p.integer("chunk");
+  q_.dtype = p.text("dtype");
+  q_.activation_dtype = p.text("activation_dtype");
+  q_.kv_dtype = p.text("kv_dtype");
+  q_.metric = p.text("metric");
+  for (const auto* key : {"dtype", "activation_dtype", "kv_dtype"}) {
+    const std::string v = p.text(key);
+    if (v.empty()) continue;
+    try {
+      (void)models::parse_dtype(v);
+    } catch (const ConfigError& e) {
+      p.fail(key, e.what());
+    }
+  }
+}
+
+double OnDeviceProbe::evaluate(const ProbeContext& context) const { return ondevice_prediction(q_, context.overrides); }
+
+MOBISIM_REGISTER(Probe, OnDeviceProbe, "ondevice",
+                 "Throughput (or latency) of one phase of a model on one unit of a phone under one runtime.");
+
+}  // namespace mobisim::fidelity

@@ -1,0 +1,49 @@
+#pragma once
+// The "ondevice" fidelity probe: mobisim's throughput (or latency) of one phase of one model on one
+// unit of one phone under one runtime, straight from the cost model and the device + engine
+// profiles, to set beside a published on-device measurement (experiments/published/ondevice_*.yaml).
+//
+//   probe: {impl: ondevice, device: oneplus-12, engine: llama.cpp, model: qwen2.5-1.5b,
+//           unit: cpu, phase: prefill, tokens: 512, dtype: int4, metric: tokens_per_s}
+//
+//   prefill  `tokens` prompt tokens from an empty cache; tokens_per_s = tokens / time, ms = time.
+//            On the npu: chunks of `chunk` tokens (default: the engine's graph_chunk), each padded
+//            and attending to the chunks before it.
+//   decode   one token after `context` tokens (default: `tokens`); tokens_per_s = 1 / time, ms = time.
+//   dtype / activation_dtype override the model profile's weight / activation dtypes (the published
+//   run's quantisation, e.g. int4 for Q4_0 / q4f16 / w4a16).
+#include <cstdint>
+#include <string>
+
+#include "devices/device.h"
+#include "devices/engine.h"
+#include "experiments/fidelity/probe.h"
+#include "models/model_spec.h"
+#include "sim/params.h"
+
+namespace mobisim::fidelity {
+
+struct OnDeviceQuery {
+  std::string device, engine = devices::kDefaultEngine, model, unit, phase, metric = "tokens_per_s";
+  std::int64_t tokens = 0, context = -1, chunk = 0;
+  std::string dtype, activation_dtype, kv_dtype;  // "" keeps the model profile's
+};
+
+// The prediction for `q` with `overrides` ("device.KEY=V", "engine.KEY=V", "model.KEY=V") applied
+// to the built-in (or given) profiles. Throws ConfigError on an unknown profile, path or value.
+double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string>& overrides = {});
+// The same for already loaded profiles (engine applied by the caller).
+double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile& device, const models::ModelSpec& model);
+
+class OnDeviceProbe : public Probe {
+ public:
+  explicit OnDeviceProbe(const Params& p);
+  static ParamSchema schema();
+  double evaluate(const ProbeContext& context) const override;
+  const OnDeviceQuery& query() const { return q_; }
+
+ private:
+  OnDeviceQuery q_;
+};
+
+}  // namespace mobisim::fidelity

@@ -1,0 +1,332 @@
+// Engines (runtimes), NPU decode and chunked prefill, storage classes and the on-device registry.
+// Expected values are computed by hand from the profiles' numbers (roofline terms), not re-derived
+// through the code under test.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "devices/device.h"
+#include "devices/engine.h"
+#include "experiments/fidelity/ondevice_probe.h"
+#include "experiments/fidelity/calibrate.h"
+#include "experiments/fidelity/ondevice_registry.h"
+#include "experiments/fidelity/registry.h"
+#include "models/cost_model.h"
+#include "sim/error.h"
+#include "sim/event.h"
+
+namespace mobisim::devices {
+namespace {
+
+using models::DType;
+
+models::ModelSpec model_with(const std::string& name, DType weights, DType activations) {
+  YAML::Node n;
+  n["base"] = name;
+  n["weight_dtype"] = std::string(models::to_string(weights));
+  n["activation_dtype"] = std::string(models::to_string(activations));
+  return models::load_model_spec(n, ConfigSource{std::make_shared<std::string>("test"), ""});
+}
+
+TEST(Engines, MllmIsTheDeviceProfileUnchanged) {
+  const EngineProfile mllm = load_engine_profile("mllm");
+  const models::CostModel cost(model_with("llama-3.2-3b", DType::kInt4, DType::kF32));
+  for (const auto& name : builtin_device_names()) {
+    const DeviceProfile d = load_device_profile(name);
+    const DeviceProfile e = mllm.apply(d);
+    for (const auto& [unit, spec] : d.compute) {
+      EXPECT_EQ(spec.seconds(cost.prefill(349), DType::kInt4), e.unit(unit, "test").seconds(cost.prefill(349), DType::kInt4))
+          << name << " " << unit;
+      EXPECT_EQ(spec.seconds(cost.decode(400), DType::kInt4), e.unit(unit, "test").seconds(cost.decode(400), DType::kInt4));
+    }
+    if (d.npu) {
+      EXPECT_EQ(d.npu->run_seconds(512, 128, cost.prefill(128), DType::kInt8),
+                e.npu->run_seconds(512, 128, cost.prefill(128), DType::kInt8));
+    }
+  }
+}
+
+TEST(Engines, RuntimeSwapChangesPrefillAsItsProfileSays) {
+  // OnePlus 12 CPU: int8 peak 1.228 TOPS (int4 runs on it). mllm: compute_efficiency 0.031, 15 us per
+  // operator and layer; executorch: int4 prefill efficiency from configs/engines/executorch.yaml, 5 us.
+  const DeviceProfile d = load_device_profile("oneplus-12");
+  const EngineProfile et = load_engine_profile("executorch");
+  const double et_eff = et.units.at("cpu").prefill_efficiency.by_dtype.at(DType::kInt4);
+  const models::CostModel cost(model_with("llama-3.2-1b", DType::kInt4, DType::kInt8));
+  const models::Work w = cost.prefill(512);
+  auto ffn_gate = [](const models::Work& work) {
+    for (const auto& op : work.ops)
+      if (op.kind == models::OpKind::kFfnGate) return op;
+    return models::Op{};
+  };
+  const models::Op gate = ffn_gate(w);
+  // Compute-bound: 2 * 512 * 2048 * 8192 FLOP per layer, 16 layers.
+  ASSERT_DOUBLE_EQ(gate.flops, 16.0 * 2 * 512 * 2048 * 8192);
+  const double t_mllm = d.unit("cpu", "t").op_seconds(gate, DType::kInt4);
+  const double t_et = et.apply(d).unit("cpu", "t").op_seconds(gate, DType::kInt4);
+  EXPECT_NEAR(t_mllm, gate.flops / (1.228e12 * 0.031) + 15e-6 * 16, 1e-9);
+  EXPECT_NEAR(t_et, gate.flops / (1.228e12 * et_eff) + 5e-6 * 16, 1e-9);
+  // A dtype the engine does not list keeps the device's scalar efficiency.
+  EXPECT_DOUBLE_EQ(et.apply(d).unit("cpu", "t").efficiency(DType::kInt8, false), d.unit("cpu", "t").compute_efficiency);
+  // The whole prefill follows: the faster runtime's time is the slower one's over the efficiency ratio
+  // (within the memory-bound and per-call parts).
+  const double ratio = d.unit("cpu", "t").seconds(w, DType::kInt4) / et.apply(d).unit("cpu", "t").seconds(w, DType::kInt4);
+  EXPECT_GT(ratio, 0.8 * et_eff / 0.031);
+  EXPECT_LT(ratio, 1.05 * et_eff / 0.031);
+}
+
+TEST(Engines, NpuDecodeTimeIsWeightBytesOverBandwidth) {
+  NpuSpec n;
+  n.peak_tops_int8 = 80;
+  n.peak_tflops_fp16 = 40;
+  n.max_utilization = 0.5;
+  n.half_utilization_chunk = 128;
+  n.exec_overhead_ms = 1.0;
+  n.mem_bandwidth_gbps = 80;
+  n.decode_bandwidth_efficiency = 0.5;  // 40 GB/s achieved
+  for (DType t : {DType::kInt4, DType::kInt8}) {
+    const models::CostModel cost(model_with("llama-3-8b", t, DType::kInt8));
+    const models::Work w = cost.decode(128);
+    // 8.03 B weights (int8: 8.03 GB, int4: 4.0 GB) streamed once per token at 40 GB/s.
+    EXPECT_NEAR(n.decode_seconds(w, t, DType::kInt8), 1e-3 + w.bytes() / 40e9, 1e-12);
+    EXPECT_NEAR(w.weight_bytes(), cost.spec().weight_bytes() - (cost.spec().vocab - 1.0) * 4096 * models::dtype_bytes(t),
+                0.01 * w.weight_bytes());  // every weight but the unused embedding rows
+  }
+  // Halving the bandwidth doubles the streaming part.
+  const models::CostModel cost(model_with("llama-3-8b", DType::kInt4, DType::kInt8));
+  const double t1 = n.decode_seconds(cost.decode(128), DType::kInt4, DType::kInt8) - 1e-3;
+  n.mem_bandwidth_gbps = 40;
+  EXPECT_NEAR(n.decode_seconds(cost.decode(128), DType::kInt4, DType::kInt8) - 1e-3, 2 * t1, 1e-12);
+}
+
+TEST(Engines, NpuChunksAttendToEarlierChunksAndActivationDtypeMatters) {
+  NpuSpec n;
+  n.peak_tops_int8 = 40;
+  n.peak_tflops_fp16 = 20;
+  n.max_utilization = 0.5;
+  n.half_utilization_chunk = 128;
+  n.exec_overhead_ms = 0;
+  n.mem_bandwidth_gbps = 1e6;  // compute-bound
+  n.mixed_precision_fraction = 0.5;
+  EXPECT_DOUBLE_EQ(n.peak_ops(DType::kInt8, DType::kInt8), 40e12);
+  EXPECT_DOUBLE_EQ(n.peak_ops(DType::kInt4, DType::kF16), 20e12);  // W4A16: half the INT8 rate
+  EXPECT_DOUBLE_EQ(n.peak_ops(DType::kF16, DType::kF16), 20e12);
+  const models::CostModel cost(model_with("qwen2.5-1.5b", DType::kInt8, DType::kInt8));
+  const double util = 0.5 * 256 / (256 + 128.0);
+  double by_hand = 0;
+  for (int c = 0; c < 4; ++c) by_hand += cost.prefill(models::PrefillShape{256, 256 * c, 0, c == 3 ? 1 : 0}).flops() / (40e12 * util);
+  EXPECT_NEAR(n.chunked_prefill_seconds(cost, 1024, 0, 256), by_hand, 1e-12);
+  // Later chunks attend to more keys: four chunks cost more than four first chunks.
+  EXPECT_GT(n.chunked_prefill_seconds(cost, 1024, 0, 256), 4 * n.chunked_prefill_seconds(cost, 256, 0, 256) * 1.001);
+  // W8A16 on the same graph: twice the time.
+  const models::CostModel a16(model_with("qwen2.5-1.5b", DType::kInt8, DType::kF16));
+  EXPECT_NEAR(n.chunked_prefill_seconds(a16, 256, 0, 256) / n.chunked_prefill_seconds(cost, 256, 0, 256), 2.0, 0.05);
+}
+
+TEST(Engines, BadEnginesAreRefusedWithTheirLocation) {
+  EXPECT_THROW(load_engine_profile("no-such-runtime"), ConfigError);
+  auto inline_engine = [](const std::string& text) {
+    return load_engine_profile(YAML::Load(text), ConfigSource{std::make_shared<std::string>("inline.yaml"), "engine"});
+  };
+  EXPECT_THROW(inline_engine("{name: x, cpu: {prefill_efficiency: 1.5}}"), ConfigError);
+  EXPECT_THROW(inline_engine("{name: x, cpu: {prefill_efficiency: {int3: 0.2}}}"), ConfigError);
+  EXPECT_THROW(inline_engine("{name: x, cpu: {no_such_key: 1}}"), ConfigError);
+  EXPECT_THROW(inline_engine("{name: x, base: no-such-engine}"), ConfigError);
+  const EngineProfile e = inline_engine("{base: executorch, name: mine, cpu: {bandwidth_efficiency: 0.3}}");
+  EXPECT_DOUBLE_EQ(*e.units.at("cpu").bandwidth_efficiency, 0.3);
+  EXPECT_TRUE(e.units.at("cpu").prefill_efficiency.by_dtype.count(DType::kInt4));  // inherited
+}
+
+// ---------------------------------------------------------------------------
+// Storage: the request-size x queue-depth curve of the storage classes
+// ---------------------------------------------------------------------------
+sim::Task<void> closed_loop(Storage& st, sim::Simulator& sim, double bytes, int requests) {
+  for (int i = 0; i < requests; ++i) co_await st.read(bytes);
+  (void)sim;
+}
+
+double simulated_read_bps(const StorageSpec& spec, double bytes, int qd, int requests_per_worker) {
+  sim::Simulator sim;
+  sim::StatGroup stats("s");
+  Storage st(sim, spec, "ufs", stats);
+  for (int w = 0; w < qd; ++w) sim.start(closed_loop(st, sim, bytes, requests_per_worker));
+  sim.run();
+  return st.bytes_read() / sim::to_seconds(sim.now());
+}
+
+StorageSpec storage_class(const std::string& name) {
+  YAML::Node d = YAML::Load("{base: oneplus-12, name: t}");
+  d["storage"] = name;
+  return *load_device_profile(d, ConfigSource{std::make_shared<std::string>("test"), ""}).storage;
+}
+
+TEST(Storage, Ufs40TwoLaneCurveAt4K128K1M) {
+  const StorageSpec s = storage_class("ufs4.0");
+  EXPECT_EQ(s.lanes, 2);
+  EXPECT_DOUBLE_EQ(s.interface_gbps(), 5.8);  // 2 x 23.2 Gb/s
+  // QD32: 4 KB IOPS-bound (120K x 4 KB), 128 KB and 1 MB at the public 4.2 GB/s sequential read.
+  EXPECT_NEAR(s.read_bps(4096, 32), 120000.0 * 4096, 1.0);
+  EXPECT_NEAR(s.read_bps(128 * 1024, 32), 4.2e9, 1.0);
+  EXPECT_NEAR(s.read_bps(1 << 20, 32), 4.2e9, 1.0);
+  // QD1 4 KB: one command at a time, 1/iops + 70 us + 4 KB / 4.2 GB/s each.
+  EXPECT_NEAR(s.read_bps(4096, 1), 4096 / (1 / 120000.0 + 70e-6 + 4096 / 4.2e9), 1.0);
+  // The discrete-event device reproduces the curve.
+  for (double bytes : {4096.0, 128.0 * 1024, 1024.0 * 1024}) {
+    const int n = bytes > 1e5 ? 40 : 400;
+    EXPECT_NEAR(simulated_read_bps(s, bytes, 32, n) / s.read_bps(bytes, 32), 1.0, 0.02) << bytes;
+  }
+  EXPECT_NEAR(simulated_read_bps(s, 4096, 1, 200) / s.read_bps(4096, 1), 1.0, 0.01);
+}
+
+TEST(Storage, ClassesReproducePublicSequentialAnd4KRandomFigures) {
+  struct Figure { const char* cls; double seq_gbps, iops; };
+  for (const Figure f : {Figure{"ufs2.1", 0.85, 45000}, Figure{"ufs3.1", 2.1, 100000}, Figure{"ufs4.0", 4.2, 120000}}) {
+    const StorageSpec s = storage_class(f.cls);
+    EXPECT_NEAR(s.read_bps(1 << 20, 32), f.seq_gbps * 1e9, 1.0) << f.cls;
+    EXPECT_NEAR(s.read_bps(4096, 32) / 4096, f.iops, 1e-6) << f.cls;
+    EXPECT_LE(s.seq_read_gbps, s.interface_gbps()) << f.cls;
+  }
+  // A sequential figure above the lanes is refused.
+  YAML::Node d = YAML::Load("{base: oneplus-12, name: t, storage: {lanes: 1, lane_gbps: 1.45}}");
+  EXPECT_THROW(load_device_profile(d, ConfigSource{std::make_shared<std::string>("t"), ""}), ConfigError);
+  YAML::Node u = YAML::Load("{base: oneplus-12, name: t, storage: ufs9.9}");
+  EXPECT_THROW(load_device_profile(u, ConfigSource{std::make_shared<std::string>("t"), ""}), ConfigError);
+}
+
+}  // namespace
+}  // namespace mobisim::devices
+
+namespace mobisim::fidelity {
+namespace {
+
+TEST(OnDevice, ProbeAppliesOverridesAndRefusesUnknownPaths) {
+  OnDeviceQuery q;
+  q.device = "oneplus-12";
+  q.engine = "executorch";
+  q.model = "llama-3.2-1b";
+  q.unit = "cpu";
+  q.phase = "prefill";
+  q.tokens = 64;
+  q.dtype = "int4";
+  const double base = ondevice_prediction(q);
+  EXPECT_GT(ondevice_prediction(q, {"engine.cpu.prefill_efficiency.int4=0.8"}), 1.5 * base);
+  EXPECT_THROW(ondevice_prediction(q, {"engine.cpu.no_such_key=1"}), ConfigError);
+  EXPECT_THROW(ondevice_prediction(q, {"device.compute.cpu.no_such_key=1"}), ConfigError);
+  EXPECT_THROW(ondevice_prediction(q, {"gadget.x=1"}), ConfigError);
+  EXPECT_THROW(ondevice_prediction(q, {"engine.cpu.prefill_efficiency.int4"}), ConfigError);
+  q.unit = "npu";
+  q.phase = "decode";
+  EXPECT_GT(ondevice_prediction(q), 0.0);  // decode on the NPU has a path
+}
+
+TEST(OnDevice, RegistryCoversPhonesRuntimesUnitsWithDisjointRoles) {
+  const auto points = load_ondevice_points(std::string(MOBISIM_SOURCE_DIR) + "/experiments/published/ondevice_public.yaml");
+  std::set<std::string> phones, engines, units;
+  int calibration = 0;
+  for (const auto& p : points) {
+    phones.insert(p.query.device);
+    engines.insert(p.query.engine);
+    units.insert(p.query.unit);
+    if (p.role == "calibration") {
+      ++calibration;
+      EXPECT_FALSE(p.fitted.empty()) << p.id;
+    } else {
+      EXPECT_TRUE(p.fitted.empty()) << p.id;
+    }
+  }
+  EXPECT_GE(points.size(), 40u);
+  EXPECT_GE(phones.size(), 5u);
+  EXPECT_GE(engines.size(), 3u);
+  EXPECT_EQ(units, (std::set<std::string>{"cpu", "gpu", "npu"}));
+  EXPECT_LE(3 * calibration, static_cast<int>(points.size()));
+  // Every validation residual over 50% carries its cause.
+  for (const auto& r : evaluate_ondevice(points))
+    if (r.point->role == "validation" && std::abs(r.error) > 0.5) {
+      EXPECT_FALSE(r.point->cause.empty()) << r.point->id;
+    }
+}
+
+// One fitter: `mobisim calibrate` (GSL) on the on-device parameters of calibration.yaml, started 30% below
+// the committed values (below: roofline terms stay where the fitted one binds), finds them again (each
+// within 3%); the committed values are what the profiles hold (overriding a parameter with its
+// `initial` changes no prediction). Roles stay disjoint: only calibration points are fitted.
+TEST(OnDevice, CalibrateReproducesTheCommittedEngineValues) {
+  namespace fid = experiments::fidelity;
+  const std::string dir = std::string(MOBISIM_SOURCE_DIR) + "/experiments/published";
+  const auto points = fid::load_registry(dir, {"ondevice"});
+  const auto spec = fid::CalibrationSpec::load(dir + "/calibration.yaml").restricted_to(points);
+  const auto queries = load_ondevice_points(dir + "/ondevice_public.yaml");
+  ASSERT_GE(spec.parameters.size(), 10u);
+  EXPECT_TRUE(fid::check_calibration(spec, points).empty());
+  std::set<std::string> engines_fitted;
+  for (const auto& f : spec.parameters) {
+    for (const auto& id : f.points) {
+      const auto it = std::find_if(queries.begin(), queries.end(), [&](const OnDevicePoint& p) { return p.id == id; });
+      ASSERT_NE(it, queries.end()) << id;
+      ASSERT_EQ(it->role, "calibration") << id;
+      const OnDeviceQuery& q = it->query;
+      EXPECT_EQ(f.key.starts_with("engine.") ? q.engine : q.device, f.profile) << id;
+      const std::string initial = fmt::format("{}={}", f.key, f.initial);
+      EXPECT_NEAR(ondevice_prediction(q, {initial}) / ondevice_prediction(q), 1.0, 1e-3) << f.profile << " " << initial;
+    }
+    if (f.key.starts_with("engine.")) engines_fitted.insert(f.profile);
+  }
+  EXPECT_GE(engines_fitted.size(), 5u);
+  fid::CalibrationSpec away = spec;
+  for (auto& f : away.parameters) f.initial = std::clamp(f.initial * 0.7, f.lo, f.hi);
+  fid::CalibrateOptions o;
+  o.evaluate.runs.quiet = true;
+  o.max_iterations = 50;
+  const fid::FitResult fit = fid::calibrate(away, points, o);
+  for (std::size_t j = 0; j < spec.parameters.size(); ++j)
+    EXPECT_NEAR(fit.fitted[j] / spec.parameters[j].initial, 1.0, 0.03)
+        << spec.parameters[j].profile << " " << spec.parameters[j].key << " fitted " << fit.fitted[j];
+  for (std::size_t i = 0; i < fit.points.size(); ++i)
+    EXPECT_NEAR(fit.after[i] / fit.points[i]->reference(), 1.0, 0.05) << fit.points[i]->id;
+}
+
+}  // namespace
+}  // namespace mobisim::fidelity
+
+// ---------------------------------------------------------------------------
+// Experiments: `engine:` beside `device:`, recorded in the resolved configuration
+// ---------------------------------------------------------------------------
+#include "experiments/experiment.h"
+
+namespace mobisim::experiments {
+namespace {
+
+YAML::Node resolved(const std::string& rel, const std::vector<std::string>& overrides) {
+  const std::string path = std::string(MOBISIM_SOURCE_DIR) + "/" + rel;
+  RunOptions o;
+  o.overrides = overrides;
+  return resolve_experiment_config(load_yaml_file(path), path, o);
+}
+
+TEST(EngineConfig, DefaultIsMllmAndAnEngineIsRecorded) {
+  const YAML::Node def = resolved("experiments/percache/table1.yaml", {});
+  EXPECT_EQ(def["experiment"]["engine"]["name"].as<std::string>(), "mllm");
+  const YAML::Node et = resolved("experiments/percache/table1.yaml",
+                                 {"experiment.device=oneplus-12", "experiment.engine=executorch",
+                                  "experiment.pipeline.compute_unit=npu"});
+  EXPECT_EQ(et["experiment"]["engine"]["name"].as<std::string>(), "executorch");
+  EXPECT_TRUE(et["experiment"]["engine"]["cpu"]["prefill_efficiency"].IsMap());
+  EXPECT_THROW(resolved("experiments/percache/table1.yaml", {"experiment.engine=no-such-runtime"}), ConfigError);
+  // pixel7 has no NPU: compute_unit npu is refused with the device named.
+  EXPECT_THROW(resolved("experiments/percache/table1.yaml", {"experiment.pipeline.compute_unit=npu"}), ConfigError);
+}
+
+TEST(EngineConfig, KvprCakePhonesTakeAnInlineModel) {
+  const YAML::Node r = resolved("experiments/kvpr_cake/phones.yaml",
+                                {"experiment.phones.model.base=qwen2.5-1.5b", "experiment.phones.model.weight_dtype=int4"});
+  EXPECT_EQ(r["experiment"]["phones"]["model"]["base"].as<std::string>(), "qwen2.5-1.5b");
+  const YAML::Node d = resolved("experiments/kvpr_cake/phones.yaml", {});
+  EXPECT_EQ(d["experiment"]["phones"]["model"].as<std::string>(), "generic-3b");
+  EXPECT_THROW(resolved("experiments/kvpr_cake/phones.yaml", {"experiment.phones.model.base=no-such-model"}), ConfigError);
+}
+
+}  // namespace
+}  // namespace mobisim::experiments
