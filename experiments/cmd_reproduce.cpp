@@ -35,7 +35,7 @@ struct Job {
 
 std::vector<Job> percache_jobs() {
   std::vector<Job> jobs;
-  for (const char* f : {"fig14_generated", "fig14", "fig15a", "fig15b", "fig15c", "fig16"}) jobs.push_back({f, {}, ""});
+  for (const char* f : {"fig14_generated", "fig14_calibrated", "fig14", "fig15a", "fig15b", "fig15c", "fig16"}) jobs.push_back({f, {}, ""});
   // Figures 17-19 are parameter sweeps: they run through the sweep engine (parallel over points).
   const char* sweep_metrics = "mean_latency_s,qa_hit_rate,kv_chunk_hit_rate,mean_rouge_l,mean_bleu";
   for (const char* f : {"fig17_sweep", "fig18_sweep", "fig19_sweep"}) jobs.push_back({f, {}, "", true, sweep_metrics});

@@ -20,7 +20,9 @@
 // units weigh alike; parameters are searched in ln space inside their bounds.
 //
 // Rules (check_calibration): every listed point exists, is a calibration point and names the key
-// in its `fitted`; every calibration point is listed by a parameter; no validation point is used.
+// in its `fitted`; every calibration point is listed by a parameter (except points fitted only by
+// workload generator keys, `workload.<section>.<key>`, which their workload script fits); no
+// validation point is used.
 #include <string>
 #include <vector>
 

@@ -22,6 +22,8 @@
 //       # or extract: {function: NAME, ...its arguments}  (see extract.h)
 //       # or, instead of experiment + extract, probe: {impl: ondevice, ...}  (fidelity/probe.h)
 //       fitted: [device.compute.cpu.compute_efficiency]   # calibration points: what they fit
+//                                         # (workload.<section>.<key>: a workload generator key, fitted
+//                                         # by the workload's script, not by `mobisim calibrate`)
 //       cause: "one line"                 # required for a validation point whose error is > 25 %
 //       cause_kind: workload              # what the cause is: workload (mobisim's inputs differ from the
 //                                         # document's), mechanism (the model omits or simplifies something)

@@ -1,0 +1,102 @@
+// The workload calibrated to PerCache's reported hit rates (configs/workloads/percache_doc_calibrated.yaml,
+// fitted by experiments/percache/calibrate_workload.py) reproduces its calibration points: the
+// registry's percache.calibrated.* calibration points, simulated on the full calibrated workload
+// (20 users x 10 queries) with the two policy rows they read (percache, no_prediction): ~4 s.
+// GCC 12 reports a -Wrestrict false positive inside test_util.h's command string once it is inlined
+// here (GUIDE: known toolchain trap); the code is plain std::string concatenation.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "experiments/fidelity/calibrate.h"
+#include "experiments/fidelity/registry.h"
+#include "sim/h5.h"
+#include "test_util.h"
+
+namespace mobisim {
+namespace {
+
+using experiments::fidelity::load_registry;
+using experiments::fidelity::Point;
+
+const std::string kSource = MOBISIM_SOURCE_DIR;
+
+const Point& point(const std::vector<Point>& registry, const std::string& id) {
+  auto it = std::find_if(registry.begin(), registry.end(), [&](const Point& p) { return p.id == id; });
+  if (it == registry.end()) throw std::runtime_error("no registry point " + id);
+  return *it;
+}
+
+double row_value(h5::Reader& r, const std::string& policy, const std::string& column) {
+  const auto policies = r.strings("/summary/policy");
+  const auto values = r.doubles("/summary/" + column);
+  for (std::size_t i = 0; i < policies.size(); ++i)
+    if (policies[i] == policy) return values[i];
+  ADD_FAILURE() << "no summary row " << policy;
+  return NAN;
+}
+
+TEST(PercacheCalibratedWorkload, ReproducesItsCalibrationHitRates) {
+  if (testing::sanitized_build()) GTEST_SKIP() << "whole-binary run: left to the Release build";
+  const auto registry = load_registry(kSource + "/experiments/published");
+  const Point& qa = point(registry, "percache.calibrated.qa_hit_rate");
+  const Point& kv = point(registry, "percache.calibrated.kv_hit_gain_pp");
+  // Both are calibration points of the workload's generator keys, run on the calibrated experiment.
+  for (const Point* p : {&qa, &kv}) {
+    EXPECT_TRUE(p->calibration()) << p->id;
+    ASSERT_FALSE(p->fitted.empty()) << p->id;
+    EXPECT_EQ(p->fitted.front().rfind("workload.", 0), 0u) << p->id;
+    EXPECT_EQ(p->experiment, "experiments/percache/fig14_calibrated.yaml") << p->id;
+  }
+
+  testing::TempDir dir;
+  const std::string policies =
+      "[{impl: percache, knowledge_type: personal notes, abstract_source: key_phrases}, "
+      "{impl: percache, label: no_prediction, prediction: false, knowledge_type: personal notes, "
+      "abstract_source: key_phrases}]";
+  std::string args = "run ";
+  args.append(kSource).append("/experiments/percache/fig14_calibrated.yaml -p 'experiment.policies=");
+  args.append(policies).append("' --no-plot --quiet --output ").append(dir.file("c.h5"));
+  auto run = testing::run_mobisim(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  h5::Reader r(dir.file("c.h5"));
+  EXPECT_EQ(row_value(r, "percache", "queries"), 200);  // 20 users x 10 queries, as configured
+
+  // PerCache's QA-bank hit rate (figure 11: 7 of 21) within 10% (one query in 200 is 0.5 pp).
+  const double qa_sim = row_value(r, "percache", "qa_hit_rate");
+  EXPECT_NEAR(qa_sim, qa.reference(), 0.10 * qa.reference());
+  // The QKV hit gain of prediction (figure 16b, MISeD 11.63 pp): the fit's best grid value gives
+  // 6.8 pp, the most any knowledge-base size reaches at this paraphrase rate with the generator
+  // predictor (12-100 chunks: 2.5-6.8 pp), so the point is reproduced only to within half.
+  const double kv_sim =
+      100 * (row_value(r, "percache", "kv_chunk_hit_rate") - row_value(r, "no_prediction", "kv_chunk_hit_rate"));
+  EXPECT_NEAR(kv_sim, kv.reference(), 0.5 * kv.reference());
+  EXPECT_GT(kv_sim, 5.0);  // 100 chunks per user (rag_default) gives 2.5 pp
+  // Prediction adds hits on this workload (it must not be the reactive caches alone).
+  EXPECT_GT(qa_sim, row_value(r, "no_prediction", "qa_hit_rate"));
+}
+
+// Points fitted only by workload generator keys are left to their workload script; a calibration
+// point of a profile field that calibration.yaml does not list is still refused.
+TEST(PercacheCalibratedWorkload, CheckCalibrationLeavesWorkloadKeysToTheirScript) {
+  experiments::fidelity::CalibrationSpec spec;
+  spec.file = "calibration.yaml";
+  Point workload;
+  workload.id = "t.workload";
+  workload.role = "calibration";
+  workload.fitted = {"workload.queries.paraphrase_prob", "workload.knowledge.chunks_per_user"};
+  EXPECT_TRUE(experiments::fidelity::check_calibration(spec, {workload}).empty());
+  Point mixed = workload;
+  mixed.id = "t.mixed";
+  mixed.fitted = {"workload.queries.paraphrase_prob", "device.compute.cpu.compute_efficiency"};
+  const auto problems = experiments::fidelity::check_calibration(spec, {workload, mixed});
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems.front().find("t.mixed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mobisim
