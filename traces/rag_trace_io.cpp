@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 
 #include "sim/atomic_file.h"
 #include "sim/error.h"
@@ -231,8 +233,8 @@ std::int32_t checked_attr(const h5::Reader& r, const char* name, std::int64_t hi
 
 }  // namespace
 
-RagTrace read_rag_trace(const std::string& path) {
-  h5::Reader r(path);
+RagTraceFile::RagTraceFile(const std::string& path) : reader_(std::make_unique<h5::Reader>(path)) {
+  const h5::Reader& r = *reader_;
   if (!r.has_attr("/", "format") || r.attr_string("/", "format") != kRagTraceFormat)
     throw InputError(fmt::format("{}: not a mobisim RAG trace (root attribute format != '{}')", path,
                                  kRagTraceFormat));
@@ -245,8 +247,7 @@ RagTrace read_rag_trace(const std::string& path) {
                                  path, version, kRagSchemaVersion));
   if (version < 1) throw InputError(fmt::format("{}: invalid RAG trace schema version {}", path, version));
 
-  RagTrace t;
-  RagTraceMeta& m = t.meta;
+  RagTraceMeta& m = meta_;
   m.schema_version = version;
   auto opt_str = [&](const char* name) { return r.has_attr("/", name) ? r.attr_string("/", name) : std::string(); };
   m.source = opt_str("source");
@@ -267,93 +268,121 @@ RagTrace read_rag_trace(const std::string& path) {
   const auto present = r.children("/users");
   if (present.size() != static_cast<std::size_t>(n_users))
     throw InputError(fmt::format("{}: /users has {} groups, num_users says {}", path, present.size(), n_users));
-
-  const std::size_t d = static_cast<std::size_t>(dim);
-  t.users.resize(static_cast<std::size_t>(n_users));
-  for (std::size_t u = 0; u < t.users.size(); ++u) {
-    UserTrace& ut = t.users[u];
+  // Users are told apart by id (statistics, results); an empty or repeated id is damage.
+  std::unordered_map<std::string, std::size_t> seen;
+  user_ids_.resize(static_cast<std::size_t>(n_users));
+  for (std::size_t u = 0; u < user_ids_.size(); ++u) {
     const std::string g = "/users/" + user_group(u);
-    ut.user_id = r.attr_string(g, "user_id");
-    // Users are told apart by id (statistics, results); an empty or repeated id is damage.
-    if (ut.user_id.empty()) throw InputError(fmt::format("{}: {}: attribute user_id is empty", path, g));
-    for (std::size_t v = 0; v < u; ++v)
-      if (t.users[v].user_id == ut.user_id)
-        throw InputError(fmt::format("{}: {}: user_id '{}' repeats user {}'s", path, g, ut.user_id, v));
-    ut.topics = r.strings(g + "/topics");
-
-    const auto ctext = r.strings(g + "/chunks/text");
-    const std::size_t nc = ctext.size();
-    const auto ctok = r.ints(g + "/chunks/tokens", nc);
-    auto cemb = read_embeddings(r, g + "/chunks/embedding", nc, d);
-    // Version 2: optional chunks/added_s (absent: every chunk is present from the start).
-    std::vector<double> cadded;
-    if (r.exists(g + "/chunks/added_s")) {
-      if (version < 2)
-        throw InputError(fmt::format("{}: {}/chunks/added_s needs schema_version >= 2 (the file says {})", path, g,
-                                     version));
-      cadded = r.doubles(g + "/chunks/added_s", nc);
-    }
-    ut.chunks.resize(nc);
-    for (std::size_t c = 0; c < nc; ++c) {
-      if (!cadded.empty()) {
-        if (!std::isfinite(cadded[c]) || cadded[c] < 0)
-          throw InputError(fmt::format("{}: {}/chunks/added_s[{}] = {} is not a finite non-negative time", path, g,
-                                       c, cadded[c]));
-        ut.chunks[c].added_s = cadded[c];
-      }
-      ut.chunks[c].text = ctext[c];
-      ut.chunks[c].tokens = checked(path, g + "/chunks/tokens", c, ctok[c], 0, kMaxTokens);
-      ut.chunks[c].embedding = std::move(cemb[c]);
-    }
-
-    const std::string qg = g + "/queries";
-    const auto qtext = r.strings(qg + "/text");
-    const std::size_t nq = qtext.size();
-    const auto arrival = r.doubles(qg + "/arrival_s", nq);
-    const auto qtok = r.ints(qg + "/tokens", nq);
-    const auto atext = r.strings(qg + "/answer_text", nq);
-    const auto atok = r.ints(qg + "/answer_tokens", nq);
-    const auto kind = r.strings(qg + "/kind", nq);
-    const auto topic = r.ints(qg + "/topic", nq);
-    auto qemb = read_embeddings(r, qg + "/embedding", nq, d);
-    auto retrieved = read_lists(r, qg + "/retrieved", nq, nc);
-    auto relevant = read_lists(r, qg + "/relevant", nq, nc);
-    ut.queries.resize(nq);
-    for (std::size_t q = 0; q < nq; ++q) {
-      Query& x = ut.queries[q];
-      x.text = qtext[q];
-      x.arrival_s = arrival[q];
-      if (!std::isfinite(x.arrival_s) || (q > 0 && x.arrival_s < arrival[q - 1]))
-        throw InputError(fmt::format("{}: {}/arrival_s[{}] = {} is not finite or earlier than the previous query",
-                                     path, qg, q, x.arrival_s));
-      x.tokens = checked(path, qg + "/tokens", q, qtok[q], 0, kMaxTokens);
-      x.answer_text = atext[q];
-      x.answer_tokens = checked(path, qg + "/answer_tokens", q, atok[q], 0, kMaxTokens);
-      x.kind = kind[q];
-      x.topic = checked(path, qg + "/topic", q, topic[q], std::numeric_limits<std::int32_t>::min(),
-                        std::numeric_limits<std::int32_t>::max());
-      x.embedding = std::move(qemb[q]);
-      x.retrieved = std::move(retrieved[q]);
-      x.relevant = std::move(relevant[q]);
-      for (std::int32_t id : x.retrieved)
-        if (ut.chunks[static_cast<std::size_t>(id)].added_s > x.arrival_s)
-          throw InputError(fmt::format("{}: {}: query {} (arrival {} s) retrieved chunk {}, added only at {} s", path,
-                                       qg, q, x.arrival_s, id, ut.chunks[static_cast<std::size_t>(id)].added_s));
-    }
-
-    const std::string ig = g + "/idle_windows";
-    const auto is = r.doubles(ig + "/start_s");
-    const auto ie = r.doubles(ig + "/end_s", is.size());
-    const auto ch = r.ints(ig + "/charging", is.size());
-    for (std::size_t i = 0; i < is.size(); ++i) {
-      if (!std::isfinite(is[i]) || !std::isfinite(ie[i]) || is[i] < 0)
-        throw InputError(fmt::format("{}: {}: window {} [{}, {}] is not a finite non-negative interval", path, ig, i,
-                                     is[i], ie[i]));
-      if (!(ie[i] >= is[i]))
-        throw InputError(fmt::format("{}: {}: window {} ends ({}) before it starts ({})", path, ig, i, ie[i], is[i]));
-      ut.idle_windows.push_back({is[i], ie[i], ch[i] != 0});
-    }
+    user_ids_[u] = r.attr_string(g, "user_id");
+    if (user_ids_[u].empty()) throw InputError(fmt::format("{}: {}: attribute user_id is empty", path, g));
+    const auto [it, fresh] = seen.emplace(user_ids_[u], u);
+    if (!fresh)
+      throw InputError(fmt::format("{}: {}: user_id '{}' repeats user {}'s", path, g, user_ids_[u], it->second));
   }
+}
+
+RagTraceFile::~RagTraceFile() = default;
+
+const std::string& RagTraceFile::path() const { return reader_->path(); }
+
+UserTrace RagTraceFile::read_user(std::size_t u, bool embeddings) const {
+  const h5::Reader& r = *reader_;
+  const std::string& path = r.path();
+  const std::int64_t version = meta_.schema_version;
+  const auto d = static_cast<std::size_t>(meta_.embedding_dim);
+  UserTrace ut;
+  const std::string g = "/users/" + user_group(u);
+  ut.user_id = user_ids_.at(u);
+  ut.topics = r.strings(g + "/topics");
+
+  const auto ctext = r.strings(g + "/chunks/text");
+  const std::size_t nc = ctext.size();
+  const auto ctok = r.ints(g + "/chunks/tokens", nc);
+  // Version 2: optional chunks/added_s (absent: every chunk is present from the start).
+  std::vector<double> cadded;
+  if (r.exists(g + "/chunks/added_s")) {
+    if (version < 2)
+      throw InputError(fmt::format("{}: {}/chunks/added_s needs schema_version >= 2 (the file says {})", path, g,
+                                   version));
+    cadded = r.doubles(g + "/chunks/added_s", nc);
+  }
+  ut.chunks.resize(nc);
+  for (std::size_t c = 0; c < nc; ++c) {
+    if (!cadded.empty()) {
+      if (!std::isfinite(cadded[c]) || cadded[c] < 0)
+        throw InputError(fmt::format("{}: {}/chunks/added_s[{}] = {} is not a finite non-negative time", path, g,
+                                     c, cadded[c]));
+      ut.chunks[c].added_s = cadded[c];
+    }
+    ut.chunks[c].text = ctext[c];
+    ut.chunks[c].tokens = checked(path, g + "/chunks/tokens", c, ctok[c], 0, kMaxTokens);
+  }
+
+  const std::string qg = g + "/queries";
+  const auto qtext = r.strings(qg + "/text");
+  const std::size_t nq = qtext.size();
+  const auto arrival = r.doubles(qg + "/arrival_s", nq);
+  const auto qtok = r.ints(qg + "/tokens", nq);
+  const auto atext = r.strings(qg + "/answer_text", nq);
+  const auto atok = r.ints(qg + "/answer_tokens", nq);
+  const auto kind = r.strings(qg + "/kind", nq);
+  const auto topic = r.ints(qg + "/topic", nq);
+  auto retrieved = read_lists(r, qg + "/retrieved", nq, nc);
+  auto relevant = read_lists(r, qg + "/relevant", nq, nc);
+  // A query without precomputed retrieval is retrieved in simulation by embedding cosine, so
+  // its user's embeddings are needed even when no policy matches by embedding.
+  const bool need_embeddings =
+      embeddings || std::any_of(retrieved.begin(), retrieved.end(), [](const auto& l) { return l.empty(); });
+  if (need_embeddings) {
+    auto cemb = read_embeddings(r, g + "/chunks/embedding", nc, d);
+    for (std::size_t c = 0; c < nc; ++c) ut.chunks[c].embedding = std::move(cemb[c]);
+  }
+  std::vector<std::vector<float>> qemb;
+  if (need_embeddings) qemb = read_embeddings(r, qg + "/embedding", nq, d);
+  ut.queries.resize(nq);
+  for (std::size_t q = 0; q < nq; ++q) {
+    Query& x = ut.queries[q];
+    x.text = qtext[q];
+    x.arrival_s = arrival[q];
+    if (!std::isfinite(x.arrival_s) || (q > 0 && x.arrival_s < arrival[q - 1]))
+      throw InputError(fmt::format("{}: {}/arrival_s[{}] = {} is not finite or earlier than the previous query",
+                                   path, qg, q, x.arrival_s));
+    x.tokens = checked(path, qg + "/tokens", q, qtok[q], 0, kMaxTokens);
+    x.answer_text = atext[q];
+    x.answer_tokens = checked(path, qg + "/answer_tokens", q, atok[q], 0, kMaxTokens);
+    x.kind = kind[q];
+    x.topic = checked(path, qg + "/topic", q, topic[q], std::numeric_limits<std::int32_t>::min(),
+                      std::numeric_limits<std::int32_t>::max());
+    if (need_embeddings) x.embedding = std::move(qemb[q]);
+    x.retrieved = std::move(retrieved[q]);
+    x.relevant = std::move(relevant[q]);
+    for (std::int32_t id : x.retrieved)
+      if (ut.chunks[static_cast<std::size_t>(id)].added_s > x.arrival_s)
+        throw InputError(fmt::format("{}: {}: query {} (arrival {} s) retrieved chunk {}, added only at {} s", path,
+                                     qg, q, x.arrival_s, id, ut.chunks[static_cast<std::size_t>(id)].added_s));
+  }
+
+  const std::string ig = g + "/idle_windows";
+  const auto is = r.doubles(ig + "/start_s");
+  const auto ie = r.doubles(ig + "/end_s", is.size());
+  const auto ch = r.ints(ig + "/charging", is.size());
+  for (std::size_t i = 0; i < is.size(); ++i) {
+    if (!std::isfinite(is[i]) || !std::isfinite(ie[i]) || is[i] < 0)
+      throw InputError(fmt::format("{}: {}: window {} [{}, {}] is not a finite non-negative interval", path, ig, i,
+                                   is[i], ie[i]));
+    if (!(ie[i] >= is[i]))
+      throw InputError(fmt::format("{}: {}: window {} ends ({}) before it starts ({})", path, ig, i, ie[i], is[i]));
+    ut.idle_windows.push_back({is[i], ie[i], ch[i] != 0});
+  }
+  return ut;
+}
+
+RagTrace read_rag_trace(const std::string& path) {
+  const RagTraceFile file(path);
+  RagTrace t;
+  t.meta = file.meta();
+  t.users.reserve(file.num_users());
+  for (std::size_t u = 0; u < file.num_users(); ++u) t.users.push_back(file.read_user(u, true));
   return t;
 }
 
