@@ -184,13 +184,31 @@ class RagQaExperiment : public Experiment {
       for (const auto& user : users_->memory().users) check_top_k(user);
       return;
     }
+    // Users read here are kept for run() while they fit kKeptUserBytes (a small trace is then
+    // read once); the rest are read again, block by block.
+    kept_.assign(users_->size(), nullptr);
+    std::size_t kept_bytes = 0;
     for (std::size_t u = 0; u < users_->size(); ++u) {
       traces::RagTrace one;
       one.meta = users_->meta();
-      one.users.push_back(*users_->load(u, needs_embeddings_));
+      auto user = users_->load(u, needs_embeddings_);
+      one.users.push_back(*user);
       for (const auto& policy : checkers) policy->check_workload(one, *cost_);
       check_top_k(one.users.front());
+      kept_bytes += approx_bytes(*user);
+      if (kept_bytes <= kKeptUserBytes) kept_[u] = std::move(user);
     }
+  }
+
+  static constexpr std::size_t kKeptUserBytes = std::size_t{64} << 20;
+
+  static std::size_t approx_bytes(const traces::UserTrace& u) {
+    std::size_t n = sizeof(u);
+    for (const auto& c : u.chunks) n += sizeof(c) + c.text.capacity() + c.embedding.capacity() * sizeof(float);
+    for (const auto& q : u.queries)
+      n += sizeof(q) + q.text.capacity() + q.answer_text.capacity() + q.kind.capacity() +
+           (q.embedding.capacity() + q.retrieved.capacity() + q.relevant.capacity()) * sizeof(float);
+    return n;
   }
 
   void run(RunContext& ctx) override {
@@ -225,7 +243,8 @@ class RagQaExperiment : public Experiment {
     for (std::size_t b0 = 0; b0 < n_users; b0 += block) {
       const std::size_t b1 = std::min(n_users, b0 + block);
       std::vector<std::shared_ptr<const traces::UserTrace>> users;
-      for (std::size_t u = b0; u < b1; ++u) users.push_back(users_->load(u, needs_embeddings_));
+      for (std::size_t u = b0; u < b1; ++u)
+        users.push_back(u < kept_.size() && kept_[u] ? std::move(kept_[u]) : users_->load(u, needs_embeddings_));
       // Indexes are pure functions of each user's chunks: built in parallel, one slot per user.
       std::vector<std::shared_ptr<const policies::KnowledgeIndex>> indexes(users.size());
       if (needs_index_)
@@ -506,6 +525,7 @@ class RagQaExperiment : public Experiment {
   std::unique_ptr<UserSource> users_;
   std::unique_ptr<models::CostModel> cost_;
   bool needs_index_ = false, needs_embeddings_ = false;
+  std::vector<std::shared_ptr<const traces::UserTrace>> kept_;  // users read by prepare(), by index
 };
 
 MOBISIM_REGISTER(Experiment, RagQaExperiment, "rag_qa",
