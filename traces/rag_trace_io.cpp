@@ -85,90 +85,109 @@ void validate_rag_trace(const RagTrace& t, const std::string& what) {
   }
 }
 
+RagTraceWriter::RagTraceWriter(const std::string& path, const RagTraceMeta& meta, std::size_t num_users,
+                               std::int64_t schema_version)
+    : writer_(path),
+      dim_(static_cast<std::size_t>(std::max(0, meta.embedding_dim))),
+      late_(schema_version >= 2),
+      num_users_(num_users) {
+  H5::Group root = writer_.root();
+  h5::write_attr(root, "format", kRagTraceFormat);
+  h5::write_attr(root, "schema_version", schema_version);
+  h5::write_attr(root, "source", meta.source);
+  h5::write_attr(root, "tokenizer", meta.tokenizer);
+  h5::write_attr(root, "tokens_exact", static_cast<std::int64_t>(meta.tokens_exact ? 1 : 0));
+  h5::write_attr(root, "embedder", meta.embedder);
+  h5::write_attr(root, "embedding_dim", static_cast<std::int64_t>(dim_));
+  h5::write_attr(root, "chunker", meta.chunker);
+  h5::write_attr(root, "chunk_words", static_cast<std::int64_t>(meta.chunk_words));
+  h5::write_attr(root, "arrival_model", meta.arrival_model);
+  h5::write_attr(root, "params_yaml", meta.params_yaml);
+  h5::write_attr(root, "retrieval", meta.retrieval);
+  h5::write_attr(root, "retrieved_k", static_cast<std::int64_t>(meta.retrieved_k));
+  h5::write_attr(root, "num_users", static_cast<std::int64_t>(num_users));
+
+  users_ = h5::make_group(root, "users");
+}
+
+RagTraceWriter::~RagTraceWriter() = default;
+
+void RagTraceWriter::add_user(const UserTrace& ut) {
+  if (written_ == num_users_)
+    throw Error(fmt::format("{}: more users than the {} announced", writer_.path(), num_users_));
+  H5::Group ug = h5::make_group(users_, user_group(written_));
+  h5::write_attr(ug, "user_id", ut.user_id);
+  h5::write_dataset(ug, "topics", ut.topics);
+
+  H5::Group cg = h5::make_group(ug, "chunks");
+  std::vector<std::string> ctext;
+  std::vector<std::int32_t> ctok;
+  std::vector<std::vector<float>> cemb;
+  for (const auto& c : ut.chunks) {
+    ctext.push_back(c.text);
+    ctok.push_back(c.tokens);
+    cemb.push_back(c.embedding);
+  }
+  h5::write_dataset(cg, "text", ctext);
+  h5::write_dataset(cg, "tokens", ctok, "tokens");
+  if (dim_ > 0) write_embeddings(cg, cemb, dim_);
+  if (late_) {
+    std::vector<double> added;
+    for (const auto& c : ut.chunks) added.push_back(c.added_s);
+    h5::write_dataset(cg, "added_s", added, "s");
+  }
+
+  H5::Group qg = h5::make_group(ug, "queries");
+  std::vector<std::string> qtext, atext, kind;
+  std::vector<double> arrival;
+  std::vector<std::int32_t> qtok, atok, topic;
+  std::vector<std::vector<float>> qemb;
+  for (const auto& q : ut.queries) {
+    qtext.push_back(q.text);
+    atext.push_back(q.answer_text);
+    kind.push_back(q.kind);
+    arrival.push_back(q.arrival_s);
+    qtok.push_back(q.tokens);
+    atok.push_back(q.answer_tokens);
+    topic.push_back(q.topic);
+    qemb.push_back(q.embedding);
+  }
+  h5::write_dataset(qg, "text", qtext);
+  h5::write_dataset(qg, "arrival_s", arrival, "s");
+  h5::write_dataset(qg, "tokens", qtok, "tokens");
+  h5::write_dataset(qg, "answer_text", atext);
+  h5::write_dataset(qg, "answer_tokens", atok, "tokens");
+  h5::write_dataset(qg, "kind", kind);
+  h5::write_dataset(qg, "topic", topic);
+  if (dim_ > 0) write_embeddings(qg, qemb, dim_);
+  write_lists(qg, "retrieved", ut.queries, &Query::retrieved);
+  write_lists(qg, "relevant", ut.queries, &Query::relevant);
+
+  H5::Group ig = h5::make_group(ug, "idle_windows");
+  std::vector<double> is, ie;
+  std::vector<std::uint8_t> ch;
+  for (const auto& iw : ut.idle_windows) {
+    is.push_back(iw.start_s);
+    ie.push_back(iw.end_s);
+    ch.push_back(iw.charging ? 1 : 0);
+  }
+  h5::write_dataset(ig, "start_s", is, "s");
+  h5::write_dataset(ig, "end_s", ie, "s");
+  h5::write_dataset(ig, "charging", ch);
+  ++written_;
+}
+
+void RagTraceWriter::commit() {
+  if (written_ != num_users_)
+    throw Error(fmt::format("{}: {} users written, {} announced", writer_.path(), written_, num_users_));
+  users_ = H5::Group();  // every HDF5 handle closed before the file is
+  writer_.commit();
+}
+
 void write_rag_trace(const std::string& path, const RagTrace& t) {
   validate_rag_trace(t, path);
-  const bool late = rag_schema_version_needed(t) >= 2;  // chunks/added_s is written only then
-  const std::size_t dim = static_cast<std::size_t>(std::max(0, t.meta.embedding_dim));
-  h5::Writer w(path);
-  H5::Group root = w.root();
-  h5::write_attr(root, "format", kRagTraceFormat);
-  h5::write_attr(root, "schema_version", rag_schema_version_needed(t));
-  h5::write_attr(root, "source", t.meta.source);
-  h5::write_attr(root, "tokenizer", t.meta.tokenizer);
-  h5::write_attr(root, "tokens_exact", static_cast<std::int64_t>(t.meta.tokens_exact ? 1 : 0));
-  h5::write_attr(root, "embedder", t.meta.embedder);
-  h5::write_attr(root, "embedding_dim", static_cast<std::int64_t>(dim));
-  h5::write_attr(root, "chunker", t.meta.chunker);
-  h5::write_attr(root, "chunk_words", static_cast<std::int64_t>(t.meta.chunk_words));
-  h5::write_attr(root, "arrival_model", t.meta.arrival_model);
-  h5::write_attr(root, "params_yaml", t.meta.params_yaml);
-  h5::write_attr(root, "retrieval", t.meta.retrieval);
-  h5::write_attr(root, "retrieved_k", static_cast<std::int64_t>(t.meta.retrieved_k));
-  h5::write_attr(root, "num_users", static_cast<std::int64_t>(t.users.size()));
-
-  H5::Group users = h5::make_group(root, "users");
-  for (std::size_t u = 0; u < t.users.size(); ++u) {
-    const UserTrace& ut = t.users[u];
-    H5::Group ug = h5::make_group(users, user_group(u));
-    h5::write_attr(ug, "user_id", ut.user_id);
-    h5::write_dataset(ug, "topics", ut.topics);
-
-    H5::Group cg = h5::make_group(ug, "chunks");
-    std::vector<std::string> ctext;
-    std::vector<std::int32_t> ctok;
-    std::vector<std::vector<float>> cemb;
-    for (const auto& c : ut.chunks) {
-      ctext.push_back(c.text);
-      ctok.push_back(c.tokens);
-      cemb.push_back(c.embedding);
-    }
-    h5::write_dataset(cg, "text", ctext);
-    h5::write_dataset(cg, "tokens", ctok, "tokens");
-    if (dim > 0) write_embeddings(cg, cemb, dim);
-    if (late) {
-      std::vector<double> added;
-      for (const auto& c : ut.chunks) added.push_back(c.added_s);
-      h5::write_dataset(cg, "added_s", added, "s");
-    }
-
-    H5::Group qg = h5::make_group(ug, "queries");
-    std::vector<std::string> qtext, atext, kind;
-    std::vector<double> arrival;
-    std::vector<std::int32_t> qtok, atok, topic;
-    std::vector<std::vector<float>> qemb;
-    for (const auto& q : ut.queries) {
-      qtext.push_back(q.text);
-      atext.push_back(q.answer_text);
-      kind.push_back(q.kind);
-      arrival.push_back(q.arrival_s);
-      qtok.push_back(q.tokens);
-      atok.push_back(q.answer_tokens);
-      topic.push_back(q.topic);
-      qemb.push_back(q.embedding);
-    }
-    h5::write_dataset(qg, "text", qtext);
-    h5::write_dataset(qg, "arrival_s", arrival, "s");
-    h5::write_dataset(qg, "tokens", qtok, "tokens");
-    h5::write_dataset(qg, "answer_text", atext);
-    h5::write_dataset(qg, "answer_tokens", atok, "tokens");
-    h5::write_dataset(qg, "kind", kind);
-    h5::write_dataset(qg, "topic", topic);
-    if (dim > 0) write_embeddings(qg, qemb, dim);
-    write_lists(qg, "retrieved", ut.queries, &Query::retrieved);
-    write_lists(qg, "relevant", ut.queries, &Query::relevant);
-
-    H5::Group ig = h5::make_group(ug, "idle_windows");
-    std::vector<double> is, ie;
-    std::vector<std::uint8_t> ch;
-    for (const auto& iw : ut.idle_windows) {
-      is.push_back(iw.start_s);
-      ie.push_back(iw.end_s);
-      ch.push_back(iw.charging ? 1 : 0);
-    }
-    h5::write_dataset(ig, "start_s", is, "s");
-    h5::write_dataset(ig, "end_s", ie, "s");
-    h5::write_dataset(ig, "charging", ch);
-  }
+  RagTraceWriter w(path, t.meta, t.users.size(), rag_schema_version_needed(t));
+  for (const auto& u : t.users) w.add_user(u);
   w.commit();
 }
 

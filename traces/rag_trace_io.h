@@ -5,15 +5,14 @@
 // the same bytes. Reading checks the format tag, the schema version (a newer
 // version is refused, not guessed at), every dataset's shape and every index's
 // range; any problem is an InputError naming the file and the object.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "sim/h5.h"
 #include "traces/rag_trace.h"
 
-namespace mobisim::h5 {
-class Reader;
-}
 
 namespace mobisim::traces {
 
@@ -32,6 +31,24 @@ void validate_rag_trace(const RagTrace& trace, const std::string& what);
 
 void write_rag_trace(const std::string& path, const RagTrace& trace);
 RagTrace read_rag_trace(const std::string& path);
+
+// Writes a trace one user at a time (what write_rag_trace does, and the same bytes), so a
+// generator need not hold the whole trace: the root attributes come first, then each user.
+class RagTraceWriter {
+ public:
+  RagTraceWriter(const std::string& path, const RagTraceMeta& meta, std::size_t num_users,
+                 std::int64_t schema_version);
+  ~RagTraceWriter();
+  void add_user(const UserTrace& user);  // the caller validates it (validate_rag_trace)
+  void commit();                         // after exactly num_users users
+
+ private:
+  h5::Writer writer_;
+  std::size_t dim_;
+  bool late_;
+  std::size_t num_users_, written_ = 0;
+  H5::Group users_;
+};
 
 // A RAG trace file read one user at a time, so a replay holds one user's working set rather
 // than the whole trace. Opening reads (and checks) the metadata and the user ids only; each
