@@ -7,6 +7,8 @@ namespace mobisim::devices {
 CommandQueueModel::Burst CommandQueueModel::admit(sim::Time now, std::size_t n, sim::Time ctrl_ns,
                                                   sim::Time latency_ns, sim::Time xfer_ns) {
   forget_finished(now);
+  // A slot whose command has finished is free; keep only the ends that can still delay someone.
+  while (!recent_bus_end_.empty() && recent_bus_end_.front() <= now) recent_bus_end_.pop_front();
   Burst b;
   for (std::size_t i = 0; i < n; ++i) {
     sim::Time slot = now;
@@ -25,21 +27,18 @@ CommandQueueModel::Burst CommandQueueModel::admit(sim::Time now, std::size_t n, 
   return b;
 }
 
-void CommandQueueModel::forget_finished(sim::Time now) {
+void CommandQueueModel::forget_finished(sim::Time now) const {
   while (!pending_bus_.empty() && pending_bus_.front().second <= now) {
     finished_bus_ns_ += pending_bus_.front().second - pending_bus_.front().first;
     pending_bus_.pop_front();
   }
-  // A slot whose command has finished is free; keep only the ends that can still delay someone.
-  while (!recent_bus_end_.empty() && recent_bus_end_.front() <= now) recent_bus_end_.pop_front();
 }
 
 double CommandQueueModel::bus_busy_ns(sim::Time now) const {
+  forget_finished(now);
+  // Transfers run one after another: only the first pending one can be under way.
   std::int64_t ns = finished_bus_ns_;
-  for (const auto& [start, end] : pending_bus_) {
-    if (start >= now) break;  // transfers run in order: the rest have not started
-    ns += std::min(end, now) - start;
-  }
+  if (!pending_bus_.empty() && pending_bus_.front().first < now) ns += now - pending_bus_.front().first;
   return static_cast<double>(ns);
 }
 

@@ -36,12 +36,14 @@ class CommandQueueModel {
   double bus_busy_ns(sim::Time now) const;
 
  private:
-  void forget_finished(sim::Time now);
+  // Moves transfers over by `now` into finished_bus_ns_ (amortised O(1): each is moved once).
+  void forget_finished(sim::Time now) const;
   std::size_t queue_depth_;
   std::deque<sim::Time> recent_bus_end_;  // bus ends of the last queue_depth commands
   sim::Time ctrl_end_ = 0, bus_end_ = 0;
-  std::int64_t finished_bus_ns_ = 0;
-  std::deque<std::pair<sim::Time, sim::Time>> pending_bus_;  // [start, end) of transfers not yet over
+  // Book-keeping of what the bus has done, advanced lazily by const readers.
+  mutable std::int64_t finished_bus_ns_ = 0;
+  mutable std::deque<std::pair<sim::Time, sim::Time>> pending_bus_;  // [start, end) of transfers not yet over
 };
 
 }  // namespace mobisim::devices
