@@ -145,6 +145,25 @@ void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared
   traces::write_rag_trace(trace_path, t);
 }
 
+// Draws the queued plots when reproduce_main leaves, however it leaves.
+struct PlotsAtExit {
+  std::vector<PlotJob>& plots;
+  int threads;
+  bool quiet;
+  ~PlotsAtExit() {
+    try {
+      std::string error;
+      if (!run_plots(plots, threads, error)) {
+        std::cerr << "warning: " << error << "\n";
+      } else if (!quiet) {
+        for (const auto& p : plots) std::cout << fmt::format("plot: {}\n", p.png_path);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "warning: plots not drawn: " << e.what() << "\n";
+    }
+  }
+};
+
 int reproduce_main(const std::vector<std::string>& args) {
   cli::ArgParser a("mobisim reproduce SET [--only NAME] [--no-plot] [--shared DIR] [--threads N]",
                    "Regenerates every figure and table of a document.\n"
@@ -177,8 +196,10 @@ int reproduce_main(const std::vector<std::string>& args) {
     return kExitOk;
   }
   bool any = false;
-  // Plots are drawn at the end, all in a few Python processes (--threads of them), not one per figure.
+  // Plots are drawn at the end, all in a few Python processes (--threads of them), not one per figure;
+  // also when a later figure fails (then before its error is reported), so no finished figure loses its plot.
   std::vector<PlotJob> plots;
+  const PlotsAtExit draw_plots{plots, threads, a.flag_set("quiet")};
   for (const auto& s : sets) {
     for (const auto& j : s.jobs) {
       const std::string short_name = j.sweep && j.yaml.ends_with("_sweep") ? j.yaml.substr(0, j.yaml.size() - 6) : j.yaml;
@@ -197,12 +218,6 @@ int reproduce_main(const std::vector<std::string>& args) {
     }
   }
   if (!any) throw UsageError(fmt::format("no experiment named '{}' in set '{}'", only, set));
-  std::string error;
-  if (!run_plots(plots, threads, error)) {
-    std::cerr << "warning: " << error << "\n";
-  } else if (!a.flag_set("quiet")) {
-    for (const auto& p : plots) std::cout << fmt::format("plot: {}\n", p.png_path);
-  }
   return kExitOk;
 }
 
