@@ -1,8 +1,5 @@
 #include "sim/simulator.h"
 
-#include <new>
-#include <utility>
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,49 +9,6 @@
 #include "sim/stats.h"
 
 namespace mobisim::sim {
-
-namespace detail {
-namespace {
-
-constexpr std::size_t kFrameGrain = 64, kFrameClasses = 32;  // pooled: frames up to 2 KiB
-
-struct FramePool {
-  struct Node {
-    Node* next;
-  };
-  Node* free[kFrameClasses] = {};
-  ~FramePool() {
-    for (Node*& head : free)
-      while (head) ::operator delete(std::exchange(head, head->next));
-  }
-};
-
-FramePool& frame_pool() {
-  thread_local FramePool pool;
-  return pool;
-}
-
-}  // namespace
-
-void* allocate_frame(std::size_t bytes) {
-  const std::size_t cls = (bytes + kFrameGrain - 1) / kFrameGrain;
-  if (cls == 0 || cls > kFrameClasses) return ::operator new(bytes);
-  FramePool::Node*& head = frame_pool().free[cls - 1];
-  if (head) return std::exchange(head, head->next);
-  return ::operator new(cls * kFrameGrain);
-}
-
-void free_frame(void* p, std::size_t bytes) noexcept {
-  const std::size_t cls = (bytes + kFrameGrain - 1) / kFrameGrain;
-  if (cls == 0 || cls > kFrameClasses) {
-    ::operator delete(p);
-    return;
-  }
-  FramePool::Node*& head = frame_pool().free[cls - 1];
-  head = new (p) FramePool::Node{head};
-}
-
-}  // namespace detail
 
 Simulator::Simulator() { heap_.reserve(1024); }
 

@@ -74,17 +74,7 @@ class Task;
 
 namespace detail {
 
-// Coroutine frames come from a per-thread recycling pool (size classes of 64 bytes up to 2 KiB):
-// a simulation creates and destroys millions of short-lived frames of a few sizes, and reusing
-// them skips malloc's bookkeeping. A frame may be freed on another thread than the one that made
-// it (it then joins that thread's pool). Allocation only: results never depend on it.
-void* allocate_frame(std::size_t bytes);
-void free_frame(void* p, std::size_t bytes) noexcept;
-
 struct PromiseBase {
-  static void* operator new(std::size_t bytes) { return allocate_frame(bytes); }
-  static void operator delete(void* p, std::size_t bytes) noexcept { free_frame(p, bytes); }
-
   std::coroutine_handle<> continuation;
   std::exception_ptr exception;
   ProcessState* process = nullptr;  // set when started as a top-level process
