@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -222,6 +223,41 @@ TEST(CagSynth, DriverRefusesABadGeneratorValue) {
                                                "' -p experiment.workload.synthetic.copy_start_prob=1.5");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("copy_start_prob"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace mobisim::traces
+
+namespace mobisim::traces {
+namespace {
+
+// `mobisim trace cag-synth` writes the same requests the driver builds in memory (the shared
+// writer and reader): replaying the file through `workload.requests` prints the same acceptance.
+TEST(CagSynth, WrittenFileReplaysLikeTheInMemoryWorkload) {
+  mobisim::testing::TempDir dir("cag-synth-file");
+  const std::string yaml = mobisim::testing::source_dir() + "/experiments/coordgen/table4_calibrated_workload.yaml";
+  const std::string small = " -p experiment.workload.synthetic.users=2 -p experiment.workload.synthetic.requests_per_user=3";
+  auto w = mobisim::testing::run_mobisim("trace cag-synth '" + yaml + "' --out '" + dir.file("s.h5") + "'" + small);
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  const auto direct = mobisim::testing::run_mobisim("run '" + yaml + "' --no-plot --output '" + dir.file("a.h5") + "'" + small);
+  ASSERT_EQ(direct.exit_code, 0) << direct.output;
+  const std::string cfg = dir.file("replay.yaml");
+  std::ofstream(cfg) << "name: replay\nexperiment:\n  impl: coordgen\n  device: redmi-k60-pro\n"
+                     << "  model: {base: qwen2.5-1.5b, weight_dtype: int8}\n"
+                     << "  workload: {requests: " << dir.file("s.h5") << "}\n"
+                     << "  policies:\n    - {impl: npu_pld, label: PLD}\n    - {impl: pld_ours, label: PLD+ours}\n"
+                     << "    - {impl: npu_sam, label: SAM}\n    - {impl: sam_ours, label: SAM+ours}\n";
+  const auto replay = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("b.h5") + "'");
+  ASSERT_EQ(replay.exit_code, 0) << replay.output;
+  auto lines = [](const std::string& out) {
+    std::string kept;
+    std::istringstream in(out);
+    for (std::string l; std::getline(in, l);)
+      if (l.find("accepted/step") != std::string::npos) kept += l.substr(l.find(']') + 1) + "\n";
+    return kept;
+  };
+  EXPECT_FALSE(lines(direct.output).empty()) << direct.output;
+  EXPECT_EQ(lines(direct.output), lines(replay.output));
 }
 
 }  // namespace
