@@ -76,6 +76,24 @@ std::vector<Job> coordgen_jobs() {
   jobs.push_back({"fig10_oneplus13",
                   {"experiment.device.base=redmi-k70-pro", "experiment.device.npu.half_utilization_chunk=256"},
                   "results/coordgen/fig10_redmi-k70-pro.h5"});
+  // The synthetic workload calibrated to Table 4's summary acceptance (traces/cag_synth.h): Table 4
+  // (summary = calibration, rag = validation), Table 3 for the three models and Figure 10 on the three
+  // phones (validation).
+  const std::vector<std::string> rag = {"experiment.workload.synthetic.context_tokens=432",
+                                        "experiment.workload.synthetic.output_tokens=82",
+                                        "experiment.workload.synthetic.task=rag"};
+  jobs.push_back({"table4_calibrated_workload", {}, ""});
+  jobs.push_back({"table4_calibrated_workload", rag, "results/coordgen/table4_calibrated_workload_rag.h5"});
+  jobs.push_back({"table3_k60_calibrated_workload", {}, ""});
+  for (const char* m : {"qwen2.5-0.5b", "llama-3.2-3b"})
+    jobs.push_back({"table3_k60_calibrated_workload", {fmt::format("experiment.model.base={}", m)},
+                    fmt::format("results/coordgen/table3_k60_calibrated_workload_{}.h5", m)});
+  jobs.push_back({"fig10_calibrated_workload", {}, ""});
+  jobs.push_back({"fig10_calibrated_workload", {"experiment.device.base=redmi-k60-pro"},
+                  "results/coordgen/fig10_calibrated_workload_redmi-k60-pro.h5"});
+  jobs.push_back({"fig10_calibrated_workload",
+                  {"experiment.device.base=redmi-k70-pro", "experiment.device.npu.half_utilization_chunk=256"},
+                  "results/coordgen/fig10_calibrated_workload_redmi-k70-pro.h5"});
   return jobs;
 }
 

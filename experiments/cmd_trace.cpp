@@ -15,6 +15,7 @@
 #include "policies/kvcache/chat_workload.h"
 #include "policies/specdec/kernel_requests.h"
 #include "traces/cag_requests.h"
+#include "traces/cag_synth.h"
 #include "traces/chat_trace.h"
 #include "traces/generator.h"
 #include "traces/jsonl.h"
@@ -28,7 +29,7 @@ namespace {
 using traces::RagTrace;
 
 constexpr const char* kTraceUsage =
-    "mobisim trace {import qmsum|import jsonl|generate|generate-chat|cag-generate|stats|embeddings} [options]   (--help on each)";
+    "mobisim trace {import qmsum|import jsonl|generate|generate-chat|cag-generate|cag-synth|stats|embeddings} [options]   (--help on each)";
 
 void add_enrich_options(cli::ArgParser& a) {
   a.option("tokenizer", "PATH", "SentencePiece model for exact token counts (e.g. ../shared/models/llama2-tokenizer.model); "
@@ -232,6 +233,41 @@ int cag_generate_cmd(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int cag_synth_cmd(const std::vector<std::string>& args) {
+  cli::ArgParser a("mobisim trace cag-synth CONFIG.yaml --out FILE.jsonl|FILE.h5 [-p key=value ...]",
+                   "Write synthetic CAG requests (traces/cag_synth.h): outputs copied from the context in spans,\n"
+                   "with novel tokens, history copies and model-preferred variants carried by the stored prefill\n"
+                   "top-n. CONFIG: a coordgen experiment YAML (its experiment.workload.synthetic mapping is used,\n"
+                   "e.g. experiments/coordgen/table4_calibrated_workload.yaml) or a bare mapping of the generator's\n"
+                   "keys (traces/SCHEMA.md, \"Synthetic CAG requests\"). Deterministic.");
+  a.positional("CONFIG", "experiment YAML or generator mapping")
+      .option("out", "FILE", "output .jsonl or .h5")
+      .repeated("param", "p", "KEY=VALUE", "override a value of the file, e.g. -p experiment.workload.synthetic.seed=2");
+  if (!a.parse(args)) return kExitOk;
+  const std::string cfg = a.get("CONFIG");
+  YAML::Node root = load_yaml_file(cfg);
+  for (const auto& kv : a.all("param")) apply_override(root, kv);
+  ConfigSource src{std::make_shared<const std::string>(cfg), ""};
+  YAML::Node node = root;
+  const YAML::Node exp = root["experiment"];
+  if (exp.IsDefined() && exp.IsMap()) {
+    const YAML::Node w = exp["workload"];
+    if (!w.IsDefined() || !w.IsMap() || !w["synthetic"].IsDefined())
+      throw ConfigError(fmt::format("{}: no experiment.workload.synthetic mapping", cfg));
+    node = w["synthetic"];
+    src = src.child("experiment").child("workload").child("synthetic");
+  }
+  const Params y(node, traces::cag_synth_schema(), src, {});
+  traces::CagSynthStats st;
+  const auto f = traces::synthesize_cag_requests(traces::cag_synth_params(y), &st);
+  const std::string out = a.get("out");
+  traces::write_cag_requests(out, f);
+  std::cout << fmt::format("wrote {}: {} requests; {} copied tokens ({} from history, {} variants) in {} spans, {} novel\n",
+                           out, f.requests.size(), st.copied_tokens, st.history_tokens, st.variant_tokens, st.spans,
+                           st.novel_tokens);
+  return kExitOk;
+}
+
 std::string plot_script() {
   if (const char* d = std::getenv("MOBISIM_PLOTS_DIR")) return std::string(d) + "/trace_stats.py";
   std::error_code ec;
@@ -307,6 +343,7 @@ int trace_main(const std::vector<std::string>& args) {
               << "  generate       generate a calibrated synthetic RAG trace from a YAML config\n"
               << "  generate-chat  generate a chat-session trace (prefix caching) from the chat workload generator\n"
               << "  cag-generate   CAG requests (ui, tweet, summary) made by the real transformer, with prefill top-n\n"
+              << "  cag-synth      synthetic CAG requests (copied spans, variants in the stored top-n)\n"
               << "  stats          print (and plot) workload statistics of a trace\n"
               << "  embeddings     attach embeddings from an external model to a trace\n";
     return args.empty() ? kExitUsage : kExitOk;
@@ -319,6 +356,7 @@ int trace_main(const std::vector<std::string>& args) {
   if (args[0] == "generate") return generate_cmd(rest(1));
   if (args[0] == "generate-chat") return generate_chat_cmd(rest(1));
   if (args[0] == "cag-generate") return cag_generate_cmd(rest(1));
+  if (args[0] == "cag-synth") return cag_synth_cmd(rest(1));
   if (args[0] == "stats") return stats_cmd(rest(1));
   if (args[0] == "embeddings") return embeddings_cmd(rest(1));
   throw UsageError(fmt::format("unknown trace subcommand '{}'\nusage: {}", args[0], kTraceUsage));

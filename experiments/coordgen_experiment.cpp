@@ -52,6 +52,7 @@
 #include "sim/registry.h"
 #include "sim/simulator.h"
 #include "traces/cag_requests.h"
+#include "traces/cag_synth.h"
 #include "traces/rag_trace_io.h"
 
 namespace mobisim::experiments {
@@ -83,6 +84,11 @@ ParamSchema workload_schema() {
   s.text("requests", std::string(""),
          "CAG request file (.jsonl or .h5; traces/SCHEMA.md \"CAG request files\"): outputs and, when present, "
          "prefill top-n predictions replay exactly; contexts are not capped (predictions must match them)");
+  s.node("synthetic",
+         "synthetic CAG requests (traces/cag_synth.h, traces/SCHEMA.md \"Synthetic CAG requests\"): "
+         "{seed, copy_start_prob, mean_span_tokens, history_fraction, variant_prob, variant_in_top_n_prob, top_n, "
+         "vocab, zipf_exponent, users, requests_per_user, context_tokens, instruction_tokens, output_tokens, task}")
+      .optional();
   s.integer("kernel_users", 4, "kernel workload: users (one context each)").at_least(1);
   s.integer("kernel_requests", 3, "kernel workload: requests per user").at_least(1);
   s.text("task", std::string("summary"), "summary (general queries, transcript) or rag (specific, top-k chunks)")
@@ -130,11 +136,13 @@ class CoordGenExperiment : public Experiment {
 
   void prepare(RunContext& ctx) override {
     const Params& w = *workload_;
-    const int sources = !w.text("kernel_model").empty() + !w.text("trace").empty() + !w.text("requests").empty();
+    const int sources = !w.text("kernel_model").empty() + !w.text("trace").empty() + !w.text("requests").empty() +
+                        w.has("synthetic");
     if (sources != 1)
-      w.fail("trace", "give exactly one of 'trace' (with 'tokenizer'), 'requests' or 'kernel_model'");
+      w.fail("trace", "give exactly one of 'trace' (with 'tokenizer'), 'requests', 'kernel_model' or 'synthetic'");
     if (!w.text("kernel_model").empty()) return prepare_kernel(ctx);
     if (!w.text("requests").empty()) return prepare_requests();
+    if (w.has("synthetic")) return prepare_synthetic();
     if (w.text("tokenizer").empty()) w.fail("tokenizer", "a trace workload needs the SentencePiece tokenizer");
     const std::string trace_path = w.text("trace"), tok_path = w.text("tokenizer");
     if (!std::filesystem::exists(trace_path))
@@ -233,7 +241,19 @@ class CoordGenExperiment : public Experiment {
       w.fail("requests", fmt::format("no request file '{}' (make one with: mobisim trace cag-generate --model "
                                      "../shared/models/stories260K.bin --task ui --out {})",
                                      path, path));
-    traces::CagRequestFile f = traces::read_cag_requests(path);
+    use_request_file(traces::read_cag_requests(path));
+  }
+
+  // Synthetic requests (traces/cag_synth.h): outputs copied from the context with model-preferred
+  // variants, prefill top-n carrying them; replayed like a request file.
+  void prepare_synthetic() {
+    const Params& w = *workload_;
+    const Params y(w.node("synthetic"), traces::cag_synth_schema(), w.source_of("synthetic"), {});
+    use_request_file(traces::synthesize_cag_requests(traces::cag_synth_params(y)));
+  }
+
+  void use_request_file(traces::CagRequestFile f) {
+    const Params& w = *workload_;
     const auto max_users = static_cast<std::size_t>(w.integer("max_users"));
     const auto max_req = static_cast<std::size_t>(w.integer("max_requests_per_user"));
     const auto max_out = static_cast<std::size_t>(w.integer("max_output_tokens"));
