@@ -118,11 +118,17 @@ int calibrate_main(const std::vector<std::string>& args) {
   std::cout << fmt::format("{}: {} after {} iterations ({} evaluations), cost {:.4g} -> {:.4g}\n\n", spec.file, fit.status,
                            fit.iterations, fit.evaluations, fit.cost_before, fit.cost_after);
   std::cout << fmt::format("{:<54} {:<22} {:>6} {:>10} {:>10}\n", "parameter", "profile", "method", "initial", "fitted");
+  std::size_t held = 0;
   for (std::size_t j = 0; j < spec.parameters.size(); ++j) {
     const FreeParameter& f = spec.parameters[j];
+    if (!fit.free[j]) {  // --only: the others keep their initial values
+      ++held;
+      continue;
+    }
     std::cout << fmt::format("{:<54} {:<22} {:>6} {:>10.4g} {:>10.4g}\n", f.key, f.profile.empty() ? "(experiment)" : f.profile,
                              f.grid ? "grid" : "gsl", fit.initial[j], fit.fitted[j]);
   }
+  if (held) std::cout << fmt::format("({} other parameters held at their initial values)\n", held);
   std::cout << fmt::format("\n{:<40} {:>12} {:>12} {:>12} {:>8}\n", "calibration point", "published", "before", "after",
                            "error");
   for (std::size_t i = 0; i < fit.points.size(); ++i)
