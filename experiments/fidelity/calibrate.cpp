@@ -347,10 +347,57 @@ FitResult calibrate(const CalibrationSpec& spec, const std::vector<Point>& regis
   r.before = pb.simulate(pb.fixed);
   r.cost_before = cost_of(r.before, pb.points);
 
-  const std::size_t n = pb.points.size(), p = pb.free.size() + grid.size();
-  if (n < p)
-    throw ConfigError(fmt::format("{}: {} free parameters but only {} calibration points", spec.file, p, n));
-  r.fitted = grid.empty() ? fit_continuous(pb, pb.fixed, o, r) : coordinate_search(pb, grid, pb.fixed, o, r);
+  // Parameters whose candidates reach no common point are independent fits: one per connected
+  // group, so a grid search never refits unrelated parameters (and GSL fits few at a time).
+  std::vector<std::size_t> chosen = pb.free;
+  chosen.insert(chosen.end(), grid.begin(), grid.end());
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<std::set<std::string>> reach;
+  for (auto j : chosen) {
+    const auto ids_j = receivers(spec.parameters[j], pb.points);
+    reach.emplace_back(ids_j.begin(), ids_j.end());
+  }
+  std::vector<std::size_t> group(chosen.size());
+  for (std::size_t a = 0; a < chosen.size(); ++a) group[a] = a;
+  for (bool merged = true; merged;) {  // label propagation to the smallest index of each component
+    merged = false;
+    for (std::size_t a = 0; a < chosen.size(); ++a)
+      for (std::size_t b = 0; b < chosen.size(); ++b)
+        if (group[b] < group[a] &&
+            std::any_of(reach[a].begin(), reach[a].end(), [&](const std::string& id) { return reach[b].count(id) > 0; })) {
+          group[a] = group[b];
+          merged = true;
+        }
+  }
+  std::vector<double> values = pb.fixed;
+  std::vector<std::string> statuses;
+  std::size_t passes = 0;
+  for (std::size_t g = 0; g < chosen.size(); ++g) {
+    if (group[g] != g) continue;
+    Problem sub;
+    sub.spec = &spec;
+    sub.options = &o;
+    std::set<std::string> ids_g;
+    std::vector<std::size_t> grid_g;
+    for (std::size_t a = 0; a < chosen.size(); ++a)
+      if (group[a] == g) {
+        ids_g.insert(reach[a].begin(), reach[a].end());
+        (spec.parameters[chosen[a]].grid ? grid_g : sub.free).push_back(chosen[a]);
+      }
+    for (const auto& pt : pb.points)
+      if (ids_g.count(pt.id)) sub.points.push_back(pt);
+    if (sub.points.size() < sub.free.size() + grid_g.size())
+      throw ConfigError(fmt::format("{}: {} free parameters but only {} calibration points", spec.file,
+                                    sub.free.size() + grid_g.size(), sub.points.size()));
+    r.passes = 0;
+    values = grid_g.empty() ? fit_continuous(sub, values, o, r) : coordinate_search(sub, grid_g, values, o, r);
+    passes = std::max(passes, r.passes);
+    pb.evaluations += sub.evaluations;
+    if (std::find(statuses.begin(), statuses.end(), r.status) == statuses.end()) statuses.push_back(r.status);
+  }
+  r.passes = passes;
+  r.status = fmt::format("{}", fmt::join(statuses, "; "));
+  r.fitted = values;
   // Rounded as written to the profile, then simulated once more: the reported values are exactly
   // what the written profile gives.
   for (auto& v : r.fitted) v = std::stod(value_text(v));
