@@ -28,7 +28,8 @@
 // `{base: NAME, queries: {x: V}}` (sim/params.h apply_override; the rag_qa driver expands `base:`).
 // Residual of a point: ln(simulated / published) (a range: its midpoint), so points of different
 // units weigh alike; continuous parameters are searched in ln space inside their bounds.
-// Several parameters: with grid parameters, coordinate passes (each grid parameter in turn tries every
+// Parameters whose candidates reach no common point are fitted as independent groups. Within a
+// group: with grid parameters, coordinate passes (each grid parameter in turn tries every
 // value, the continuous ones refitted by GSL at each, the lowest cost kept; ties keep the current
 // value) until a pass changes nothing (at most max_passes); without, one GSL fit of them all.
 //
