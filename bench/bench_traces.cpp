@@ -88,3 +88,59 @@ void BM_RetrieveTop3Bm25_100Chunks(benchmark::State& state) {
 BENCHMARK(BM_RetrieveTop3Bm25_100Chunks)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+// ---------------------------------------------------------------------------
+// Replay throughput (issue 12 "Scale"): simulated queries per second per core of the rag_qa
+// driver over a generated trace read from disk (users x 20 queries), for Naive alone, PerCache
+// alone and the quick-start's seven policies. Targets: naive >= 50k, PerCache >= 2k queries/s.
+// One thread (--threads 1); the rate is per CPU second of that thread (per core).
+// ---------------------------------------------------------------------------
+
+#include "experiments/experiment.h"
+#include "sim/builtin_configs.h"
+#include "traces/rag_trace_io.h"
+
+namespace {
+
+std::string replay_trace(int users) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("mobisim-bench-replay-" + std::to_string(users) + ".h5")).string();
+  if (std::filesystem::exists(path)) return path;
+  std::string text, origin;
+  mobisim::find_config("workloads", "rag_default", text, origin);
+  YAML::Node cfg = mobisim::load_yaml_string(text, origin);
+  cfg["users"] = users;
+  write_rag_trace(path, generate_rag_trace_from_yaml(cfg, origin));
+  return path;
+}
+
+void BM_ReplayRag(benchmark::State& state) {
+  const int users = static_cast<int>(state.range(1));
+  const std::string trace = replay_trace(users);
+  const char* sets[] = {"[{impl: naive}]", "[{impl: percache, knowledge_type: personal notes}]",
+                        "[{impl: naive}, {impl: ragcache}, {impl: meancache}, {impl: sleeptime, knowledge_type: personal "
+                        "notes}, {impl: ragcache_meancache}, {impl: ragcache_sleeptime, knowledge_type: personal notes}, "
+                        "{impl: percache, knowledge_type: personal notes}]"};
+  const int set = static_cast<int>(state.range(0));
+  const std::string out = (std::filesystem::temp_directory_path() / "mobisim-bench-replay-out.h5").string();
+  const std::string yaml = "name: bench_replay\nseed: 1\noutput: " + out +
+                           "\nexperiment:\n  impl: rag_qa\n  device: pixel7\n  model: {base: llama-3.2-3b, "
+                           "weight_dtype: int4, activation_dtype: fp32, kv_dtype: fp32}\n  workload: {trace: " +
+                           trace + "}\n  pipeline: {compute_unit: cpu, system_prompt_tokens: 64, top_k: 3}\n  policies: " +
+                           sets[set] + "\n";
+  mobisim::experiments::RunOptions o;
+  o.quiet = true;
+  o.no_plot = true;
+  o.threads = 1;
+  for (auto _ : state) {
+    if (mobisim::experiments::run_experiment(mobisim::load_yaml_string(yaml, "bench"), "bench", o) != 0)
+      state.SkipWithError("run failed");
+  }
+  const double n_policies = set == 2 ? 7 : 1;
+  state.counters["queries/s"] =
+      benchmark::Counter(n_policies * users * 20.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  std::filesystem::remove(out);
+}
+BENCHMARK(BM_ReplayRag)->Args({0, 200})->Args({1, 20})->Args({2, 20})->Unit(benchmark::kSecond);
+
+}  // namespace

@@ -125,7 +125,12 @@ Storage::Storage(sim::Simulator& sim, StorageSpec spec, std::string name, sim::S
       flash_bytes_written_(stats.counter("flash_bytes_written", "bytes", "bytes programmed (whole pages)")),
       commands_(stats.counter("commands", "count", "device commands issued")),
       request_ms_(stats.histogram("request_latency_ms", "ms", "latency of each read/write request")),
-      timeline_(timeline) {}
+      timeline_(timeline),
+      queue_(spec_.queue_depth) {}
+
+double Storage::busy_seconds() const {
+  return model_ == StorageCommandModel::kAnalytic ? queue_.bus_busy_ns(sim_.now()) * 1e-9 : bus_.busy_slot_seconds();
+}
 
 double Storage::io_energy_j() const {
   return 1e-9 * (spec_.read_energy_nj_per_byte * bytes_read() + spec_.write_energy_nj_per_byte * flash_bytes_written()) +
@@ -153,14 +158,22 @@ static sim::Task<void> run_request(sim::Simulator& sim, std::vector<sim::Task<vo
   co_await sim::all_of(sim, done);
 }
 
+sim::Task<void> Storage::transfer(std::size_t n, double cmd_bytes, bool is_write) {
+  if (model_ == StorageCommandModel::kAnalytic) {
+    co_await analytic_transfer(n, cmd_bytes, is_write);
+    co_return;
+  }
+  std::vector<sim::Task<void>> cmds;
+  for (std::size_t i = 0; i < n; ++i) cmds.push_back(command(cmd_bytes, is_write));
+  co_await run_request(sim_, std::move(cmds));
+}
+
 sim::Task<void> Storage::read(double bytes, std::string label) {
   if (bytes <= 0) co_return;
   const sim::Time t0 = sim_.now();
   const double max_cmd = spec_.max_transfer_kb * 1024.0;
   const auto n = static_cast<std::size_t>(std::ceil(bytes / max_cmd));
-  std::vector<sim::Task<void>> cmds;
-  for (std::size_t i = 0; i < n; ++i) cmds.push_back(command(bytes / static_cast<double>(n), false));
-  co_await run_request(sim_, std::move(cmds));
+  co_await transfer(n, bytes / static_cast<double>(n), false);
   if (spec_.load_ns_per_byte > 0) co_await sim_.timeout(sim::from_seconds(bytes * spec_.load_ns_per_byte * 1e-9));
   bytes_read_.add(bytes);
   request_ms_.add(sim::to_ms(sim_.now() - t0));
@@ -173,9 +186,7 @@ sim::Task<void> Storage::write(double bytes, std::string label) {
   const double programmed = spec_.written_bytes(bytes);
   const double max_cmd = spec_.max_transfer_kb * 1024.0;
   const auto n = static_cast<std::size_t>(std::ceil(programmed / max_cmd));
-  std::vector<sim::Task<void>> cmds;
-  for (std::size_t i = 0; i < n; ++i) cmds.push_back(command(programmed / static_cast<double>(n), true));
-  co_await run_request(sim_, std::move(cmds));
+  co_await transfer(n, programmed / static_cast<double>(n), true);
   bytes_written_.add(bytes);
   flash_bytes_written_.add(programmed);
   request_ms_.add(sim::to_ms(sim_.now() - t0));

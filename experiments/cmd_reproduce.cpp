@@ -103,8 +103,10 @@ std::vector<Set> document_sets() {
   };
 }
 
-int run_experiment_job(const std::string& path, const Job& j, int threads, bool no_plot, bool quiet) {
+int run_experiment_job(const std::string& path, const Job& j, int threads, bool no_plot, bool quiet,
+                       std::vector<PlotJob>& plots) {
   RunOptions o;
+  o.deferred_plots = &plots;
   o.overrides = j.overrides;
   o.output_override = j.output;
   o.timeline_override = j.timeline;
@@ -116,7 +118,8 @@ int run_experiment_job(const std::string& path, const Job& j, int threads, bool 
 
 // A figure that is a sweep: its points run in parallel (threads or MPI ranks), then one plot of
 // the index, next to the figure's other files (results/<set>/<figure>.png).
-int run_sweep_job(const std::string& path, const Job& j, int threads, bool mpi, bool no_plot, bool quiet) {
+int run_sweep_job(const std::string& path, const Job& j, int threads, bool mpi, bool no_plot, bool quiet,
+                  std::vector<PlotJob>& plots) {
   const auto spec = sweep::Spec::load(path, j.overrides);
   sweep::Options o;
   o.threads = threads;
@@ -127,13 +130,28 @@ int run_sweep_job(const std::string& path, const Job& j, int threads, bool mpi, 
   if (rc != kExitOk || no_plot) return rc;
   std::string out = spec.output;
   while (out.ends_with("/")) out.pop_back();
-  std::string error;
-  if (!run_plot("sweep.py", spec.output + "/index.h5", out + ".png", error, {"--metric", j.plot_metrics}))
-    std::cerr << "warning: " << error << "\n";
-  else if (!quiet)
-    std::cout << fmt::format("plot: {}.png\n", out);
+  plots.push_back({"sweep.py", spec.output + "/index.h5", out + ".png", {"--metric", j.plot_metrics}});
   return kExitOk;
 }
+
+// Draws the queued plots when reproduce_main leaves, however it leaves.
+struct PlotsAtExit {
+  std::vector<PlotJob>& plots;
+  int threads;
+  bool quiet;
+  ~PlotsAtExit() {
+    try {
+      std::string error;
+      if (!run_plots(plots, threads, error)) {
+        std::cerr << "warning: " << error << "\n";
+      } else if (!quiet) {
+        for (const auto& p : plots) std::cout << fmt::format("plot: {}\n", p.png_path);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "warning: plots not drawn: " << e.what() << "\n";
+    }
+  }
+};
 
 int reproduce_main(const std::vector<std::string>& args) {
   cli::ArgParser a("mobisim reproduce SET [--only NAME] [--no-plot] [--shared DIR] [--threads N]",
@@ -167,6 +185,10 @@ int reproduce_main(const std::vector<std::string>& args) {
     return kExitOk;
   }
   bool any = false;
+  // Plots are drawn at the end, all in a few Python processes (--threads of them), not one per figure;
+  // also when a later figure fails (then before its error is reported), so no finished figure loses its plot.
+  std::vector<PlotJob> plots;
+  const PlotsAtExit draw_plots{plots, threads, a.flag_set("quiet")};
   for (const auto& s : sets) {
     for (const auto& j : s.jobs) {
       const std::string short_name = j.sweep && j.yaml.ends_with("_sweep") ? j.yaml.substr(0, j.yaml.size() - 6) : j.yaml;
@@ -179,8 +201,8 @@ int reproduce_main(const std::vector<std::string>& args) {
       if (const std::string trace = workload_trace(root); !trace.empty())
         ensure_qmsum_trace(trace, shared_dir(a.maybe("shared").value_or("")));
       std::cout << fmt::format("== {}/{}{} ==\n", s.name, j.yaml, j.output.empty() ? "" : " -> " + j.output);
-      const int rc = j.sweep ? run_sweep_job(path, j, threads, use_mpi, a.flag_set("no-plot"), a.flag_set("quiet"))
-                             : run_experiment_job(path, j, threads, a.flag_set("no-plot"), a.flag_set("quiet"));
+      const int rc = j.sweep ? run_sweep_job(path, j, threads, use_mpi, a.flag_set("no-plot"), a.flag_set("quiet"), plots)
+                             : run_experiment_job(path, j, threads, a.flag_set("no-plot"), a.flag_set("quiet"), plots);
       if (rc != kExitOk) return rc;
     }
   }

@@ -128,9 +128,36 @@ int generate_cmd(const std::vector<std::string>& args) {
   for (const auto& kv : a.all("param")) apply_override(root, kv);
   std::optional<std::uint64_t> seed;
   if (a.has("seed")) seed = static_cast<std::uint64_t>(a.get_int("seed"));
-  const RagTrace t = traces::generate_rag_trace_from_yaml(root, cfg, seed);
-  traces::write_rag_trace(a.get("out"), t);
-  print_summary(t, a.get("out"));
+  // Users are written as they are generated (a million queries never sit in memory) unless chunks
+  // arrive late: the schema version then depends on the whole trace, which is generated first.
+  const std::string out = a.get("out");
+  std::unique_ptr<traces::RagTraceWriter> writer;
+  RagTrace all;  // late chunks only
+  std::size_t n_users = 0, chunks = 0, queries = 0;
+  auto begin = [&](const traces::RagTraceMeta& meta, std::size_t users, bool late) {
+    all.meta = meta;
+    n_users = users;
+    if (!late) writer = std::make_unique<traces::RagTraceWriter>(out, meta, users, 1);
+  };
+  auto sink = [&](traces::UserTrace&& u) {
+    chunks += u.chunks.size();
+    queries += u.queries.size();
+    all.users.push_back(std::move(u));
+    if (!writer) return;
+    traces::validate_rag_trace(all, out);
+    if (traces::rag_schema_version_needed(all) != 1) throw Error(out + ": a chunk arrives late in a trace generated without late chunks");
+    writer->add_user(all.users.back());
+    all.users.clear();
+  };
+  traces::generate_rag_trace_streaming_from_yaml(root, cfg, seed, begin, sink);
+  if (writer) {
+    writer->commit();
+  } else {
+    traces::write_rag_trace(out, all);
+  }
+  std::cout << fmt::format("wrote {}: {} users, {} chunks, {} queries (source {}, tokenizer {}, embedder {})\n", out,
+                           n_users, chunks, queries, all.meta.source, all.meta.tokenizer,
+                           all.meta.embedder.empty() ? "none" : all.meta.embedder);
   return kExitOk;
 }
 

@@ -5,12 +5,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 #include <variant>
 
 #include "sim/atomic_file.h"
 #include "sim/error.h"
 #include "sim/registry.h"
 #include "sim/version.h"
+
+#include <unistd.h>
 
 #ifndef MOBISIM_SOURCE_DIR_DEFAULT
 #define MOBISIM_SOURCE_DIR_DEFAULT ""
@@ -122,6 +125,66 @@ std::string write_results(const RunContext& ctx) {
   csv += "_summary.csv";
   write_file_atomic(csv, ctx.results.summary.to_csv());
   return csv;
+}
+
+namespace {
+
+std::string python_command() {
+  const char* py = std::getenv("MOBISIM_PYTHON");
+  // Debian installs matplotlib/h5py for /usr/bin/python3; another python3 on PATH may lack them.
+  return py ? py : (std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q(1, '\'');
+  for (char c : s) {
+    if (c == '\'')
+      q.append("'\\''");
+    else
+      q.push_back(c);
+  }
+  q.push_back('\'');
+  return q;
+}
+
+}  // namespace
+
+bool run_plots(const std::vector<PlotJob>& jobs, int processes, std::string& error) {
+  if (jobs.empty()) return true;
+  const std::string batch = source_root() + "/plots/batch.py";
+  if (!std::filesystem::exists(batch)) {
+    error = fmt::format("plot script {} not found (set MOBISIM_HOME to the mobisim source tree)", batch);
+    return false;
+  }
+  // Round-robin shares, one job list per process (script and arguments, tab-separated).
+  const std::size_t n = std::min<std::size_t>(jobs.size(), static_cast<std::size_t>(std::max(1, processes)));
+  std::vector<std::string> lists(n);
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const PlotJob& j = jobs[i];
+    std::string line = source_root() + "/plots/" + j.script;
+    for (const auto& f : std::vector<std::string>{j.h5_path, j.png_path}) line.append("\t").append(f);
+    for (const auto& e : j.extra) line.append("\t").append(e);
+    lists[i % n].append(line).append("\n");
+  }
+  const auto dir = std::filesystem::temp_directory_path();
+  std::vector<std::string> paths(n), commands(n);
+  std::vector<int> codes(n, 0);
+  for (std::size_t k = 0; k < n; ++k) {
+    paths[k] = (dir / fmt::format("mobisim-plots-{}-{}.tsv", ::getpid(), k)).string();
+    write_file_atomic(paths[k], lists[k]);
+    commands[k] = fmt::format("{} {} {}", shell_quote(python_command()), shell_quote(batch), shell_quote(paths[k]));
+  }
+  std::vector<std::thread> pool;
+  for (std::size_t k = 0; k < n; ++k) pool.emplace_back([&, k] { codes[k] = std::system(commands[k].c_str()); });
+  for (auto& t : pool) t.join();
+  std::vector<std::string> failed;
+  for (std::size_t k = 0; k < n; ++k) {
+    std::filesystem::remove(paths[k]);
+    if (codes[k] != 0) failed.push_back(commands[k]);
+  }
+  if (failed.empty()) return true;
+  error = fmt::format("some plots failed (see the messages above): {}", fmt::join(failed, "; "));
+  return false;
 }
 
 bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error,
@@ -248,6 +311,10 @@ int run_experiment(YAML::Node root, const std::string& origin, const RunOptions&
     std::string png = ctx.output;
     if (png.ends_with(".h5")) png.resize(png.size() - 3);
     png += ".png";
+    if (options.deferred_plots) {
+      options.deferred_plots->push_back({plot, ctx.output, png, {}});
+      return kExitOk;
+    }
     std::string error;
     if (run_plot(plot, ctx.output, png, error)) {
       if (!ctx.quiet) std::cout << fmt::format("plot: {}\n", png);

@@ -81,6 +81,12 @@ class Experiment {
   virtual std::string default_plot() const { return ""; }
 };
 
+// A plot to draw: plots/<script> H5 PNG [extra...].
+struct PlotJob {
+  std::string script, h5_path, png_path;
+  std::vector<std::string> extra;
+};
+
 // Loads, overrides, validates and runs an experiment file; returns the exit code.
 struct RunOptions {
   std::vector<std::string> overrides;  // -p key.path=value
@@ -92,6 +98,8 @@ struct RunOptions {
   std::string timeline_filter;  // --timeline-filter policy=..,user=..,from_s=..,to_s=..
   bool dry_run = false;         // print the resolved configuration and stop
   int threads = 1;
+  // When set, the plot is queued here instead of drawn (reproduce draws a set's plots together).
+  std::vector<PlotJob>* deferred_plots = nullptr;
 };
 int run_experiment_file(const std::string& path, const RunOptions& options);
 // Same, for an already-loaded YAML document (used by `reproduce` and tests).
@@ -107,6 +115,10 @@ std::string format_table(const h5::Table& t, std::size_t max_rows = 50);
 // `extra` arguments follow the two paths (each shell-quoted).
 bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error,
               const std::vector<std::string>& extra = {});
+// Draws every job with at most `processes` Python processes running at once (each draws its share
+// of the jobs one after another, importing matplotlib once). False (and `error` naming the failed
+// plots) when any failed; the others are still drawn.
+bool run_plots(const std::vector<PlotJob>& jobs, int processes, std::string& error);
 // Where plot scripts and experiment YAMLs live: $MOBISIM_HOME or the source tree.
 std::string source_root();
 

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <unordered_map>
 
 #include "devices/device.h"
 #include "devices/engine.h"
@@ -53,16 +54,73 @@ struct WorkloadSpec {
   }
 };
 
-traces::RagTrace load_workload(const Params& w, std::uint64_t seed) {
-  const std::string trace_path = w.text("trace");
-  YAML::Node gen = w.node("generate");
-  const bool has_gen = gen.IsDefined() && !gen.IsNull();
-  if (trace_path.empty() == !has_gen)
-    w.fail("trace", "give exactly one of 'trace: FILE.h5' or 'generate: default|PATH|{...}'");
-  traces::RagTrace trace;
-  if (!trace_path.empty()) {
-    trace = traces::read_rag_trace(trace_path);
-  } else {
+// The users a run replays, in replay order: read one at a time from a trace file (a replay then
+// holds one block of users, not the whole trace), or held in memory when generated for the run.
+class UserSource {
+ public:
+  std::size_t size() const { return file_ ? picked_.size() : memory_.users.size(); }
+  const traces::RagTraceMeta& meta() const { return file_ ? file_->meta() : memory_.meta; }
+  const std::string& user_id(std::size_t i) const {
+    return file_ ? file_->user_id(picked_[i]) : memory_.users[i].user_id;
+  }
+  bool in_memory() const { return !file_; }
+  const traces::RagTrace& memory() const { return memory_; }
+  // User i (its first max_queries_per_user queries); `embeddings` as RagTraceFile::read_user.
+  std::shared_ptr<const traces::UserTrace> load(std::size_t i, bool embeddings) const {
+    if (!file_) return {std::shared_ptr<const traces::UserTrace>(), &memory_.users[i]};  // not owned
+    auto u = std::make_shared<traces::UserTrace>(file_->read_user(picked_[i], embeddings));
+    if (max_queries_ > 0 && u->queries.size() > max_queries_) u->queries.resize(max_queries_);
+    return u;
+  }
+
+  static UserSource from_params(const Params& w, std::uint64_t seed) {
+    const std::string trace_path = w.text("trace");
+    YAML::Node gen = w.node("generate");
+    const bool has_gen = gen.IsDefined() && !gen.IsNull();
+    if (trace_path.empty() == !has_gen)
+      w.fail("trace", "give exactly one of 'trace: FILE.h5' or 'generate: default|PATH|{...}'");
+    UserSource src;
+    const auto ids = w.text_list("user_ids");
+    const auto max_users = static_cast<std::size_t>(w.integer("max_users"));
+    src.max_queries_ = static_cast<std::size_t>(w.integer("max_queries_per_user"));
+    if (!trace_path.empty()) {
+      src.file_ = std::make_unique<traces::RagTraceFile>(trace_path);
+      const auto& f = *src.file_;
+      if (ids.empty()) {
+        for (std::size_t u = 0; u < f.num_users(); ++u) src.picked_.push_back(u);
+      } else {
+        std::unordered_map<std::string, std::size_t> by_id;
+        for (std::size_t u = 0; u < f.num_users(); ++u) by_id.emplace(f.user_id(u), u);
+        for (const auto& id : ids) {
+          auto it = by_id.find(id);
+          if (it == by_id.end()) w.fail("user_ids", fmt::format("no user '{}' in the workload", id));
+          src.picked_.push_back(it->second);
+        }
+      }
+      if (max_users > 0 && src.picked_.size() > max_users) src.picked_.resize(max_users);
+    } else {
+      src.memory_ = generate(w, gen, seed);
+      auto& users = src.memory_.users;
+      if (!ids.empty()) {
+        std::vector<traces::UserTrace> picked;
+        for (const auto& id : ids) {
+          auto it = std::find_if(users.begin(), users.end(), [&](const auto& u) { return u.user_id == id; });
+          if (it == users.end()) w.fail("user_ids", fmt::format("no user '{}' in the workload", id));
+          picked.push_back(*it);
+        }
+        users = std::move(picked);
+      }
+      if (max_users > 0 && users.size() > max_users) users.resize(max_users);
+      if (src.max_queries_ > 0)
+        for (auto& u : users)
+          if (u.queries.size() > src.max_queries_) u.queries.resize(src.max_queries_);
+    }
+    if (src.size() == 0) w.fail("trace", "the workload has no users");
+    return src;
+  }
+
+ private:
+  static traces::RagTrace generate(const Params& w, const YAML::Node& gen, std::uint64_t seed) {
     YAML::Node cfg = gen;
     std::string origin = w.source_of("generate").key_path;
     if (gen.IsScalar()) {
@@ -77,27 +135,14 @@ traces::RagTrace load_workload(const Params& w, std::uint64_t seed) {
     cfg = devices::expand_profile_bases(
         cfg, gen.IsScalar() ? ConfigSource{std::make_shared<std::string>(origin), ""} : w.source_of("generate"),
         "workloads");
-    trace = traces::generate_rag_trace_from_yaml(cfg, origin, seed);
+    return traces::generate_rag_trace_from_yaml(cfg, origin, seed);
   }
-  const auto ids = w.text_list("user_ids");
-  if (!ids.empty()) {
-    std::vector<traces::UserTrace> picked;
-    for (const auto& id : ids) {
-      auto it = std::find_if(trace.users.begin(), trace.users.end(), [&](const auto& u) { return u.user_id == id; });
-      if (it == trace.users.end()) w.fail("user_ids", fmt::format("no user '{}' in the workload", id));
-      picked.push_back(*it);
-    }
-    trace.users = std::move(picked);
-  }
-  const auto max_users = static_cast<std::size_t>(w.integer("max_users"));
-  const auto max_q = static_cast<std::size_t>(w.integer("max_queries_per_user"));
-  if (max_users > 0 && trace.users.size() > max_users) trace.users.resize(max_users);
-  if (max_q > 0)
-    for (auto& u : trace.users)
-      if (u.queries.size() > max_q) u.queries.resize(max_q);
-  if (trace.users.empty()) w.fail("trace", "the workload has no users");
-  return trace;
-}
+
+  std::unique_ptr<traces::RagTraceFile> file_;
+  std::vector<std::size_t> picked_;  // file users replayed, in order
+  std::size_t max_queries_ = 0;
+  traces::RagTrace memory_;
+};
 
 class RagQaExperiment : public Experiment {
  public:
@@ -128,64 +173,112 @@ class RagQaExperiment : public Experiment {
 
   std::string default_plot() const override { return "rag_latency.py"; }
 
-  // Loads the workload and checks it against every policy and the pipeline; builds the per-user
-  // knowledge indexes the policies share. No simulation runs here (validate stops after it).
+  // Opens the workload and checks it against every policy and the pipeline, user by user when it
+  // is a trace file (one user in memory at a time). No simulation runs here (validate stops after it).
   void prepare(RunContext& ctx) override {
     ParamSchema ws = WorkloadSpec::schema();
     Params wp(workload_node_, ws, params_.source_of("workload"), {});
-    trace_ = load_workload(wp, ctx.seed);
+    users_ = std::make_unique<UserSource>(UserSource::from_params(wp, ctx.seed));
     cost_ = std::make_unique<models::CostModel>(model_);
-    // Workload checks of every policy (e.g. missing embeddings) before any simulation starts.
-    bool needs_index = false;
+    std::vector<std::unique_ptr<RagPolicy>> checkers;
+    needs_index_ = needs_embeddings_ = false;
     for (const auto& entry : policies_) {
-      auto policy = Registry<RagPolicy>::instance().create(entry.node, entry.source);
-      policy->check_workload(trace_, *cost_);
-      needs_index = needs_index || policy->needs_knowledge_index();
+      checkers.push_back(Registry<RagPolicy>::instance().create(entry.node, entry.source));
+      needs_index_ = needs_index_ || checkers.back()->needs_knowledge_index();
+      needs_embeddings_ = needs_embeddings_ || checkers.back()->needs_embeddings();
     }
-    check_top_k();
-    indexes_.assign(trace_.users.size(), nullptr);
-    if (needs_index)  // pure functions of each user's chunks: build in parallel, one slot per user
-      parallel_for(trace_.users.size(), ctx.threads,
-                   [&](std::size_t u) { indexes_[u] = policies::KnowledgeIndex::build(trace_.users[u]); });
+    // Workload checks of every policy (e.g. missing embeddings) before any simulation starts.
+    if (users_->in_memory()) {
+      for (const auto& policy : checkers) policy->check_workload(users_->memory(), *cost_);
+      for (const auto& user : users_->memory().users) check_top_k(user);
+      return;
+    }
+    // Users read here are kept for run() while they fit kKeptUserBytes (a small trace is then
+    // read once); the rest are read again, block by block.
+    kept_.assign(users_->size(), nullptr);
+    std::size_t kept_bytes = 0;
+    for (std::size_t u = 0; u < users_->size(); ++u) {
+      traces::RagTrace one;
+      one.meta = users_->meta();
+      auto user = users_->load(u, needs_embeddings_);
+      one.users.push_back(*user);
+      for (const auto& policy : checkers) policy->check_workload(one, *cost_);
+      check_top_k(one.users.front());
+      kept_bytes += approx_bytes(*user);
+      if (kept_bytes <= kKeptUserBytes) kept_[u] = std::move(user);
+    }
+  }
+
+  static constexpr std::size_t kKeptUserBytes = std::size_t{64} << 20;
+
+  static std::size_t approx_bytes(const traces::UserTrace& u) {
+    std::size_t n = sizeof(u);
+    for (const auto& c : u.chunks) n += sizeof(c) + c.text.capacity() + c.embedding.capacity() * sizeof(float);
+    for (const auto& q : u.queries)
+      n += sizeof(q) + q.text.capacity() + q.answer_text.capacity() + q.kind.capacity() +
+           (q.embedding.capacity() + q.retrieved.capacity() + q.relevant.capacity()) * sizeof(float);
+    return n;
   }
 
   void run(RunContext& ctx) override {
-    ctx.progress(fmt::format("{} users, {} on {}, {} policies", trace_.users.size(), model_.name, device_.name,
-                             policies_.size()));
+    const std::size_t n_users = users_->size(), n_policies = policies_.size();
+    ctx.progress(fmt::format("{} users, {} on {}, {} policies", n_users, model_.name, device_.name, n_policies));
     // One independent simulation per (policy, user). Everything shared is set up here, in order
-    // (statistics groups, timeline processes, policies); the simulations then run on ctx.threads
-    // workers, each touching only its own job, and are merged in job order, so the result does
-    // not depend on the thread count.
-    struct Job {
-      std::size_t policy, user;
-      std::unique_ptr<RagPolicy> impl;
-      sim::StatGroup* stats;
-      sim::TimelineProcess* timeline;
-      std::vector<QueryRecord> records;
-    };
-    std::vector<Job> jobs;
-    for (std::size_t p = 0; p < policies_.size(); ++p) {
+    // (statistics groups, timeline processes); users are then replayed in blocks: a block's users
+    // are loaded (and their knowledge indexes built) once for all policies, its simulations run on
+    // ctx.threads workers, each touching only its own job, and their records are appended in
+    // (policy, user) order before the block is released. The result does not depend on the
+    // thread count, and memory holds one block of users, not the whole workload.
+    std::vector<sim::StatGroup*> stats(n_policies * n_users);
+    std::vector<sim::TimelineProcess*> timelines(n_policies * n_users);
+    for (std::size_t p = 0; p < n_policies; ++p) {
       auto& variant = ctx.results.variant(policies_[p].label);
-      for (std::size_t u = 0; u < trace_.users.size(); ++u) {
-        const std::string& user_id = trace_.users[u].user_id;
-        jobs.push_back(Job{p, u, Registry<RagPolicy>::instance().create(policies_[p].node, policies_[p].source),
-                           &variant.stats.child(sanitize(user_id)),
-                           ctx.timeline_process(policies_[p].label + " / " + user_id,
-                                                {{"policy", policies_[p].label}, {"user", user_id}, {"device", device_.name}}),
-                           {}});
+      for (std::size_t u = 0; u < n_users; ++u) {
+        const std::string& user_id = users_->user_id(u);
+        stats[p * n_users + u] = &variant.stats.child(sanitize(user_id));
+        timelines[p * n_users + u] = ctx.timeline_process(
+            policies_[p].label + " / " + user_id,
+            {{"policy", policies_[p].label}, {"user", user_id}, {"device", device_.name}});
       }
     }
-    parallel_for(jobs.size(), ctx.threads, [&](std::size_t j) {
-      Job& job = jobs[j];
-      simulate_user(std::move(job.impl), trace_.users[job.user], indexes_[job.user], *job.stats, job.timeline,
-                    job.records);
-    });
+    struct Job {
+      std::size_t policy, user;  // user: index in the block
+      std::unique_ptr<RagPolicy> impl;
+      std::vector<QueryRecord> records;
+    };
+    std::vector<RecordColumns> columns(n_policies);
+    const std::size_t block = 4 * static_cast<std::size_t>(std::max(1, ctx.threads));
+    std::size_t reported = 0;
+    for (std::size_t b0 = 0; b0 < n_users; b0 += block) {
+      const std::size_t b1 = std::min(n_users, b0 + block);
+      std::vector<std::shared_ptr<const traces::UserTrace>> users;
+      for (std::size_t u = b0; u < b1; ++u)
+        users.push_back(u < kept_.size() && kept_[u] ? std::move(kept_[u]) : users_->load(u, needs_embeddings_));
+      // Indexes are pure functions of each user's chunks: built in parallel, one slot per user.
+      std::vector<std::shared_ptr<const policies::KnowledgeIndex>> indexes(users.size());
+      if (needs_index_)
+        parallel_for(users.size(), ctx.threads, [&](std::size_t i) { indexes[i] = policies::KnowledgeIndex::build(*users[i]); });
+      std::vector<Job> jobs;
+      for (std::size_t i = 0; i < users.size(); ++i)
+        for (std::size_t p = 0; p < n_policies; ++p)
+          jobs.push_back(Job{p, i, Registry<RagPolicy>::instance().create(policies_[p].node, policies_[p].source), {}});
+      parallel_for(jobs.size(), ctx.threads, [&](std::size_t j) {
+        Job& job = jobs[j];
+        const std::size_t slot = job.policy * n_users + b0 + job.user;
+        simulate_user(std::move(job.impl), *users[job.user], indexes[job.user], *stats[slot], timelines[slot],
+                      job.records);
+      });
+      for (std::size_t p = 0; p < n_policies; ++p)
+        for (std::size_t i = 0; i < users.size(); ++i)
+          for (const auto& rec : jobs[i * n_policies + p].records) columns[p].add(rec);
+      if (n_users >= 100 && (b1 * 10) / n_users > reported) {
+        reported = (b1 * 10) / n_users;
+        ctx.progress(fmt::format("{} of {} users replayed", b1, n_users));
+      }
+    }
     SummaryBuilder summary;
-    for (std::size_t p = 0; p < policies_.size(); ++p) {
-      RecordColumns cols;
-      for (const auto& job : jobs)
-        if (job.policy == p)
-          for (const auto& rec : job.records) cols.add(rec);
+    for (std::size_t p = 0; p < n_policies; ++p) {
+      const RecordColumns& cols = columns[p];
       ctx.progress(fmt::format("policy {}: {} queries, mean latency {:.2f} s", policies_[p].label, cols.latency.size(),
                                mean(cols.latency)));
       cols.to_table(ctx.results.variant(policies_[p].label).records);
@@ -417,20 +510,18 @@ class RagQaExperiment : public Experiment {
 
   // The trace's precomputed retrieval holds a fixed number of chunks per query: a larger top_k
   // would apply to predicted queries (retrieved in simulation) but not to the trace's own.
-  void check_top_k() const {
+  void check_top_k(const traces::UserTrace& user) const {
     const auto k = static_cast<std::size_t>(pipeline_.top_k);
     const YAML::Node pipeline_node = params_.node("pipeline");
     const YAML::Node at = pipeline_node.IsMap() ? pipeline_node["top_k"] : pipeline_node;
-    for (const auto& user : trace_.users)
-      for (std::size_t i = 0; i < user.queries.size(); ++i) {
-        const auto& q = user.queries[i];
-        if (q.retrieved.empty() || q.retrieved.size() >= k || q.retrieved.size() >= user.chunks.size()) continue;
-        throw ConfigError(fmt::format(
-            "{}: pipeline.top_k = {} but the workload's queries carry only {} precomputed retrieved chunks (user '{}', "
-            "query {}); regenerate or re-import the trace with top-k >= {}, or lower pipeline.top_k",
-            params_.source_of("pipeline").child("top_k").where(at), k, q.retrieved.size(),
-            user.user_id, i, k));
-      }
+    for (std::size_t i = 0; i < user.queries.size(); ++i) {
+      const auto& q = user.queries[i];
+      if (q.retrieved.empty() || q.retrieved.size() >= k || q.retrieved.size() >= user.chunks.size()) continue;
+      throw ConfigError(fmt::format(
+          "{}: pipeline.top_k = {} but the workload's queries carry only {} precomputed retrieved chunks (user '{}', "
+          "query {}); regenerate or re-import the trace with top-k >= {}, or lower pipeline.top_k",
+          params_.source_of("pipeline").child("top_k").where(at), k, q.retrieved.size(), user.user_id, i, k));
+    }
   }
 
   Params params_;
@@ -441,9 +532,10 @@ class RagQaExperiment : public Experiment {
   std::vector<PolicyEntry> policies_;
   YAML::Node workload_node_;
   // Set by prepare().
-  traces::RagTrace trace_;
+  std::unique_ptr<UserSource> users_;
   std::unique_ptr<models::CostModel> cost_;
-  std::vector<std::shared_ptr<const policies::KnowledgeIndex>> indexes_;
+  bool needs_index_ = false, needs_embeddings_ = false;
+  std::vector<std::shared_ptr<const traces::UserTrace>> kept_;  // users read by prepare(), by index
 };
 
 MOBISIM_REGISTER(Experiment, RagQaExperiment, "rag_qa",

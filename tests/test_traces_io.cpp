@@ -249,3 +249,49 @@ TEST(TraceIo, ImportsExternalEmbeddingsFromNpyAndHdf5) {
   std::ofstream(dir + "/bad.npy") << "not numpy";
   EXPECT_THROW(import_embeddings(t, dir + "/bad.npy", dir + "/q.npy"), InputError);
 }
+
+// Issue 12: a replay reads users one at a time; what it gets must be what the whole-file read gives.
+TEST(TraceIo, TraceFileReadsUsersOneAtATimeAsTheWholeFileRead) {
+  const std::string dir = trace_testing::temp_dir("io_lazy");
+  const std::string p = dir + "/t.h5";
+  RagTrace t = sample_trace();
+  write_rag_trace(p, t);
+  const RagTraceFile f(p);
+  ASSERT_EQ(f.num_users(), t.users.size());
+  RagTrace rebuilt;
+  rebuilt.meta = f.meta();
+  for (std::size_t u = 0; u < f.num_users(); ++u) {
+    EXPECT_EQ(f.user_id(u), t.users[u].user_id);
+    rebuilt.users.push_back(f.read_user(u, true));
+  }
+  expect_same(t, rebuilt);
+}
+
+TEST(TraceIo, TraceFileSkipsEmbeddingsOnlyWhenEveryQueryHasItsRetrieval) {
+  const std::string dir = trace_testing::temp_dir("io_lazy_emb");
+  RagTrace t = sample_trace();
+  ASSERT_GT(t.meta.embedding_dim, 0);
+  for (auto& u : t.users)
+    for (auto& q : u.queries)
+      if (q.retrieved.empty()) q.retrieved = {0};
+  write_rag_trace(dir + "/all.h5", t);
+  const RagTraceFile all(dir + "/all.h5");
+  for (std::size_t u = 0; u < all.num_users(); ++u) {
+    const UserTrace lean = all.read_user(u, false);
+    for (const auto& c : lean.chunks) EXPECT_TRUE(c.embedding.empty());
+    for (const auto& q : lean.queries) EXPECT_TRUE(q.embedding.empty());
+    // Everything else is there.
+    ASSERT_EQ(lean.queries.size(), t.users[u].queries.size());
+    for (std::size_t i = 0; i < lean.queries.size(); ++i) {
+      EXPECT_EQ(lean.queries[i].text, t.users[u].queries[i].text);
+      EXPECT_EQ(lean.queries[i].retrieved, t.users[u].queries[i].retrieved);
+    }
+  }
+  // A query without precomputed retrieval is retrieved by embedding cosine: its user keeps them.
+  t.users[0].queries[0].retrieved.clear();
+  write_rag_trace(dir + "/one.h5", t);
+  const RagTraceFile one(dir + "/one.h5");
+  const UserTrace kept = one.read_user(0, false);
+  EXPECT_EQ(kept.chunks[0].embedding, t.users[0].chunks[0].embedding);
+  EXPECT_EQ(kept.queries[0].embedding, t.users[0].queries[0].embedding);
+}

@@ -429,7 +429,8 @@ void check_trace_size(const Params& p, const KnowledgeCfg& kc, const QueryCfg& q
                                 values, kMaxEmbeddingValues));
 }
 
-RagTrace generate_rag_trace(const Params& p, std::uint64_t seed) {
+void generate_rag_trace_streaming(const Params& p, std::uint64_t seed, const GeneratorBegin& begin,
+                                  const GeneratorSink& sink) {
   const KnowledgeCfg kc = section(p, "knowledge", knowledge_schema(), &read_knowledge);
   const QueryCfg qc = section(p, "queries", query_schema(), &read_queries);
   const ArrivalConfig ac = section(p, "arrival", arrival_schema(), &arrival_from_params);
@@ -447,7 +448,7 @@ RagTrace generate_rag_trace(const Params& p, std::uint64_t seed) {
   eo.retrieval = rs.cfg;
   eo.retrieve_k = rs.k;
 
-  RagTrace t;
+  RagTrace t;  // meta only: users go to the sink as they are made
   t.meta.source = "generator";
   t.meta.chunker = "words";
   t.meta.chunk_words = static_cast<std::int32_t>(kc.chunk_words);
@@ -467,6 +468,7 @@ RagTrace generate_rag_trace(const Params& p, std::uint64_t seed) {
   t.meta.params_yaml = yaml_to_string(resolved);
 
   const std::size_t users = static_cast<std::size_t>(p.integer("users"));
+  begin(t.meta, users, kc.late_chunks() > 0);
   for (std::size_t i = 0; i < users; ++i) {
     // Arrivals first (their stream depends only on the user id), so late chunks can be timed.
     sim::Rng arr(seed, 0, "traces/arrival/" + user_id(i), "gaps");
@@ -493,9 +495,27 @@ RagTrace generate_rag_trace(const Params& p, std::uint64_t seed) {
         }
       }
     }
-    t.users.push_back(std::move(u));
+    sink(std::move(u));
   }
+}
+
+RagTrace generate_rag_trace(const Params& p, std::uint64_t seed) {
+  RagTrace t;
+  generate_rag_trace_streaming(
+      p, seed,
+      [&](const RagTraceMeta& meta, std::size_t users, bool) {
+        t.meta = meta;
+        t.users.reserve(users);
+      },
+      [&](UserTrace&& u) { t.users.push_back(std::move(u)); });
   return t;
+}
+
+void generate_rag_trace_streaming_from_yaml(const YAML::Node& root, const std::string& name,
+                                            std::optional<std::uint64_t> seed, const GeneratorBegin& begin,
+                                            const GeneratorSink& sink) {
+  Params p(root, generator_schema(), ConfigSource{std::make_shared<std::string>(name), ""}, {});
+  generate_rag_trace_streaming(p, seed ? *seed : static_cast<std::uint64_t>(p.integer("seed")), begin, sink);
 }
 
 RagTrace generate_rag_trace_from_yaml(const YAML::Node& root, const std::string& name,

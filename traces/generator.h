@@ -21,6 +21,7 @@
 // keyed by (seed, 0): the same config and seed give byte-identical files, and
 // adding users never changes earlier users.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -38,5 +39,15 @@ RagTrace generate_rag_trace(const Params& params, std::uint64_t seed);
 // When `seed` is empty the config's `seed` is used.
 RagTrace generate_rag_trace_from_yaml(const YAML::Node& root, const std::string& name,
                                       std::optional<std::uint64_t> seed = std::nullopt);
+
+// The same users, handed to `sink` one at a time in order (a million-query trace never sits in
+// memory): `begin` first gets the metadata, the user count and whether chunks arrive late.
+using GeneratorBegin = std::function<void(const RagTraceMeta& meta, std::size_t users, bool late_chunks)>;
+using GeneratorSink = std::function<void(UserTrace&& user)>;
+void generate_rag_trace_streaming(const Params& params, std::uint64_t seed, const GeneratorBegin& begin,
+                                  const GeneratorSink& sink);
+void generate_rag_trace_streaming_from_yaml(const YAML::Node& root, const std::string& name,
+                                            std::optional<std::uint64_t> seed, const GeneratorBegin& begin,
+                                            const GeneratorSink& sink);
 
 }  // namespace mobisim::traces

@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 
 #include "sim/atomic_file.h"
 #include "sim/error.h"
@@ -83,90 +85,109 @@ void validate_rag_trace(const RagTrace& t, const std::string& what) {
   }
 }
 
+RagTraceWriter::RagTraceWriter(const std::string& path, const RagTraceMeta& meta, std::size_t num_users,
+                               std::int64_t schema_version)
+    : writer_(path),
+      dim_(static_cast<std::size_t>(std::max(0, meta.embedding_dim))),
+      late_(schema_version >= 2),
+      num_users_(num_users) {
+  H5::Group root = writer_.root();
+  h5::write_attr(root, "format", kRagTraceFormat);
+  h5::write_attr(root, "schema_version", schema_version);
+  h5::write_attr(root, "source", meta.source);
+  h5::write_attr(root, "tokenizer", meta.tokenizer);
+  h5::write_attr(root, "tokens_exact", static_cast<std::int64_t>(meta.tokens_exact ? 1 : 0));
+  h5::write_attr(root, "embedder", meta.embedder);
+  h5::write_attr(root, "embedding_dim", static_cast<std::int64_t>(dim_));
+  h5::write_attr(root, "chunker", meta.chunker);
+  h5::write_attr(root, "chunk_words", static_cast<std::int64_t>(meta.chunk_words));
+  h5::write_attr(root, "arrival_model", meta.arrival_model);
+  h5::write_attr(root, "params_yaml", meta.params_yaml);
+  h5::write_attr(root, "retrieval", meta.retrieval);
+  h5::write_attr(root, "retrieved_k", static_cast<std::int64_t>(meta.retrieved_k));
+  h5::write_attr(root, "num_users", static_cast<std::int64_t>(num_users));
+
+  users_ = h5::make_group(root, "users");
+}
+
+RagTraceWriter::~RagTraceWriter() = default;
+
+void RagTraceWriter::add_user(const UserTrace& ut) {
+  if (written_ == num_users_)
+    throw Error(fmt::format("{}: more users than the {} announced", writer_.path(), num_users_));
+  H5::Group ug = h5::make_group(users_, user_group(written_));
+  h5::write_attr(ug, "user_id", ut.user_id);
+  h5::write_dataset(ug, "topics", ut.topics);
+
+  H5::Group cg = h5::make_group(ug, "chunks");
+  std::vector<std::string> ctext;
+  std::vector<std::int32_t> ctok;
+  std::vector<std::vector<float>> cemb;
+  for (const auto& c : ut.chunks) {
+    ctext.push_back(c.text);
+    ctok.push_back(c.tokens);
+    cemb.push_back(c.embedding);
+  }
+  h5::write_dataset(cg, "text", ctext);
+  h5::write_dataset(cg, "tokens", ctok, "tokens");
+  if (dim_ > 0) write_embeddings(cg, cemb, dim_);
+  if (late_) {
+    std::vector<double> added;
+    for (const auto& c : ut.chunks) added.push_back(c.added_s);
+    h5::write_dataset(cg, "added_s", added, "s");
+  }
+
+  H5::Group qg = h5::make_group(ug, "queries");
+  std::vector<std::string> qtext, atext, kind;
+  std::vector<double> arrival;
+  std::vector<std::int32_t> qtok, atok, topic;
+  std::vector<std::vector<float>> qemb;
+  for (const auto& q : ut.queries) {
+    qtext.push_back(q.text);
+    atext.push_back(q.answer_text);
+    kind.push_back(q.kind);
+    arrival.push_back(q.arrival_s);
+    qtok.push_back(q.tokens);
+    atok.push_back(q.answer_tokens);
+    topic.push_back(q.topic);
+    qemb.push_back(q.embedding);
+  }
+  h5::write_dataset(qg, "text", qtext);
+  h5::write_dataset(qg, "arrival_s", arrival, "s");
+  h5::write_dataset(qg, "tokens", qtok, "tokens");
+  h5::write_dataset(qg, "answer_text", atext);
+  h5::write_dataset(qg, "answer_tokens", atok, "tokens");
+  h5::write_dataset(qg, "kind", kind);
+  h5::write_dataset(qg, "topic", topic);
+  if (dim_ > 0) write_embeddings(qg, qemb, dim_);
+  write_lists(qg, "retrieved", ut.queries, &Query::retrieved);
+  write_lists(qg, "relevant", ut.queries, &Query::relevant);
+
+  H5::Group ig = h5::make_group(ug, "idle_windows");
+  std::vector<double> is, ie;
+  std::vector<std::uint8_t> ch;
+  for (const auto& iw : ut.idle_windows) {
+    is.push_back(iw.start_s);
+    ie.push_back(iw.end_s);
+    ch.push_back(iw.charging ? 1 : 0);
+  }
+  h5::write_dataset(ig, "start_s", is, "s");
+  h5::write_dataset(ig, "end_s", ie, "s");
+  h5::write_dataset(ig, "charging", ch);
+  ++written_;
+}
+
+void RagTraceWriter::commit() {
+  if (written_ != num_users_)
+    throw Error(fmt::format("{}: {} users written, {} announced", writer_.path(), written_, num_users_));
+  users_ = H5::Group();  // every HDF5 handle closed before the file is
+  writer_.commit();
+}
+
 void write_rag_trace(const std::string& path, const RagTrace& t) {
   validate_rag_trace(t, path);
-  const bool late = rag_schema_version_needed(t) >= 2;  // chunks/added_s is written only then
-  const std::size_t dim = static_cast<std::size_t>(std::max(0, t.meta.embedding_dim));
-  h5::Writer w(path);
-  H5::Group root = w.root();
-  h5::write_attr(root, "format", kRagTraceFormat);
-  h5::write_attr(root, "schema_version", rag_schema_version_needed(t));
-  h5::write_attr(root, "source", t.meta.source);
-  h5::write_attr(root, "tokenizer", t.meta.tokenizer);
-  h5::write_attr(root, "tokens_exact", static_cast<std::int64_t>(t.meta.tokens_exact ? 1 : 0));
-  h5::write_attr(root, "embedder", t.meta.embedder);
-  h5::write_attr(root, "embedding_dim", static_cast<std::int64_t>(dim));
-  h5::write_attr(root, "chunker", t.meta.chunker);
-  h5::write_attr(root, "chunk_words", static_cast<std::int64_t>(t.meta.chunk_words));
-  h5::write_attr(root, "arrival_model", t.meta.arrival_model);
-  h5::write_attr(root, "params_yaml", t.meta.params_yaml);
-  h5::write_attr(root, "retrieval", t.meta.retrieval);
-  h5::write_attr(root, "retrieved_k", static_cast<std::int64_t>(t.meta.retrieved_k));
-  h5::write_attr(root, "num_users", static_cast<std::int64_t>(t.users.size()));
-
-  H5::Group users = h5::make_group(root, "users");
-  for (std::size_t u = 0; u < t.users.size(); ++u) {
-    const UserTrace& ut = t.users[u];
-    H5::Group ug = h5::make_group(users, user_group(u));
-    h5::write_attr(ug, "user_id", ut.user_id);
-    h5::write_dataset(ug, "topics", ut.topics);
-
-    H5::Group cg = h5::make_group(ug, "chunks");
-    std::vector<std::string> ctext;
-    std::vector<std::int32_t> ctok;
-    std::vector<std::vector<float>> cemb;
-    for (const auto& c : ut.chunks) {
-      ctext.push_back(c.text);
-      ctok.push_back(c.tokens);
-      cemb.push_back(c.embedding);
-    }
-    h5::write_dataset(cg, "text", ctext);
-    h5::write_dataset(cg, "tokens", ctok, "tokens");
-    if (dim > 0) write_embeddings(cg, cemb, dim);
-    if (late) {
-      std::vector<double> added;
-      for (const auto& c : ut.chunks) added.push_back(c.added_s);
-      h5::write_dataset(cg, "added_s", added, "s");
-    }
-
-    H5::Group qg = h5::make_group(ug, "queries");
-    std::vector<std::string> qtext, atext, kind;
-    std::vector<double> arrival;
-    std::vector<std::int32_t> qtok, atok, topic;
-    std::vector<std::vector<float>> qemb;
-    for (const auto& q : ut.queries) {
-      qtext.push_back(q.text);
-      atext.push_back(q.answer_text);
-      kind.push_back(q.kind);
-      arrival.push_back(q.arrival_s);
-      qtok.push_back(q.tokens);
-      atok.push_back(q.answer_tokens);
-      topic.push_back(q.topic);
-      qemb.push_back(q.embedding);
-    }
-    h5::write_dataset(qg, "text", qtext);
-    h5::write_dataset(qg, "arrival_s", arrival, "s");
-    h5::write_dataset(qg, "tokens", qtok, "tokens");
-    h5::write_dataset(qg, "answer_text", atext);
-    h5::write_dataset(qg, "answer_tokens", atok, "tokens");
-    h5::write_dataset(qg, "kind", kind);
-    h5::write_dataset(qg, "topic", topic);
-    if (dim > 0) write_embeddings(qg, qemb, dim);
-    write_lists(qg, "retrieved", ut.queries, &Query::retrieved);
-    write_lists(qg, "relevant", ut.queries, &Query::relevant);
-
-    H5::Group ig = h5::make_group(ug, "idle_windows");
-    std::vector<double> is, ie;
-    std::vector<std::uint8_t> ch;
-    for (const auto& iw : ut.idle_windows) {
-      is.push_back(iw.start_s);
-      ie.push_back(iw.end_s);
-      ch.push_back(iw.charging ? 1 : 0);
-    }
-    h5::write_dataset(ig, "start_s", is, "s");
-    h5::write_dataset(ig, "end_s", ie, "s");
-    h5::write_dataset(ig, "charging", ch);
-  }
+  RagTraceWriter w(path, t.meta, t.users.size(), rag_schema_version_needed(t));
+  for (const auto& u : t.users) w.add_user(u);
   w.commit();
 }
 
@@ -231,8 +252,8 @@ std::int32_t checked_attr(const h5::Reader& r, const char* name, std::int64_t hi
 
 }  // namespace
 
-RagTrace read_rag_trace(const std::string& path) {
-  h5::Reader r(path);
+RagTraceFile::RagTraceFile(const std::string& path) : reader_(std::make_unique<h5::Reader>(path)) {
+  const h5::Reader& r = *reader_;
   if (!r.has_attr("/", "format") || r.attr_string("/", "format") != kRagTraceFormat)
     throw InputError(fmt::format("{}: not a mobisim RAG trace (root attribute format != '{}')", path,
                                  kRagTraceFormat));
@@ -245,8 +266,7 @@ RagTrace read_rag_trace(const std::string& path) {
                                  path, version, kRagSchemaVersion));
   if (version < 1) throw InputError(fmt::format("{}: invalid RAG trace schema version {}", path, version));
 
-  RagTrace t;
-  RagTraceMeta& m = t.meta;
+  RagTraceMeta& m = meta_;
   m.schema_version = version;
   auto opt_str = [&](const char* name) { return r.has_attr("/", name) ? r.attr_string("/", name) : std::string(); };
   m.source = opt_str("source");
@@ -267,93 +287,121 @@ RagTrace read_rag_trace(const std::string& path) {
   const auto present = r.children("/users");
   if (present.size() != static_cast<std::size_t>(n_users))
     throw InputError(fmt::format("{}: /users has {} groups, num_users says {}", path, present.size(), n_users));
-
-  const std::size_t d = static_cast<std::size_t>(dim);
-  t.users.resize(static_cast<std::size_t>(n_users));
-  for (std::size_t u = 0; u < t.users.size(); ++u) {
-    UserTrace& ut = t.users[u];
+  // Users are told apart by id (statistics, results); an empty or repeated id is damage.
+  std::unordered_map<std::string, std::size_t> seen;
+  user_ids_.resize(static_cast<std::size_t>(n_users));
+  for (std::size_t u = 0; u < user_ids_.size(); ++u) {
     const std::string g = "/users/" + user_group(u);
-    ut.user_id = r.attr_string(g, "user_id");
-    // Users are told apart by id (statistics, results); an empty or repeated id is damage.
-    if (ut.user_id.empty()) throw InputError(fmt::format("{}: {}: attribute user_id is empty", path, g));
-    for (std::size_t v = 0; v < u; ++v)
-      if (t.users[v].user_id == ut.user_id)
-        throw InputError(fmt::format("{}: {}: user_id '{}' repeats user {}'s", path, g, ut.user_id, v));
-    ut.topics = r.strings(g + "/topics");
-
-    const auto ctext = r.strings(g + "/chunks/text");
-    const std::size_t nc = ctext.size();
-    const auto ctok = r.ints(g + "/chunks/tokens", nc);
-    auto cemb = read_embeddings(r, g + "/chunks/embedding", nc, d);
-    // Version 2: optional chunks/added_s (absent: every chunk is present from the start).
-    std::vector<double> cadded;
-    if (r.exists(g + "/chunks/added_s")) {
-      if (version < 2)
-        throw InputError(fmt::format("{}: {}/chunks/added_s needs schema_version >= 2 (the file says {})", path, g,
-                                     version));
-      cadded = r.doubles(g + "/chunks/added_s", nc);
-    }
-    ut.chunks.resize(nc);
-    for (std::size_t c = 0; c < nc; ++c) {
-      if (!cadded.empty()) {
-        if (!std::isfinite(cadded[c]) || cadded[c] < 0)
-          throw InputError(fmt::format("{}: {}/chunks/added_s[{}] = {} is not a finite non-negative time", path, g,
-                                       c, cadded[c]));
-        ut.chunks[c].added_s = cadded[c];
-      }
-      ut.chunks[c].text = ctext[c];
-      ut.chunks[c].tokens = checked(path, g + "/chunks/tokens", c, ctok[c], 0, kMaxTokens);
-      ut.chunks[c].embedding = std::move(cemb[c]);
-    }
-
-    const std::string qg = g + "/queries";
-    const auto qtext = r.strings(qg + "/text");
-    const std::size_t nq = qtext.size();
-    const auto arrival = r.doubles(qg + "/arrival_s", nq);
-    const auto qtok = r.ints(qg + "/tokens", nq);
-    const auto atext = r.strings(qg + "/answer_text", nq);
-    const auto atok = r.ints(qg + "/answer_tokens", nq);
-    const auto kind = r.strings(qg + "/kind", nq);
-    const auto topic = r.ints(qg + "/topic", nq);
-    auto qemb = read_embeddings(r, qg + "/embedding", nq, d);
-    auto retrieved = read_lists(r, qg + "/retrieved", nq, nc);
-    auto relevant = read_lists(r, qg + "/relevant", nq, nc);
-    ut.queries.resize(nq);
-    for (std::size_t q = 0; q < nq; ++q) {
-      Query& x = ut.queries[q];
-      x.text = qtext[q];
-      x.arrival_s = arrival[q];
-      if (!std::isfinite(x.arrival_s) || (q > 0 && x.arrival_s < arrival[q - 1]))
-        throw InputError(fmt::format("{}: {}/arrival_s[{}] = {} is not finite or earlier than the previous query",
-                                     path, qg, q, x.arrival_s));
-      x.tokens = checked(path, qg + "/tokens", q, qtok[q], 0, kMaxTokens);
-      x.answer_text = atext[q];
-      x.answer_tokens = checked(path, qg + "/answer_tokens", q, atok[q], 0, kMaxTokens);
-      x.kind = kind[q];
-      x.topic = checked(path, qg + "/topic", q, topic[q], std::numeric_limits<std::int32_t>::min(),
-                        std::numeric_limits<std::int32_t>::max());
-      x.embedding = std::move(qemb[q]);
-      x.retrieved = std::move(retrieved[q]);
-      x.relevant = std::move(relevant[q]);
-      for (std::int32_t id : x.retrieved)
-        if (ut.chunks[static_cast<std::size_t>(id)].added_s > x.arrival_s)
-          throw InputError(fmt::format("{}: {}: query {} (arrival {} s) retrieved chunk {}, added only at {} s", path,
-                                       qg, q, x.arrival_s, id, ut.chunks[static_cast<std::size_t>(id)].added_s));
-    }
-
-    const std::string ig = g + "/idle_windows";
-    const auto is = r.doubles(ig + "/start_s");
-    const auto ie = r.doubles(ig + "/end_s", is.size());
-    const auto ch = r.ints(ig + "/charging", is.size());
-    for (std::size_t i = 0; i < is.size(); ++i) {
-      if (!std::isfinite(is[i]) || !std::isfinite(ie[i]) || is[i] < 0)
-        throw InputError(fmt::format("{}: {}: window {} [{}, {}] is not a finite non-negative interval", path, ig, i,
-                                     is[i], ie[i]));
-      if (!(ie[i] >= is[i]))
-        throw InputError(fmt::format("{}: {}: window {} ends ({}) before it starts ({})", path, ig, i, ie[i], is[i]));
-      ut.idle_windows.push_back({is[i], ie[i], ch[i] != 0});
-    }
+    user_ids_[u] = r.attr_string(g, "user_id");
+    if (user_ids_[u].empty()) throw InputError(fmt::format("{}: {}: attribute user_id is empty", path, g));
+    const auto [it, fresh] = seen.emplace(user_ids_[u], u);
+    if (!fresh)
+      throw InputError(fmt::format("{}: {}: user_id '{}' repeats user {}'s", path, g, user_ids_[u], it->second));
   }
+}
+
+RagTraceFile::~RagTraceFile() = default;
+
+const std::string& RagTraceFile::path() const { return reader_->path(); }
+
+UserTrace RagTraceFile::read_user(std::size_t u, bool embeddings) const {
+  const h5::Reader& r = *reader_;
+  const std::string& path = r.path();
+  const std::int64_t version = meta_.schema_version;
+  const auto d = static_cast<std::size_t>(meta_.embedding_dim);
+  UserTrace ut;
+  const std::string g = "/users/" + user_group(u);
+  ut.user_id = user_ids_.at(u);
+  ut.topics = r.strings(g + "/topics");
+
+  const auto ctext = r.strings(g + "/chunks/text");
+  const std::size_t nc = ctext.size();
+  const auto ctok = r.ints(g + "/chunks/tokens", nc);
+  // Version 2: optional chunks/added_s (absent: every chunk is present from the start).
+  std::vector<double> cadded;
+  if (r.exists(g + "/chunks/added_s")) {
+    if (version < 2)
+      throw InputError(fmt::format("{}: {}/chunks/added_s needs schema_version >= 2 (the file says {})", path, g,
+                                   version));
+    cadded = r.doubles(g + "/chunks/added_s", nc);
+  }
+  ut.chunks.resize(nc);
+  for (std::size_t c = 0; c < nc; ++c) {
+    if (!cadded.empty()) {
+      if (!std::isfinite(cadded[c]) || cadded[c] < 0)
+        throw InputError(fmt::format("{}: {}/chunks/added_s[{}] = {} is not a finite non-negative time", path, g,
+                                     c, cadded[c]));
+      ut.chunks[c].added_s = cadded[c];
+    }
+    ut.chunks[c].text = ctext[c];
+    ut.chunks[c].tokens = checked(path, g + "/chunks/tokens", c, ctok[c], 0, kMaxTokens);
+  }
+
+  const std::string qg = g + "/queries";
+  const auto qtext = r.strings(qg + "/text");
+  const std::size_t nq = qtext.size();
+  const auto arrival = r.doubles(qg + "/arrival_s", nq);
+  const auto qtok = r.ints(qg + "/tokens", nq);
+  const auto atext = r.strings(qg + "/answer_text", nq);
+  const auto atok = r.ints(qg + "/answer_tokens", nq);
+  const auto kind = r.strings(qg + "/kind", nq);
+  const auto topic = r.ints(qg + "/topic", nq);
+  auto retrieved = read_lists(r, qg + "/retrieved", nq, nc);
+  auto relevant = read_lists(r, qg + "/relevant", nq, nc);
+  // A query without precomputed retrieval is retrieved in simulation by embedding cosine, so
+  // its user's embeddings are needed even when no policy matches by embedding.
+  const bool need_embeddings =
+      embeddings || std::any_of(retrieved.begin(), retrieved.end(), [](const auto& l) { return l.empty(); });
+  if (need_embeddings) {
+    auto cemb = read_embeddings(r, g + "/chunks/embedding", nc, d);
+    for (std::size_t c = 0; c < nc; ++c) ut.chunks[c].embedding = std::move(cemb[c]);
+  }
+  std::vector<std::vector<float>> qemb;
+  if (need_embeddings) qemb = read_embeddings(r, qg + "/embedding", nq, d);
+  ut.queries.resize(nq);
+  for (std::size_t q = 0; q < nq; ++q) {
+    Query& x = ut.queries[q];
+    x.text = qtext[q];
+    x.arrival_s = arrival[q];
+    if (!std::isfinite(x.arrival_s) || (q > 0 && x.arrival_s < arrival[q - 1]))
+      throw InputError(fmt::format("{}: {}/arrival_s[{}] = {} is not finite or earlier than the previous query",
+                                   path, qg, q, x.arrival_s));
+    x.tokens = checked(path, qg + "/tokens", q, qtok[q], 0, kMaxTokens);
+    x.answer_text = atext[q];
+    x.answer_tokens = checked(path, qg + "/answer_tokens", q, atok[q], 0, kMaxTokens);
+    x.kind = kind[q];
+    x.topic = checked(path, qg + "/topic", q, topic[q], std::numeric_limits<std::int32_t>::min(),
+                      std::numeric_limits<std::int32_t>::max());
+    if (need_embeddings) x.embedding = std::move(qemb[q]);
+    x.retrieved = std::move(retrieved[q]);
+    x.relevant = std::move(relevant[q]);
+    for (std::int32_t id : x.retrieved)
+      if (ut.chunks[static_cast<std::size_t>(id)].added_s > x.arrival_s)
+        throw InputError(fmt::format("{}: {}: query {} (arrival {} s) retrieved chunk {}, added only at {} s", path,
+                                     qg, q, x.arrival_s, id, ut.chunks[static_cast<std::size_t>(id)].added_s));
+  }
+
+  const std::string ig = g + "/idle_windows";
+  const auto is = r.doubles(ig + "/start_s");
+  const auto ie = r.doubles(ig + "/end_s", is.size());
+  const auto ch = r.ints(ig + "/charging", is.size());
+  for (std::size_t i = 0; i < is.size(); ++i) {
+    if (!std::isfinite(is[i]) || !std::isfinite(ie[i]) || is[i] < 0)
+      throw InputError(fmt::format("{}: {}: window {} [{}, {}] is not a finite non-negative interval", path, ig, i,
+                                   is[i], ie[i]));
+    if (!(ie[i] >= is[i]))
+      throw InputError(fmt::format("{}: {}: window {} ends ({}) before it starts ({})", path, ig, i, ie[i], is[i]));
+    ut.idle_windows.push_back({is[i], ie[i], ch[i] != 0});
+  }
+  return ut;
+}
+
+RagTrace read_rag_trace(const std::string& path) {
+  const RagTraceFile file(path);
+  RagTrace t;
+  t.meta = file.meta();
+  t.users.reserve(file.num_users());
+  for (std::size_t u = 0; u < file.num_users(); ++u) t.users.push_back(file.read_user(u, true));
   return t;
 }
 

@@ -5,9 +5,14 @@
 // the same bytes. Reading checks the format tag, the schema version (a newer
 // version is refused, not guessed at), every dataset's shape and every index's
 // range; any problem is an InputError naming the file and the object.
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "sim/h5.h"
 #include "traces/rag_trace.h"
+
 
 namespace mobisim::traces {
 
@@ -26,6 +31,48 @@ void validate_rag_trace(const RagTrace& trace, const std::string& what);
 
 void write_rag_trace(const std::string& path, const RagTrace& trace);
 RagTrace read_rag_trace(const std::string& path);
+
+// Writes a trace one user at a time (what write_rag_trace does, and the same bytes), so a
+// generator need not hold the whole trace: the root attributes come first, then each user.
+class RagTraceWriter {
+ public:
+  RagTraceWriter(const std::string& path, const RagTraceMeta& meta, std::size_t num_users,
+                 std::int64_t schema_version);
+  ~RagTraceWriter();
+  void add_user(const UserTrace& user);  // the caller validates it (validate_rag_trace)
+  void commit();                         // after exactly num_users users
+
+ private:
+  h5::Writer writer_;
+  std::size_t dim_;
+  bool late_;
+  std::size_t num_users_, written_ = 0;
+  H5::Group users_;
+};
+
+// A RAG trace file read one user at a time, so a replay holds one user's working set rather
+// than the whole trace. Opening reads (and checks) the metadata and the user ids only; each
+// read_user() does every check read_rag_trace() does for that user. `embeddings` = false skips
+// the embedding matrices (a policy that never matches by embedding does not need them), unless
+// a query of that user lacks precomputed retrieval (it is then retrieved by embedding cosine).
+// One HDF5 library underneath: call from one thread at a time.
+class RagTraceFile {
+ public:
+  explicit RagTraceFile(const std::string& path);
+  ~RagTraceFile();
+  RagTraceFile(const RagTraceFile&) = delete;
+  RagTraceFile& operator=(const RagTraceFile&) = delete;
+  const std::string& path() const;
+  const RagTraceMeta& meta() const { return meta_; }
+  std::size_t num_users() const { return user_ids_.size(); }
+  const std::string& user_id(std::size_t u) const { return user_ids_.at(u); }
+  UserTrace read_user(std::size_t u, bool embeddings) const;
+
+ private:
+  std::unique_ptr<h5::Reader> reader_;
+  RagTraceMeta meta_;
+  std::vector<std::string> user_ids_;
+};
 
 // Replaces every chunk and query embedding with vectors from an external model
 // (e.g. Qwen3-Embedding-0.6B, as PerCache used), L2-normalising each row.

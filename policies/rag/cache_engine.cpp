@@ -228,11 +228,11 @@ std::vector<std::int32_t> CachingPolicy::retrieve_present(const std::string& tex
   std::vector<std::int32_t> out;
   const auto& u = pipe_->user();
   if (late_.empty()) {
-    for (const auto& h : retriever_->retrieve(text, embedding, k)) out.push_back(h.chunk);
+    for (const auto& h : index_->retrieve(text, embedding, k)) out.push_back(h.chunk);
     return out;
   }
   // Rank everything, keep the first k chunks already in the knowledge bank.
-  for (const auto& h : retriever_->retrieve(text, embedding, u.chunks.size())) {
+  for (const auto& h : index_->retrieve(text, embedding, u.chunks.size())) {
     if (!present(u, static_cast<std::size_t>(h.chunk))) continue;
     out.push_back(h.chunk);
     if (out.size() == k) break;
@@ -480,7 +480,7 @@ PredictionContext CachingPolicy::context() const {
 
 const std::vector<float>& CachingPolicy::embed(const std::string& text) const {
   auto it = embed_cache_.find(text);
-  if (it == embed_cache_.end()) it = embed_cache_.emplace(text, retriever_->embed(text)).first;
+  if (it == embed_cache_.end()) it = embed_cache_.emplace(text, index_->embed(text)).first;
   return it->second;
 }
 

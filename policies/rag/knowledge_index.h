@@ -9,12 +9,14 @@
 // same immutable index to every policy of that user. The driver owns it: no cache
 // outlives the run, and no simulation depends on which thread built what first.
 #include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "traces/rag_trace.h"
-
-namespace mobisim::traces {
-class Retriever;
-}
+#include "traces/retrieval.h"
 
 namespace mobisim::policies {
 
@@ -24,8 +26,19 @@ struct KnowledgeIndex {
   std::unique_ptr<traces::Retriever> retriever;
   std::unique_ptr<PhraseIndex> phrases;
 
+  // retriever->embed / retriever->retrieve, computed once per distinct argument and shared by
+  // every policy replaying the user (several predict and retrieve the same texts). They are pure
+  // functions of their arguments, so which simulation asked first changes nothing; thread-safe.
+  std::vector<float> embed(std::string_view text) const;
+  std::vector<traces::Hit> retrieve(std::string_view text, const std::vector<float>& embedding, std::size_t k) const;
+
   static std::shared_ptr<const KnowledgeIndex> build(const traces::UserTrace& user);
   ~KnowledgeIndex();
+
+ private:
+  mutable std::mutex memo_mutex_;
+  mutable std::unordered_map<std::string, std::vector<float>> embeddings_;
+  mutable std::unordered_map<std::string, std::vector<traces::Hit>> retrievals_;
 };
 
 }  // namespace mobisim::policies

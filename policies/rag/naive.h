@@ -13,6 +13,7 @@ class NaivePolicy : public RagPolicy {
   explicit NaivePolicy(const Params&) {}
   static ParamSchema schema() { return {}; }
   sim::Task<void> serve(RagPipeline& p, const traces::Query& q, QueryRecord& rec) override;
+  bool needs_embeddings() const override { return false; }
 };
 
 }  // namespace mobisim::policies

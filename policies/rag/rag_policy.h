@@ -147,6 +147,9 @@ class RagPolicy {
   // True when the policy retrieves or generates text of its own (predictions, refresh) and so
   // reads the user's KnowledgeIndex; the driver then builds one per user and shares it.
   virtual bool needs_knowledge_index() const { return false; }
+  // False when the policy never reads chunk or query embeddings (the driver then need not load
+  // them; a query without precomputed retrieval still gets them, see traces::RagTraceFile).
+  virtual bool needs_embeddings() const { return true; }
   // Serves one query; fills `rec` (phases, tokens, hit flags).
   virtual sim::Task<void> serve(RagPipeline& pipeline, const traces::Query& q, QueryRecord& rec) = 0;
   // Background work allowed until `until` (the next query's arrival or the end of an idle window).
