@@ -84,10 +84,12 @@ namespace {
 
 int calibrate_main(const std::vector<std::string>& args) {
   cli::ArgParser a("mobisim calibrate [--spec FILE] [--only KEY]... [--threads N] [--out DIR]",
-                   "Fits the named free parameters of device/engine profiles (experiments/published/calibration.yaml)\n"
-                   "to the calibration points of the registry only, by nonlinear least squares on ln(simulated /\n"
-                   "published) (GSL gsl_multifit_nlinear), and writes OUT/<profile>.yaml: the fitted values, each\n"
-                   "commented with the points it was fitted to.");
+                   "Fits the named free parameters of device/engine profiles and of the points' experiments (any -p\n"
+                   "path, e.g. workload generator keys; experiments/published/calibration.yaml) to the calibration points\n"
+                   "of the registry only: continuous ones by nonlinear least squares on ln(simulated / published) (GSL\n"
+                   "gsl_multifit_nlinear), discrete ones (values: [...], method: grid) by coordinate passes of a grid\n"
+                   "search. Writes OUT/<profile>.yaml (a fitted workload: OUT/workload-<name>.yaml): the fitted values,\n"
+                   "each commented with the points it was fitted to.");
   a.option("spec", "FILE", "free parameters (default <source>/experiments/published/calibration.yaml)")
       .option("registry", "DIR", "registry folder (default <source>/experiments/published)")
       .repeated("only", "", "KEY", "fit only this parameter (KEY or PROFILE:KEY); the others keep their initial value")
@@ -95,6 +97,7 @@ int calibrate_main(const std::vector<std::string>& args) {
       .option("runs", "DIR", "where the candidate runs go (reused by configuration hash)", "results/fidelity/calibrate")
       .option("threads", "N", "experiment runs at a time", "1")
       .option("max-iterations", "N", "trust-region iterations at most", "25")
+      .option("max-passes", "N", "coordinate passes over the grid parameters at most", "4")
       .option("shared", "DIR", "folder holding data/qmsum (default $MOBISIM_SHARED_DIR or <source>/../shared)")
       .flag("quiet", "no progress");
   if (!a.parse(args)) return kExitOk;
@@ -109,14 +112,23 @@ int calibrate_main(const std::vector<std::string>& args) {
   o.evaluate.runs.shared = a.maybe("shared").value_or("");
   o.evaluate.shared = o.evaluate.runs.shared;
   o.max_iterations = static_cast<std::size_t>(std::max(1L, a.get_int("max-iterations")));
+  o.max_passes = static_cast<std::size_t>(std::max(1L, a.get_int("max-passes")));
   o.only = a.all("only");
   const FitResult fit = calibrate(spec, registry, o);
   std::cout << fmt::format("{}: {} after {} iterations ({} evaluations), cost {:.4g} -> {:.4g}\n\n", spec.file, fit.status,
                            fit.iterations, fit.evaluations, fit.cost_before, fit.cost_after);
-  std::cout << fmt::format("{:<44} {:<22} {:>10} {:>10}\n", "parameter", "profile", "initial", "fitted");
-  for (std::size_t j = 0; j < spec.parameters.size(); ++j)
-    std::cout << fmt::format("{:<44} {:<22} {:>10.4g} {:>10.4g}\n", spec.parameters[j].key, spec.parameters[j].profile,
-                             fit.initial[j], fit.fitted[j]);
+  std::cout << fmt::format("{:<54} {:<22} {:>6} {:>10} {:>10}\n", "parameter", "profile", "method", "initial", "fitted");
+  std::size_t held = 0;
+  for (std::size_t j = 0; j < spec.parameters.size(); ++j) {
+    const FreeParameter& f = spec.parameters[j];
+    if (!fit.free[j]) {  // --only: the others keep their initial values
+      ++held;
+      continue;
+    }
+    std::cout << fmt::format("{:<54} {:<22} {:>6} {:>10.4g} {:>10.4g}\n", f.key, f.profile.empty() ? "(experiment)" : f.profile,
+                             f.grid ? "grid" : "gsl", fit.initial[j], fit.fitted[j]);
+  }
+  if (held) std::cout << fmt::format("({} other parameters held at their initial values)\n", held);
   std::cout << fmt::format("\n{:<40} {:>12} {:>12} {:>12} {:>8}\n", "calibration point", "published", "before", "after",
                            "error");
   for (std::size_t i = 0; i < fit.points.size(); ++i)
@@ -130,5 +142,5 @@ int calibrate_main(const std::vector<std::string>& args) {
 }  // namespace
 }  // namespace mobisim::experiments::fidelity
 
-MOBISIM_REGISTER_COMMAND("calibrate", "fit device/engine profile parameters to the registry's calibration points (GSL)",
+MOBISIM_REGISTER_COMMAND("calibrate", "fit device/engine profile and experiment (workload) parameters to the registry's calibration points",
                          "mobisim calibrate [--only KEY]", mobisim::experiments::fidelity::calibrate_main)

@@ -45,7 +45,8 @@ struct WorkloadSpec {
   static ParamSchema schema() {
     ParamSchema s;
     s.text("trace", std::string(""), "an HDF5 RAG trace (mobisim trace import/generate)");
-    s.node("generate", "generate a trace: 'default', a generator YAML path, or an inline generator config");
+    s.node("generate", "generate a trace: 'default', a generator YAML path, or an inline generator config "
+           "({base: NAME|PATH, ...} inherits a generator config and overrides its keys)");
     s.integer("max_users", 0, "simulate only the first N users (0 = all)").non_negative();
     s.text_list("user_ids", std::vector<std::string>{}, "simulate only these users, in this order (empty = all)");
     s.integer("max_queries_per_user", 0, "replay only the first N queries of each user (0 = all)").non_negative();
@@ -129,6 +130,11 @@ class UserSource {
                                        fmt::join(builtin_names("workloads"), ", ")));
       cfg = load_yaml_string(text, origin);
     }
+    // `{base: NAME, section: {key: V}}` (what `-p experiment.workload.generate.section.key=V` makes of
+    // `generate: NAME`, and what `mobisim calibrate` writes for a fitted workload): NAME's keys, these win.
+    cfg = devices::expand_profile_bases(
+        cfg, gen.IsScalar() ? ConfigSource{std::make_shared<std::string>(origin), ""} : w.source_of("generate"),
+        "workloads");
     return traces::generate_rag_trace_from_yaml(cfg, origin, seed);
   }
 

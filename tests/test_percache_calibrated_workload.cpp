@@ -1,5 +1,5 @@
 // The workload calibrated to PerCache's reported hit rates (configs/workloads/percache_doc_calibrated.yaml,
-// fitted by experiments/percache/calibrate_workload.py) reproduces its calibration points: the
+// its two generator keys fitted by `mobisim calibrate`, calibration.yaml) reproduces its calibration points: the
 // registry's percache.calibrated.* calibration points, simulated on the full calibrated workload
 // (20 users x 10 queries) with the two policy rows they read (percache, no_prediction): ~4 s.
 // GCC 12 reports a -Wrestrict false positive inside test_util.h's command string once it is inlined
@@ -49,7 +49,7 @@ TEST(PercacheCalibratedWorkload, ReproducesItsCalibrationHitRates) {
   for (const Point* p : {&qa, &kv}) {
     EXPECT_TRUE(p->calibration()) << p->id;
     ASSERT_FALSE(p->fitted.empty()) << p->id;
-    EXPECT_EQ(p->fitted.front().rfind("workload.", 0), 0u) << p->id;
+    EXPECT_EQ(p->fitted.front().rfind("experiment.workload.generate.", 0), 0u) << p->id;
     EXPECT_EQ(p->experiment, "experiments/percache/fig14_calibrated.yaml") << p->id;
   }
 
@@ -60,7 +60,11 @@ TEST(PercacheCalibratedWorkload, ReproducesItsCalibrationHitRates) {
       "abstract_source: key_phrases}]";
   std::string args = "run ";
   args.append(kSource).append("/experiments/percache/fig14_calibrated.yaml -p 'experiment.policies=");
-  args.append(policies).append("' --no-plot --quiet --output ").append(dir.file("c.h5"));
+  // The committed values given as `mobisim calibrate` gives its candidates: -p on the named workload
+  // (`generate: NAME` becomes {base: NAME, ...}).
+  args.append(policies).append("' -p experiment.workload.generate.queries.paraphrase_prob=0.775");
+  args.append(" -p experiment.workload.generate.knowledge.chunks_per_user=24");
+  args.append(" --no-plot --quiet --output ").append(dir.file("c.h5"));
   auto run = testing::run_mobisim(args);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   h5::Reader r(dir.file("c.h5"));
@@ -80,22 +84,32 @@ TEST(PercacheCalibratedWorkload, ReproducesItsCalibrationHitRates) {
   EXPECT_GT(qa_sim, row_value(r, "no_prediction", "qa_hit_rate"));
 }
 
-// Points fitted only by workload generator keys are left to their workload script; a calibration
-// point of a profile field that calibration.yaml does not list is still refused.
-TEST(PercacheCalibratedWorkload, CheckCalibrationLeavesWorkloadKeysToTheirScript) {
-  experiments::fidelity::CalibrationSpec spec;
-  spec.file = "calibration.yaml";
-  Point workload;
-  workload.id = "t.workload";
-  workload.role = "calibration";
-  workload.fitted = {"workload.queries.paraphrase_prob", "workload.knowledge.chunks_per_user"};
-  EXPECT_TRUE(experiments::fidelity::check_calibration(spec, {workload}).empty());
-  Point mixed = workload;
-  mixed.id = "t.mixed";
-  mixed.fitted = {"workload.queries.paraphrase_prob", "device.compute.cpu.compute_efficiency"};
-  const auto problems = experiments::fidelity::check_calibration(spec, {workload, mixed});
-  ASSERT_EQ(problems.size(), 1u);
-  EXPECT_NE(problems.front().find("t.mixed"), std::string::npos);
+// One fitter: the workload keys are calibration.yaml parameters like the profile fields; a calibration
+// point fitted by a workload key that calibration.yaml does not list is refused.
+TEST(PercacheCalibratedWorkload, WorkloadKeysAreCalibrationParameters) {
+  namespace fid = experiments::fidelity;
+  const auto registry = load_registry(kSource + "/experiments/published");
+  const auto spec = fid::CalibrationSpec::load(kSource + "/experiments/published/calibration.yaml");
+  EXPECT_TRUE(fid::check_calibration(spec, registry).empty());
+  std::size_t listed = 0;
+  for (const auto& f : spec.parameters)
+    if (f.key == "experiment.workload.generate.queries.paraphrase_prob" ||
+        f.key == "experiment.workload.generate.knowledge.chunks_per_user") {
+      ++listed;
+      EXPECT_TRUE(f.grid) << f.key;
+      EXPECT_FALSE(f.profile_field()) << f.key;
+    }
+  EXPECT_EQ(listed, 2u);
+  fid::CalibrationSpec without = spec;
+  std::erase_if(without.parameters, [](const fid::FreeParameter& f) { return f.key.starts_with("experiment.workload."); });
+  const auto problems = fid::check_calibration(without, registry);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems.front().find("percache.calibrated."), std::string::npos) << problems.front();
+  // The candidates reach the generator through `generate: NAME`: a bad value is refused by it.
+  const auto bad = testing::run_mobisim("validate " + kSource +
+                                        "/experiments/percache/fig14_calibrated.yaml -p experiment.workload.generate.knowledge.chunks_per_user=0");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("chunks_per_user"), std::string::npos) << bad.output;
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <set>
 #include <unistd.h>
 
+#include "experiments/experiment.h"
 #include "sim/error.h"
 #include "sim/params.h"
 #include "sim/version.h"
@@ -49,7 +50,7 @@ struct Problem {
   std::vector<double> simulate(const std::vector<double>& values) {
     ++evaluations;
     EvaluateOptions eo = options->evaluate;
-    eo.candidates = candidates_for(*spec, values);
+    eo.candidates = candidates_for(*spec, values, points);
     eo.runs.quiet = true;
     const auto ev = evaluate(points, eo);
     std::vector<double> out;
@@ -108,10 +109,13 @@ CalibrationSpec CalibrationSpec::load(const std::string& path) {
   const YAML::Node list = p.node("parameters");
   if (!list.IsDefined() || !list.IsSequence() || list.size() == 0) p.fail("parameters", "expected a non-empty list");
   ParamSchema ps;
-  ps.text("key", std::nullopt, "device.* or engine.* path inside the profile");
-  ps.text("profile", std::nullopt, "the device (or engine) profile the parameter belongs to");
-  ps.real("initial", std::nullopt, "starting value").positive();
-  ps.real_list("bounds", std::nullopt, "[low, high] (positive)");
+  ps.text("key", std::nullopt,
+          "device.* or engine.* path inside the profile, or a `-p` path of the points' experiments (experiment.*)");
+  ps.text("profile", std::string(), "the device (or engine) profile a device.*/engine.* key belongs to");
+  ps.real("initial", std::nullopt, "starting value (grid: one of values)");
+  ps.real_list("bounds", std::vector<double>{}, "[low, high] (positive; GSL parameters)");
+  ps.real_list("values", std::vector<double>{}, "the values a grid search tries, in order");
+  ps.text("method", std::string(), "gsl (continuous, the default) or grid (the default with values)").in({"", "gsl", "grid"});
   ps.text_list("points", std::nullopt, "the calibration points constraining it").non_empty();
   ps.text("why", std::string(), "free text: what the parameter stands for");
   CalibrationSpec spec;
@@ -121,17 +125,37 @@ CalibrationSpec CalibrationSpec::load(const std::string& path) {
     Params q(list[i], ps, p.source_of("parameters").element(i), {});
     FreeParameter f;
     f.key = q.text("key");
-    if (!f.key.starts_with("device.") && !f.key.starts_with("engine."))
-      q.fail("key", "expected a device.* or engine.* path (the profile field being fitted)");
     f.profile = q.text("profile");
+    if (f.profile_field() && f.profile.empty()) q.fail("profile", "a device.* or engine.* key needs the profile it belongs to");
+    if (!f.profile_field() && !f.profile.empty())
+      q.fail("profile", "an experiment key (a `-p` path of the points' experiments) belongs to no profile: drop 'profile'");
+    if (!f.profile_field() && f.key.find('.') == std::string::npos)
+      q.fail("key", "expected device.*, engine.* or a `-p` path such as experiment.workload.generate.queries.paraphrase_prob");
     f.initial = q.real("initial");
+    f.values = q.real_list("values");
+    const std::string method = q.text("method");
+    f.grid = method == "grid" || (method.empty() && !f.values.empty());
     const auto b = q.real_list("bounds");
-    if (b.size() != 2 || !(b[0] > 0) || !(b[0] < b[1])) q.fail("bounds", "expected [low, high] with 0 < low < high");
-    f.lo = b[0];
-    f.hi = b[1];
-    if (f.initial < f.lo || f.initial > f.hi) q.fail("initial", "must lie within bounds");
+    if (f.grid) {
+      if (f.values.empty()) q.fail("values", "method grid needs the values to try");
+      if (std::find(f.values.begin(), f.values.end(), f.initial) == f.values.end())
+        q.fail("initial", "a grid parameter starts at one of its values");
+      if (!b.empty() && (b.size() != 2 || !(b[0] < b[1]) ||
+                         std::any_of(f.values.begin(), f.values.end(), [&](double v) { return v < b[0] || v > b[1]; })))
+        q.fail("bounds", "expected [low, high] holding every value");
+      f.lo = *std::min_element(f.values.begin(), f.values.end());
+      f.hi = *std::max_element(f.values.begin(), f.values.end());
+    } else {
+      if (!f.values.empty()) q.fail("values", "method gsl searches inside bounds: drop values or say method: grid");
+      if (b.size() != 2 || !(b[0] > 0) || !(b[0] < b[1])) q.fail("bounds", "expected [low, high] with 0 < low < high");
+      f.lo = b[0];
+      f.hi = b[1];
+      if (f.initial < f.lo || f.initial > f.hi) q.fail("initial", "must lie within bounds");
+    }
     f.points = q.text_list("points");
-    if (!seen.insert(f.profile + ":" + f.key).second) q.fail("key", fmt::format("{} of {} is listed twice", f.key, f.profile));
+    if (!seen.insert(f.profile + ":" + f.key).second)
+      q.fail("key", f.profile.empty() ? fmt::format("{} is listed twice", f.key)
+                                      : fmt::format("{} of {} is listed twice", f.key, f.profile));
     spec.parameters.push_back(std::move(f));
   }
   return spec;
@@ -149,16 +173,6 @@ CalibrationSpec CalibrationSpec::restricted_to(const std::vector<Point>& registr
   return out;
 }
 
-// A point fitted only by workload generator keys ("workload.<section>.<key>", e.g.
-// workload.queries.paraphrase_prob) is fitted by the workload's own script (calibrate fits profile
-// fields only; experiments/percache/calibrate_workload.py fits configs/workloads/percache_doc_calibrated.yaml).
-namespace {
-bool fitted_by_workload(const Point& p) {
-  return !p.fitted.empty() && std::all_of(p.fitted.begin(), p.fitted.end(),
-                                          [](const std::string& k) { return k.rfind("workload.", 0) == 0; });
-}
-}  // namespace
-
 std::vector<std::string> check_calibration(const CalibrationSpec& spec, const std::vector<Point>& registry) {
   std::vector<std::string> problems;
   std::map<std::string, const Point*> by_id;
@@ -168,12 +182,13 @@ std::vector<std::string> check_calibration(const CalibrationSpec& spec, const st
     for (const auto& id : f.points) {
       auto it = by_id.find(id);
       if (it == by_id.end()) {
-        problems.push_back(fmt::format("{} ({}): no registry point '{}'", f.key, f.profile, id));
+        problems.push_back(fmt::format("{}{}: no registry point '{}'", f.key, f.profile.empty() ? "" : " (" + f.profile + ")", id));
         continue;
       }
       const Point& p = *it->second;
       if (!p.calibration()) {
-        problems.push_back(fmt::format("{} ({}) would be fitted to validation point {}", f.key, f.profile, id));
+        problems.push_back(fmt::format("{}{} would be fitted to validation point {}", f.key,
+                                       f.profile.empty() ? "" : " (" + f.profile + ")", id));
         continue;
       }
       if (std::find(p.fitted.begin(), p.fitted.end(), f.key) == p.fitted.end())
@@ -182,48 +197,49 @@ std::vector<std::string> check_calibration(const CalibrationSpec& spec, const st
     }
   }
   for (const auto& p : registry)
-    if (p.calibration() && !covered.count(p.id) && !fitted_by_workload(p))
+    if (p.calibration() && !covered.count(p.id))
       problems.push_back(fmt::format("calibration point {} is fitted by no parameter of {}", p.id, spec.file));
   return problems;
 }
 
-PointOverrides candidates_for(const CalibrationSpec& spec, const std::vector<double>& values) {
+namespace {
+// The fitted points a parameter's candidates reach: its own points, and for an experiment key every
+// other one of the same experiment (the key changes that run).
+std::vector<std::string> receivers(const FreeParameter& f, const std::vector<Point>& points) {
+  std::vector<std::string> ids = f.points;
+  if (f.profile_field()) return ids;
+  std::set<std::string> experiments;
+  for (const auto& p : points)
+    if (std::find(f.points.begin(), f.points.end(), p.id) != f.points.end() && !p.experiment.empty())
+      experiments.insert(p.experiment);
+  for (const auto& p : points)
+    if (experiments.count(p.experiment) && std::find(ids.begin(), ids.end(), p.id) == ids.end()) ids.push_back(p.id);
+  return ids;
+}
+}  // namespace
+
+PointOverrides candidates_for(const CalibrationSpec& spec, const std::vector<double>& values,
+                              const std::vector<Point>& points) {
   PointOverrides out;
   for (std::size_t j = 0; j < spec.parameters.size(); ++j)
-    for (const auto& id : spec.parameters[j].points)
+    for (const auto& id : receivers(spec.parameters[j], points))
       out[id].push_back(spec.parameters[j].key + "=" + value_text(values[j]));
   return out;
 }
 
-FitResult calibrate(const CalibrationSpec& spec, const std::vector<Point>& registry, const CalibrateOptions& o) {
-  if (auto problems = check_calibration(spec, registry); !problems.empty())
-    throw ConfigError(fmt::format("{}: {}", spec.file, fmt::join(problems, "; ")));
-  Problem pb;
-  pb.spec = &spec;
-  pb.options = &o;
-  std::set<std::string> ids;
-  for (const auto& f : spec.parameters) ids.insert(f.points.begin(), f.points.end());
-  FitResult r;
-  for (const auto& p : registry)
-    if (ids.count(p.id)) {
-      pb.points.push_back(p);
-      r.points.push_back(&p);  // the caller's registry outlives the result
-    }
-  for (std::size_t j = 0; j < spec.parameters.size(); ++j) {
-    pb.fixed.push_back(spec.parameters[j].initial);
-    if (selected(spec.parameters[j], o.only)) pb.free.push_back(j);
-  }
-  if (pb.free.empty()) throw UsageError("no parameter selected to fit");
-  r.free.assign(spec.parameters.size(), false);
-  for (auto j : pb.free) r.free[j] = true;
-  r.initial = pb.fixed;
-  r.before = pb.simulate(pb.fixed);
-  for (std::size_t i = 0; i < r.before.size(); ++i)
-    r.cost_before += 0.5 * std::pow(log_residual(r.before[i], pb.points[i].reference()), 2);
+namespace {
 
+double cost_of(const std::vector<double>& simulated, const std::vector<Point>& points) {
+  double c = 0;
+  for (std::size_t i = 0; i < simulated.size(); ++i) c += 0.5 * std::pow(log_residual(simulated[i], points[i].reference()), 2);
+  return c;
+}
+
+// One GSL fit of the continuous parameters pb.free, the others held at `start`; returns the fitted
+// values (every parameter) and adds its iterations and stopping reason to `r`.
+std::vector<double> fit_continuous(Problem& pb, const std::vector<double>& start, const CalibrateOptions& o, FitResult& r) {
+  pb.fixed = start;
   const std::size_t n = pb.points.size(), p = pb.free.size();
-  if (n < p)
-    throw ConfigError(fmt::format("{}: {} free parameters but only {} calibration points", spec.file, p, n));
   gsl_multifit_nlinear_fdf fdf{};
   fdf.f = residuals_cb;
   fdf.df = nullptr;   // finite differences
@@ -236,7 +252,7 @@ FitResult calibrate(const CalibrationSpec& spec, const std::vector<Point>& regis
   std::unique_ptr<gsl_multifit_nlinear_workspace, void (*)(gsl_multifit_nlinear_workspace*)> w(
       gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &fp, n, p), gsl_multifit_nlinear_free);
   std::unique_ptr<gsl_vector, void (*)(gsl_vector*)> u(gsl_vector_alloc(p), gsl_vector_free);
-  for (std::size_t j = 0; j < p; ++j) gsl_vector_set(u.get(), j, std::log(spec.parameters[pb.free[j]].initial));
+  for (std::size_t j = 0; j < p; ++j) gsl_vector_set(u.get(), j, std::log(start[pb.free[j]]));
   gsl_error_handler_t* old = gsl_set_error_handler_off();
   int info = 0;
   int status = gsl_multifit_nlinear_init(u.get(), &fdf, w.get());
@@ -247,14 +263,146 @@ FitResult calibrate(const CalibrationSpec& spec, const std::vector<Point>& regis
   if (!pb.failure.empty()) throw Error("calibration stopped: " + pb.failure);
   r.status = status == GSL_SUCCESS ? (info == 1 ? "converged (step)" : info == 2 ? "converged (gradient)" : "converged")
                                    : fmt::format("stopped: {}", gsl_strerror(status));
-  r.iterations = gsl_multifit_nlinear_niter(w.get());
-  r.fitted = pb.values_of(gsl_multifit_nlinear_position(w.get()));
+  r.iterations += gsl_multifit_nlinear_niter(w.get());
+  return pb.values_of(gsl_multifit_nlinear_position(w.get()));
+}
+
+// The best continuous fit at grid values `values` (or just their cost when nothing is continuous).
+std::pair<std::vector<double>, double> best_at(Problem& pb, const std::vector<double>& values, const CalibrateOptions& o,
+                                               FitResult& r) {
+  if (pb.free.empty()) return {values, cost_of(pb.simulate(values), pb.points)};
+  auto fitted = fit_continuous(pb, values, o, r);
+  return {fitted, cost_of(pb.simulate(fitted), pb.points)};
+}
+
+// Coordinate passes over the grid parameters (indices `grid`): each tries all its values with the
+// continuous parameters refitted at each, keeps the lowest cost (ties keep the current value).
+std::vector<double> coordinate_search(Problem& pb, const std::vector<std::size_t>& grid, std::vector<double> values,
+                                      const CalibrateOptions& o, FitResult& r) {
+  auto [current, cost] = best_at(pb, values, o, r);
+  for (r.passes = 1; r.passes <= o.max_passes; ++r.passes) {
+    bool changed = false;
+    for (const std::size_t g : grid) {
+      const FreeParameter& f = pb.spec->parameters[g];
+      for (const double v : f.values) {
+        if (v == current[g]) continue;
+        std::vector<double> trial = current;
+        trial[g] = v;
+        auto [fitted, c] = best_at(pb, trial, o, r);
+        if (!o.evaluate.runs.quiet)
+          std::cerr << fmt::format("[calibrate] pass {}: {}={}: cost {:.4g} (best {:.4g})\n", r.passes, f.key,
+                                   value_text(v), c, cost);
+        if (c < cost) {
+          current = std::move(fitted);
+          cost = c;
+          changed = true;
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  r.passes = std::min(r.passes, o.max_passes);
+  if (pb.free.empty()) r.status = fmt::format("grid: {} coordinate pass(es)", r.passes);
+  else r.status = fmt::format("grid: {} coordinate pass(es); last continuous fit {}", r.passes, r.status);
+  return current;
+}
+
+}  // namespace
+
+FitResult calibrate(const CalibrationSpec& spec, const std::vector<Point>& registry, const CalibrateOptions& o) {
+  if (auto problems = check_calibration(spec, registry); !problems.empty())
+    throw ConfigError(fmt::format("{}: {}", spec.file, fmt::join(problems, "; ")));
+  Problem pb;
+  pb.spec = &spec;
+  pb.options = &o;
+  std::vector<std::size_t> grid;
+  std::set<std::string> ids;
+  for (const auto& f : spec.parameters) ids.insert(f.points.begin(), f.points.end());
+  // With --only, the points the selected parameters reach (the others' points cannot move).
+  std::set<std::string> reached;
+  {
+    std::vector<Point> all;
+    for (const auto& p : registry)
+      if (ids.count(p.id)) all.push_back(p);
+    for (const auto& f : spec.parameters)
+      if (selected(f, o.only))
+        for (auto& id : receivers(f, all)) reached.insert(id);
+  }
+  FitResult r;
+  for (const auto& p : registry)
+    if (ids.count(p.id) && (o.only.empty() || reached.count(p.id))) {
+      pb.points.push_back(p);
+      r.points.push_back(&p);  // the caller's registry outlives the result
+    }
+  for (std::size_t j = 0; j < spec.parameters.size(); ++j) {
+    pb.fixed.push_back(spec.parameters[j].initial);
+    if (!selected(spec.parameters[j], o.only)) continue;
+    (spec.parameters[j].grid ? grid : pb.free).push_back(j);
+  }
+  if (pb.free.empty() && grid.empty()) throw UsageError("no parameter selected to fit");
+  r.free.assign(spec.parameters.size(), false);
+  for (auto j : pb.free) r.free[j] = true;
+  for (auto j : grid) r.free[j] = true;
+  r.initial = pb.fixed;
+  r.before = pb.simulate(pb.fixed);
+  r.cost_before = cost_of(r.before, pb.points);
+
+  // Parameters whose candidates reach no common point are independent fits: one per connected
+  // group, so a grid search never refits unrelated parameters (and GSL fits few at a time).
+  std::vector<std::size_t> chosen = pb.free;
+  chosen.insert(chosen.end(), grid.begin(), grid.end());
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<std::set<std::string>> reach;
+  for (auto j : chosen) {
+    const auto ids_j = receivers(spec.parameters[j], pb.points);
+    reach.emplace_back(ids_j.begin(), ids_j.end());
+  }
+  std::vector<std::size_t> group(chosen.size());
+  for (std::size_t a = 0; a < chosen.size(); ++a) group[a] = a;
+  for (bool merged = true; merged;) {  // label propagation to the smallest index of each component
+    merged = false;
+    for (std::size_t a = 0; a < chosen.size(); ++a)
+      for (std::size_t b = 0; b < chosen.size(); ++b)
+        if (group[b] < group[a] &&
+            std::any_of(reach[a].begin(), reach[a].end(), [&](const std::string& id) { return reach[b].count(id) > 0; })) {
+          group[a] = group[b];
+          merged = true;
+        }
+  }
+  std::vector<double> values = pb.fixed;
+  std::vector<std::string> statuses;
+  std::size_t passes = 0;
+  for (std::size_t g = 0; g < chosen.size(); ++g) {
+    if (group[g] != g) continue;
+    Problem sub;
+    sub.spec = &spec;
+    sub.options = &o;
+    std::set<std::string> ids_g;
+    std::vector<std::size_t> grid_g;
+    for (std::size_t a = 0; a < chosen.size(); ++a)
+      if (group[a] == g) {
+        ids_g.insert(reach[a].begin(), reach[a].end());
+        (spec.parameters[chosen[a]].grid ? grid_g : sub.free).push_back(chosen[a]);
+      }
+    for (const auto& pt : pb.points)
+      if (ids_g.count(pt.id)) sub.points.push_back(pt);
+    if (sub.points.size() < sub.free.size() + grid_g.size())
+      throw ConfigError(fmt::format("{}: {} free parameters but only {} calibration points", spec.file,
+                                    sub.free.size() + grid_g.size(), sub.points.size()));
+    r.passes = 0;
+    values = grid_g.empty() ? fit_continuous(sub, values, o, r) : coordinate_search(sub, grid_g, values, o, r);
+    passes = std::max(passes, r.passes);
+    pb.evaluations += sub.evaluations;
+    if (std::find(statuses.begin(), statuses.end(), r.status) == statuses.end()) statuses.push_back(r.status);
+  }
+  r.passes = passes;
+  r.status = fmt::format("{}", fmt::join(statuses, "; "));
+  r.fitted = values;
   // Rounded as written to the profile, then simulated once more: the reported values are exactly
   // what the written profile gives.
   for (auto& v : r.fitted) v = std::stod(value_text(v));
   r.after = pb.simulate(r.fitted);
-  for (std::size_t i = 0; i < r.after.size(); ++i)
-    r.cost_after += 0.5 * std::pow(log_residual(r.after[i], pb.points[i].reference()), 2);
+  r.cost_after = cost_of(r.after, pb.points);
   r.evaluations = pb.evaluations;
   return r;
 }
@@ -286,17 +434,75 @@ struct YamlTree {
 
 }  // namespace
 
+namespace {
+
+// Where a fitted value is written: the file (relative to the output folder), its `base:` (or ""),
+// what it is for the header, and the key's steps inside it.
+struct Target {
+  std::string file, base, what;
+  std::vector<std::string> steps;
+};
+
+Target profile_target(const FreeParameter& f) {
+  const std::string kind = f.key.substr(0, f.key.find('.'));
+  return {kind == "device" ? f.profile + ".yaml" : kind + "-" + f.profile + ".yaml", f.profile,
+          fmt::format("{} profile {}", kind, f.profile), override_path_steps(f.key.substr(kind.size() + 1) + "=0")};
+}
+
+// An experiment key: walked through the experiment file of its first point. A named config met on
+// the way (`generate: percache_doc_calibrated`) takes the rest of the path: `base: NAME` + the keys.
+Target experiment_target(const FreeParameter& f, const std::string& experiment) {
+  const auto steps = override_path_steps(f.key + "=0");
+  const std::string path = fs::path(experiment).is_absolute() || fs::exists(experiment) ? experiment
+                                                                                         : source_root() + "/" + experiment;
+  YAML::Node node = yaml_clone(load_yaml_file(path));
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    if (node.IsScalar() && i > 0) {
+      const std::string section = steps[0] == "experiment" && i > 1 ? steps[1] : steps[i - 1];
+      const std::string name = node.Scalar();
+      return {section + "-" + fs::path(name).stem().string() + ".yaml", name,
+              fmt::format("{} {} (at {} of {})", section, name, fmt::join(steps.begin(), steps.begin() + long(i), "."),
+                          experiment),
+              std::vector<std::string>(steps.begin() + long(i), steps.end())};
+    }
+    const bool index = node.IsSequence() && steps[i].size() <= 9 && steps[i].find_first_not_of("0123456789") == std::string::npos;
+    if (index && std::stoul(steps[i]) < node.size()) {
+      const YAML::Node next = node[std::stoul(steps[i])];
+      node.reset(next);
+    } else if (node.IsMap() && node[steps[i]].IsDefined()) {
+      const YAML::Node next = node[steps[i]];
+      node.reset(next);
+    } else {
+      break;  // a key the experiment leaves at its default: written at its full path
+    }
+  }
+  return {"experiment-" + fs::path(experiment).stem().string() + ".yaml", "",
+          fmt::format("experiment {} (apply each value with -p KEY=V or copy it into the file)", experiment), steps};
+}
+
+}  // namespace
+
 std::vector<std::string> write_fitted_profiles(const CalibrationSpec& spec, const FitResult& fit, const std::string& dir) {
   fs::create_directories(dir);
-  std::map<std::string, YamlTree> trees;  // "device:pixel7" -> fields
+  struct Output {
+    std::string base, what;
+    YamlTree tree;
+  };
+  std::map<std::string, Output> outputs;  // file name -> fields
   std::map<std::string, const Point*> by_id;
   for (const auto* p : fit.points) by_id[p->id] = p;
   for (std::size_t j = 0; j < spec.parameters.size(); ++j) {
     if (!fit.free[j]) continue;  // held at its initial value: nothing was fitted
     const FreeParameter& f = spec.parameters[j];
-    const std::string kind = f.key.substr(0, f.key.find('.'));
-    YamlTree* node = &trees[kind + ":" + f.profile];
-    for (const auto& step : override_path_steps(f.key.substr(kind.size() + 1) + "=0")) node = &node->child(step);
+    std::string experiment;
+    for (const auto& id : f.points)
+      if (by_id.count(id) && experiment.empty()) experiment = by_id.at(id)->experiment;
+    const Target t = f.profile_field() || experiment.empty() ? profile_target(f) : experiment_target(f, experiment);
+    Output& out = outputs[t.file];
+    out.base = t.base;
+    out.what = t.what;
+    YamlTree* node = &out.tree;
+    for (const auto& step : t.steps) node = &node->child(step);
     node->value = value_text(fit.fitted[j]);
     std::vector<std::string> srcs;
     for (const auto& id : f.points) {
@@ -307,23 +513,26 @@ std::vector<std::string> write_fitted_profiles(const CalibrationSpec& spec, cons
         srcs.push_back(fmt::format("{} ({}, {}: {} {}; simulated {:.4g})", id, p->document, p->source,
                                    p->published_text(), p->unit, fit.after[i]));
     }
-    node->comment = fmt::format("fitted by mobisim calibrate (was {}) to {}", value_text(f.initial), fmt::join(srcs, "; "));
+    node->comment = fmt::format("fitted by mobisim calibrate ({}, was {}) to {}",
+                                f.grid ? fmt::format("grid of {} values", f.values.size()) : std::string("GSL"),
+                                value_text(f.initial), fmt::join(srcs, "; "));
   }
   std::vector<std::string> paths;
-  for (const auto& [name, tree] : trees) {
-    const std::string kind = name.substr(0, name.find(':')), profile = name.substr(name.find(':') + 1);
-    const std::string path = (fs::path(dir) / (kind == "device" ? profile + ".yaml" : kind + "-" + profile + ".yaml")).string();
+  for (const auto& [file, out] : outputs) {
+    const std::string path = (fs::path(dir) / file).string();
     std::string text = fmt::format(
-        "# {} profile {} with the parameters fitted by `mobisim calibrate` (mobisim {}, {}): {} iterations, "
-        "cost {:.4g} -> {:.4g}.\n# Use it as a profile ({}: {}) or copy the values into the built-in one.\n",
-        kind, profile, kVersion, spec.file, fit.iterations, fit.cost_before, fit.cost_after, kind, path);
-    text += "base: " + profile + "\n";
-    tree.write(text, 0);
+        "# {} with the parameters fitted by `mobisim calibrate` (mobisim {}, {}): {} iterations, {} grid passes, "
+        "cost {:.4g} -> {:.4g}.\n",
+        out.what, kVersion, spec.file, fit.iterations, fit.passes, fit.cost_before, fit.cost_after);
+    if (!out.base.empty())
+      text += fmt::format("# Use it in place of {} (give this file's path) or copy the values into {}.\nbase: {}\n", out.base,
+                          out.base, out.base);
+    out.tree.write(text, 0);
     const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
     {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << text;
-      if (!out) throw Error(fmt::format("cannot write {}", tmp));
+      std::ofstream o(tmp, std::ios::trunc);
+      o << text;
+      if (!o) throw Error(fmt::format("cannot write {}", tmp));
     }
     fs::rename(tmp, path);
     paths.push_back(path);

@@ -21,9 +21,9 @@
 //                                         # run per value, the extracted values in this order
 //       # or extract: {function: NAME, ...its arguments}  (see extract.h)
 //       # or, instead of experiment + extract, probe: {impl: ondevice, ...}  (fidelity/probe.h)
-//       fitted: [device.compute.cpu.compute_efficiency]   # calibration points: what they fit
-//                                         # (workload.<section>.<key>: a workload generator key, fitted
-//                                         # by the workload's script, not by `mobisim calibrate`)
+//       fitted: [device.compute.cpu.compute_efficiency]   # calibration points: what they fit, as
+//                                         # calibration.yaml names it (a profile field or an experiment
+//                                         # -p path such as experiment.workload.generate.queries.paraphrase_prob)
 //       cause: "one line"                 # required for a validation point whose error is > 25 %
 //       cause_kind: workload              # what the cause is: workload (mobisim's inputs differ from the
 //                                         # document's), mechanism (the model omits or simplifies something)
