@@ -386,20 +386,18 @@ std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t> of
   if (offsets.empty()) return runs;
   std::sort(offsets.begin(), offsets.end());
   if (merge_ == ReadMerge::kContiguousPieces) return pieces_from_sorted_offsets(offsets);
-  std::vector<std::int64_t> pages;  // every page an entry touches, sorted
-  pages.reserve(offsets.size() * 2);
-  for (std::int64_t off : offsets)
-    for (std::int64_t p = off / page_bytes_; p <= (off + entry_bytes_ - 1) / page_bytes_; ++p) pages.push_back(p);
-  // Offsets are sorted, so the pages already are: only duplicates go.
-  pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+  // Every page an entry touches, in order (offsets are sorted, so the pages already are); a page
+  // repeated by the next entry is skipped, a gap closes the run. No page list is materialized.
   std::int64_t run_start = -2, prev = -2;
-  for (const std::int64_t page : pages) {
-    if (page != prev + 1) {
-      if (run_start >= 0) runs.push_back({run_start * page_bytes_, (prev - run_start + 1) * page_bytes_, 0});
-      run_start = page;
+  for (std::int64_t off : offsets)
+    for (std::int64_t page = off / page_bytes_; page <= (off + entry_bytes_ - 1) / page_bytes_; ++page) {
+      if (page == prev) continue;
+      if (page != prev + 1) {
+        if (run_start >= 0) runs.push_back({run_start * page_bytes_, (prev - run_start + 1) * page_bytes_, 0});
+        run_start = page;
+      }
+      prev = page;
     }
-    prev = page;
-  }
   runs.push_back({run_start * page_bytes_, (prev - run_start + 1) * page_bytes_, 0});
   // Count entries and byte-contiguous pieces per run (offsets and runs both ascending: one merge pass).
   std::size_t r = 0;

@@ -193,11 +193,12 @@ int ClusterTable::regroup(const std::vector<int>& positions) {
 
 int ClusterTable::nearest_cluster(const float* k) const {
   const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
-  Eigen::VectorXd d2;
+  Eigen::VectorXd& d2 = scratch_scores_;
   if (rows > 0) {
     const Eigen::Map<const RowMatD> cm(centroids_.data(), rows, dim_);
     const Eigen::RowVectorXd kv = Eigen::Map<const Eigen::RowVectorXf>(k, dim_).cast<double>();
-    d2 = (cm.rowwise() - kv).rowwise().squaredNorm();
+    d2.resize(rows);
+    d2.noalias() = (cm.rowwise() - kv).rowwise().squaredNorm();
   }
   int best = -1;
   double best_d = std::numeric_limits<double>::infinity();
@@ -233,12 +234,16 @@ std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
   // Ranked by score, ties to the lower id; only as many as needed are ordered (a heap), which
   // yields exactly the prefix a full stable sort would.
   const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
-  Eigen::VectorXd scores;
+  Eigen::VectorXd& scores = scratch_scores_;
   if (rows > 0) {
     const Eigen::Map<const RowMatD> cm(centroids_.data(), rows, dim_);
-    scores = cm * Eigen::Map<const Eigen::VectorXf>(q, dim_).cast<double>();
+    const Eigen::VectorXd qd = Eigen::Map<const Eigen::VectorXf>(q, dim_).cast<double>();
+    scores.resize(rows);
+    scores.setZero();
+    scores.noalias() += cm * qd;  // what `scores = cm * qd` evaluates (zeroed destination, one GEMV), minus its temporary
   }
-  std::vector<std::pair<double, int>> heap;
+  std::vector<std::pair<double, int>>& heap = scratch_heap_;
+  heap.clear();
   heap.reserve(clusters_.size());
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
     if (clusters_[c].alive && clusters_[c].n > 0 && !clusters_[c].local_window)
