@@ -55,6 +55,13 @@ void ClusterTable::recompute_stats(int c) {
     }
   cl.variance = cl.n > 0 ? ss / static_cast<double>(cl.n) : 0.0;
   sync_centroid(c);
+  refresh_candidate(c);
+}
+
+void ClusterTable::refresh_candidate(int c) {
+  if (candidate_.size() < clusters_.size()) candidate_.resize(clusters_.size(), 0);
+  const Cluster& cl = clusters_[c];
+  candidate_[c] = cl.alive && cl.n > 0 && !cl.local_window;
 }
 
 void ClusterTable::sync_centroid(int c) {
@@ -102,6 +109,7 @@ void ClusterTable::add_entry(int c, int pos) {
   cl.variance = (n * cl.variance + dist2 * n / (n + 1.0)) / (n + 1.0);
   cl.n += 1;
   sync_centroid(c);
+  refresh_candidate(c);
   cl.members.push_back(pos);
   cluster_of_[pos] = c;
   residence_[pos] = Residence::kFlash;
@@ -166,6 +174,7 @@ int ClusterTable::local_window() {
   if (window_ < 0) {
     window_ = make_cluster({});
     clusters_[window_].local_window = true;
+    refresh_candidate(window_);
   }
   return window_;
 }
@@ -203,12 +212,12 @@ int ClusterTable::nearest_cluster(const float* k) const {
   int best = -1;
   double best_d = std::numeric_limits<double>::infinity();
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c) {
-    const Cluster& cl = clusters_[c];
-    if (!cl.alive || cl.n == 0 || cl.local_window) continue;
+    if (!candidate_[c]) continue;
     double dist = 0;
     if (c < rows) {
       dist = d2[c];
     } else {
+      const Cluster& cl = clusters_[c];
       for (int d = 0; d < dim_; ++d) dist += (k[d] - cl.centroid[d]) * (k[d] - cl.centroid[d]);
     }
     if (dist < best_d) {
@@ -246,7 +255,7 @@ std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
   heap.clear();
   heap.reserve(clusters_.size());
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
-    if (clusters_[c].alive && clusters_[c].n > 0 && !clusters_[c].local_window)
+    if (candidate_[c])
       heap.emplace_back(c < rows ? scores[c] : similarity(c, q), c);
   auto lower_rank = [](const std::pair<double, int>& a, const std::pair<double, int>& b) {
     return a.first < b.first || (a.first == b.first && a.second > b.second);

@@ -127,6 +127,10 @@ class ClusterTable {
   std::vector<double> centroids_;
   // Scratch of select / nearest_cluster, kept so a decode step allocates nothing there
   // (a table is only ever used by one thread at a time).
+  // Per cluster: alive, with members on flash and not ClusterKV's window (what select and
+  // nearest_cluster consider), kept beside the scans so they do not touch every Cluster.
+  std::vector<char> candidate_;
+  void refresh_candidate(int c);
   mutable Eigen::VectorXd scratch_scores_;
   mutable std::vector<std::pair<double, int>> scratch_heap_;
   int dim_;
