@@ -46,6 +46,10 @@
 //                                         bandwidth gains (2.10x over no-cluster, Figure 10c) are far below
 //                                         the ~20x unmerged reads give. Figure 12's statistic is therefore
 //                                         mean_contiguous_entries; `contiguous` is a sensitivity run
+//   accuracy_every    int    1            exact attention (attention_mass) on every N-th decode step;
+//                                         0: never (the column is NaN). It is O(context) per table and
+//                                         query head per step, the largest cost of long sessions, and
+//                                         latency-only runs (Table 6) need none of it
 //   session_stats     bool   false        tables/session_stats: the calibration statistics of every
 //                                         session replayed (policies/kvcluster/session_stats.h)
 //   footprint_lengths ints   []           Table 1: sequence lengths of the KV footprint table
@@ -136,6 +140,7 @@ class DynaKvExperiment : public Experiment {
       captured_ = std::make_shared<const traces::KvSession>(traces::capture_kv_session(m, tokens, prefill));
     }
     session_stats_ = p.boolean("session_stats");
+    accuracy_every_ = static_cast<int>(p.integer("accuracy_every"));
     read_merge_ = policies::kvcluster::read_merge_from_string(p.text("read_commands"));
     if (p.has("generator")) read_generator(p.node("generator"), p.source_of("generator"));
     footprint_lengths_ = p.int_list("footprint_lengths");
@@ -196,6 +201,7 @@ class DynaKvExperiment : public Experiment {
     s.node("generator", "drifting-generator parameters (traces::DriftingSpec)");
     s.text("read_commands", std::string("page_runs"), "reads as commands: page_runs or contiguous")
         .in({"page_runs", "contiguous"});
+    s.integer("accuracy_every", 1, "exact attention mass on every N-th decode step; 0: never").non_negative();
     s.boolean("session_stats", false, "write the calibration statistics of every session");
     s.int_list("footprint_lengths", std::vector<std::int64_t>{}, "Table 1: sequence lengths of the KV footprint");
     s.text_list("footprint_models", std::vector<std::string>{}, "Table 1: models of the KV footprint");
@@ -381,13 +387,14 @@ class DynaKvExperiment : public Experiment {
     opt.read_merge = read_merge_;
     opt.cache_ratio = v.cache_ratio;
     opt.replacement = v.cache_ratio > 0 ? v.replacement : nullptr;
-    opt.measure_accuracy = true;
+    opt.accuracy_every = accuracy_every_;
     opt.storage = storage;
     const auto r = policies::kvcluster::replay_session(session, *v.policy, opt);
     const models::CostModel cost(model);
     const double cluster_flops_per_s = cpu.peak_flops(models::DType::kF32) * cpu.gemv_compute_efficiency;
     double lat = 0, io = 0, exposed = 0, prefetch = 0, rep_io = 0, comp = 0, bytes = 0, wanted = 0, c = 0, m = 0,
            forced = 0, written = 0, working = 0, att = 0;
+    std::size_t mass_steps = 0;
     for (const auto& st : r.steps) {
       // CPU decode of one token attending the retrieved context (per table average).
       const auto attended = static_cast<std::int64_t>(std::llround(static_cast<double>(st.attended) / session.tables()));
@@ -419,7 +426,10 @@ class DynaKvExperiment : public Experiment {
       wanted += static_cast<double>(st.wanted_bytes) * scale;
       working = std::max(working, static_cast<double>(st.read_bytes + st.hit_bytes) / session.n_layers);
       c += static_cast<double>(st.commands) * scale;
-      m += st.mass;
+      if (st.mass_measured) {
+        m += st.mass;
+        ++mass_steps;
+      }
       att += static_cast<double>(st.attended) / session.tables();
       forced += static_cast<double>(st.forced_bytes) * scale;
     }
@@ -433,7 +443,8 @@ class DynaKvExperiment : public Experiment {
     row.rep_io_ms = rep_io / n * 1e3;
     row.read_mb = bytes / n / 1e6;
     row.cmds = c / n;
-    row.mass = m / n;
+    // Mean over the sampled steps (every step by default: the same sum and divisor as before).
+    row.mass = mass_steps > 0 ? m / static_cast<double>(mass_steps) : std::nan("");
     row.attended = att / n;  // per (layer, KV head) table: clusters are taken whole, so this exceeds top-k %
     row.variance = r.mean_variance;
     row.clusters = r.clusters_end;
@@ -501,6 +512,7 @@ class DynaKvExperiment : public Experiment {
   std::shared_ptr<const traces::KvSession> captured_;
   traces::DriftingSpec generator_;
   bool session_stats_ = false;
+  int accuracy_every_ = 1;
   policies::kvcluster::ReadMerge read_merge_ = policies::kvcluster::ReadMerge::kPageRuns;
 
   std::vector<VariantSpec> variants_;

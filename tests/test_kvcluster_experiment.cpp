@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -61,6 +62,31 @@ TEST(DynaKvExperiment, Fig10RunsAndDynaKvReadsLeastPerToken) {
   EXPECT_LT(rd["dynakv"], rd["no_cluster"]);
   std::filesystem::remove(out);
   std::filesystem::remove(out.substr(0, out.size() - 3) + "_summary.csv");
+}
+
+// accuracy_every samples the exact-attention measurement: every step (the default), every 4th,
+// or never (attention_mass NaN); the latency side is untouched bit for bit.
+TEST(DynaKvExperiment, AccuracyEverySamplesTheMassAndLeavesLatencyIdentical) {
+  std::map<std::string, std::vector<double>> mass, latency, read;
+  for (const std::string every : {"1", "4", "0"}) {
+    const std::string out = temp_out("acc" + every);
+    ASSERT_EQ(run_fig10(out, {"experiment.accuracy_every=" + every}), 0) << every;
+    h5::Reader r(out);
+    mass[every] = r.doubles("summary/attention_mass");
+    latency[every] = r.doubles("summary/latency_per_token");
+    read[every] = r.doubles("summary/read_per_token");
+    remove_result(out);
+  }
+  for (std::size_t i = 0; i < mass["1"].size(); ++i) {
+    EXPECT_GT(mass["1"][i], 0.5) << i;
+    EXPECT_GT(mass["4"][i], 0.5) << i;
+    EXPECT_NE(mass["4"][i], mass["1"][i]) << i;  // a quarter of the steps: a different mean
+    EXPECT_TRUE(std::isnan(mass["0"][i])) << i;
+  }
+  EXPECT_EQ(latency["0"], latency["1"]);
+  EXPECT_EQ(latency["4"], latency["1"]);
+  EXPECT_EQ(read["0"], read["1"]);
+  EXPECT_THROW(run_fig10(temp_out("accbad"), {"experiment.accuracy_every=-1"}), ConfigError);
 }
 
 // I/O audit by hand (Qwen2.5-3B: 36 layers, 2 KV heads, head_dim 128, FP8): one decode step after a

@@ -74,6 +74,16 @@ TEST(KvClusterFlash, RunsCountTheirByteContiguousPiecesByHand) {
   EXPECT_EQ(runs[0].pieces, 1);
   EXPECT_EQ(runs[1].pieces, 1);
   EXPECT_EQ(runs[1].longest_piece, 2);
+  // Any order gives the same runs, and a position asked for twice counts twice, as before the
+  // linear (bitmap) sort: {3, 3, 4} is one page run of three entries in two pieces ({3}, {3, 4}).
+  for (const std::vector<int>& asked : {std::vector<int>{3, 3, 4}, std::vector<int>{4, 3, 3}}) {
+    runs = f.read_runs_of(asked);
+    ASSERT_EQ(runs.size(), 1u);  // 3 in page 0, 4 in page 1: one run of two pages
+    EXPECT_EQ(runs[0].bytes, 2 * 4096);
+    EXPECT_EQ(runs[0].entries, 3);
+    EXPECT_EQ(runs[0].pieces, 2);
+    EXPECT_EQ(runs[0].longest_piece, 2);
+  }
 }
 
 TEST(KvClusterFlash, UnmergedReadsIssueOneCommandPerContiguousPieceByHand) {

@@ -84,7 +84,7 @@ traces::DriftingSpec replay_spec() {
 TEST(KvClusterReplay, FullTopKCapturesAllMassAndEveryPolicyKeepsInvariants) {
   const auto session = traces::generate_drifting_session(replay_spec());
   ReplayOptions opt;
-  opt.measure_accuracy = true;
+  opt.accuracy_every = 1;
   for (const char* impl : {"no_cluster", "pqcache", "clusterkv", "dynakv"}) {
     auto p = make(fmt::format("{{impl: {}, top_k_percent: 100}}", impl));
     const auto r = replay_session(session, *p, opt);
@@ -93,10 +93,41 @@ TEST(KvClusterReplay, FullTopKCapturesAllMassAndEveryPolicyKeepsInvariants) {
   }
 }
 
+TEST(KvClusterReplay, AccuracyEverySamplesExactlyTheEveryStepValuesAndChangesNothingElse) {
+  auto spec = replay_spec();
+  spec.decode = 64;
+  const auto session = traces::generate_drifting_session(spec);
+  auto p = make("{impl: dynakv, top_k_percent: 10}");
+  ReplayOptions every, sampled, off;
+  every.accuracy_every = 1;
+  sampled.accuracy_every = 5;
+  const auto a = replay_session(session, *p, every);
+  const auto b = replay_session(session, *p, sampled);
+  const auto c = replay_session(session, *p, off);
+  ASSERT_EQ(a.steps.size(), 64u);
+  int measured = 0;
+  for (std::size_t i = 0; i < a.steps.size(); ++i) {
+    EXPECT_TRUE(a.steps[i].mass_measured);
+    EXPECT_GT(a.steps[i].mass, 0.0);
+    EXPECT_EQ(b.steps[i].mass_measured, i % 5 == 0) << i;
+    EXPECT_EQ(b.steps[i].mass, i % 5 == 0 ? a.steps[i].mass : 0.0) << i;  // bit-identical when sampled
+    EXPECT_FALSE(c.steps[i].mass_measured);
+    measured += b.steps[i].mass_measured;
+    // The measurement is read-only: everything else of the step is the same.
+    EXPECT_EQ(c.steps[i].read_bytes, a.steps[i].read_bytes);
+    EXPECT_EQ(c.steps[i].commands, a.steps[i].commands);
+    EXPECT_EQ(c.steps[i].attended, a.steps[i].attended);
+  }
+  EXPECT_EQ(measured, 13);  // steps 0, 5, ..., 60
+  ReplayOptions bad;
+  bad.accuracy_every = -1;
+  EXPECT_THROW(replay_session(session, *p, bad), ConfigError);
+}
+
 TEST(KvClusterReplay, DynaKvReadsLessAndFasterThanBaselinesOnTheDriftingGenerator) {
   const auto session = traces::generate_drifting_session(replay_spec());
   ReplayOptions opt;
-  opt.measure_accuracy = true;
+  opt.accuracy_every = 1;
   opt.storage = devices::load_device_profile("oneplus-12").require_storage("test");
   std::map<std::string, double> io, mass, cmds;
   for (const char* impl : {"no_cluster", "pqcache", "clusterkv", "dynakv"}) {

@@ -234,7 +234,7 @@ TEST(KvSession, DynaKvCapturesAtLeastPqCacheMassAtEqualTopKOnStories260k) {
   const auto m = kernel::load_model(kernel::testing::stories_path());
   const auto s = capture_kv_session(m, kernel::sample_sequence(m, m.config.seq_len, 11), 64);
   policies::kvcluster::ReplayOptions opt;
-  opt.measure_accuracy = true;
+  opt.accuracy_every = 1;
   double mass[2] = {0, 0}, wanted[2] = {0, 0};
   const char* yaml[2] = {"{impl: pqcache, tokens_per_cluster: 8, top_k_percent: 10}",
                          "{impl: dynakv, tokens_per_cluster: 8, top_k_percent: 10}"};

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <set>
 
 #include "sim/error.h"
@@ -381,25 +382,58 @@ void FlashLayout::sync(const ClusterTable& t, const StepOutcome& step) {
 // ---------------------------------------------------------------------------
 // Reads
 // ---------------------------------------------------------------------------
+void FlashLayout::sort_offsets(std::vector<std::int64_t>& offsets) const {
+  std::int64_t top = 0;
+  bool slots = true;
+  for (std::int64_t off : offsets) {
+    slots = slots && off >= 0 && off % entry_bytes_ == 0;
+    top = std::max(top, off);
+  }
+  const std::int64_t words = top / entry_bytes_ / 64 + 1;
+  // The bitmap pays off when it is not much larger than the list it sorts.
+  if (!slots || words > 4 * static_cast<std::int64_t>(offsets.size()) + 64) {
+    std::sort(offsets.begin(), offsets.end());
+    return;
+  }
+  if (static_cast<std::int64_t>(slot_bits_.size()) < words) slot_bits_.resize(static_cast<std::size_t>(words), 0);
+  bool distinct = true;
+  for (std::int64_t off : offsets) {
+    const std::int64_t slot = off / entry_bytes_;
+    std::uint64_t& w = slot_bits_[static_cast<std::size_t>(slot / 64)];
+    const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
+    distinct = distinct && !(w & bit);
+    w |= bit;
+  }
+  std::size_t n = 0;
+  for (std::int64_t i = 0; i < words; ++i) {
+    std::uint64_t w = slot_bits_[static_cast<std::size_t>(i)];
+    slot_bits_[static_cast<std::size_t>(i)] = 0;
+    if (!distinct) continue;  // only clearing: a repeated offset must stay repeated
+    while (w) {
+      offsets[n++] = (i * 64 + std::countr_zero(w)) * entry_bytes_;
+      w &= w - 1;
+    }
+  }
+  if (!distinct) std::sort(offsets.begin(), offsets.end());
+}
+
 std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t> offsets) const {
   std::vector<ReadRun> runs;
   if (offsets.empty()) return runs;
-  std::sort(offsets.begin(), offsets.end());
+  sort_offsets(offsets);
   if (merge_ == ReadMerge::kContiguousPieces) return pieces_from_sorted_offsets(offsets);
-  std::vector<std::int64_t> pages;  // every page an entry touches, sorted
-  pages.reserve(offsets.size() * 2);
-  for (std::int64_t off : offsets)
-    for (std::int64_t p = off / page_bytes_; p <= (off + entry_bytes_ - 1) / page_bytes_; ++p) pages.push_back(p);
-  // Offsets are sorted, so the pages already are: only duplicates go.
-  pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+  // Every page an entry touches, in order (offsets are sorted, so the pages already are); a page
+  // repeated by the next entry is skipped, a gap closes the run. No page list is materialized.
   std::int64_t run_start = -2, prev = -2;
-  for (const std::int64_t page : pages) {
-    if (page != prev + 1) {
-      if (run_start >= 0) runs.push_back({run_start * page_bytes_, (prev - run_start + 1) * page_bytes_, 0});
-      run_start = page;
+  for (std::int64_t off : offsets)
+    for (std::int64_t page = off / page_bytes_; page <= (off + entry_bytes_ - 1) / page_bytes_; ++page) {
+      if (page == prev) continue;
+      if (page != prev + 1) {
+        if (run_start >= 0) runs.push_back({run_start * page_bytes_, (prev - run_start + 1) * page_bytes_, 0});
+        run_start = page;
+      }
+      prev = page;
     }
-    prev = page;
-  }
   runs.push_back({run_start * page_bytes_, (prev - run_start + 1) * page_bytes_, 0});
   // Count entries and byte-contiguous pieces per run (offsets and runs both ascending: one merge pass).
   std::size_t r = 0;

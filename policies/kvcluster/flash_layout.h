@@ -137,6 +137,9 @@ class FlashLayout {
   void flush_page_buffer(int cluster);
   std::int64_t pages_touched(const std::vector<std::int64_t>& offsets) const;
   std::vector<ReadRun> runs_from_offsets(std::vector<std::int64_t> offsets) const;
+  // Sorts entry offsets ascending: by a bitmap over entry slots when they are distinct
+  // multiples of entry_bytes (every layout's case; linear), otherwise by std::sort.
+  void sort_offsets(std::vector<std::int64_t>& offsets) const;
   std::vector<ReadRun> pieces_from_sorted_offsets(const std::vector<std::int64_t>& offsets) const;
   void charge_naive_append(int cluster);
   void record_offset(int pos, std::int64_t off);  // offset known, not yet on flash
@@ -160,6 +163,7 @@ class FlashLayout {
   // Dense mirrors of offset_ and of "content_at(offset_of(p)) == p", for fast reads.
   std::vector<std::int64_t> pos_offset_;
   std::vector<char> pos_on_flash_;
+  mutable std::vector<std::uint64_t> slot_bits_;  // scratch of sort_offsets (all zero between calls)
 };
 
 }  // namespace mobisim::policies::kvcluster

@@ -55,6 +55,13 @@ void ClusterTable::recompute_stats(int c) {
     }
   cl.variance = cl.n > 0 ? ss / static_cast<double>(cl.n) : 0.0;
   sync_centroid(c);
+  refresh_candidate(c);
+}
+
+void ClusterTable::refresh_candidate(int c) {
+  if (candidate_.size() < clusters_.size()) candidate_.resize(clusters_.size(), 0);
+  const Cluster& cl = clusters_[c];
+  candidate_[c] = cl.alive && cl.n > 0 && !cl.local_window;
 }
 
 void ClusterTable::sync_centroid(int c) {
@@ -102,6 +109,7 @@ void ClusterTable::add_entry(int c, int pos) {
   cl.variance = (n * cl.variance + dist2 * n / (n + 1.0)) / (n + 1.0);
   cl.n += 1;
   sync_centroid(c);
+  refresh_candidate(c);
   cl.members.push_back(pos);
   cluster_of_[pos] = c;
   residence_[pos] = Residence::kFlash;
@@ -166,6 +174,7 @@ int ClusterTable::local_window() {
   if (window_ < 0) {
     window_ = make_cluster({});
     clusters_[window_].local_window = true;
+    refresh_candidate(window_);
   }
   return window_;
 }
@@ -193,21 +202,22 @@ int ClusterTable::regroup(const std::vector<int>& positions) {
 
 int ClusterTable::nearest_cluster(const float* k) const {
   const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
-  Eigen::VectorXd d2;
+  Eigen::VectorXd& d2 = scratch_scores_;
   if (rows > 0) {
     const Eigen::Map<const RowMatD> cm(centroids_.data(), rows, dim_);
     const Eigen::RowVectorXd kv = Eigen::Map<const Eigen::RowVectorXf>(k, dim_).cast<double>();
-    d2 = (cm.rowwise() - kv).rowwise().squaredNorm();
+    d2.resize(rows);
+    d2.noalias() = (cm.rowwise() - kv).rowwise().squaredNorm();
   }
   int best = -1;
   double best_d = std::numeric_limits<double>::infinity();
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c) {
-    const Cluster& cl = clusters_[c];
-    if (!cl.alive || cl.n == 0 || cl.local_window) continue;
+    if (!candidate_[c]) continue;
     double dist = 0;
     if (c < rows) {
       dist = d2[c];
     } else {
+      const Cluster& cl = clusters_[c];
       for (int d = 0; d < dim_; ++d) dist += (k[d] - cl.centroid[d]) * (k[d] - cl.centroid[d]);
     }
     if (dist < best_d) {
@@ -233,15 +243,19 @@ std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
   // Ranked by score, ties to the lower id; only as many as needed are ordered (a heap), which
   // yields exactly the prefix a full stable sort would.
   const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
-  Eigen::VectorXd scores;
+  Eigen::VectorXd& scores = scratch_scores_;
   if (rows > 0) {
     const Eigen::Map<const RowMatD> cm(centroids_.data(), rows, dim_);
-    scores = cm * Eigen::Map<const Eigen::VectorXf>(q, dim_).cast<double>();
+    const Eigen::VectorXd qd = Eigen::Map<const Eigen::VectorXf>(q, dim_).cast<double>();
+    scores.resize(rows);
+    scores.setZero();
+    scores.noalias() += cm * qd;  // what `scores = cm * qd` evaluates (zeroed destination, one GEMV), minus its temporary
   }
-  std::vector<std::pair<double, int>> heap;
+  std::vector<std::pair<double, int>>& heap = scratch_heap_;
+  heap.clear();
   heap.reserve(clusters_.size());
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
-    if (clusters_[c].alive && clusters_[c].n > 0 && !clusters_[c].local_window)
+    if (candidate_[c])
       heap.emplace_back(c < rows ? scores[c] : similarity(c, q), c);
   auto lower_rank = [](const std::pair<double, int>& a, const std::pair<double, int>& b) {
     return a.first < b.first || (a.first == b.first && a.second > b.second);

@@ -125,6 +125,14 @@ class ClusterTable {
   // Row-major [clusters x dim] copy of every centroid (kept in step with Cluster::centroid), so
   // selection and assignment scan contiguous memory with vectorized kernels.
   std::vector<double> centroids_;
+  // Scratch of select / nearest_cluster, kept so a decode step allocates nothing there
+  // (a table is only ever used by one thread at a time).
+  // Per cluster: alive, with members on flash and not ClusterKV's window (what select and
+  // nearest_cluster consider), kept beside the scans so they do not touch every Cluster.
+  std::vector<char> candidate_;
+  void refresh_candidate(int c);
+  mutable Eigen::VectorXd scratch_scores_;
+  mutable std::vector<std::pair<double, int>> scratch_heap_;
   int dim_;
   int head_;
   int step_ = 0;

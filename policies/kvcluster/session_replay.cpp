@@ -1,5 +1,7 @@
 #include "policies/kvcluster/session_replay.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -59,6 +61,8 @@ ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& 
   if (opt.replacement && opt.cache_ratio > 0)
     cache.emplace(static_cast<std::int64_t>(opt.cache_ratio * total_bytes), opt.replacement);
 
+  if (opt.accuracy_every < 0)
+    throw ConfigError(fmt::format("replay: accuracy_every must be non-negative (got {})", opt.accuracy_every));
   ReplaySummary sum;
   // Table 2 bookkeeping: per (table, cluster) the steps it was updated, checked against later retrievals.
   constexpr int kHorizons[] = {1, 2, 4, 8, 16};
@@ -76,6 +80,7 @@ ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& 
     rec.layer_representatives.assign(s.n_layers, 0);
     double mass_sum = 0;
     int mass_n = 0;
+    const bool measure_mass = opt.accuracy_every > 0 && step % opt.accuracy_every == 0;
     for (int layer = 0; layer < s.n_layers; ++layer) {
       std::vector<ReadRun> layer_runs, prefetch_runs;
       for (int kvh = 0; kvh < s.n_kv_heads; ++kvh) {
@@ -151,7 +156,7 @@ ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& 
         rec.attended += static_cast<std::int64_t>(out.attended.size());
         rec.splits += out.splits;
         rec.cluster_flops += out.cluster_flops;
-        if (opt.measure_accuracy) {
+        if (measure_mass) {
           std::vector<int> att = out.attended;
           att.push_back(n_before);  // the new token attends itself
           const int group = s.n_heads / s.n_kv_heads;
@@ -170,6 +175,7 @@ ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& 
       rec.io_seconds += rec.layer_io_seconds[layer];
     }
     rec.mass = mass_n > 0 ? mass_sum / mass_n : 0.0;
+    rec.mass_measured = measure_mass;
     sum.steps.push_back(std::move(rec));
   }
   sum.kv_bytes_end = static_cast<std::int64_t>(s.positions()) * s.tables() * opt.entry_bytes;

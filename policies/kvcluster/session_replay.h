@@ -34,7 +34,9 @@ struct ReplayOptions {
   double cache_ratio = 0.0;
   std::shared_ptr<const ClusterReplacement> replacement;  // null: no cache
   int coretrieval_steps = 32;
-  bool measure_accuracy = false;
+  // Exact attention over the whole context (O(context) per table and query head) for the
+  // attention mass captured, on every N-th decode step (steps 0, N, 2N, ...); 0: never.
+  int accuracy_every = 0;
   // With a storage spec, every layer's reads are timed on a simulated device.
   std::optional<devices::StorageSpec> storage;
 };
@@ -58,7 +60,8 @@ struct StepRecord {
   std::vector<std::int64_t> layer_write_bytes;
   std::vector<std::int64_t> layer_moved_bytes;
   std::vector<std::int64_t> layer_representatives;
-  double mass = 0;                  // mean attention mass captured (measure_accuracy)
+  double mass = 0;                  // mean attention mass captured (when mass_measured)
+  bool mass_measured = false;       // this step was sampled by accuracy_every
 };
 
 struct ReplaySummary {
