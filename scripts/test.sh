@@ -12,7 +12,7 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 if [ "${TSAN:-0}" = 1 ]; then
   build=${BUILD_DIR:-build-tsan}
   # Only the binary: TSan watches whole runs whose simulations share worker threads.
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g" "${launcher[@]}" \
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" "${launcher[@]}" \
         -DMOBISIM_TSAN=ON -DMOBISIM_BUILD_TESTS=OFF -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF >/dev/null
   cmake --build "$build" -j"$jobs" --target mobisim
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
@@ -22,7 +22,7 @@ fi
 if [ "${SANITIZE:-0}" = 1 ]; then
   build=${BUILD_DIR:-build-asan}
   # -O1 keeps the sanitized build and its tests fast enough for CI on 2 cores.
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g" "${launcher[@]}" \
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" "${launcher[@]}" \
         -DMOBISIM_SANITIZE=ON -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF >/dev/null
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
