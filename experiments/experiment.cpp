@@ -194,20 +194,8 @@ bool run_plot(const std::string& script, const std::string& h5_path, const std::
     error = fmt::format("plot script {} not found (set MOBISIM_HOME to the mobisim source tree)", script_path);
     return false;
   }
-  const char* py = std::getenv("MOBISIM_PYTHON");
-  // Debian installs matplotlib/h5py for /usr/bin/python3; another python3 on PATH may lack them.
-  const std::string python = py ? py : (std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
-  auto quote = [](const std::string& s) {
-    std::string q(1, '\'');
-    for (char c : s) {
-      if (c == '\'')
-        q.append("'\\''");
-      else
-        q.push_back(c);
-    }
-    q.push_back('\'');
-    return q;
-  };
+  const std::string python = python_command();
+  const auto quote = shell_quote;
   std::string cmd = fmt::format("{} {} {} {}", quote(python), quote(script_path), quote(h5_path), quote(png_path));
   for (const auto& e : extra) cmd.append(1, ' ').append(quote(e));
   const int rc = std::system(cmd.c_str());
