@@ -411,21 +411,25 @@ namespace {
 
 // A nested mapping written with comments on its leaves.
 struct YamlTree {
-  std::vector<std::pair<std::string, YamlTree>> children;
+  std::string key;                 // this node's name in its parent ("" at the root)
+  std::vector<YamlTree> children;  // in insertion order (std::vector allows the incomplete element type)
   std::string value, comment;
   YamlTree& child(const std::string& k) {
-    for (auto& [name, t] : children)
-      if (name == k) return t;
-    children.emplace_back(k, YamlTree{});
-    return children.back().second;
+    for (auto& t : children)
+      if (t.key == k) return t;
+    children.push_back(YamlTree{});
+    children.back().key = k;
+    return children.back();
   }
   void write(std::string& out, int indent) const {
-    for (const auto& [k, t] : children) {
-      out += std::string(static_cast<std::size_t>(indent), ' ') + k + ":";
+    for (const auto& t : children) {
+      out.append(static_cast<std::size_t>(indent), ' ').append(t.key).append(":");
       if (t.children.empty()) {
-        out += " " + t.value + (t.comment.empty() ? "" : "   # " + t.comment) + "\n";
+        out.append(" ").append(t.value);
+        if (!t.comment.empty()) out.append("   # ").append(t.comment);
+        out.append("\n");
       } else {
-        out += "\n";
+        out.append("\n");
         t.write(out, indent + 2);
       }
     }

@@ -55,8 +55,9 @@ std::vector<std::size_t> selected_rows(const h5::Reader& r, const std::string& d
                                        std::size_t n_rows) {
   std::vector<std::size_t> rows(n_rows);
   std::iota(rows.begin(), rows.end(), std::size_t{0});
-  for (const auto& [col, want] : where) {
-    const ColumnData c = read_column(r, dataset, col);
+  for (const auto& condition : where) {
+    const std::string& want = condition.second;  // a named reference: clang 14 cannot capture bindings
+    const ColumnData c = read_column(r, dataset, condition.first);
     std::erase_if(rows, [&](std::size_t i) { return i >= c.size() || !cell_equals(c, i, want); });
   }
   return rows;

@@ -101,7 +101,9 @@ std::size_t RunCache::execute() {
     if (e.outcome.status == "planned") by_base[e.base].push_back(key);
   std::size_t total = 0, done = 0, failed = 0;
   for (const auto& [base, keys] : by_base) total += keys.size();
-  for (const auto& [base, keys] : by_base) {
+  for (const auto& group : by_base) {
+    const std::string& base = group.first;
+    const std::vector<std::string>& keys = group.second;  // named: clang 14 cannot capture bindings
     std::vector<sweep::Run> runs;
     for (const auto& key : keys) {
       const Entry& e = entries_.at(key);
