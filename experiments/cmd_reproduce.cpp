@@ -68,9 +68,9 @@ std::vector<Job> coordgen_jobs() {
                     fmt::format("results/coordgen/fig13_breakdown_{}.h5", m)});
   // `ui` and `tweet` request files made by the real kernel (CAG request format, stored top-n).
   jobs.push_back({"cag_requests_ui", {}, ""});
-  jobs.push_back({"cag_requests_ui", {"experiment.workload.requests=experiments/coordgen/requests/tweet_stories260K.jsonl"},
+  jobs.push_back({"cag_requests_ui", {"experiment.workload.requests=results/coordgen/requests/tweet_stories260K.jsonl"},
                   "results/coordgen/cag_requests_tweet.h5"});
-  jobs.push_back({"cag_requests_ui", {"experiment.workload.requests=experiments/coordgen/requests/summary_stories260K.jsonl"},
+  jobs.push_back({"cag_requests_ui", {"experiment.workload.requests=results/coordgen/requests/summary_stories260K.jsonl"},
                   "results/coordgen/cag_requests_summary.h5"});
   // The K70 Pro keeps its own NPU fit (section 2.3's verification speeds): only the graph load is shared.
   jobs.push_back({"fig10_oneplus13",
@@ -218,6 +218,8 @@ int reproduce_main(const std::vector<std::string>& args) {
       const YAML::Node root = load_yaml_file(experiment_path);
       if (const std::string trace = workload_trace(root); !trace.empty())
         ensure_qmsum_trace(trace, shared_dir(a.maybe("shared").value_or("")));
+      if (s.name == "coordgen" && j.yaml == "cag_requests_ui")
+        ensure_example_requests("results/coordgen/requests", shared_dir(a.maybe("shared").value_or("")));
       std::cout << fmt::format("== {}/{}{} ==\n", s.name, j.yaml, j.output.empty() ? "" : " -> " + j.output);
       const int rc = j.sweep ? run_sweep_job(path, j, threads, use_mpi, a.flag_set("no-plot"), a.flag_set("quiet"), plots)
                              : run_experiment_job(path, j, threads, a.flag_set("no-plot"), a.flag_set("quiet"), plots);

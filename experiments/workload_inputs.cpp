@@ -7,6 +7,9 @@
 #include <iostream>
 
 #include "experiments/experiment.h"
+#include "models/kernel/checkpoint.h"
+#include "policies/specdec/kernel_requests.h"
+#include "traces/cag_requests.h"
 #include "sim/error.h"
 #include "traces/qmsum.h"
 #include "traces/rag_trace_io.h"
@@ -48,6 +51,29 @@ void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared
   const auto t = traces::import_qmsum(o);
   if (fs::path(trace_path).has_parent_path()) fs::create_directories(fs::path(trace_path).parent_path());
   traces::write_rag_trace(trace_path, t);
+}
+
+void ensure_example_requests(const std::string& dir, const std::string& shared) {
+  const std::string model_path = shared + "/models/stories260K.bin";
+  for (const auto& e : kExampleRequests) {
+    const std::string out = fmt::format("{}/{}_stories260K.jsonl", dir, e.task);
+    if (fs::exists(out)) continue;
+    if (!fs::exists(model_path))
+      throw InputError(fmt::format("{} is missing and cannot be made: no checkpoint at {} (pass --shared DIR or set "
+                                   "MOBISIM_SHARED_DIR to the folder holding models/stories260K.bin)",
+                                   out, model_path));
+    policies::specdec::KernelRequestOptions o;
+    o.task = e.task;
+    o.users = kExampleRequestUsers;
+    o.requests = kExampleRequestsPerUser;
+    o.context_tokens = e.context_tokens;
+    o.output_tokens = e.output_tokens;
+    const auto model = kernel::load_model(model_path);
+    fs::create_directories(dir);
+    std::cout << fmt::format("making {} from {}\n", out, model_path);
+    traces::write_cag_requests(
+        out, policies::specdec::make_kernel_requests(model, o, fmt::format("kernel:stories260K.bin greedy, task {}", e.task)));
+  }
 }
 
 }  // namespace mobisim::experiments

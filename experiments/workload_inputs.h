@@ -17,4 +17,16 @@ std::string workload_trace(const YAML::Node& root);
 // that file is missing; InputError naming both when the data is absent.
 void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared);
 
+// The CAG request files CoordGen's `reproduce` replays: {ui,tweet,summary}_stories260K.jsonl in `dir`,
+// made by the real transformer from <shared>/models/stories260K.bin when missing (derived from the
+// shared checkpoint, so never committed). The options are kExampleRequests'; InputError when the
+// checkpoint is absent.
+struct ExampleRequests {
+  const char* task;
+  int context_tokens, output_tokens;
+};
+inline constexpr ExampleRequests kExampleRequests[] = {{"ui", 96, 24}, {"tweet", 96, 24}, {"summary", 200, 96}};
+inline constexpr int kExampleRequestUsers = 3, kExampleRequestsPerUser = 4;
+void ensure_example_requests(const std::string& dir, const std::string& shared);
+
 }  // namespace mobisim::experiments

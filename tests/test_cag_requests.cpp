@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "experiments/workload_inputs.h"
 #include "models/kernel/checkpoint.h"
 #include "policies/specdec/kernel_requests.h"
 #include "policies/specdec/retrieval_drafter.h"
@@ -220,31 +221,28 @@ TEST(CagRequests, DriverReplaysGeneratedFilesAndRefusesBadOnes) {
 namespace mobisim::policies::specdec {
 namespace {
 
-// The example files under experiments/coordgen/requests/ are exactly what the generator makes
-// (same options as documented in cag_requests_ui.yaml): regenerating them changes nothing.
-TEST(CagRequests, CommittedExamplesMatchTheGenerator) {
+// The example files `reproduce coordgen` makes from the shared checkpoint are exactly what the
+// generator makes with the documented options (kExampleRequests, cag_requests_ui.yaml).
+TEST(CagRequests, ExampleFilesAreTheGeneratorsOutput) {
   const std::string path = mobisim::testing::shared_dir() + "/models/stories260K.bin";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "real data not present: " << path;
+  mobisim::testing::TempDir dir("cag-examples");
+  experiments::ensure_example_requests(dir.path().string(), mobisim::testing::shared_dir());
   const kernel::Model m = kernel::load_model(path);
-  struct Example {
-    const char* task;
-    int context, output;
-  };
-  for (const Example& e : {Example{"ui", 96, 24}, Example{"tweet", 96, 24}, Example{"summary", 200, 96}}) {
+  for (const auto& e : experiments::kExampleRequests) {
     KernelRequestOptions o;
     o.task = e.task;
-    o.users = 3;
-    o.requests = 4;
-    o.context_tokens = e.context;
-    o.output_tokens = e.output;
+    o.users = experiments::kExampleRequestUsers;
+    o.requests = experiments::kExampleRequestsPerUser;
+    o.context_tokens = e.context_tokens;
+    o.output_tokens = e.output_tokens;
     const auto made = make_kernel_requests(m, o, fmt::format("kernel:stories260K.bin greedy, task {}", e.task));
-    const std::string file =
-        mobisim::testing::source_dir() + "/experiments/coordgen/requests/" + e.task + "_stories260K.jsonl";
+    const std::string file = dir.file(std::string(e.task) + "_stories260K.jsonl");
     std::ifstream in(file);
     ASSERT_TRUE(in) << file;
     std::stringstream ss;
     ss << in.rdbuf();
-    EXPECT_EQ(ss.str(), traces::cag_requests_to_jsonl(made)) << file << " is stale: regenerate it";
+    EXPECT_EQ(ss.str(), traces::cag_requests_to_jsonl(made)) << file;
   }
 }
 
@@ -254,16 +252,18 @@ TEST(CagRequests, CommittedExamplesMatchTheGenerator) {
 namespace mobisim::policies::specdec {
 namespace {
 
-// The request-file workload is deterministic at any thread count, byte for byte (no shared data
-// needed: the example files are in the source tree).
+// The request-file workload is deterministic at any thread count, byte for byte.
 TEST(CagRequests, ReplayIsIdenticalAtAnyThreadCount) {
   const std::string src = mobisim::testing::source_dir();
+  if (!std::filesystem::exists(mobisim::testing::shared_dir() + "/models/stories260K.bin"))
+    GTEST_SKIP() << "real data not present: " << mobisim::testing::shared_dir() << "/models/stories260K.bin";
   mobisim::testing::TempDir dir("cag-threads");
+  experiments::ensure_example_requests(dir.path().string(), mobisim::testing::shared_dir());
   std::string first;
   for (int threads : {1, 2, 5}) {
     const std::string out = dir.file("t" + std::to_string(threads) + ".h5");
     auto r = mobisim::testing::run_mobisim("run '" + src + "/experiments/coordgen/cag_requests_ui.yaml' -p experiment.workload.requests=" +
-                                           src + "/experiments/coordgen/requests/tweet_stories260K.jsonl --no-plot --quiet --threads " +
+                                           dir.file("tweet_stories260K.jsonl") + " --no-plot --quiet --threads " +
                                            std::to_string(threads) + " --output '" + out + "'");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const std::string bytes = mobisim::testing::read_bytes(out);
