@@ -8,7 +8,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402,F401
 
-from mobisim_results import open_result, rows, table  # noqa: E402,F401
+from mobisim_results import open_result, rows, script_main, table  # noqa: E402,F401
 
 POLICY_COLORS = {"no_cluster": "#7f7f7f", "pqcache": "#1f77b4", "clusterkv": "#ff7f0e", "dynakv": "#d62728"}
 BASELINES = ("pqcache", "clusterkv")
@@ -23,9 +23,7 @@ def summary(path):
 
 
 def main(draw, doc):
-    if len(sys.argv) != 3:
-        sys.exit(doc)
-    draw(sys.argv[1], sys.argv[2])
+    script_main(draw, doc)
 
 
 def bars(ax, labels, values, colors=None, fmt="{:.1f}"):

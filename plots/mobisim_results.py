@@ -56,3 +56,22 @@ def rows(t, **match):
 
 def open_result(path):
     return h5py.File(path, "r")
+
+
+def script_main(draw, doc):
+    """`SCRIPT RESULT.h5 OUT.png`: the command line every plot script takes (usage from its docstring)."""
+    import sys
+
+    if len(sys.argv) != 3:
+        sys.exit(doc)
+    draw(sys.argv[1], sys.argv[2])
+
+
+def policy_bars(ax, policies, values, color, highlight="coordgen", labels=None):
+    """One bar per policy (the highlighted one in red), optional text above each, policy names as ticks."""
+    bars = ax.bar(range(len(policies)), values, color=["tab:red" if p == highlight else color for p in policies])
+    for b, text in zip(bars, labels or []):
+        ax.text(b.get_x() + b.get_width() / 2, b.get_height(), text, ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(policies)))
+    ax.set_xticklabels(policies, rotation=40, ha="right", fontsize=8)
+    return bars
