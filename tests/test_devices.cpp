@@ -125,21 +125,24 @@ TEST(Devices, PixelSevenReproducesPerCacheTableOne) {
 }
 
 TEST(Devices, PrefixNoteProfilesReproduceUncachedPrefill) {
-  // The prefix-caching note: the prefill of all input tokens "typically consumes 650-900 ms" on an
-  // iPhone 14 Pro. `mobisim calibrate` fitted the GPU efficiency so the replayed sessions' median
-  // uncached TTFT (median prompt ~260 tokens) is the range's midpoint, 775 ms; its 180-token prefix
-  // then takes about 775 x 0.343373 / 0.505224 = 527 ms (the efficiency fitted before for a 180-token
-  // prefill of 775 ms) plus the per-operator overheads that do not scale with it: ~537 ms. The mid-tier
-  // Android is fitted to its median uncached TTFT (1.1 s) the same way.
+  // The prefix-caching note: its 74 MB (180-token) prefix loads in 18-24 ms on the iPhone 14 Pro,
+  // "3-4% of the original prefill cost", so that prefix's prefill takes 18 / 0.04 = 450 to
+  // 24 / 0.03 = 800 ms. `mobisim calibrate` fits the GPU efficiency to another point (the median
+  // uncached TTFT of the replayed sessions inside "650-900 ms", jointly with the sessions' user
+  // message length): the 180-token prefill must land in the note's implied range all the same.
+  // The mid-tier Android is fitted to its median uncached TTFT (1.1 s over prompts longer than the
+  // prefix), so its prefix prefill is below 1.1 s and, on a phone slower than the iPhone, above 0.65 s.
   models::ModelSpec spec = models::load_model_spec("generic-3b");
   spec.weight_dtype = models::DType::kInt4;  // the note's runtimes hold the 3B weights in int4
   const models::CostModel cm(spec);
   const models::Work w = cm.prefill(180);
-  EXPECT_NEAR(load_device_profile("iphone-14-pro").unit("gpu", "test").seconds(w, models::DType::kInt4),
-              0.537, 0.004);
+  const double iphone = load_device_profile("iphone-14-pro").unit("gpu", "test").seconds(w, models::DType::kInt4);
+  EXPECT_GT(iphone, 0.450);
+  EXPECT_LT(iphone, 0.800);
   const double android = load_device_profile("midtier-android-ufs21").unit("gpu", "test").seconds(w, models::DType::kInt4);
   EXPECT_GT(android, 0.650);
   EXPECT_LT(android, 1.100);
+  EXPECT_GT(android, iphone);
 }
 
 TEST(Devices, EveryBuiltinProfileLoads) {

@@ -275,6 +275,39 @@ TEST(FidelityReport, ExperimentOverridesGoWhereThePointSays) {
                                          "experiment.engine.cpu.x=2", "seed=3"}));
 }
 
+// A profile value changes every run that holds the profile: its candidate must reach the other fitted
+// points of its own point's experiment too (else a joint fit evaluates them at the old value), written
+// where the profile sits in that run (device 0 here), not where the receiving point's own device sits
+// (device 1). An experiment key reaches them as it is.
+TEST(FidelityCalibrate, CandidatesReachEveryFittedPointOfTheSameRun) {
+  Point a, b, c;
+  a.id = "a";
+  a.experiment = "e.yaml";
+  a.device_at = "experiment.devices.0.device";
+  b.id = "b";
+  b.experiment = "e.yaml";
+  b.device_at = "experiment.devices.1.device";
+  c.id = "c";
+  c.experiment = "other.yaml";
+  CalibrationSpec spec;
+  FreeParameter gpu;
+  gpu.key = "device.compute.gpu.compute_efficiency";
+  gpu.profile = "phone0";
+  gpu.points = {"a"};
+  FreeParameter suffix;
+  suffix.key = "experiment.workload.user_tokens_median";
+  suffix.points = {"b"};
+  spec.parameters = {gpu, suffix};
+  const auto o = candidates_for(spec, {0.5, 16}, {a, b, c});
+  EXPECT_EQ(o.at("a"), (std::vector<std::string>{"device.compute.gpu.compute_efficiency=0.5",
+                                                 "experiment.workload.user_tokens_median=16"}));
+  EXPECT_EQ(o.at("b"), (std::vector<std::string>{"experiment.devices.0.device.compute.gpu.compute_efficiency=0.5",
+                                                 "experiment.workload.user_tokens_median=16"}));
+  EXPECT_EQ(o.count("c"), 0u);
+  // Through experiment_overrides, b's run gets device 0's value at device 0.
+  EXPECT_EQ(experiment_overrides(b, o.at("b")).front(), "experiment.devices.0.device.compute.gpu.compute_efficiency=0.5");
+}
+
 // `mobisim calibrate` end to end on a made-up published value: Table 1's prefill at 50 s instead of
 // 62.14 s must pull the Pixel 7 CPU efficiency up by 62.4/50 and reproduce 50 s; the written profile
 // names the point.

@@ -203,17 +203,31 @@ std::vector<std::string> check_calibration(const CalibrationSpec& spec, const st
 }
 
 namespace {
-// The fitted points a parameter's candidates reach: its own points, and for an experiment key every
-// other one of the same experiment (the key changes that run).
+// The fitted points a parameter's candidates reach: its own points, and every other point of the same
+// experiments (a profile value or an experiment key changes that whole run), each with the `-p` text
+// that carries the candidate there. A profile field goes where the profile sits in the run of its own
+// point of that experiment (device_at / engine_at), not where the receiving point's own profile sits:
+// one run can hold several devices.
+std::string without_value(const std::string& assignment) { return assignment.substr(0, assignment.rfind('=')); }
+struct Receiver {
+  std::string id;
+  std::string key;  // the candidate's key, as written for that point
+};
+std::vector<Receiver> receivers_of(const FreeParameter& f, const std::vector<Point>& points) {
+  std::vector<Receiver> out;
+  for (const auto& id : f.points) out.push_back({id, f.key});
+  const auto own = [&](const Point& p) { return std::find(f.points.begin(), f.points.end(), p.id) != f.points.end(); };
+  std::map<std::string, std::string> key_in_experiment;  // experiment -> key resolved in it
+  for (const auto& p : points)
+    if (own(p) && !p.experiment.empty() && !key_in_experiment.count(p.experiment))
+      key_in_experiment[p.experiment] = f.profile_field() ? without_value(experiment_overrides(p, {f.key + "=0"}).front()) : f.key;
+  for (const auto& p : points)
+    if (!own(p) && key_in_experiment.count(p.experiment)) out.push_back({p.id, key_in_experiment.at(p.experiment)});
+  return out;
+}
 std::vector<std::string> receivers(const FreeParameter& f, const std::vector<Point>& points) {
-  std::vector<std::string> ids = f.points;
-  if (f.profile_field()) return ids;
-  std::set<std::string> experiments;
-  for (const auto& p : points)
-    if (std::find(f.points.begin(), f.points.end(), p.id) != f.points.end() && !p.experiment.empty())
-      experiments.insert(p.experiment);
-  for (const auto& p : points)
-    if (experiments.count(p.experiment) && std::find(ids.begin(), ids.end(), p.id) == ids.end()) ids.push_back(p.id);
+  std::vector<std::string> ids;
+  for (const auto& r : receivers_of(f, points)) ids.push_back(r.id);
   return ids;
 }
 }  // namespace
@@ -222,8 +236,8 @@ PointOverrides candidates_for(const CalibrationSpec& spec, const std::vector<dou
                               const std::vector<Point>& points) {
   PointOverrides out;
   for (std::size_t j = 0; j < spec.parameters.size(); ++j)
-    for (const auto& id : receivers(spec.parameters[j], points))
-      out[id].push_back(spec.parameters[j].key + "=" + value_text(values[j]));
+    for (const auto& r : receivers_of(spec.parameters[j], points))
+      out[r.id].push_back(r.key + "=" + value_text(values[j]));
   return out;
 }
 
