@@ -28,6 +28,9 @@ class Results {
   struct Variant {
     std::string name;
     h5::Table records;
+    // Set instead of `records` by a driver that streams its rows to disk as they are produced
+    // (memory bounded however many rows a run makes); written in its place, with the same bytes.
+    std::shared_ptr<const h5::SpooledTable> spooled_records;
     sim::StatGroup stats{"stats"};
   };
   Variant& variant(const std::string& name);
