@@ -8,6 +8,7 @@
 
 #include "sim/error.h"
 #include "sim/h5.h"
+#include "sim/stats.h"
 #include "test_util.h"
 
 namespace mobisim {
@@ -146,13 +147,28 @@ TEST(H5Spool, RagRunStreamsRecordsIdenticallyForAnyThreadCount) {
   EXPECT_EQ(testing::read_bytes(dir.file("out1/r.h5")), testing::read_bytes(dir.file("out2/r.h5")));
   h5::Reader r(dir.file("out1/r.h5"));
   EXPECT_EQ(r.ints("/summary/queries"), (std::vector<std::int64_t>{54, 54}));
-  for (const std::string policy : {"naive", "meancache"}) {
+  // The summary, built from running sums and the latency column read back from the spool, equals
+  // the same statistics computed from the written records, to the bit.
+  const auto mean_latency = r.doubles("/summary/mean_latency_s"), p50 = r.doubles("/summary/p50_latency_s"),
+             p90 = r.doubles("/summary/p90_latency_s"), mean_prefill = r.doubles("/summary/mean_prefill_s");
+  for (std::size_t p = 0; p < 2; ++p) {
+    const std::string records = p == 0 ? "/runs/naive/records/" : "/runs/meancache/records/";
+    sim::Histogram latency;
+    for (double x : r.doubles(records + "latency_s")) latency.add(x);
+    double prefill = 0;
+    for (double x : r.doubles(records + "prefill_s")) prefill += x;
+    EXPECT_EQ(mean_latency[p], latency.mean());
+    EXPECT_EQ(p50[p], latency.percentile(50));
+    EXPECT_EQ(p90[p], latency.percentile(90));
+    EXPECT_EQ(mean_prefill[p], prefill / 54.0);
+  }
+  for (const std::string& policy : std::vector<std::string>{"naive", "meancache"}) {
     const auto users = r.strings("/runs/" + policy + "/records/user", 54);
     const auto queries = r.ints("/runs/" + policy + "/records/query", 54);
     for (std::size_t i = 0; i < 54; ++i) EXPECT_EQ(queries[i], static_cast<std::int64_t>(i % 6)) << policy << i;
     for (std::size_t i = 6; i < 54; i += 6) EXPECT_NE(users[i], users[i - 1]) << "users in order, one after another";
   }
-  for (const std::string sub : {"out1", "out2"}) {
+  for (const std::string& sub : std::vector<std::string>{"out1", "out2"}) {
     std::vector<std::string> names;
     for (const auto& e : std::filesystem::directory_iterator(dir.file(sub))) names.push_back(e.path().filename());
     std::sort(names.begin(), names.end());
