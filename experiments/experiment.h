@@ -7,7 +7,7 @@
 // Result file layout (readable with h5py/pandas alone):
 //   /                 attrs: mobisim_version, experiment, name, seed, run, config (resolved YAML)
 //   /summary          table, one row per variant (policy, setting) with the headline metrics
-//   /runs/<variant>/records   per-record table (one row per query / step / I/O)
+//   /runs/<variant>/records   per-record table (one row per query / step / I/O; may be streamed: spooled_records)
 //   /runs/<variant>/stats     statistics tree of that variant's simulation(s)
 //   /tables/<name>    any extra tables a driver adds (e.g. sweeps)
 #include <cstdint>

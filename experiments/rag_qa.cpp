@@ -247,10 +247,12 @@ class RagQaExperiment : public Experiment {
       std::unique_ptr<RagPolicy> impl;
       std::vector<QueryRecord> records;
     };
-    // Each policy's records stream to a spooled table (bounded buffer, scratch file beside the
+    // Each policy's records stream to a spooled table (bounded buffer; one scratch file beside the
     // output) block by block; only the running sums of the summary stay in memory.
+    const auto scratch = std::make_shared<h5::Writer>(scratch_path(ctx));
     std::vector<std::shared_ptr<h5::SpooledTable>> spools(n_policies);
-    for (std::size_t p = 0; p < n_policies; ++p) spools[p] = std::make_shared<h5::SpooledTable>(scratch_path(ctx, p));
+    for (std::size_t p = 0; p < n_policies; ++p)
+      spools[p] = std::make_shared<h5::SpooledTable>(scratch, fmt::format("policy{}", p));
     std::vector<RecordSums> sums(n_policies);
     const std::size_t block = 4 * static_cast<std::size_t>(std::max(1, ctx.threads));
     std::size_t reported = 0;
@@ -393,12 +395,12 @@ class RagQaExperiment : public Experiment {
     }
   };
 
-  // Where policy p's records wait until the result file is written: beside the output, as
-  // `<output>.records-<p>.tmp-<pid>` (removed with the run, also when it fails).
-  static std::string scratch_path(const RunContext& ctx, std::size_t p) {
+  // Where the records wait until the result file is written: beside the output, as
+  // `<output>.records.tmp-<pid>` (removed with the run, also when it fails).
+  static std::string scratch_path(const RunContext& ctx) {
     const std::string base =
         ctx.output.empty() ? (std::filesystem::temp_directory_path() / "mobisim").string() : ctx.output;
-    return fmt::format("{}.records-{}", base, p);
+    return base + ".records";
   }
 
   // The sums a summary row needs, added batch by batch in row order: the same additions in the

@@ -746,12 +746,15 @@ struct SpooledTable::Column {
 };
 
 SpooledTable::SpooledTable(const std::string& scratch_path, std::size_t buffer_rows)
-    : scratch_(std::make_unique<Writer>(scratch_path)), buffer_rows_(std::max<std::size_t>(buffer_rows, 1)) {}
+    : SpooledTable(std::make_shared<Writer>(scratch_path), "", buffer_rows) {}
+
+SpooledTable::SpooledTable(std::shared_ptr<Writer> scratch, std::string group, std::size_t buffer_rows)
+    : scratch_(std::move(scratch)), group_(std::move(group)), buffer_rows_(std::max<std::size_t>(buffer_rows, 1)) {}
 
 SpooledTable::~SpooledTable() = default;
 
 void SpooledTable::define_columns(const Table& batch) {
-  H5::Group root = scratch_->root();
+  H5::Group root = group_.empty() ? scratch_->root() : scratch_->group(group_);
   for (std::size_t i = 0; i < batch.names().size(); ++i) {
     auto c = std::make_unique<Column>();
     c->name = batch.names()[i];
@@ -760,13 +763,10 @@ void SpooledTable::define_columns(const Table& batch) {
     const std::string ds = fmt::format("c{}", i);  // column names may hold any character
     if (c->kind == Column::Kind::kDouble) {
       c->double_file = std::make_unique<AppendableDataset<double>>(root, ds, buffer_rows_);
-      c->doubles.reserve(buffer_rows_);
     } else if (c->kind == Column::Kind::kInt) {
       c->int_file = std::make_unique<AppendableDataset<std::int64_t>>(root, ds, buffer_rows_);
-      c->ints.reserve(buffer_rows_);
     } else {
       c->string_id_file = std::make_unique<AppendableDataset<std::int32_t>>(root, ds, buffer_rows_);
-      c->string_ids.reserve(buffer_rows_);
     }
     names_.push_back(c->name);
     columns_.push_back(std::move(c));

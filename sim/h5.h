@@ -142,13 +142,17 @@ H5::DataSet write_strings_in_pieces(const H5::Group& g, const std::string& name,
 
 // A table whose rows arrive in batches during a run (one block of users' records, say) and are
 // written to a result file at its end, holding at most `buffer_rows` rows in memory however many
-// it receives. Full buffers go to extendible datasets in a scratch HDF5 file (`scratch_path`
-// through a Writer that is never committed, so the scratch file goes away with the table, also
-// after an exception). write() gives the group Table::write would give for all rows appended in
-// order, byte for byte. String columns are stored as indexes into the distinct values seen.
+// it receives. Full buffers go to extendible datasets in a scratch HDF5 file (a Writer that is
+// never committed, so the scratch file goes away with its last table, also after an exception).
+// write() gives the group Table::write would give for all rows appended in order, byte for byte.
+// String columns are stored as indexes into the distinct values seen.
 class SpooledTable {
  public:
-  explicit SpooledTable(const std::string& scratch_path, std::size_t buffer_rows = 8192);
+  static constexpr std::size_t kDefaultBufferRows = 2048;
+  // A scratch file of its own (`scratch_path` names it as a Writer's path)...
+  explicit SpooledTable(const std::string& scratch_path, std::size_t buffer_rows = kDefaultBufferRows);
+  // ...or group `group` of a scratch file shared with other tables (one file, one metadata cache).
+  SpooledTable(std::shared_ptr<Writer> scratch, std::string group, std::size_t buffer_rows = kDefaultBufferRows);
   ~SpooledTable();
   SpooledTable(const SpooledTable&) = delete;
   SpooledTable& operator=(const SpooledTable&) = delete;
@@ -173,7 +177,8 @@ class SpooledTable {
   void flush();
   const Column& column(const std::string& name) const;
   void require_finished(const char* what) const;
-  std::unique_ptr<Writer> scratch_;
+  std::shared_ptr<Writer> scratch_;
+  std::string group_;  // of the scratch file; empty: its root
   std::size_t buffer_rows_, buffered_ = 0, rows_ = 0;
   bool finished_ = false;
   std::vector<std::string> names_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <memory>
 
 #include "sim/error.h"
 #include "sim/h5.h"
@@ -113,6 +114,30 @@ TEST(H5Spool, EmptySpooledTableMatchesEmptyTableAndScratchFileGoesAway) {
   std::size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file() ? 1 : 0;
   EXPECT_EQ(files, 2u);
+}
+
+TEST(H5Spool, TablesSharingOneScratchFileKeepTheirOwnRows) {
+  TempDir dir;
+  {
+    auto scratch = std::make_shared<h5::Writer>(dir.file("scratch.h5"));
+    h5::SpooledTable a(scratch, "a", 64), b(scratch, "b", 64);
+    scratch.reset();  // the tables keep the file
+    for (std::size_t i = 0; i < 10; ++i) {  // interleaved, as policies of one block
+      a.append(make_rows(i * 50, 50));
+      b.append(make_rows(1000 + i * 30, 30));
+    }
+    a.finish();
+    b.finish();
+    write_committed(dir.file("a.h5"), [&](const H5::Group& root) { a.write(root, "records"); });
+    write_committed(dir.file("b.h5"), [&](const H5::Group& root) { b.write(root, "records"); });
+  }
+  write_committed(dir.file("a0.h5"), [&](const H5::Group& root) { make_rows(0, 500).write(root, "records"); });
+  write_committed(dir.file("b0.h5"), [&](const H5::Group& root) { make_rows(1000, 300).write(root, "records"); });
+  EXPECT_EQ(testing::read_bytes(dir.file("a.h5")), testing::read_bytes(dir.file("a0.h5")));
+  EXPECT_EQ(testing::read_bytes(dir.file("b.h5")), testing::read_bytes(dir.file("b0.h5")));
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, 4u) << "the scratch file goes with the last table";
 }
 
 TEST(H5Spool, SpooledTableRefusesABatchWithOtherColumns) {
