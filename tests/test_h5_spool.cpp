@@ -100,6 +100,30 @@ TEST(H5Spool, SpooledTableWritesTheBytesOfTheWholeTableWithABoundedBuffer) {
   EXPECT_EQ(r.attr_int("/records", "n_rows"), static_cast<std::int64_t>(total));
 }
 
+// A string column whose padded size would pass 64 MiB is variable-length (one long string among
+// many short ones); written in pieces it must still equal the whole column.
+TEST(H5Spool, VariableLengthStringColumnInPiecesMatchesTheWholeColumn) {
+  TempDir dir;
+  const std::size_t rows = 70'000;  // two 65,536-row pieces; 70,000 x 1,000 bytes > 64 MiB padded
+  std::vector<std::string> text(rows);
+  for (std::size_t r = 0; r < rows; ++r) text[r] = std::string("row").append(std::to_string(r % 97));  // not "x" + string: GCC 12 -Wrestrict
+  text[12'345] = std::string(1000, 'x');
+  h5::Table whole;
+  whole.add("text", text);
+  h5::SpooledTable spool(dir.file("scratch.h5"), 4096);
+  for (std::size_t from = 0; from < rows; from += 10'000) {
+    h5::Table part;
+    part.add("text", std::vector<std::string>(text.begin() + static_cast<std::ptrdiff_t>(from),
+                                              text.begin() + static_cast<std::ptrdiff_t>(std::min(rows, from + 10'000))));
+    spool.append(part);
+  }
+  spool.finish();
+  write_committed(dir.file("memory.h5"), [&](const H5::Group& root) { whole.write(root, "records"); });
+  write_committed(dir.file("spooled.h5"), [&](const H5::Group& root) { spool.write(root, "records"); });
+  EXPECT_EQ(h5::Reader(dir.file("spooled.h5")).strings("/records/text", rows), text);
+  EXPECT_EQ(testing::read_bytes(dir.file("memory.h5")), testing::read_bytes(dir.file("spooled.h5")));
+}
+
 TEST(H5Spool, EmptySpooledTableMatchesEmptyTableAndScratchFileGoesAway) {
   TempDir dir;
   {
