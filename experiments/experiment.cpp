@@ -109,7 +109,10 @@ std::string write_results(const RunContext& ctx) {
   std::vector<std::string> order;
   for (const auto& v : ctx.results.variants()) {
     H5::Group g = h5::make_group(runs, v->name);
-    v->records.write(g, "records");
+    if (v->spooled_records)
+      v->spooled_records->write(g, "records");
+    else
+      v->records.write(g, "records");
     v->stats.write(g);
     order.push_back(v->name);
   }

@@ -7,7 +7,7 @@
 // Result file layout (readable with h5py/pandas alone):
 //   /                 attrs: mobisim_version, experiment, name, seed, run, config (resolved YAML)
 //   /summary          table, one row per variant (policy, setting) with the headline metrics
-//   /runs/<variant>/records   per-record table (one row per query / step / I/O)
+//   /runs/<variant>/records   per-record table (one row per query / step / I/O; may be streamed: spooled_records)
 //   /runs/<variant>/stats     statistics tree of that variant's simulation(s)
 //   /tables/<name>    any extra tables a driver adds (e.g. sweeps)
 #include <cstdint>
@@ -28,6 +28,9 @@ class Results {
   struct Variant {
     std::string name;
     h5::Table records;
+    // Set instead of `records` by a driver that streams its rows to disk as they are produced
+    // (memory bounded however many rows a run makes); written in its place, with the same bytes.
+    std::shared_ptr<const h5::SpooledTable> spooled_records;
     sim::StatGroup stats{"stats"};
   };
   Variant& variant(const std::string& name);

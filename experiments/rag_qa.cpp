@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <unordered_map>
 
@@ -246,7 +247,13 @@ class RagQaExperiment : public Experiment {
       std::unique_ptr<RagPolicy> impl;
       std::vector<QueryRecord> records;
     };
-    std::vector<RecordColumns> columns(n_policies);
+    // Each policy's records stream to a spooled table (bounded buffer; one scratch file beside the
+    // output) block by block; only the running sums of the summary stay in memory.
+    const auto scratch = std::make_shared<h5::Writer>(scratch_path(ctx));
+    std::vector<std::shared_ptr<h5::SpooledTable>> spools(n_policies);
+    for (std::size_t p = 0; p < n_policies; ++p)
+      spools[p] = std::make_shared<h5::SpooledTable>(scratch, fmt::format("policy{}", p));
+    std::vector<RecordSums> sums(n_policies);
     const std::size_t block = 4 * static_cast<std::size_t>(std::max(1, ctx.threads));
     std::size_t reported = 0;
     for (std::size_t b0 = 0; b0 < n_users; b0 += block) {
@@ -268,9 +275,15 @@ class RagQaExperiment : public Experiment {
         simulate_user(std::move(job.impl), *users[job.user], indexes[job.user], *stats[slot], timelines[slot],
                       job.records);
       });
-      for (std::size_t p = 0; p < n_policies; ++p)
+      for (std::size_t p = 0; p < n_policies; ++p) {
+        RecordColumns batch;
         for (std::size_t i = 0; i < users.size(); ++i)
-          for (const auto& rec : jobs[i * n_policies + p].records) columns[p].add(rec);
+          for (const auto& rec : jobs[i * n_policies + p].records) batch.add(rec);
+        sums[p].add(batch);
+        h5::Table rows;
+        batch.to_table(rows);
+        spools[p]->append(rows);
+      }
       if (n_users >= 100 && (b1 * 10) / n_users > reported) {
         reported = (b1 * 10) / n_users;
         ctx.progress(fmt::format("{} of {} users replayed", b1, n_users));
@@ -278,11 +291,15 @@ class RagQaExperiment : public Experiment {
     }
     SummaryBuilder summary;
     for (std::size_t p = 0; p < n_policies; ++p) {
-      const RecordColumns& cols = columns[p];
-      ctx.progress(fmt::format("policy {}: {} queries, mean latency {:.2f} s", policies_[p].label, cols.latency.size(),
-                               mean(cols.latency)));
-      cols.to_table(ctx.results.variant(policies_[p].label).records);
-      summary.add(policies_[p].label, cols);
+      spools[p]->finish();
+      // Percentiles need every latency: read back from the spool, one policy at a time (the
+      // histogram's copy and its sorted copy make it 24 bytes a query, for one policy at a time).
+      sim::Histogram latency;
+      for (double x : spools[p]->doubles("latency_s")) latency.add(x);
+      ctx.progress(fmt::format("policy {}: {} queries, mean latency {:.2f} s", policies_[p].label, latency.count(),
+                               latency.mean()));
+      ctx.results.variant(policies_[p].label).spooled_records = spools[p];
+      summary.add(policies_[p].label, sums[p], latency);
     }
     summary.to_table(ctx.results.summary);
   }
@@ -378,52 +395,67 @@ class RagQaExperiment : public Experiment {
     }
   };
 
-  static double mean(const std::vector<double>& v) {
-    double s = 0;
-    for (double x : v) s += x;
-    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+  // Where the records wait until the result file is written: beside the output, as
+  // `<output>.records.tmp-<pid>` (removed with the run, also when it fails).
+  static std::string scratch_path(const RunContext& ctx) {
+    const std::string base =
+        ctx.output.empty() ? (std::filesystem::temp_directory_path() / "mobisim").string() : ctx.output;
+    return base + ".records";
   }
+
+  // The sums a summary row needs, added batch by batch in row order: the same additions in the
+  // same order as over whole columns, so the results are bit-identical to summing them at the end.
+  struct RecordSums {
+    std::size_t rows = 0;
+    std::int64_t stale = 0;
+    double prefill = 0, decode = 0, load = 0, hits = 0, flops = 0, energy = 0, kv_hit = 0, kv_retrieved = 0,
+           bg_flops = 0, bg_energy = 0, rouge_l = 0, bleu = 0;
+    void add(const RecordColumns& c) {
+      rows += c.latency.size();
+      for (double x : c.prefill) prefill += x;
+      for (double x : c.decode) decode += x;
+      for (double x : c.load) load += x;
+      for (auto x : c.qa_hit) hits += static_cast<double>(x);
+      for (auto x : c.qa_stale) stale += x;
+      for (double x : c.flops) flops += x;
+      for (double x : c.energy) energy += x;
+      // Chunk hit rate of the KV/QKV cache over the queries that reached the LLM.
+      for (std::size_t i = 0; i < c.qa_hit.size(); ++i)
+        if (!c.qa_hit[i]) {
+          kv_hit += static_cast<double>(c.kv_hit_chunks[i]);
+          kv_retrieved += static_cast<double>(c.retrieved_chunks[i]);
+        }
+      for (double x : c.bg_flops) bg_flops += x;
+      for (double x : c.bg_energy) bg_energy += x;
+      for (double x : c.rouge_l) rouge_l += x;
+      for (double x : c.bleu) bleu += x;
+    }
+    double mean(double sum) const { return rows == 0 ? 0.0 : sum / static_cast<double>(rows); }
+  };
 
   struct SummaryBuilder {
     std::vector<std::string> policy;
     std::vector<std::int64_t> queries, stale_hits;
     std::vector<double> mean_latency, p50, p90, mean_prefill, mean_decode, mean_load, qa_hit_rate, tflops, energy,
         kv_chunk_hit_rate, bg_tflops, bg_energy, rouge, bleu_mean;
-    void add(const std::string& label, const RecordColumns& c) {
-      sim::Histogram h;
-      for (double x : c.latency) h.add(x);
+    void add(const std::string& label, const RecordSums& c, const sim::Histogram& latency) {
       policy.push_back(label);
-      queries.push_back(static_cast<std::int64_t>(c.latency.size()));
-      mean_latency.push_back(h.mean());
-      p50.push_back(h.percentile(50));
-      p90.push_back(h.percentile(90));
-      mean_prefill.push_back(mean(c.prefill));
-      mean_decode.push_back(mean(c.decode));
-      mean_load.push_back(mean(c.load));
-      double hits = 0, fl = 0, e = 0;
-      for (auto x : c.qa_hit) hits += static_cast<double>(x);
-      std::int64_t stale = 0;
-      for (auto x : c.qa_stale) stale += x;
-      stale_hits.push_back(stale);
-      for (double x : c.flops) fl += x;
-      for (double x : c.energy) e += x;
-      qa_hit_rate.push_back(c.qa_hit.empty() ? 0.0 : hits / static_cast<double>(c.qa_hit.size()));
-      tflops.push_back(fl / 1e12);
-      energy.push_back(e);
-      // Chunk hit rate of the KV/QKV cache over the queries that reached the LLM.
-      double hit = 0, ret = 0, bgf = 0, bge = 0;
-      for (std::size_t i = 0; i < c.qa_hit.size(); ++i)
-        if (!c.qa_hit[i]) {
-          hit += static_cast<double>(c.kv_hit_chunks[i]);
-          ret += static_cast<double>(c.retrieved_chunks[i]);
-        }
-      for (double x : c.bg_flops) bgf += x;
-      for (double x : c.bg_energy) bge += x;
-      kv_chunk_hit_rate.push_back(ret > 0 ? hit / ret : 0.0);
-      bg_tflops.push_back(bgf / 1e12);
-      bg_energy.push_back(bge);
-      rouge.push_back(mean(c.rouge_l));
-      bleu_mean.push_back(mean(c.bleu));
+      queries.push_back(static_cast<std::int64_t>(c.rows));
+      mean_latency.push_back(latency.mean());
+      p50.push_back(latency.percentile(50));
+      p90.push_back(latency.percentile(90));
+      mean_prefill.push_back(c.mean(c.prefill));
+      mean_decode.push_back(c.mean(c.decode));
+      mean_load.push_back(c.mean(c.load));
+      stale_hits.push_back(c.stale);
+      qa_hit_rate.push_back(c.mean(c.hits));
+      tflops.push_back(c.flops / 1e12);
+      energy.push_back(c.energy);
+      kv_chunk_hit_rate.push_back(c.kv_retrieved > 0 ? c.kv_hit / c.kv_retrieved : 0.0);
+      bg_tflops.push_back(c.bg_flops / 1e12);
+      bg_energy.push_back(c.bg_energy);
+      rouge.push_back(c.mean(c.rouge_l));
+      bleu_mean.push_back(c.mean(c.bleu));
     }
     void to_table(h5::Table& t) const {
       t.add("policy", policy);

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <limits>
 #include <sstream>
+#include <unordered_map>
 
 #include "sim/atomic_file.h"
 #include "sim/digest.h"
@@ -38,6 +39,8 @@ H5::DSetCreatPropList untimed_dcpl() {
   return dcpl;
 }
 
+constexpr hsize_t kChunkElements = 1 << 16;  // elements per chunk of a numeric dataset
+
 // Chunked storage with a Fletcher-32 checksum per chunk, so the library itself refuses damaged
 // data even in a file without our digest (e.g. one re-packed by h5repack). Empty datasets cannot
 // be chunked and carry no data to protect.
@@ -46,7 +49,6 @@ H5::DSetCreatPropList checked_dcpl(const std::vector<hsize_t>& dims) {
   hsize_t elements = 1;
   for (hsize_t d : dims) elements *= d;
   if (elements == 0) return dcpl;
-  constexpr hsize_t kChunkElements = 1 << 16;
   std::vector<hsize_t> chunk(dims);
   for (std::size_t i = 0; i + 1 < chunk.size(); ++i) {  // keep whole rows; bound the leading dimension
     hsize_t row = 1;
@@ -426,11 +428,17 @@ H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std
 // Fletcher-32: the text is then checksummed by HDF5 itself, and reading it never goes through the
 // global heap (whose damage libhdf5 does not survive). A column whose padded size would exceed
 // 64 MiB (one huge string among many short ones) stays variable-length.
+namespace {
+constexpr std::size_t kMaxPaddedBytes = std::size_t{64} << 20;  // above it a string column stays variable-length
+hsize_t string_chunk_rows(std::size_t rows, std::size_t width) {
+  return std::max<hsize_t>(1, std::min<hsize_t>(rows, (1 << 20) / width));
+}
+}  // namespace
+
 H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std::vector<std::string>& v) {
   std::size_t width = 1;
   for (const auto& s : v) width = std::max(width, s.size());
   hsize_t dims[1] = {v.size()};
-  constexpr std::size_t kMaxPaddedBytes = std::size_t{64} << 20;
   if (v.size() > kMaxPaddedBytes / width) {
     H5::StrType t = utf8_string_type();
     H5::DataSet ds = g.createDataSet(name, t, H5::DataSpace(1, dims), untimed_dcpl());
@@ -444,7 +452,7 @@ H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std
   t.setStrpad(H5T_STR_NULLPAD);
   H5::DSetCreatPropList dcpl = untimed_dcpl();
   if (!v.empty()) {
-    const hsize_t chunk[1] = {std::max<hsize_t>(1, std::min<hsize_t>(v.size(), (1 << 20) / width))};
+    const hsize_t chunk[1] = {string_chunk_rows(v.size(), width)};
     dcpl.setChunk(1, chunk);
     dcpl.setDeflate(4);
     dcpl.setFletcher32();
@@ -551,6 +559,302 @@ std::string Table::to_csv() const {
     out += '\n';
   }
   return out;
+}
+
+// ---------------------------------------------------------------------------
+// Streaming
+// ---------------------------------------------------------------------------
+namespace {
+
+template <class T>
+struct TypesOf;
+template <>
+struct TypesOf<double> {
+  static const H5::PredType& file() { return H5::PredType::IEEE_F64LE; }
+  static const H5::PredType& mem() { return H5::PredType::NATIVE_DOUBLE; }
+};
+template <>
+struct TypesOf<std::int64_t> {
+  static const H5::PredType& file() { return H5::PredType::STD_I64LE; }
+  static const H5::PredType& mem() { return H5::PredType::NATIVE_INT64; }
+};
+template <>
+struct TypesOf<std::int32_t> {
+  static const H5::PredType& file() { return H5::PredType::STD_I32LE; }
+  static const H5::PredType& mem() { return H5::PredType::NATIVE_INT32; }
+};
+
+// Rows [offset, offset + n) of a 1-D dataset, written from or read into `buf`.
+H5::DataSpace slab(const H5::DataSet& ds, std::size_t offset, std::size_t n) {
+  H5::DataSpace file_space = ds.getSpace();
+  const hsize_t start[1] = {offset}, count[1] = {n};
+  file_space.selectHyperslab(H5S_SELECT_SET, count, start);
+  return file_space;
+}
+void write_slab(const H5::DataSet& ds, std::size_t offset, std::size_t n, const void* buf, const H5::DataType& mem) {
+  const hsize_t count[1] = {n};
+  ds.write(buf, mem, H5::DataSpace(1, count), slab(ds, offset, n));
+}
+
+}  // namespace
+
+template <class T>
+AppendableDataset<T>::AppendableDataset(const H5::Group& g, const std::string& name, std::size_t chunk_rows) {
+  if (chunk_rows == 0) throw Error(fmt::format("internal: appendable dataset '{}' needs chunk_rows >= 1", name));
+  const hsize_t dims[1] = {0}, max_dims[1] = {H5S_UNLIMITED}, chunk[1] = {chunk_rows};
+  H5::DSetCreatPropList dcpl = untimed_dcpl();
+  dcpl.setChunk(1, chunk);
+  dcpl.setFletcher32();
+  H5::DSetAccPropList dapl;
+  dapl.setChunkCache(H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 0, H5D_CHUNK_CACHE_W0_DEFAULT);  // no cache: bounded memory
+  ds_ = g.createDataSet(name, TypesOf<T>::file(), H5::DataSpace(1, dims, max_dims), dcpl, dapl);
+}
+
+template <class T>
+void AppendableDataset<T>::append(const T* values, std::size_t n) {
+  if (n == 0) return;
+  const hsize_t size[1] = {size_ + n};
+  ds_.extend(size);
+  write_slab(ds_, size_, n, values, TypesOf<T>::mem());
+  size_ += n;
+}
+
+template <class T>
+void AppendableDataset<T>::read(std::size_t offset, std::size_t n, T* out) const {
+  if (offset > size_ || n > size_ - offset)
+    throw Error(fmt::format("internal: reading rows [{}, {}) of an appendable dataset of {}", offset, offset + n, size_));
+  if (n == 0) return;
+  const hsize_t count[1] = {n};
+  ds_.read(out, TypesOf<T>::mem(), H5::DataSpace(1, count), slab(ds_, offset, n));
+}
+
+template class AppendableDataset<double>;
+template class AppendableDataset<std::int64_t>;
+template class AppendableDataset<std::int32_t>;
+
+template <class T>
+H5::DataSet write_dataset_in_pieces(const H5::Group& g, const std::string& name, std::size_t rows,
+                                    const PieceFill<T>& fill, const std::string& unit) {
+  // As write_1d, but chunk by chunk: each write covers whole chunks, in order, as a whole write does.
+  const hsize_t dims[1] = {rows};
+  H5::DataSet ds = g.createDataSet(name, TypesOf<T>::file(), H5::DataSpace(1, dims), checked_dcpl({rows}));
+  const std::size_t piece = std::min<std::size_t>(rows, kChunkElements);
+  std::vector<T> buf(piece);
+  for (std::size_t offset = 0; offset < rows; offset += piece) {
+    const std::size_t n = std::min(piece, rows - offset);
+    fill(offset, n, buf.data());
+    write_slab(ds, offset, n, buf.data(), TypesOf<T>::mem());
+  }
+  if (!unit.empty()) write_attr(ds, "unit", unit);
+  return ds;
+}
+template H5::DataSet write_dataset_in_pieces<double>(const H5::Group&, const std::string&, std::size_t,
+                                                     const PieceFill<double>&, const std::string&);
+template H5::DataSet write_dataset_in_pieces<std::int64_t>(const H5::Group&, const std::string&, std::size_t,
+                                                           const PieceFill<std::int64_t>&, const std::string&);
+
+H5::DataSet write_strings_in_pieces(const H5::Group& g, const std::string& name, std::size_t rows, std::size_t width,
+                                    const PieceFill<const std::string*>& fill) {
+  // As write_dataset(g, name, std::vector<std::string>), chunk by chunk.
+  width = std::max<std::size_t>(width, 1);
+  const hsize_t dims[1] = {rows};
+  std::vector<const std::string*> strings;
+  if (rows > kMaxPaddedBytes / width) {
+    H5::StrType t = utf8_string_type();
+    H5::DataSet ds = g.createDataSet(name, t, H5::DataSpace(1, dims), untimed_dcpl());
+    std::vector<const char*> ptrs;
+    for (std::size_t offset = 0; offset < rows; offset += kChunkElements) {
+      const std::size_t n = std::min<std::size_t>(kChunkElements, rows - offset);
+      strings.assign(n, nullptr);
+      fill(offset, n, strings.data());
+      ptrs.clear();
+      for (const std::string* s : strings) ptrs.push_back(s->c_str());
+      write_slab(ds, offset, n, ptrs.data(), t);
+    }
+    return ds;
+  }
+  H5::StrType t(H5::PredType::C_S1, width);
+  t.setCset(H5T_CSET_UTF8);
+  t.setStrpad(H5T_STR_NULLPAD);
+  H5::DSetCreatPropList dcpl = untimed_dcpl();
+  const std::size_t piece = rows == 0 ? 0 : string_chunk_rows(rows, width);
+  if (rows > 0) {
+    const hsize_t chunk[1] = {piece};
+    dcpl.setChunk(1, chunk);
+    dcpl.setDeflate(4);
+    dcpl.setFletcher32();
+  }
+  H5::DataSet ds = g.createDataSet(name, t, H5::DataSpace(1, dims), dcpl);
+  std::vector<char> buf;
+  for (std::size_t offset = 0; offset < rows; offset += piece) {
+    const std::size_t n = std::min(piece, rows - offset);
+    strings.assign(n, nullptr);
+    fill(offset, n, strings.data());
+    buf.assign(n * width, '\0');
+    for (std::size_t i = 0; i < n; ++i) std::copy(strings[i]->begin(), strings[i]->end(), buf.begin() + i * width);
+    write_slab(ds, offset, n, buf.data(), t);
+  }
+  return ds;
+}
+
+struct SpooledTable::Column {
+  enum class Kind { kDouble, kInt, kString };
+  std::string name, unit;
+  Kind kind = Kind::kDouble;
+  // Rows not yet in the scratch file (at most buffer_rows); strings as indexes into `values`.
+  std::vector<double> doubles;
+  std::vector<std::int64_t> ints;
+  std::vector<std::int32_t> string_ids;
+  std::unique_ptr<AppendableDataset<double>> double_file;
+  std::unique_ptr<AppendableDataset<std::int64_t>> int_file;
+  std::unique_ptr<AppendableDataset<std::int32_t>> string_id_file;
+  std::vector<std::string> values;  // distinct strings, in order of first appearance
+  std::unordered_map<std::string, std::int32_t> value_ids;
+
+  static Kind kind_of(const Table::Column& c) {
+    if (std::holds_alternative<std::vector<double>>(c)) return Kind::kDouble;
+    if (std::holds_alternative<std::vector<std::int64_t>>(c)) return Kind::kInt;
+    return Kind::kString;
+  }
+  // Buffers rows [from, from + n) of `c`.
+  void stage(const Table::Column& c, std::size_t from, std::size_t n) {
+    if (kind == Kind::kDouble) {
+      const auto& v = std::get<std::vector<double>>(c);
+      doubles.insert(doubles.end(), v.begin() + static_cast<std::ptrdiff_t>(from),
+                     v.begin() + static_cast<std::ptrdiff_t>(from + n));
+    } else if (kind == Kind::kInt) {
+      const auto& v = std::get<std::vector<std::int64_t>>(c);
+      ints.insert(ints.end(), v.begin() + static_cast<std::ptrdiff_t>(from),
+                  v.begin() + static_cast<std::ptrdiff_t>(from + n));
+    } else {
+      const auto& v = std::get<std::vector<std::string>>(c);
+      for (std::size_t r = from; r < from + n; ++r) {
+        auto [it, fresh] = value_ids.try_emplace(v[r], static_cast<std::int32_t>(values.size()));
+        if (fresh) values.push_back(v[r]);
+        string_ids.push_back(it->second);
+      }
+    }
+  }
+  void flush() {
+    if (double_file) double_file->append(doubles.data(), doubles.size());
+    if (int_file) int_file->append(ints.data(), ints.size());
+    if (string_id_file) string_id_file->append(string_ids.data(), string_ids.size());
+    doubles.clear();
+    ints.clear();
+    string_ids.clear();
+  }
+};
+
+SpooledTable::SpooledTable(const std::string& scratch_path, std::size_t buffer_rows)
+    : SpooledTable(std::make_shared<Writer>(scratch_path), "", buffer_rows) {}
+
+SpooledTable::SpooledTable(std::shared_ptr<Writer> scratch, std::string group, std::size_t buffer_rows)
+    : scratch_(std::move(scratch)), group_(std::move(group)), buffer_rows_(std::max<std::size_t>(buffer_rows, 1)) {}
+
+SpooledTable::~SpooledTable() = default;
+
+void SpooledTable::define_columns(const Table& batch) {
+  H5::Group root = group_.empty() ? scratch_->root() : scratch_->group(group_);
+  for (std::size_t i = 0; i < batch.names().size(); ++i) {
+    auto c = std::make_unique<Column>();
+    c->name = batch.names()[i];
+    c->unit = batch.units()[i];
+    c->kind = Column::kind_of(batch.column(c->name));
+    const std::string ds = fmt::format("c{}", i);  // column names may hold any character
+    if (c->kind == Column::Kind::kDouble) {
+      c->double_file = std::make_unique<AppendableDataset<double>>(root, ds, buffer_rows_);
+    } else if (c->kind == Column::Kind::kInt) {
+      c->int_file = std::make_unique<AppendableDataset<std::int64_t>>(root, ds, buffer_rows_);
+    } else {
+      c->string_id_file = std::make_unique<AppendableDataset<std::int32_t>>(root, ds, buffer_rows_);
+    }
+    names_.push_back(c->name);
+    columns_.push_back(std::move(c));
+  }
+}
+
+void SpooledTable::append(const Table& batch) {
+  if (finished_) throw Error("internal: SpooledTable::append after finish()");
+  if (columns_.empty() && rows_ == 0) define_columns(batch);
+  bool same = batch.names() == names_;
+  for (std::size_t i = 0; same && i < columns_.size(); ++i)
+    same = batch.units()[i] == columns_[i]->unit && Column::kind_of(batch.column(names_[i])) == columns_[i]->kind;
+  if (!same) throw Error("internal: SpooledTable::append of a batch with other columns than the first");
+  const std::size_t n = batch.rows();
+  for (std::size_t from = 0; from < n;) {
+    const std::size_t take = std::min(n - from, buffer_rows_ - buffered_);
+    for (std::size_t i = 0; i < columns_.size(); ++i) columns_[i]->stage(batch.column(names_[i]), from, take);
+    from += take;
+    buffered_ += take;
+    rows_ += take;
+    if (buffered_ == buffer_rows_) flush();
+  }
+}
+
+void SpooledTable::flush() {
+  for (auto& c : columns_) c->flush();
+  buffered_ = 0;
+}
+
+void SpooledTable::finish() {
+  if (finished_) return;
+  flush();
+  finished_ = true;
+}
+
+void SpooledTable::require_finished(const char* what) const {
+  if (!finished_) throw Error(fmt::format("internal: SpooledTable::{} before finish()", what));
+}
+
+const SpooledTable::Column& SpooledTable::column(const std::string& name) const {
+  for (const auto& c : columns_)
+    if (c->name == name) return *c;
+  throw Error(fmt::format("internal: spooled table has no column '{}'", name));
+}
+
+std::vector<double> SpooledTable::doubles(const std::string& name) const {
+  require_finished("doubles");
+  const Column& c = column(name);
+  if (c.kind != Column::Kind::kDouble) throw Error(fmt::format("internal: spooled column '{}' is not double", name));
+  std::vector<double> out(rows_);
+  c.double_file->read(0, rows_, out.data());
+  return out;
+}
+
+std::vector<std::int64_t> SpooledTable::ints(const std::string& name) const {
+  require_finished("ints");
+  const Column& c = column(name);
+  if (c.kind != Column::Kind::kInt) throw Error(fmt::format("internal: spooled column '{}' is not integer", name));
+  std::vector<std::int64_t> out(rows_);
+  c.int_file->read(0, rows_, out.data());
+  return out;
+}
+
+void SpooledTable::write(const H5::Group& parent, const std::string& name) const {
+  require_finished("write");
+  H5::Group g = make_group(parent, name);
+  for (const auto& c : columns_) {
+    if (c->kind == Column::Kind::kDouble) {
+      write_dataset_in_pieces<double>(
+          g, c->name, rows_, [&](std::size_t off, std::size_t n, double* out) { c->double_file->read(off, n, out); },
+          c->unit);
+    } else if (c->kind == Column::Kind::kInt) {
+      write_dataset_in_pieces<std::int64_t>(
+          g, c->name, rows_,
+          [&](std::size_t off, std::size_t n, std::int64_t* out) { c->int_file->read(off, n, out); }, c->unit);
+    } else {
+      std::size_t width = 1;
+      for (const auto& s : c->values) width = std::max(width, s.size());
+      std::vector<std::int32_t> ids;
+      write_strings_in_pieces(g, c->name, rows_, width, [&](std::size_t off, std::size_t n, const std::string** out) {
+        ids.resize(n);
+        c->string_id_file->read(off, n, ids.data());
+        for (std::size_t i = 0; i < n; ++i) out[i] = &c->values[static_cast<std::size_t>(ids[i])];
+      });
+    }
+  }
+  write_attr(g, "columns", names_);
+  write_attr(g, "n_rows", static_cast<std::int64_t>(rows_));
 }
 
 void reseal(const std::string& path) {

@@ -25,6 +25,8 @@
 #include <H5Cpp.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -91,6 +93,7 @@ class Table {
   std::size_t rows() const;
   std::size_t columns() const { return names_.size(); }
   const std::vector<std::string>& names() const { return names_; }
+  const std::vector<std::string>& units() const { return units_; }
   const Column& column(const std::string& name) const;
   // Writes the table as group `name` under `parent`.
   void write(const H5::Group& parent, const std::string& name) const;
@@ -101,6 +104,85 @@ class Table {
   void check_rows(const std::string& name, std::size_t n) const;
   std::vector<std::string> names_, units_;
   std::vector<Column> columns_;
+};
+
+// ---------------------------------------------------------------------------
+// Streaming: rows written as they are produced, with bounded memory
+// ---------------------------------------------------------------------------
+// A 1-D dataset of unlimited length that grows with each append(): chunked (`chunk_rows` rows a
+// chunk), Fletcher-32, and without a chunk cache, so appended rows go to the file and memory does
+// not grow with the dataset. T is double, std::int64_t or std::int32_t.
+template <class T>
+class AppendableDataset {
+ public:
+  AppendableDataset(const H5::Group& g, const std::string& name, std::size_t chunk_rows);
+  void append(const T* values, std::size_t n);
+  std::size_t size() const { return size_; }
+  // Rows [offset, offset + n) into `out`.
+  void read(std::size_t offset, std::size_t n, T* out) const;
+
+ private:
+  H5::DataSet ds_;
+  std::size_t size_ = 0;
+};
+
+// Writes a 1-D dataset of `rows` values with exactly the layout, chunks, filters and bytes of
+// write_dataset(g, name, std::vector<T>, unit), taking the values one chunk at a time from
+// `fill(offset, n, out)` (rows [offset, offset + n)), so the column is never whole in memory.
+// T is double or std::int64_t.
+template <class T>
+using PieceFill = std::function<void(std::size_t offset, std::size_t n, T* out)>;
+template <class T>
+H5::DataSet write_dataset_in_pieces(const H5::Group& g, const std::string& name, std::size_t rows,
+                                    const PieceFill<T>& fill, const std::string& unit = "");
+// The same for a string column as write_dataset(g, name, std::vector<std::string>): `width` is the
+// longest string's size (at least 1); fill sets out[i] to row offset + i.
+H5::DataSet write_strings_in_pieces(const H5::Group& g, const std::string& name, std::size_t rows, std::size_t width,
+                                    const PieceFill<const std::string*>& fill);
+
+// A table whose rows arrive in batches during a run (one block of users' records, say) and are
+// written to a result file at its end, holding at most `buffer_rows` rows in memory however many
+// it receives. Full buffers go to extendible datasets in a scratch HDF5 file (a Writer that is
+// never committed, so the scratch file goes away with its last table, also after an exception).
+// write() gives the group Table::write would give for all rows appended in order, byte for byte.
+// String columns are stored as indexes into the distinct values seen.
+class SpooledTable {
+ public:
+  static constexpr std::size_t kDefaultBufferRows = 2048;
+  // A scratch file of its own (`scratch_path` names it as a Writer's path)...
+  explicit SpooledTable(const std::string& scratch_path, std::size_t buffer_rows = kDefaultBufferRows);
+  // ...or group `group` of a scratch file shared with other tables (one file, one metadata cache).
+  SpooledTable(std::shared_ptr<Writer> scratch, std::string group, std::size_t buffer_rows = kDefaultBufferRows);
+  ~SpooledTable();
+  SpooledTable(const SpooledTable&) = delete;
+  SpooledTable& operator=(const SpooledTable&) = delete;
+
+  // Appends the rows of `batch`; the first batch fixes the columns (names, kinds, units), every
+  // later one must have the same.
+  void append(const Table& batch);
+  // Flushes the buffer; required before reading or writing, and no append may follow.
+  void finish();
+  std::size_t rows() const { return rows_; }
+  std::size_t buffered_rows() const { return buffered_; }
+  std::size_t buffer_rows() const { return buffer_rows_; }
+  const std::vector<std::string>& names() const { return names_; }
+  // A whole numeric column, in row order.
+  std::vector<double> doubles(const std::string& column) const;
+  std::vector<std::int64_t> ints(const std::string& column) const;
+  void write(const H5::Group& parent, const std::string& name) const;
+
+ private:
+  struct Column;
+  void define_columns(const Table& batch);
+  void flush();
+  const Column& column(const std::string& name) const;
+  void require_finished(const char* what) const;
+  std::shared_ptr<Writer> scratch_;
+  std::string group_;  // of the scratch file; empty: its root
+  std::size_t buffer_rows_, buffered_ = 0, rows_ = 0;
+  bool finished_ = false;
+  std::vector<std::string> names_;
+  std::vector<std::unique_ptr<Column>> columns_;
 };
 
 // ---------------------------------------------------------------------------
