@@ -44,7 +44,13 @@ std::optional<EmbedderConfig> EmbedderConfig::parse(const std::string& d) {
   return c;
 }
 
-HashedEmbedder::HashedEmbedder(EmbedderConfig cfg) : cfg_(cfg) {
+namespace {
+constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;  // sim::fnv1a64's, one byte at a time
+inline std::uint64_t fnv_step(std::uint64_t h, unsigned char c) { return (h ^ c) * kFnvPrime; }
+}  // namespace
+
+HashedEmbedder::HashedEmbedder(EmbedderConfig cfg)
+    : cfg_(cfg), word_seed_(sim::fnv1a64("w:")), char_seed_(sim::fnv1a64("c:")) {
   if (cfg_.dim < 2) throw ConfigError(fmt::format("embedder dim must be >= 2, got {}", cfg_.dim));
   if (cfg_.char_ngram_min < 1 || cfg_.char_ngram_max < cfg_.char_ngram_min)
     throw ConfigError(fmt::format("embedder char n-gram range {}-{} is invalid", cfg_.char_ngram_min,
@@ -55,63 +61,114 @@ HashedEmbedder::HashedEmbedder(EmbedderConfig cfg) : cfg_(cfg) {
     throw ConfigError(fmt::format("embedder anisotropy must be in [0,1), got {}", cfg_.anisotropy));
 }
 
-void HashedEmbedder::features(std::string_view text, std::vector<Feature>& out) const {
-  out.clear();
-  std::string buf;
-  for (const std::string& w : words(text)) {
-    out.push_back({sim::fnv1a64(w, sim::fnv1a64("w:")), true});
-    buf = "<" + w + ">";
-    for (int n = cfg_.char_ngram_min; n <= cfg_.char_ngram_max; ++n) {
-      if (static_cast<std::size_t>(n) > buf.size()) break;
-      for (std::size_t i = 0; i + n <= buf.size(); ++i)
-        out.push_back({sim::fnv1a64(std::string_view(buf).substr(i, n), sim::fnv1a64("c:")), false});
+// Word feature: FNV-1a of the word after the "w:" prefix. Character features: FNV-1a of each
+// n-gram (n = min..max) of "<word>" after "c:"; the n-grams starting at one position share their
+// prefix, so their hashes are extended byte by byte instead of rehashed.
+void HashedEmbedder::features(std::string_view text, std::vector<std::uint64_t>& word_hashes,
+                              std::vector<std::uint64_t>& char_hashes) const {
+  word_hashes.clear();
+  char_hashes.clear();
+  const std::size_t n_min = static_cast<std::size_t>(cfg_.char_ngram_min);
+  const std::size_t n_max = static_cast<std::size_t>(cfg_.char_ngram_max);
+  std::string wrapped;
+  for_each_word(text, [&](std::string_view w) {
+    std::uint64_t h = word_seed_;
+    for (unsigned char c : w) h = fnv_step(h, c);
+    word_hashes.push_back(h);
+    wrapped.assign(1, '<');
+    wrapped.append(w);
+    wrapped.push_back('>');
+    const std::size_t len = wrapped.size();
+    for (std::size_t i = 0; i + n_min <= len; ++i) {
+      std::uint64_t g = char_seed_;
+      for (std::size_t n = 1; n <= n_max && i + n <= len; ++n) {
+        g = fnv_step(g, static_cast<unsigned char>(wrapped[i + n - 1]));
+        if (n >= n_min) char_hashes.push_back(g);
+      }
+    }
+  });
+}
+
+std::size_t HashedEmbedder::slot_of(std::uint64_t h) const {
+  const std::size_t mask = keys_.size() - 1;
+  std::size_t i = static_cast<std::size_t>((h * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
+  while (df_[i] != 0 && keys_[i] != h) i = (i + 1) & mask;
+  return i;
+}
+
+void HashedEmbedder::count_document_feature(std::uint64_t h) {
+  if (2 * (used_ + 1) > keys_.size()) {
+    std::vector<std::uint64_t> old_keys = std::move(keys_);
+    std::vector<std::uint32_t> old_df = std::move(df_);
+    const std::size_t size = std::max<std::size_t>(1024, 2 * old_keys.size());
+    keys_.assign(size, 0);
+    df_.assign(size, 0);
+    for (std::size_t i = 0; i < old_keys.size(); ++i) {
+      if (old_df[i] == 0) continue;
+      const std::size_t s = slot_of(old_keys[i]);
+      keys_[s] = old_keys[i];
+      df_[s] = old_df[i];
     }
   }
+  const std::size_t s = slot_of(h);
+  if (df_[s] == 0) {
+    keys_[s] = h;
+    ++used_;
+  }
+  ++df_[s];
 }
 
 void HashedEmbedder::fit(const std::vector<std::string>& corpus) {
+  keys_.clear();
   df_.clear();
+  idf_.clear();
+  used_ = 0;
   n_docs_ = corpus.size();
-  std::vector<Feature> f;
-  std::vector<std::uint64_t> hashes;
+  std::vector<std::uint64_t> hashes, char_hashes;
   for (const auto& doc : corpus) {
-    features(doc, f);
-    hashes.clear();
-    for (const auto& x : f) hashes.push_back(x.hash);
+    // Document frequency counts a feature once per document, words and n-grams alike.
+    features(doc, hashes, char_hashes);
+    hashes.insert(hashes.end(), char_hashes.begin(), char_hashes.end());
     std::sort(hashes.begin(), hashes.end());
     hashes.erase(std::unique(hashes.begin(), hashes.end()), hashes.end());
-    for (std::uint64_t h : hashes) ++df_[h];
+    for (std::uint64_t h : hashes) count_document_feature(h);
   }
+  auto smoothed_idf = [&](double df) { return std::log((1.0 + n_docs_) / (1.0 + df)) + 1.0; };
+  idf_.assign(keys_.size(), 0.0);
+  for (std::size_t i = 0; i < keys_.size(); ++i)
+    if (df_[i] != 0) idf_[i] = smoothed_idf(df_[i]);
+  idf_unseen_ = n_docs_ == 0 ? 1.0 : smoothed_idf(0.0);
 }
 
 double HashedEmbedder::idf(std::uint64_t h) const {
-  if (n_docs_ == 0) return 1.0;
-  auto it = df_.find(h);
-  const double df = it == df_.end() ? 0.0 : it->second;
-  return std::log((1.0 + n_docs_) / (1.0 + df)) + 1.0;
+  if (n_docs_ == 0 || keys_.empty()) return idf_unseen_;
+  const std::size_t s = slot_of(h);
+  return df_[s] == 0 ? idf_unseen_ : idf_[s];
 }
 
 std::vector<float> HashedEmbedder::embed(std::string_view text) const {
-  std::vector<Feature> f;
-  features(text, f);
-  // Term frequencies per feature; sorting makes the accumulation order (and so
-  // the float result) independent of hash-table iteration.
-  std::sort(f.begin(), f.end(), [](const Feature& a, const Feature& b) {
-    return a.hash != b.hash ? a.hash < b.hash : a.is_word < b.is_word;
-  });
+  std::vector<std::uint64_t> word_hashes, char_hashes;
+  features(text, word_hashes, char_hashes);
   const std::size_t buckets = static_cast<std::size_t>(cfg_.dim) - 1;
   std::vector<double> wv(buckets, 0.0), cv(buckets, 0.0);
-  for (std::size_t i = 0; i < f.size();) {
-    std::size_t j = i;
-    while (j < f.size() && f[j].hash == f[i].hash && f[j].is_word == f[i].is_word) ++j;
-    const double tf = static_cast<double>(j - i);
-    const double w = (1.0 + std::log(tf)) * idf(f[i].hash);
-    const std::uint64_t h = f[i].hash;
-    const std::size_t b = static_cast<std::size_t>((h >> 1) % buckets);
-    const double sign = (h & 1) ? -1.0 : 1.0;
-    (f[i].is_word ? wv : cv)[b] += sign * w;
-    i = j;
-  }
+  // Term frequency per feature; ascending hash order makes the accumulation order (and so the
+  // float result) independent of hash-table iteration. Words and n-grams feed separate vectors.
+  auto accumulate = [&](std::vector<std::uint64_t>& f, std::vector<double>& v) {
+    std::sort(f.begin(), f.end());
+    for (std::size_t i = 0; i < f.size();) {
+      std::size_t j = i;
+      while (j < f.size() && f[j] == f[i]) ++j;
+      const double tf = static_cast<double>(j - i);
+      const std::uint64_t h = f[i];
+      const double w = (1.0 + std::log(tf)) * idf(h);
+      const std::size_t b = static_cast<std::size_t>((h >> 1) % buckets);
+      const double sign = (h & 1) ? -1.0 : 1.0;
+      v[b] += sign * w;
+      i = j;
+    }
+  };
+  accumulate(word_hashes, wv);
+  accumulate(char_hashes, cv);
   auto norm = [](const std::vector<double>& v) {
     double s = 0;
     for (double x : v) s += x * x;

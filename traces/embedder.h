@@ -58,16 +58,26 @@ class HashedEmbedder {
   std::size_t fitted_documents() const { return n_docs_; }
 
  private:
-  struct Feature {
-    std::uint64_t hash;
-    bool is_word;
-  };
-  void features(std::string_view text, std::vector<Feature>& out) const;
+  // Feature hashes of a text: words and character n-grams apart (they are weighted into separate
+  // parts of the vector), each in text order; duplicates kept (they are the term frequencies).
+  void features(std::string_view text, std::vector<std::uint64_t>& word_hashes,
+                std::vector<std::uint64_t>& char_hashes) const;
   double idf(std::uint64_t h) const;
+  // Adds one distinct feature of a fitted document (open addressing; grows at half load).
+  void count_document_feature(std::uint64_t h);
+  std::size_t slot_of(std::uint64_t h) const;
 
   EmbedderConfig cfg_;
+  std::uint64_t word_seed_ = 0;  // FNV-1a state after "w:" / "c:" (feature-kind prefixes)
+  std::uint64_t char_seed_ = 0;
   std::size_t n_docs_ = 0;
-  std::unordered_map<std::uint64_t, std::uint32_t> df_;  // lookups only; never iterated
+  // Document frequencies by feature hash, then (after fit) the smoothed IDF of each: a flat hash
+  // table used for lookups only (never iterated, so its layout cannot change a result).
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::uint32_t> df_;    // 0 = empty slot
+  std::vector<double> idf_;          // per slot, filled by fit()
+  std::size_t used_ = 0;
+  double idf_unseen_ = 1.0;          // idf of a feature no fitted document has
 };
 
 double dot(const std::vector<float>& a, const std::vector<float>& b);
