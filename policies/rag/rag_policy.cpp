@@ -123,8 +123,9 @@ sim::Task<void> RagPipeline::decode(QueryRecord& rec, std::int64_t context, std:
                                     const std::string& label) {
   // Each step is its own device request so that other work can interleave between tokens.
   const sim::Time t0 = sim_.now();
+  models::Work w;  // one operator list refilled per step (no allocation per token)
   for (std::int64_t i = 0; i < n_tokens; ++i) {
-    const models::Work w = cost_.decode(context + i);
+    cost_.decode(context + i, w);
     co_await device_.compute(config_.compute_unit, w, cost_.spec().weight_dtype, label);
     rec.flops += w.flops();
   }
