@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "sim/error.h"
 #include "sim/rng.h"
@@ -96,48 +97,77 @@ std::size_t HashedEmbedder::slot_of(std::uint64_t h) const {
   return i;
 }
 
-void HashedEmbedder::count_document_feature(std::uint64_t h) {
+void HashedEmbedder::count_document_feature(std::uint64_t h, std::uint32_t doc) {
   if (2 * (used_ + 1) > keys_.size()) {
     std::vector<std::uint64_t> old_keys = std::move(keys_);
-    std::vector<std::uint32_t> old_df = std::move(df_);
+    std::vector<std::uint32_t> old_df = std::move(df_), old_last = std::move(last_doc_);
     const std::size_t size = std::max<std::size_t>(1024, 2 * old_keys.size());
     keys_.assign(size, 0);
     df_.assign(size, 0);
+    last_doc_.assign(size, 0);
     for (std::size_t i = 0; i < old_keys.size(); ++i) {
       if (old_df[i] == 0) continue;
       const std::size_t s = slot_of(old_keys[i]);
       keys_[s] = old_keys[i];
       df_[s] = old_df[i];
+      last_doc_[s] = old_last[i];
     }
   }
   const std::size_t s = slot_of(h);
   if (df_[s] == 0) {
     keys_[s] = h;
     ++used_;
+  } else if (last_doc_[s] == doc) {
+    return;  // already counted for this document
   }
+  last_doc_[s] = doc;
   ++df_[s];
 }
 
-void HashedEmbedder::fit(const std::vector<std::string>& corpus) {
+template <class DocumentFeatures>
+void HashedEmbedder::fit_documents(std::size_t n_docs, DocumentFeatures&& document_features) {
   keys_.clear();
   df_.clear();
+  last_doc_.clear();
   idf_.clear();
   used_ = 0;
-  n_docs_ = corpus.size();
-  std::vector<std::uint64_t> hashes, char_hashes;
-  for (const auto& doc : corpus) {
-    // Document frequency counts a feature once per document, words and n-grams alike.
-    features(doc, hashes, char_hashes);
-    hashes.insert(hashes.end(), char_hashes.begin(), char_hashes.end());
-    std::sort(hashes.begin(), hashes.end());
-    hashes.erase(std::unique(hashes.begin(), hashes.end()), hashes.end());
-    for (std::uint64_t h : hashes) count_document_feature(h);
+  n_docs_ = n_docs;
+  // Document frequency counts a feature once per document, words and n-grams alike.
+  for (std::size_t d = 0; d < n_docs; ++d) {
+    const FeatureLists f = document_features(d);
+    const auto doc = static_cast<std::uint32_t>(d);
+    for (std::uint64_t h : f.words) count_document_feature(h, doc);
+    for (std::uint64_t h : f.chars) count_document_feature(h, doc);
   }
+  last_doc_ = {};
   auto smoothed_idf = [&](double df) { return std::log((1.0 + n_docs_) / (1.0 + df)) + 1.0; };
   idf_.assign(keys_.size(), 0.0);
   for (std::size_t i = 0; i < keys_.size(); ++i)
     if (df_[i] != 0) idf_[i] = smoothed_idf(df_[i]);
   idf_unseen_ = n_docs_ == 0 ? 1.0 : smoothed_idf(0.0);
+}
+
+void HashedEmbedder::fit(const std::vector<std::string>& corpus) {
+  std::vector<std::uint64_t> word_hashes, char_hashes;
+  fit_documents(corpus.size(), [&](std::size_t i) -> FeatureLists {
+    features(corpus[i], word_hashes, char_hashes);
+    return {word_hashes, char_hashes};
+  });
+}
+
+std::vector<std::vector<float>> HashedEmbedder::fit_embed(const std::vector<std::string>& corpus) {
+  // Each document's sorted feature lists serve both the document frequencies and its embedding.
+  std::vector<std::vector<std::uint64_t>> words(corpus.size()), chars(corpus.size());
+  fit_documents(corpus.size(), [&](std::size_t i) -> FeatureLists {
+    features(corpus[i], words[i], chars[i]);
+    std::sort(words[i].begin(), words[i].end());
+    std::sort(chars[i].begin(), chars[i].end());
+    return {words[i], chars[i]};
+  });
+  std::vector<std::vector<float>> out;
+  out.reserve(corpus.size());
+  for (std::size_t i = 0; i < corpus.size(); ++i) out.push_back(embed_sorted(words[i], chars[i]));
+  return out;
 }
 
 double HashedEmbedder::idf(std::uint64_t h) const {
@@ -149,12 +179,18 @@ double HashedEmbedder::idf(std::uint64_t h) const {
 std::vector<float> HashedEmbedder::embed(std::string_view text) const {
   std::vector<std::uint64_t> word_hashes, char_hashes;
   features(text, word_hashes, char_hashes);
+  std::sort(word_hashes.begin(), word_hashes.end());
+  std::sort(char_hashes.begin(), char_hashes.end());
+  return embed_sorted(word_hashes, char_hashes);
+}
+
+std::vector<float> HashedEmbedder::embed_sorted(std::span<const std::uint64_t> word_hashes,
+                                                std::span<const std::uint64_t> char_hashes) const {
   const std::size_t buckets = static_cast<std::size_t>(cfg_.dim) - 1;
   std::vector<double> wv(buckets, 0.0), cv(buckets, 0.0);
   // Term frequency per feature; ascending hash order makes the accumulation order (and so the
   // float result) independent of hash-table iteration. Words and n-grams feed separate vectors.
-  auto accumulate = [&](std::vector<std::uint64_t>& f, std::vector<double>& v) {
-    std::sort(f.begin(), f.end());
+  auto accumulate = [&](std::span<const std::uint64_t> f, std::vector<double>& v) {
     for (std::size_t i = 0; i < f.size();) {
       std::size_t j = i;
       while (j < f.size() && f[j] == f[i]) ++j;

@@ -27,6 +27,7 @@
 // distribution on QMSum and on the generator is in traces/SCHEMA.md.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -52,6 +53,8 @@ class HashedEmbedder {
   // Fits document frequencies on `corpus` (each string one document).
   void fit(const std::vector<std::string>& corpus);
   std::vector<float> embed(std::string_view text) const;
+  // fit(corpus), then embed() of every document of it (each document's features computed once).
+  std::vector<std::vector<float>> fit_embed(const std::vector<std::string>& corpus);
   // Raw cosine without the anisotropy offset (for calibration reports).
   static double calibrated_from_raw(double raw, double anisotropy) { return anisotropy + (1 - anisotropy) * raw; }
   const EmbedderConfig& config() const { return cfg_; }
@@ -62,9 +65,18 @@ class HashedEmbedder {
   // parts of the vector), each in text order; duplicates kept (they are the term frequencies).
   void features(std::string_view text, std::vector<std::uint64_t>& word_hashes,
                 std::vector<std::uint64_t>& char_hashes) const;
+  // The embedding of a text from its feature hashes, each list in ascending order.
+  std::vector<float> embed_sorted(std::span<const std::uint64_t> word_hashes,
+                                  std::span<const std::uint64_t> char_hashes) const;
   double idf(std::uint64_t h) const;
-  // Adds one distinct feature of a fitted document (open addressing; grows at half load).
-  void count_document_feature(std::uint64_t h);
+  struct FeatureLists {
+    std::span<const std::uint64_t> words, chars;
+  };
+  // Fits the document frequencies of n_docs documents; document_features(i) gives document i's.
+  template <class DocumentFeatures>
+  void fit_documents(std::size_t n_docs, DocumentFeatures&& document_features);
+  // Counts feature h of document `doc` (once per document; open addressing, grows at half load).
+  void count_document_feature(std::uint64_t h, std::uint32_t doc);
   std::size_t slot_of(std::uint64_t h) const;
 
   EmbedderConfig cfg_;
@@ -75,6 +87,7 @@ class HashedEmbedder {
   // table used for lookups only (never iterated, so its layout cannot change a result).
   std::vector<std::uint64_t> keys_;
   std::vector<std::uint32_t> df_;    // 0 = empty slot
+  std::vector<std::uint32_t> last_doc_;  // during fit: the last document that counted the slot
   std::vector<double> idf_;          // per slot, filled by fit()
   std::size_t used_ = 0;
   double idf_unseen_ = 1.0;          // idf of a feature no fitted document has

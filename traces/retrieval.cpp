@@ -132,9 +132,7 @@ Retriever::Retriever(const std::vector<std::string>& chunk_texts, std::vector<st
     : cfg_(cfg), bm25_(tokenize_all(chunk_texts), cfg.bm25), chunk_emb_(std::move(chunk_embeddings)) {
   if (chunk_emb_.empty() && !chunk_texts.empty()) {
     embedder_.emplace(embedder);
-    embedder_->fit(chunk_texts);
-    chunk_emb_.reserve(chunk_texts.size());
-    for (const auto& t : chunk_texts) chunk_emb_.push_back(embedder_->embed(t));
+    chunk_emb_ = embedder_->fit_embed(chunk_texts);
   }
   if (!chunk_emb_.empty() && chunk_emb_.size() != chunk_texts.size())
     throw InputError(fmt::format("retriever: {} chunk embeddings for {} chunks", chunk_emb_.size(),
