@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <span>
 
@@ -48,6 +49,32 @@ std::optional<EmbedderConfig> EmbedderConfig::parse(const std::string& d) {
 namespace {
 constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;  // sim::fnv1a64's, one byte at a time
 inline std::uint64_t fnv_step(std::uint64_t h, unsigned char c) { return (h ^ c) * kFnvPrime; }
+
+// Ascending order of feature hashes (the same order std::sort gives: the keys are plain integers),
+// by least-significant-digit radix sort for the long lists of n-grams.
+void sort_hashes(std::vector<std::uint64_t>& v) {
+  if (v.size() < 128) {
+    std::sort(v.begin(), v.end());
+    return;
+  }
+  constexpr int kPasses = 8;
+  std::array<std::array<std::uint32_t, 256>, kPasses> count{};
+  for (std::uint64_t x : v)
+    for (int p = 0; p < kPasses; ++p) ++count[p][(x >> (8 * p)) & 0xff];
+  std::vector<std::uint64_t> tmp(v.size());
+  for (int p = 0; p < kPasses; ++p) {
+    auto& c = count[p];
+    if (c[(v[0] >> (8 * p)) & 0xff] == v.size()) continue;  // one digit value: the pass moves nothing
+    std::uint32_t sum = 0;
+    for (auto& x : c) {
+      const std::uint32_t k = x;
+      x = sum;
+      sum += k;
+    }
+    for (std::uint64_t x : v) tmp[c[(x >> (8 * p)) & 0xff]++] = x;
+    v.swap(tmp);
+  }
+}
 }  // namespace
 
 HashedEmbedder::HashedEmbedder(EmbedderConfig cfg)
@@ -160,8 +187,8 @@ std::vector<std::vector<float>> HashedEmbedder::fit_embed(const std::vector<std:
   std::vector<std::vector<std::uint64_t>> words(corpus.size()), chars(corpus.size());
   fit_documents(corpus.size(), [&](std::size_t i) -> FeatureLists {
     features(corpus[i], words[i], chars[i]);
-    std::sort(words[i].begin(), words[i].end());
-    std::sort(chars[i].begin(), chars[i].end());
+    sort_hashes(words[i]);
+    sort_hashes(chars[i]);
     return {words[i], chars[i]};
   });
   std::vector<std::vector<float>> out;
@@ -179,8 +206,8 @@ double HashedEmbedder::idf(std::uint64_t h) const {
 std::vector<float> HashedEmbedder::embed(std::string_view text) const {
   std::vector<std::uint64_t> word_hashes, char_hashes;
   features(text, word_hashes, char_hashes);
-  std::sort(word_hashes.begin(), word_hashes.end());
-  std::sort(char_hashes.begin(), char_hashes.end());
+  sort_hashes(word_hashes);
+  sort_hashes(char_hashes);
   return embed_sorted(word_hashes, char_hashes);
 }
 
@@ -237,6 +264,35 @@ double dot(const std::vector<float>& a, const std::vector<float>& b) {
   double s = 0;
   for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
   return s;
+}
+
+std::vector<double> dots(const std::vector<float>& q, const std::vector<std::vector<float>>& rows) {
+  std::vector<double> out(rows.size());
+  std::size_t r = 0;
+  for (; r + 4 <= rows.size(); r += 4) {
+    const std::vector<float>&a = rows[r], &b = rows[r + 1], &c = rows[r + 2], &d = rows[r + 3];
+    const std::size_t n = std::min({q.size(), a.size(), b.size(), c.size(), d.size()});
+    double sa = 0, sb = 0, sc = 0, sd = 0;
+    std::size_t i = 0;
+    for (; i < n; ++i) {
+      const double x = q[i];
+      sa += x * a[i];
+      sb += x * b[i];
+      sc += x * c[i];
+      sd += x * d[i];
+    }
+    // A longer row (rows of unequal length) finishes its own sum alone, still in index order.
+    for (std::size_t j = i; j < std::min(q.size(), a.size()); ++j) sa += static_cast<double>(q[j]) * a[j];
+    for (std::size_t j = i; j < std::min(q.size(), b.size()); ++j) sb += static_cast<double>(q[j]) * b[j];
+    for (std::size_t j = i; j < std::min(q.size(), c.size()); ++j) sc += static_cast<double>(q[j]) * c[j];
+    for (std::size_t j = i; j < std::min(q.size(), d.size()); ++j) sd += static_cast<double>(q[j]) * d[j];
+    out[r] = sa;
+    out[r + 1] = sb;
+    out[r + 2] = sc;
+    out[r + 3] = sd;
+  }
+  for (; r < rows.size(); ++r) out[r] = dot(q, rows[r]);
+  return out;
 }
 
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {

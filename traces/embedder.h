@@ -94,6 +94,9 @@ class HashedEmbedder {
 };
 
 double dot(const std::vector<float>& a, const std::vector<float>& b);
+// dot(q, rows[i]) for every row, each bit-identical to dot(): the rows are taken four at a time
+// so that four independent sums advance together (each still adds its terms in index order).
+std::vector<double> dots(const std::vector<float>& q, const std::vector<std::vector<float>>& rows);
 double cosine(const std::vector<float>& a, const std::vector<float>& b);
 
 }  // namespace mobisim::traces

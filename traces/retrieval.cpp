@@ -158,13 +158,11 @@ std::vector<Hit> Retriever::retrieve(std::string_view query_text, const std::vec
       computed = embed(query_text);
       q = &computed;
     }
-    dense.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < n; ++i)
       if (chunk_emb_[i].size() != q->size())
         throw InputError(fmt::format("retriever: query embedding has {} values, chunk {} has {}", q->size(), i,
                                      chunk_emb_[i].size()));
-      dense[i] = dot(*q, chunk_emb_[i]);
-    }
+    dense = dots(*q, chunk_emb_);
   }
   if (cfg_.mode == RetrievalMode::kBm25) return top_k(sparse, k);
   if (cfg_.mode == RetrievalMode::kDense) return top_k(dense, k);
