@@ -50,6 +50,16 @@ namespace {
 constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;  // sim::fnv1a64's, one byte at a time
 inline std::uint64_t fnv_step(std::uint64_t h, unsigned char c) { return (h ^ c) * kFnvPrime; }
 
+// 1 + ln(tf), tabulated for the small counts nearly every feature has (the same doubles).
+double sublinear_tf(std::size_t tf) {
+  static const std::array<double, 32> kTable = [] {
+    std::array<double, 32> t{};
+    for (std::size_t i = 1; i < t.size(); ++i) t[i] = 1.0 + std::log(static_cast<double>(i));
+    return t;
+  }();
+  return tf < kTable.size() ? kTable[tf] : 1.0 + std::log(static_cast<double>(tf));
+}
+
 // Ascending order of feature hashes (the same order std::sort gives: the keys are plain integers),
 // by least-significant-digit radix sort for the long lists of n-grams.
 void sort_hashes(std::vector<std::uint64_t>& v) {
@@ -118,45 +128,33 @@ void HashedEmbedder::features(std::string_view text, std::vector<std::uint64_t>&
 }
 
 std::size_t HashedEmbedder::slot_of(std::uint64_t h) const {
-  const std::size_t mask = keys_.size() - 1;
+  const std::size_t mask = slots_.size() - 1;
   std::size_t i = static_cast<std::size_t>((h * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
-  while (df_[i] != 0 && keys_[i] != h) i = (i + 1) & mask;
+  while (slots_[i].df != 0 && slots_[i].key != h) i = (i + 1) & mask;
   return i;
 }
 
 void HashedEmbedder::count_document_feature(std::uint64_t h, std::uint32_t doc) {
-  if (2 * (used_ + 1) > keys_.size()) {
-    std::vector<std::uint64_t> old_keys = std::move(keys_);
-    std::vector<std::uint32_t> old_df = std::move(df_), old_last = std::move(last_doc_);
-    const std::size_t size = std::max<std::size_t>(1024, 2 * old_keys.size());
-    keys_.assign(size, 0);
-    df_.assign(size, 0);
-    last_doc_.assign(size, 0);
-    for (std::size_t i = 0; i < old_keys.size(); ++i) {
-      if (old_df[i] == 0) continue;
-      const std::size_t s = slot_of(old_keys[i]);
-      keys_[s] = old_keys[i];
-      df_[s] = old_df[i];
-      last_doc_[s] = old_last[i];
-    }
+  if (2 * (used_ + 1) > slots_.size()) {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(std::max<std::size_t>(1024, 2 * old.size()), Slot{});
+    for (const Slot& x : old)
+      if (x.df != 0) slots_[slot_of(x.key)] = x;
   }
-  const std::size_t s = slot_of(h);
-  if (df_[s] == 0) {
-    keys_[s] = h;
+  Slot& x = slots_[slot_of(h)];
+  if (x.df == 0) {
+    x.key = h;
     ++used_;
-  } else if (last_doc_[s] == doc) {
+  } else if (x.last_doc == doc) {
     return;  // already counted for this document
   }
-  last_doc_[s] = doc;
-  ++df_[s];
+  x.last_doc = doc;
+  ++x.df;
 }
 
 template <class DocumentFeatures>
 void HashedEmbedder::fit_documents(std::size_t n_docs, DocumentFeatures&& document_features) {
-  keys_.clear();
-  df_.clear();
-  last_doc_.clear();
-  idf_.clear();
+  slots_.clear();
   used_ = 0;
   n_docs_ = n_docs;
   // Document frequency counts a feature once per document, words and n-grams alike.
@@ -166,11 +164,9 @@ void HashedEmbedder::fit_documents(std::size_t n_docs, DocumentFeatures&& docume
     for (std::uint64_t h : f.words) count_document_feature(h, doc);
     for (std::uint64_t h : f.chars) count_document_feature(h, doc);
   }
-  last_doc_ = {};
   auto smoothed_idf = [&](double df) { return std::log((1.0 + n_docs_) / (1.0 + df)) + 1.0; };
-  idf_.assign(keys_.size(), 0.0);
-  for (std::size_t i = 0; i < keys_.size(); ++i)
-    if (df_[i] != 0) idf_[i] = smoothed_idf(df_[i]);
+  for (Slot& x : slots_)
+    if (x.df != 0) x.idf = smoothed_idf(x.df);
   idf_unseen_ = n_docs_ == 0 ? 1.0 : smoothed_idf(0.0);
 }
 
@@ -198,9 +194,9 @@ std::vector<std::vector<float>> HashedEmbedder::fit_embed(const std::vector<std:
 }
 
 double HashedEmbedder::idf(std::uint64_t h) const {
-  if (n_docs_ == 0 || keys_.empty()) return idf_unseen_;
-  const std::size_t s = slot_of(h);
-  return df_[s] == 0 ? idf_unseen_ : idf_[s];
+  if (n_docs_ == 0 || slots_.empty()) return idf_unseen_;
+  const Slot& x = slots_[slot_of(h)];
+  return x.df == 0 ? idf_unseen_ : x.idf;
 }
 
 std::vector<float> HashedEmbedder::embed(std::string_view text) const {
@@ -221,9 +217,8 @@ std::vector<float> HashedEmbedder::embed_sorted(std::span<const std::uint64_t> w
     for (std::size_t i = 0; i < f.size();) {
       std::size_t j = i;
       while (j < f.size() && f[j] == f[i]) ++j;
-      const double tf = static_cast<double>(j - i);
       const std::uint64_t h = f[i];
-      const double w = (1.0 + std::log(tf)) * idf(h);
+      const double w = sublinear_tf(j - i) * idf(h);
       const std::size_t b = static_cast<std::size_t>((h >> 1) % buckets);
       const double sign = (h & 1) ? -1.0 : 1.0;
       v[b] += sign * w;

@@ -85,10 +85,13 @@ class HashedEmbedder {
   std::size_t n_docs_ = 0;
   // Document frequencies by feature hash, then (after fit) the smoothed IDF of each: a flat hash
   // table used for lookups only (never iterated, so its layout cannot change a result).
-  std::vector<std::uint64_t> keys_;
-  std::vector<std::uint32_t> df_;    // 0 = empty slot
-  std::vector<std::uint32_t> last_doc_;  // during fit: the last document that counted the slot
-  std::vector<double> idf_;          // per slot, filled by fit()
+  struct Slot {
+    std::uint64_t key = 0;
+    double idf = 0;             // filled by fit()
+    std::uint32_t df = 0;       // 0 = empty slot
+    std::uint32_t last_doc = 0;  // during fit: the last document that counted the slot
+  };
+  std::vector<Slot> slots_;     // one cache line per probe: key, df and idf together
   std::size_t used_ = 0;
   double idf_unseen_ = 1.0;          // idf of a feature no fitted document has
 };
