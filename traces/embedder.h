@@ -78,6 +78,8 @@ class HashedEmbedder {
   // Counts feature h of document `doc` (once per document; open addressing, grows at half load).
   void count_document_feature(std::uint64_t h, std::uint32_t doc);
   std::size_t slot_of(std::uint64_t h) const;
+  std::size_t home_slot(std::uint64_t h) const;  // first probe position
+  void prefetch_slot(std::uint64_t h) const;     // a cache hint only: no effect on results
 
   EmbedderConfig cfg_;
   std::uint64_t word_seed_ = 0;  // FNV-1a state after "w:" / "c:" (feature-kind prefixes)
