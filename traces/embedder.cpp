@@ -60,32 +60,6 @@ double sublinear_tf(std::size_t tf) {
   }();
   return tf < kTable.size() ? kTable[tf] : 1.0 + std::log(static_cast<double>(tf));
 }
-
-// Ascending order of feature hashes (the same order std::sort gives: the keys are plain integers),
-// by least-significant-digit radix sort for the long lists of n-grams.
-void sort_hashes(std::vector<std::uint64_t>& v) {
-  if (v.size() < 128) {
-    std::sort(v.begin(), v.end());
-    return;
-  }
-  constexpr int kPasses = 8;
-  std::array<std::array<std::uint32_t, 256>, kPasses> count{};
-  for (std::uint64_t x : v)
-    for (int p = 0; p < kPasses; ++p) ++count[p][(x >> (8 * p)) & 0xff];
-  std::vector<std::uint64_t> tmp(v.size());
-  for (int p = 0; p < kPasses; ++p) {
-    auto& c = count[p];
-    if (c[(v[0] >> (8 * p)) & 0xff] == v.size()) continue;  // one digit value: the pass moves nothing
-    std::uint32_t sum = 0;
-    for (auto& x : c) {
-      const std::uint32_t k = x;
-      x = sum;
-      sum += k;
-    }
-    for (std::uint64_t x : v) tmp[c[(x >> (8 * p)) & 0xff]++] = x;
-    v.swap(tmp);
-  }
-}
 }  // namespace
 
 HashedEmbedder::HashedEmbedder(EmbedderConfig cfg)
@@ -192,17 +166,15 @@ void HashedEmbedder::fit(const std::vector<std::string>& corpus) {
 }
 
 std::vector<std::vector<float>> HashedEmbedder::fit_embed(const std::vector<std::string>& corpus) {
-  // Each document's sorted feature lists serve both the document frequencies and its embedding.
+  // Each document's feature lists serve both the document frequencies and its embedding.
   std::vector<std::vector<std::uint64_t>> words(corpus.size()), chars(corpus.size());
   fit_documents(corpus.size(), [&](std::size_t i) -> FeatureLists {
     features(corpus[i], words[i], chars[i]);
-    sort_hashes(words[i]);
-    sort_hashes(chars[i]);
     return {words[i], chars[i]};
   });
   std::vector<std::vector<float>> out;
   out.reserve(corpus.size());
-  for (std::size_t i = 0; i < corpus.size(); ++i) out.push_back(embed_sorted(words[i], chars[i]));
+  for (std::size_t i = 0; i < corpus.size(); ++i) out.push_back(embed_features(words[i], chars[i]));
   return out;
 }
 
@@ -215,32 +187,52 @@ double HashedEmbedder::idf(std::uint64_t h) const {
 std::vector<float> HashedEmbedder::embed(std::string_view text) const {
   std::vector<std::uint64_t> word_hashes, char_hashes;
   features(text, word_hashes, char_hashes);
-  sort_hashes(word_hashes);
-  sort_hashes(char_hashes);
-  return embed_sorted(word_hashes, char_hashes);
+  return embed_features(word_hashes, char_hashes);
 }
 
-std::vector<float> HashedEmbedder::embed_sorted(std::span<const std::uint64_t> word_hashes,
-                                                std::span<const std::uint64_t> char_hashes) const {
-  const std::size_t buckets = static_cast<std::size_t>(cfg_.dim) - 1;
-  std::vector<double> wv(buckets, 0.0), cv(buckets, 0.0);
-  // Term frequency per feature; ascending hash order makes the accumulation order (and so the
-  // float result) independent of hash-table iteration. Words and n-grams feed separate vectors.
-  auto accumulate = [&](std::span<const std::uint64_t> f, std::vector<double>& v) {
-    for (std::size_t i = 0; i < f.size();) {
-      if (i + kPrefetchAhead < f.size()) prefetch_slot(f[i + kPrefetchAhead]);
-      std::size_t j = i;
-      while (j < f.size() && f[j] == f[i]) ++j;
-      const std::uint64_t h = f[i];
-      const double w = sublinear_tf(j - i) * idf(h);
-      const std::size_t b = static_cast<std::size_t>((h >> 1) % buckets);
+// Adds each distinct feature's signed weight to its bucket of v. A bucket's sum depends on the
+// order of its own terms only, so ascending hash order is needed within each bucket, not across
+// the list: the features are grouped by bucket (counting sort) and each group (a few features)
+// sorted. Equal hashes share a bucket, so each group also yields the term frequencies.
+void HashedEmbedder::accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v) const {
+  const std::size_t buckets = v.size();
+  std::vector<std::uint32_t> bucket(hashes.size()), begin(buckets + 1, 0);
+  for (std::size_t i = 0; i < hashes.size(); ++i) {
+    bucket[i] = static_cast<std::uint32_t>((hashes[i] >> 1) % buckets);
+    ++begin[bucket[i] + 1];
+  }
+  for (std::size_t b = 0; b < buckets; ++b) begin[b + 1] += begin[b];
+  std::vector<std::uint64_t> grouped(hashes.size());
+  {
+    std::vector<std::uint32_t> next(begin.begin(), begin.end() - 1);
+    for (std::size_t i = 0; i < hashes.size(); ++i) grouped[next[bucket[i]]++] = hashes[i];
+  }
+  for (std::size_t i = 0; i < grouped.size() && i < kPrefetchAhead; ++i) prefetch_slot(grouped[i]);
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const auto first = grouped.begin() + begin[b], last = grouped.begin() + begin[b + 1];
+    if (first == last) continue;
+    std::sort(first, last);
+    for (auto it = first; it != last;) {
+      auto run_end = it;
+      while (run_end != last && *run_end == *it) ++run_end;
+      const std::size_t k = static_cast<std::size_t>(run_end - grouped.begin());
+      if (k + kPrefetchAhead < grouped.size()) prefetch_slot(grouped[k + kPrefetchAhead]);
+      const std::uint64_t h = *it;
+      const double w = sublinear_tf(static_cast<std::size_t>(run_end - it)) * idf(h);
       const double sign = (h & 1) ? -1.0 : 1.0;
       v[b] += sign * w;
-      i = j;
+      it = run_end;
     }
-  };
-  accumulate(word_hashes, wv);
-  accumulate(char_hashes, cv);
+  }
+}
+
+std::vector<float> HashedEmbedder::embed_features(std::span<const std::uint64_t> word_hashes,
+                                                  std::span<const std::uint64_t> char_hashes) const {
+  const std::size_t buckets = static_cast<std::size_t>(cfg_.dim) - 1;
+  std::vector<double> wv(buckets, 0.0), cv(buckets, 0.0);
+  // Words and n-grams feed separate vectors; each term's weight is its sublinear TF times IDF.
+  accumulate_features(word_hashes, wv);
+  accumulate_features(char_hashes, cv);
   auto norm = [](const std::vector<double>& v) {
     double s = 0;
     for (double x : v) s += x * x;

@@ -65,9 +65,10 @@ class HashedEmbedder {
   // parts of the vector), each in text order; duplicates kept (they are the term frequencies).
   void features(std::string_view text, std::vector<std::uint64_t>& word_hashes,
                 std::vector<std::uint64_t>& char_hashes) const;
-  // The embedding of a text from its feature hashes, each list in ascending order.
-  std::vector<float> embed_sorted(std::span<const std::uint64_t> word_hashes,
-                                  std::span<const std::uint64_t> char_hashes) const;
+  // The embedding of a text from its feature hashes (any order).
+  std::vector<float> embed_features(std::span<const std::uint64_t> word_hashes,
+                                    std::span<const std::uint64_t> char_hashes) const;
+  void accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v) const;
   double idf(std::uint64_t h) const;
   struct FeatureLists {
     std::span<const std::uint64_t> words, chars;
