@@ -94,7 +94,12 @@ std::vector<Hit> top_k(const std::vector<double>& scores, std::size_t k) {
     return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
   };
   k = std::min(k, ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), better);
+  // `better` is a total order (ties go to the lower id), so both give the one sorted order; a full
+  // ranking (ranks_of) is much cheaper as a sort than as a partial (heap) sort.
+  if (k == ids.size())
+    std::sort(ids.begin(), ids.end(), better);
+  else
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), better);
   std::vector<Hit> out;
   out.reserve(k);
   for (std::size_t i = 0; i < k; ++i) out.push_back({ids[i], scores[ids[i]]});
