@@ -104,7 +104,6 @@ class CostModel {
   Work prefill(std::int64_t n_new, std::int64_t n_cached = 0) const { return prefill(PrefillShape{n_new, n_cached}); }
   // One decode step: a single new token attending `context` cached tokens plus itself.
   Work decode(std::int64_t context) const { return prefill(PrefillShape{1, context, 0, 1}); }
-  void decode(std::int64_t context, Work& out) const { prefill(PrefillShape{1, context, 0, 1}, out); }
   // Verification of d draft tokens after `context` tokens in one pass. `attended_pairs_within_draft`
   // is the number of (draft query, draft key) pairs the tree mask allows (a chain: d(d+1)/2);
   // pass -1 for a chain. Logits are computed for all d positions.
