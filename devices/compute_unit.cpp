@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <span>
 
 #include "sim/error.h"
 
@@ -64,17 +65,29 @@ ComputeUnitSpec ComputeUnitSpec::from_params(const std::string& name, const Para
   return u;
 }
 
+namespace {
+// Fallback chain: the arithmetic a unit actually runs for a dtype it has no peak for.
+std::span<const DType> peak_fallback_chain(DType t) {
+  static constexpr DType kInt4[] = {DType::kInt4, DType::kInt8, DType::kF16, DType::kF32};
+  static constexpr DType kF8[] = {DType::kF8, DType::kInt8, DType::kF16, DType::kF32};
+  static constexpr DType kInt8[] = {DType::kInt8, DType::kF16, DType::kF32};
+  static constexpr DType kBF16[] = {DType::kBF16, DType::kF16, DType::kF32};
+  static constexpr DType kF16[] = {DType::kF16, DType::kF32};
+  static constexpr DType kF32[] = {DType::kF32};
+  switch (t) {
+    case DType::kInt4: return kInt4;
+    case DType::kF8: return kF8;
+    case DType::kInt8: return kInt8;
+    case DType::kBF16: return kBF16;
+    case DType::kF16: return kF16;
+    case DType::kF32: return kF32;
+  }
+  throw Error("internal: unknown dtype");
+}
+}  // namespace
+
 double ComputeUnitSpec::peak_flops(DType t) const {
-  // Fallback chain: the arithmetic a unit actually runs for a dtype it has no peak for.
-  static const std::map<DType, std::vector<DType>> chain = {
-      {DType::kInt4, {DType::kInt4, DType::kInt8, DType::kF16, DType::kF32}},
-      {DType::kF8, {DType::kF8, DType::kInt8, DType::kF16, DType::kF32}},
-      {DType::kInt8, {DType::kInt8, DType::kF16, DType::kF32}},
-      {DType::kBF16, {DType::kBF16, DType::kF16, DType::kF32}},
-      {DType::kF16, {DType::kF16, DType::kF32}},
-      {DType::kF32, {DType::kF32}},
-  };
-  for (DType c : chain.at(t)) {
+  for (DType c : peak_fallback_chain(t)) {
     auto it = peak_tflops.find(c);
     if (it != peak_tflops.end()) return it->second * 1e12;
   }
@@ -87,16 +100,33 @@ double ComputeUnitSpec::efficiency(DType t, bool single_token) const {
   return single_token ? gemv_compute_efficiency : compute_efficiency;
 }
 
+// The roofline terms that depend only on the unit and the dtype, looked up once per Work rather
+// than once per operator (the same values, so the same sums).
+struct ComputeUnitSpec::Roofline {
+  double peak, gemv_efficiency, batched_efficiency, bandwidth, overhead_s;
+  Roofline(const ComputeUnitSpec& u, DType dtype)
+      : peak(u.peak_flops(dtype)),
+        gemv_efficiency(u.efficiency(dtype, true)),
+        batched_efficiency(u.efficiency(dtype, false)),
+        bandwidth(u.mem_bandwidth_gbps * 1e9 * u.bandwidth_efficiency),
+        overhead_s(u.call_overhead_us * 1e-6) {}
+  double op_seconds(const models::Op& op) const {
+    const double eff = op.tokens == 1 ? gemv_efficiency : batched_efficiency;
+    const double compute = op.flops / (peak * eff);
+    const double memory = op.bytes() / bandwidth;
+    return std::max(compute, memory) + overhead_s * op.layers;
+  }
+};
+
 double ComputeUnitSpec::op_seconds(const models::Op& op, DType dtype) const {
-  const double eff = efficiency(dtype, op.tokens == 1);
-  const double compute = op.flops / (peak_flops(dtype) * eff);
-  const double memory = op.bytes() / (mem_bandwidth_gbps * 1e9 * bandwidth_efficiency);
-  return std::max(compute, memory) + call_overhead_us * 1e-6 * op.layers;
+  return Roofline(*this, dtype).op_seconds(op);
 }
 
 double ComputeUnitSpec::seconds(const models::Work& w, DType dtype) const {
+  if (w.ops.empty()) return 0.0;
+  const Roofline roofline(*this, dtype);
   double s = 0;
-  for (const auto& op : w.ops) s += op_seconds(op, dtype);
+  for (const auto& op : w.ops) s += roofline.op_seconds(op);
   return s;
 }
 

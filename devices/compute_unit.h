@@ -46,6 +46,9 @@ struct ComputeUnitSpec {
   sim::Time time(const models::Work& w, models::DType dtype) const { return sim::from_seconds(seconds(w, dtype)); }
   // Time to stream `bytes` through this unit's memory (e.g. a DRAM-to-DRAM copy).
   double copy_seconds(double bytes) const;
+
+ private:
+  struct Roofline;
 };
 
 }  // namespace mobisim::devices

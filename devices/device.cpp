@@ -309,6 +309,11 @@ sim::Resource& Device::unit_queue(const std::string& unit) { return *unit_state(
 sim::Task<void> Device::compute(const std::string& unit, const models::Work& work, models::DType dtype,
                                 std::string label, int priority, bool preempt, bool preemptible) {
   const double seconds = profile_.compute_seconds(unit, work, dtype, label);
+  co_await compute_for(unit, seconds, work.flops(), std::move(label), priority, preempt, preemptible);
+}
+
+sim::Task<void> Device::compute_for(const std::string& unit, double seconds, double flops, std::string label,
+                                    int priority, bool preempt, bool preemptible) {
   Unit& u = unit_state(unit);
   auto lease = co_await u.queue->acquire(priority, preempt, preemptible);
   const sim::Time t0 = sim_.now();
@@ -319,7 +324,7 @@ sim::Task<void> Device::compute(const std::string& unit, const models::Work& wor
     if (timeline_) timeline_->span(profile_.name + "/" + unit, label + " (preempted)", t0, sim_.now());
     throw;
   }
-  u.flops->add(work.flops());
+  u.flops->add(flops);
   u.busy_s->add(seconds);
   if (timeline_) timeline_->span(profile_.name + "/" + unit, label, t0, sim_.now());
 }

@@ -98,6 +98,10 @@ class Device {
   // sim::Interrupt and the work is lost (the caller decides whether to retry).
   sim::Task<void> compute(const std::string& unit, const models::Work& work, models::DType dtype,
                           std::string label, int priority = 0, bool preempt = false, bool preemptible = false);
+  // The same for work whose duration and FLOPs the caller already has (memoised per shape):
+  // `seconds` is what profile().compute_seconds() gives for the work, `flops` its work.flops().
+  sim::Task<void> compute_for(const std::string& unit, double seconds, double flops, std::string label,
+                              int priority = 0, bool preempt = false, bool preemptible = false);
   // Holds a unit busy for a given duration (e.g. a profiled fixed-cost operation).
   sim::Task<void> busy(const std::string& unit, sim::Time duration, std::string label, int priority = 0,
                        bool preempt = false, bool preemptible = false);

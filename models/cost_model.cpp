@@ -99,26 +99,44 @@ void CostModel::add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_q
   add(OpKind::kFfnDown, 2 * nq * f * d, f * d * wb, nq * (f + d) * ab);
 }
 
-static void add_head_ops(Work& w, const ModelSpec& m, std::int64_t n_tokens, std::int64_t logit_tokens) {
+// The operators before and after the layers: the embedding gather of the `n_tokens` new positions,
+// then the final norm and LM head of the `logit_tokens` positions whose logits are needed.
+static void add_embed_op(Work& w, const ModelSpec& m, std::int64_t n_tokens) {
+  const double d = m.hidden;
+  const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype);
+  const double n = static_cast<double>(n_tokens);
+  // Embedding rows are gathered, not streamed: only the rows used are read.
+  w.ops.push_back(Op{OpKind::kEmbed, 0, n * d * wb, n * d * ab, 0, 0, 1, n_tokens});
+}
+
+static void add_logit_ops(Work& w, const ModelSpec& m, std::int64_t logit_tokens) {
   const double d = m.hidden, V = m.vocab;
   const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype);
-  const double n = static_cast<double>(n_tokens), t = static_cast<double>(logit_tokens);
-  // Embedding rows are gathered, not streamed: only the rows used are read.
-  w.ops.insert(w.ops.begin(), Op{OpKind::kEmbed, 0, n * d * wb, n * d * ab, 0, 0, 1, n_tokens});
+  const double t = static_cast<double>(logit_tokens);
   if (logit_tokens > 0) {
     w.ops.push_back(Op{OpKind::kFinalNorm, 4 * t * d, d * wb, 2 * t * d * ab, 0, 0, 1, logit_tokens});
     w.ops.push_back(Op{OpKind::kLmHead, 2 * t * d * V, d * V * wb, t * (d + V) * ab, 0, 0, 1, logit_tokens});
   }
 }
 
-Work CostModel::prefill(const PrefillShape& s) const {
+// At most: embedding, 15 layer operators, final norm and LM head.
+static constexpr std::size_t kMaxPassOps = 18;
+
+void CostModel::prefill(const PrefillShape& s, Work& w) const {
   if (s.n_new < 0 || s.n_cached < 0 || s.n_reused_qkv < 0 || s.n_reused_qkv > s.n_new || s.logit_tokens < 0 ||
       s.logit_tokens > s.n_new)
     throw Error("internal: invalid prefill shape");
-  Work w;
-  if (s.n_new == 0) return w;
+  w.ops.clear();
+  if (s.n_new == 0) return;
+  w.ops.reserve(kMaxPassOps);
+  add_embed_op(w, spec_, s.n_new);
   add_layer_ops(w, s.n_new - s.n_reused_qkv, s.n_new, s.n_cached + s.n_new, causal_pairs(s.n_new, s.n_cached));
-  add_head_ops(w, spec_, s.n_new, s.logit_tokens);
+  add_logit_ops(w, spec_, s.logit_tokens);
+}
+
+Work CostModel::prefill(const PrefillShape& s) const {
+  Work w;
+  prefill(s, w);
   return w;
 }
 
@@ -126,8 +144,10 @@ Work CostModel::verify(std::int64_t d, std::int64_t context, std::int64_t attend
   if (d <= 0) return Work{};
   const std::int64_t within = attended_pairs_within_draft < 0 ? d * (d + 1) / 2 : attended_pairs_within_draft;
   Work w;
+  w.ops.reserve(kMaxPassOps);
+  add_embed_op(w, spec_, d);
   add_layer_ops(w, d, d, context + d, d * context + within);
-  add_head_ops(w, spec_, d, d);
+  add_logit_ops(w, spec_, d);
   return w;
 }
 

@@ -99,6 +99,8 @@ class CostModel {
   const ModelSpec& spec() const { return spec_; }
 
   Work prefill(const PrefillShape& shape) const;
+  // The same into `out` (cleared first), reusing its storage: for per-token loops.
+  void prefill(const PrefillShape& shape, Work& out) const;
   Work prefill(std::int64_t n_new, std::int64_t n_cached = 0) const { return prefill(PrefillShape{n_new, n_cached}); }
   // One decode step: a single new token attending `context` cached tokens plus itself.
   Work decode(std::int64_t context) const { return prefill(PrefillShape{1, context, 0, 1}); }

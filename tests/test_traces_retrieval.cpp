@@ -1,7 +1,12 @@
 // BM25, the built-in embedder, hybrid fusion and the Retriever.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
 
 #include "sim/error.h"
 #include "traces/embedder.h"
@@ -190,4 +195,112 @@ TEST(Bm25, RetrieverForUserReproducesStoredEmbeddingsAndRetrieval) {
   // No embeddings: BM25 only.
   t.meta.embedding_dim = 0;
   EXPECT_EQ(retriever_for_user(u, t.meta).retrieve("laptops", {}, 1).front().chunk, 2);
+}
+
+// The embedder's fast paths (incremental n-gram hashes, radix-sorted feature lists, the flat IDF
+// table, fit_embed's single feature pass) against the documented definition written out plainly
+// (traces/embedder.h): every float of every embedding must be the same.
+namespace reference_embedder {
+std::uint64_t fnv(std::string_view s, std::uint64_t h) {
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+std::vector<std::pair<std::uint64_t, bool>> features(std::string_view text) {
+  std::vector<std::pair<std::uint64_t, bool>> out;
+  const std::uint64_t basis = 0xcbf29ce484222325ULL;
+  for (const std::string& w : mobisim::traces::words(text)) {
+    out.emplace_back(fnv(w, fnv("w:", basis)), true);
+    const std::string wrapped = "<" + w + ">";
+    for (std::size_t n = 3; n <= 5 && n <= wrapped.size(); ++n)
+      for (std::size_t i = 0; i + n <= wrapped.size(); ++i)
+        out.emplace_back(fnv(std::string_view(wrapped).substr(i, n), fnv("c:", basis)), false);
+  }
+  return out;
+}
+std::vector<float> embed(std::string_view text, const std::map<std::uint64_t, int>& df, std::size_t n_docs) {
+  auto f = features(text);
+  std::sort(f.begin(), f.end());
+  const std::size_t buckets = 511;
+  std::vector<double> wv(buckets, 0.0), cv(buckets, 0.0);
+  for (std::size_t i = 0; i < f.size();) {
+    std::size_t j = i;
+    while (j < f.size() && f[j] == f[i]) ++j;
+    const auto it = df.find(f[i].first);
+    const double idf = std::log((1.0 + n_docs) / (1.0 + (it == df.end() ? 0.0 : it->second))) + 1.0;
+    const double w = (1.0 + std::log(static_cast<double>(j - i))) * idf;
+    (f[i].second ? wv : cv)[(f[i].first >> 1) % buckets] += ((f[i].first & 1) ? -1.0 : 1.0) * w;
+    i = j;
+  }
+  auto norm = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x * x;
+    return std::sqrt(s);
+  };
+  const double nw = norm(wv), nc = norm(cv);
+  std::vector<double> raw(buckets, 0.0);
+  for (std::size_t i = 0; i < buckets; ++i) {
+    if (nw > 0) raw[i] += std::sqrt(0.5) * wv[i] / nw;
+    if (nc > 0) raw[i] += std::sqrt(0.5) * cv[i] / nc;
+  }
+  const double nr = norm(raw);
+  std::vector<float> out(512, 0.0f);
+  out[0] = static_cast<float>(std::sqrt(0.5));
+  for (std::size_t i = 0; i < buckets; ++i) out[i + 1] = static_cast<float>(raw[i] * (std::sqrt(0.5) / nr));
+  return out;
+}
+}  // namespace reference_embedder
+
+TEST(Embed, FastPathsGiveTheDocumentedEmbeddingBitForBit) {
+  // A corpus with repeated words (tf > 1), long words, digits, capitals and short words (n-grams
+  // longer than the wrapped word), big enough for the radix sort and several table growths.
+  std::mt19937_64 rng(12);
+  const std::vector<std::string> vocab = {"rehearsal", "Rehearse", "budget", "q3", "a", "of", "interdisciplinary",
+                                          "meeting", "UI", "design", "remote", "control", "x", "2024", "voice",
+                                          "recognition", "battery", "lcd", "Marketing", "kinetic"};
+  std::vector<std::string> corpus;
+  for (int d = 0; d < 40; ++d) {
+    std::string doc;
+    const int n = 5 + static_cast<int>(rng() % 400);
+    for (int i = 0; i < n; ++i) doc += vocab[rng() % vocab.size()] + (i % 7 == 0 ? std::to_string(rng() % 1000) : "") + " ";
+    corpus.push_back(doc);
+  }
+  std::map<std::uint64_t, int> df;
+  for (const auto& doc : corpus) {
+    std::set<std::uint64_t> uniq;
+    for (const auto& [h, is_word] : reference_embedder::features(doc)) uniq.insert(h);
+    for (auto h : uniq) ++df[h];
+  }
+  mobisim::traces::HashedEmbedder fitted;
+  fitted.fit(corpus);
+  mobisim::traces::HashedEmbedder fit_embedded;
+  const auto vectors = fit_embedded.fit_embed(corpus);
+  ASSERT_EQ(vectors.size(), corpus.size());
+  std::vector<std::string> queries = corpus;
+  queries.push_back("an unseen Query about zebras and rehearsals?");
+  for (std::size_t i = 0; i < queries.size(); ++i) {
+    const auto want = reference_embedder::embed(queries[i], df, corpus.size());
+    EXPECT_EQ(fitted.embed(queries[i]), want) << "text " << i;
+    EXPECT_EQ(fit_embedded.embed(queries[i]), want) << "text " << i;
+    if (i < vectors.size()) {
+      EXPECT_EQ(vectors[i], want) << "document " << i;
+    }
+  }
+}
+
+TEST(Embed, DotsEqualDotBitForBitIncludingUnequalLengths) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> q(37);
+  for (auto& x : q) x = u(rng);
+  std::vector<std::vector<float>> rows;
+  for (std::size_t len : {37u, 37u, 20u, 40u, 37u, 0u, 37u, 36u, 37u, 37u, 1u}) {
+    rows.emplace_back(len);
+    for (auto& x : rows.back()) x = u(rng);
+  }
+  const auto got = mobisim::traces::dots(q, rows);
+  ASSERT_EQ(got.size(), rows.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const double want = mobisim::traces::dot(q, rows[r]);
+    EXPECT_EQ(std::memcmp(&got[r], &want, sizeof want), 0) << "row " << r;
+  }
 }

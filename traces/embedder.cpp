@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <span>
 
 #include "sim/error.h"
 #include "sim/rng.h"
@@ -44,7 +46,24 @@ std::optional<EmbedderConfig> EmbedderConfig::parse(const std::string& d) {
   return c;
 }
 
-HashedEmbedder::HashedEmbedder(EmbedderConfig cfg) : cfg_(cfg) {
+namespace {
+constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;  // sim::fnv1a64's, one byte at a time
+constexpr std::size_t kPrefetchAhead = 8;  // IDF-table lookups issued ahead of use
+inline std::uint64_t fnv_step(std::uint64_t h, unsigned char c) { return (h ^ c) * kFnvPrime; }
+
+// 1 + ln(tf), tabulated for the small counts nearly every feature has (the same doubles).
+double sublinear_tf(std::size_t tf) {
+  static const std::array<double, 32> kTable = [] {
+    std::array<double, 32> t{};
+    for (std::size_t i = 1; i < t.size(); ++i) t[i] = 1.0 + std::log(static_cast<double>(i));
+    return t;
+  }();
+  return tf < kTable.size() ? kTable[tf] : 1.0 + std::log(static_cast<double>(tf));
+}
+}  // namespace
+
+HashedEmbedder::HashedEmbedder(EmbedderConfig cfg)
+    : cfg_(cfg), word_seed_(sim::fnv1a64("w:")), char_seed_(sim::fnv1a64("c:")) {
   if (cfg_.dim < 2) throw ConfigError(fmt::format("embedder dim must be >= 2, got {}", cfg_.dim));
   if (cfg_.char_ngram_min < 1 || cfg_.char_ngram_max < cfg_.char_ngram_min)
     throw ConfigError(fmt::format("embedder char n-gram range {}-{} is invalid", cfg_.char_ngram_min,
@@ -55,63 +74,165 @@ HashedEmbedder::HashedEmbedder(EmbedderConfig cfg) : cfg_(cfg) {
     throw ConfigError(fmt::format("embedder anisotropy must be in [0,1), got {}", cfg_.anisotropy));
 }
 
-void HashedEmbedder::features(std::string_view text, std::vector<Feature>& out) const {
-  out.clear();
-  std::string buf;
-  for (const std::string& w : words(text)) {
-    out.push_back({sim::fnv1a64(w, sim::fnv1a64("w:")), true});
-    buf = "<" + w + ">";
-    for (int n = cfg_.char_ngram_min; n <= cfg_.char_ngram_max; ++n) {
-      if (static_cast<std::size_t>(n) > buf.size()) break;
-      for (std::size_t i = 0; i + n <= buf.size(); ++i)
-        out.push_back({sim::fnv1a64(std::string_view(buf).substr(i, n), sim::fnv1a64("c:")), false});
+// Word feature: FNV-1a of the word after the "w:" prefix. Character features: FNV-1a of each
+// n-gram (n = min..max) of "<word>" after "c:"; the n-grams starting at one position share their
+// prefix, so their hashes are extended byte by byte instead of rehashed.
+void HashedEmbedder::features(std::string_view text, std::vector<std::uint64_t>& word_hashes,
+                              std::vector<std::uint64_t>& char_hashes) const {
+  word_hashes.clear();
+  char_hashes.clear();
+  const std::size_t n_min = static_cast<std::size_t>(cfg_.char_ngram_min);
+  const std::size_t n_max = static_cast<std::size_t>(cfg_.char_ngram_max);
+  std::string wrapped;
+  for_each_word(text, [&](std::string_view w) {
+    std::uint64_t h = word_seed_;
+    for (unsigned char c : w) h = fnv_step(h, c);
+    word_hashes.push_back(h);
+    wrapped.assign(1, '<');
+    wrapped.append(w);
+    wrapped.push_back('>');
+    const std::size_t len = wrapped.size();
+    for (std::size_t i = 0; i + n_min <= len; ++i) {
+      std::uint64_t g = char_seed_;
+      for (std::size_t n = 1; n <= n_max && i + n <= len; ++n) {
+        g = fnv_step(g, static_cast<unsigned char>(wrapped[i + n - 1]));
+        if (n >= n_min) char_hashes.push_back(g);
+      }
+    }
+  });
+}
+
+std::size_t HashedEmbedder::home_slot(std::uint64_t h) const {
+  return static_cast<std::size_t>((h * 0x9E3779B97F4A7C15ULL) >> 32) & (slots_.size() - 1);
+}
+
+void HashedEmbedder::prefetch_slot(std::uint64_t h) const {
+  if (!slots_.empty()) __builtin_prefetch(&slots_[home_slot(h)]);
+}
+
+std::size_t HashedEmbedder::slot_of(std::uint64_t h) const {
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = home_slot(h);
+  while (slots_[i].df != 0 && slots_[i].key != h) i = (i + 1) & mask;
+  return i;
+}
+
+void HashedEmbedder::count_document_feature(std::uint64_t h, std::uint32_t doc) {
+  if (2 * (used_ + 1) > slots_.size()) {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(std::max<std::size_t>(1024, 2 * old.size()), Slot{});
+    for (const Slot& x : old)
+      if (x.df != 0) slots_[slot_of(x.key)] = x;
+  }
+  Slot& x = slots_[slot_of(h)];
+  if (x.df == 0) {
+    x.key = h;
+    ++used_;
+  } else if (x.last_doc == doc) {
+    return;  // already counted for this document
+  }
+  x.last_doc = doc;
+  ++x.df;
+}
+
+template <class DocumentFeatures>
+void HashedEmbedder::fit_documents(std::size_t n_docs, DocumentFeatures&& document_features) {
+  slots_.clear();
+  used_ = 0;
+  n_docs_ = n_docs;
+  // Document frequency counts a feature once per document, words and n-grams alike.
+  for (std::size_t d = 0; d < n_docs; ++d) {
+    const FeatureLists f = document_features(d);
+    const auto doc = static_cast<std::uint32_t>(d);
+    // The table outgrows the caches: each slot is fetched a few features ahead of its update.
+    for (auto list : {f.words, f.chars})
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        if (i + kPrefetchAhead < list.size()) prefetch_slot(list[i + kPrefetchAhead]);
+        count_document_feature(list[i], doc);
+      }
+  }
+  auto smoothed_idf = [&](double df) { return std::log((1.0 + n_docs_) / (1.0 + df)) + 1.0; };
+  for (Slot& x : slots_)
+    if (x.df != 0) x.idf = smoothed_idf(x.df);
+  idf_unseen_ = n_docs_ == 0 ? 1.0 : smoothed_idf(0.0);
+}
+
+void HashedEmbedder::fit(const std::vector<std::string>& corpus) {
+  std::vector<std::uint64_t> word_hashes, char_hashes;
+  fit_documents(corpus.size(), [&](std::size_t i) -> FeatureLists {
+    features(corpus[i], word_hashes, char_hashes);
+    return {word_hashes, char_hashes};
+  });
+}
+
+std::vector<std::vector<float>> HashedEmbedder::fit_embed(const std::vector<std::string>& corpus) {
+  // Each document's feature lists serve both the document frequencies and its embedding.
+  std::vector<std::vector<std::uint64_t>> words(corpus.size()), chars(corpus.size());
+  fit_documents(corpus.size(), [&](std::size_t i) -> FeatureLists {
+    features(corpus[i], words[i], chars[i]);
+    return {words[i], chars[i]};
+  });
+  std::vector<std::vector<float>> out;
+  out.reserve(corpus.size());
+  for (std::size_t i = 0; i < corpus.size(); ++i) out.push_back(embed_features(words[i], chars[i]));
+  return out;
+}
+
+double HashedEmbedder::idf(std::uint64_t h) const {
+  if (n_docs_ == 0 || slots_.empty()) return idf_unseen_;
+  const Slot& x = slots_[slot_of(h)];
+  return x.df == 0 ? idf_unseen_ : x.idf;
+}
+
+std::vector<float> HashedEmbedder::embed(std::string_view text) const {
+  std::vector<std::uint64_t> word_hashes, char_hashes;
+  features(text, word_hashes, char_hashes);
+  return embed_features(word_hashes, char_hashes);
+}
+
+// Adds each distinct feature's signed weight to its bucket of v. A bucket's sum depends on the
+// order of its own terms only, so ascending hash order is needed within each bucket, not across
+// the list: the features are grouped by bucket (counting sort) and each group (a few features)
+// sorted. Equal hashes share a bucket, so each group also yields the term frequencies.
+void HashedEmbedder::accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v) const {
+  const std::size_t buckets = v.size();
+  std::vector<std::uint32_t> bucket(hashes.size()), begin(buckets + 1, 0);
+  for (std::size_t i = 0; i < hashes.size(); ++i) {
+    bucket[i] = static_cast<std::uint32_t>((hashes[i] >> 1) % buckets);
+    ++begin[bucket[i] + 1];
+  }
+  for (std::size_t b = 0; b < buckets; ++b) begin[b + 1] += begin[b];
+  std::vector<std::uint64_t> grouped(hashes.size());
+  {
+    std::vector<std::uint32_t> next(begin.begin(), begin.end() - 1);
+    for (std::size_t i = 0; i < hashes.size(); ++i) grouped[next[bucket[i]]++] = hashes[i];
+  }
+  for (std::size_t i = 0; i < grouped.size() && i < kPrefetchAhead; ++i) prefetch_slot(grouped[i]);
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const auto first = grouped.begin() + begin[b], last = grouped.begin() + begin[b + 1];
+    if (first == last) continue;
+    std::sort(first, last);
+    for (auto it = first; it != last;) {
+      auto run_end = it;
+      while (run_end != last && *run_end == *it) ++run_end;
+      const std::size_t k = static_cast<std::size_t>(run_end - grouped.begin());
+      if (k + kPrefetchAhead < grouped.size()) prefetch_slot(grouped[k + kPrefetchAhead]);
+      const std::uint64_t h = *it;
+      const double w = sublinear_tf(static_cast<std::size_t>(run_end - it)) * idf(h);
+      const double sign = (h & 1) ? -1.0 : 1.0;
+      v[b] += sign * w;
+      it = run_end;
     }
   }
 }
 
-void HashedEmbedder::fit(const std::vector<std::string>& corpus) {
-  df_.clear();
-  n_docs_ = corpus.size();
-  std::vector<Feature> f;
-  std::vector<std::uint64_t> hashes;
-  for (const auto& doc : corpus) {
-    features(doc, f);
-    hashes.clear();
-    for (const auto& x : f) hashes.push_back(x.hash);
-    std::sort(hashes.begin(), hashes.end());
-    hashes.erase(std::unique(hashes.begin(), hashes.end()), hashes.end());
-    for (std::uint64_t h : hashes) ++df_[h];
-  }
-}
-
-double HashedEmbedder::idf(std::uint64_t h) const {
-  if (n_docs_ == 0) return 1.0;
-  auto it = df_.find(h);
-  const double df = it == df_.end() ? 0.0 : it->second;
-  return std::log((1.0 + n_docs_) / (1.0 + df)) + 1.0;
-}
-
-std::vector<float> HashedEmbedder::embed(std::string_view text) const {
-  std::vector<Feature> f;
-  features(text, f);
-  // Term frequencies per feature; sorting makes the accumulation order (and so
-  // the float result) independent of hash-table iteration.
-  std::sort(f.begin(), f.end(), [](const Feature& a, const Feature& b) {
-    return a.hash != b.hash ? a.hash < b.hash : a.is_word < b.is_word;
-  });
+std::vector<float> HashedEmbedder::embed_features(std::span<const std::uint64_t> word_hashes,
+                                                  std::span<const std::uint64_t> char_hashes) const {
   const std::size_t buckets = static_cast<std::size_t>(cfg_.dim) - 1;
   std::vector<double> wv(buckets, 0.0), cv(buckets, 0.0);
-  for (std::size_t i = 0; i < f.size();) {
-    std::size_t j = i;
-    while (j < f.size() && f[j].hash == f[i].hash && f[j].is_word == f[i].is_word) ++j;
-    const double tf = static_cast<double>(j - i);
-    const double w = (1.0 + std::log(tf)) * idf(f[i].hash);
-    const std::uint64_t h = f[i].hash;
-    const std::size_t b = static_cast<std::size_t>((h >> 1) % buckets);
-    const double sign = (h & 1) ? -1.0 : 1.0;
-    (f[i].is_word ? wv : cv)[b] += sign * w;
-    i = j;
-  }
+  // Words and n-grams feed separate vectors; each term's weight is its sublinear TF times IDF.
+  accumulate_features(word_hashes, wv);
+  accumulate_features(char_hashes, cv);
   auto norm = [](const std::vector<double>& v) {
     double s = 0;
     for (double x : v) s += x * x;
@@ -144,6 +265,35 @@ double dot(const std::vector<float>& a, const std::vector<float>& b) {
   double s = 0;
   for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
   return s;
+}
+
+std::vector<double> dots(const std::vector<float>& q, const std::vector<std::vector<float>>& rows) {
+  std::vector<double> out(rows.size());
+  std::size_t r = 0;
+  for (; r + 4 <= rows.size(); r += 4) {
+    const std::vector<float>&a = rows[r], &b = rows[r + 1], &c = rows[r + 2], &d = rows[r + 3];
+    const std::size_t n = std::min({q.size(), a.size(), b.size(), c.size(), d.size()});
+    double sa = 0, sb = 0, sc = 0, sd = 0;
+    std::size_t i = 0;
+    for (; i < n; ++i) {
+      const double x = q[i];
+      sa += x * a[i];
+      sb += x * b[i];
+      sc += x * c[i];
+      sd += x * d[i];
+    }
+    // A longer row (rows of unequal length) finishes its own sum alone, still in index order.
+    for (std::size_t j = i; j < std::min(q.size(), a.size()); ++j) sa += static_cast<double>(q[j]) * a[j];
+    for (std::size_t j = i; j < std::min(q.size(), b.size()); ++j) sb += static_cast<double>(q[j]) * b[j];
+    for (std::size_t j = i; j < std::min(q.size(), c.size()); ++j) sc += static_cast<double>(q[j]) * c[j];
+    for (std::size_t j = i; j < std::min(q.size(), d.size()); ++j) sd += static_cast<double>(q[j]) * d[j];
+    out[r] = sa;
+    out[r + 1] = sb;
+    out[r + 2] = sc;
+    out[r + 3] = sd;
+  }
+  for (; r < rows.size(); ++r) out[r] = dot(q, rows[r]);
+  return out;
 }
 
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {

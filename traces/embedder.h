@@ -27,6 +27,7 @@
 // distribution on QMSum and on the generator is in traces/SCHEMA.md.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -52,25 +53,56 @@ class HashedEmbedder {
   // Fits document frequencies on `corpus` (each string one document).
   void fit(const std::vector<std::string>& corpus);
   std::vector<float> embed(std::string_view text) const;
+  // fit(corpus), then embed() of every document of it (each document's features computed once).
+  std::vector<std::vector<float>> fit_embed(const std::vector<std::string>& corpus);
   // Raw cosine without the anisotropy offset (for calibration reports).
   static double calibrated_from_raw(double raw, double anisotropy) { return anisotropy + (1 - anisotropy) * raw; }
   const EmbedderConfig& config() const { return cfg_; }
   std::size_t fitted_documents() const { return n_docs_; }
 
  private:
-  struct Feature {
-    std::uint64_t hash;
-    bool is_word;
-  };
-  void features(std::string_view text, std::vector<Feature>& out) const;
+  // Feature hashes of a text: words and character n-grams apart (they are weighted into separate
+  // parts of the vector), each in text order; duplicates kept (they are the term frequencies).
+  void features(std::string_view text, std::vector<std::uint64_t>& word_hashes,
+                std::vector<std::uint64_t>& char_hashes) const;
+  // The embedding of a text from its feature hashes (any order).
+  std::vector<float> embed_features(std::span<const std::uint64_t> word_hashes,
+                                    std::span<const std::uint64_t> char_hashes) const;
+  void accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v) const;
   double idf(std::uint64_t h) const;
+  struct FeatureLists {
+    std::span<const std::uint64_t> words, chars;
+  };
+  // Fits the document frequencies of n_docs documents; document_features(i) gives document i's.
+  template <class DocumentFeatures>
+  void fit_documents(std::size_t n_docs, DocumentFeatures&& document_features);
+  // Counts feature h of document `doc` (once per document; open addressing, grows at half load).
+  void count_document_feature(std::uint64_t h, std::uint32_t doc);
+  std::size_t slot_of(std::uint64_t h) const;
+  std::size_t home_slot(std::uint64_t h) const;  // first probe position
+  void prefetch_slot(std::uint64_t h) const;     // a cache hint only: no effect on results
 
   EmbedderConfig cfg_;
+  std::uint64_t word_seed_ = 0;  // FNV-1a state after "w:" / "c:" (feature-kind prefixes)
+  std::uint64_t char_seed_ = 0;
   std::size_t n_docs_ = 0;
-  std::unordered_map<std::uint64_t, std::uint32_t> df_;  // lookups only; never iterated
+  // Document frequencies by feature hash, then (after fit) the smoothed IDF of each: a flat hash
+  // table used for lookups only (never iterated, so its layout cannot change a result).
+  struct Slot {
+    std::uint64_t key = 0;
+    double idf = 0;             // filled by fit()
+    std::uint32_t df = 0;       // 0 = empty slot
+    std::uint32_t last_doc = 0;  // during fit: the last document that counted the slot
+  };
+  std::vector<Slot> slots_;     // one cache line per probe: key, df and idf together
+  std::size_t used_ = 0;
+  double idf_unseen_ = 1.0;          // idf of a feature no fitted document has
 };
 
 double dot(const std::vector<float>& a, const std::vector<float>& b);
+// dot(q, rows[i]) for every row, each bit-identical to dot(): the rows are taken four at a time
+// so that four independent sums advance together (each still adds its terms in index order).
+std::vector<double> dots(const std::vector<float>& q, const std::vector<std::vector<float>>& rows);
 double cosine(const std::vector<float>& a, const std::vector<float>& b);
 
 }  // namespace mobisim::traces

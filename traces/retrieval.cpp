@@ -94,7 +94,12 @@ std::vector<Hit> top_k(const std::vector<double>& scores, std::size_t k) {
     return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
   };
   k = std::min(k, ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), better);
+  // `better` is a total order (ties go to the lower id), so both give the one sorted order; a full
+  // ranking (ranks_of) is much cheaper as a sort than as a partial (heap) sort.
+  if (k == ids.size())
+    std::sort(ids.begin(), ids.end(), better);
+  else
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), better);
   std::vector<Hit> out;
   out.reserve(k);
   for (std::size_t i = 0; i < k; ++i) out.push_back({ids[i], scores[ids[i]]});
@@ -132,9 +137,7 @@ Retriever::Retriever(const std::vector<std::string>& chunk_texts, std::vector<st
     : cfg_(cfg), bm25_(tokenize_all(chunk_texts), cfg.bm25), chunk_emb_(std::move(chunk_embeddings)) {
   if (chunk_emb_.empty() && !chunk_texts.empty()) {
     embedder_.emplace(embedder);
-    embedder_->fit(chunk_texts);
-    chunk_emb_.reserve(chunk_texts.size());
-    for (const auto& t : chunk_texts) chunk_emb_.push_back(embedder_->embed(t));
+    chunk_emb_ = embedder_->fit_embed(chunk_texts);
   }
   if (!chunk_emb_.empty() && chunk_emb_.size() != chunk_texts.size())
     throw InputError(fmt::format("retriever: {} chunk embeddings for {} chunks", chunk_emb_.size(),
@@ -160,13 +163,11 @@ std::vector<Hit> Retriever::retrieve(std::string_view query_text, const std::vec
       computed = embed(query_text);
       q = &computed;
     }
-    dense.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < n; ++i)
       if (chunk_emb_[i].size() != q->size())
         throw InputError(fmt::format("retriever: query embedding has {} values, chunk {} has {}", q->size(), i,
                                      chunk_emb_[i].size()));
-      dense[i] = dot(*q, chunk_emb_[i]);
-    }
+    dense = dots(*q, chunk_emb_);
   }
   if (cfg_.mode == RetrievalMode::kBm25) return top_k(sparse, k);
   if (cfg_.mode == RetrievalMode::kDense) return top_k(dense, k);

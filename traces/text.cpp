@@ -4,24 +4,9 @@
 
 namespace mobisim::traces {
 
-namespace {
-inline bool is_word_byte(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80;
-}
-}  // namespace
-
 std::vector<std::string> words(std::string_view text) {
   std::vector<std::string> out;
-  std::string cur;
-  for (unsigned char c : text) {
-    if (is_word_byte(c)) {
-      cur += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : static_cast<char>(c);
-    } else if (!cur.empty()) {
-      out.push_back(std::move(cur));
-      cur.clear();
-    }
-  }
-  if (!cur.empty()) out.push_back(std::move(cur));
+  for_each_word(text, [&](std::string_view w) { out.emplace_back(w); });
   return out;
 }
 

@@ -16,10 +16,32 @@
 namespace mobisim::traces {
 
 std::vector<std::string> words(std::string_view text);
+// Calls fn(std::string_view word) for each word of words(text), in order, without allocating a
+// vector of strings (the word view is valid only during the call).
+template <class Fn>
+void for_each_word(std::string_view text, Fn&& fn);
 std::vector<std::string> split_whitespace(std::string_view text);
 std::string join(const std::vector<std::string>& parts, std::string_view sep, std::size_t begin = 0,
                  std::size_t end = static_cast<std::size_t>(-1));
 // True when `text` has at least one word character (letter, digit or UTF-8 byte).
 bool has_words(std::string_view text);
+
+inline bool is_word_byte(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80;
+}
+
+template <class Fn>
+void for_each_word(std::string_view text, Fn&& fn) {
+  std::string cur;
+  for (unsigned char c : text) {
+    if (is_word_byte(c)) {
+      cur += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : static_cast<char>(c);
+    } else if (!cur.empty()) {
+      fn(std::string_view(cur));
+      cur.clear();
+    }
+  }
+  if (!cur.empty()) fn(std::string_view(cur));
+}
 
 }  // namespace mobisim::traces

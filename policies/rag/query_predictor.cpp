@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "sim/error.h"
 #include "sim/registry.h"
@@ -84,36 +85,56 @@ std::string strip_end(std::string s) {
 
 }  // namespace
 
-PhraseIndex::PhraseIndex(const traces::UserTrace& user) : n_chunks_(user.chunks.size()) {
+PhraseIndex::PhraseIndex(const traces::UserTrace& user) {
+  std::unordered_map<std::string, std::uint32_t> id_of;
+  std::vector<std::size_t> df;
   for (const auto& c : user.chunks) {
-    std::vector<std::string> cand;
-    for (auto& w : traces::words(c.text))
-      if (w.size() >= 4 && letters_only(w) && !function_words().count(w)) cand.push_back(std::move(w));
-    auto uniq = cand;
+    std::vector<std::uint32_t> ids;
+    for (auto& w : traces::words(c.text)) {
+      if (w.size() < 4 || !letters_only(w) || function_words().count(w)) continue;
+      auto [it, added] = id_of.try_emplace(w, static_cast<std::uint32_t>(vocab_.size()));
+      if (added) {
+        vocab_.push_back(std::move(w));
+        df.push_back(0);
+      }
+      ids.push_back(it->second);
+    }
+    auto uniq = ids;
     std::sort(uniq.begin(), uniq.end());
     uniq.erase(std::unique(uniq.begin(), uniq.end()), uniq.end());
-    for (auto& w : uniq) ++df_[w];
-    words_.push_back(std::move(cand));
+    for (auto id : uniq) ++df[id];
+    chunk_words_.push_back(std::move(ids));
   }
+  const double N = static_cast<double>(user.chunks.size());
+  idf_.reserve(df.size());
+  for (std::size_t d : df) idf_.push_back(std::log((1.0 + N) / (1.0 + static_cast<double>(d))) + 1.0);
 }
 
 std::vector<std::string> PhraseIndex::key_phrases(const std::vector<std::int32_t>& chunks, std::size_t n) const {
-  std::map<std::string, std::pair<std::size_t, std::size_t>> tf;  // word -> (count, first position)
+  // Per word: (count, first position). Positions count every occurrence, so no two words share a
+  // first position and (score, first position) orders the words completely.
+  constexpr auto kUnseen = static_cast<std::uint32_t>(-1);
+  std::vector<std::uint32_t> slot(vocab_.size(), kUnseen);
+  std::vector<std::uint32_t> word;
+  std::vector<std::pair<std::size_t, std::size_t>> tf;
   std::size_t pos = 0;
   for (auto id : chunks)
-    for (const auto& w : words_.at(static_cast<std::size_t>(id))) {
-      auto it = tf.try_emplace(w, 0, pos++).first;
-      ++it->second.first;
+    for (std::uint32_t w : chunk_words_.at(static_cast<std::size_t>(id))) {
+      if (slot[w] == kUnseen) {
+        slot[w] = static_cast<std::uint32_t>(tf.size());
+        tf.emplace_back(0, pos);
+        word.push_back(w);
+      }
+      ++tf[slot[w]].first;
+      ++pos;
     }
-  const double N = static_cast<double>(n_chunks_);
-  std::vector<std::tuple<double, std::size_t, std::string>> scored;
-  for (const auto& [w, cp] : tf) {
-    const double idf = std::log((1.0 + N) / (1.0 + static_cast<double>(df_.at(w)))) + 1.0;
-    scored.emplace_back(-(1.0 + std::log(static_cast<double>(cp.first))) * idf, cp.second, w);
-  }
+  std::vector<std::tuple<double, std::size_t, std::uint32_t>> scored;
+  scored.reserve(tf.size());
+  for (std::size_t i = 0; i < tf.size(); ++i)
+    scored.emplace_back(-(1.0 + std::log(static_cast<double>(tf[i].first))) * idf_[word[i]], tf[i].second, word[i]);
   std::sort(scored.begin(), scored.end());
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < std::min(n, scored.size()); ++i) out.push_back(std::get<2>(scored[i]));
+  for (std::size_t i = 0; i < std::min(n, scored.size()); ++i) out.push_back(vocab_[std::get<2>(scored[i])]);
   return out;
 }
 

@@ -58,9 +58,11 @@ class PhraseIndex {
   std::vector<std::string> key_phrases(const std::vector<std::int32_t>& chunks, std::size_t n) const;
 
  private:
-  std::vector<std::vector<std::string>> words_;  // candidate words of each chunk, in order
-  std::map<std::string, std::size_t> df_;
-  std::size_t n_chunks_ = 0;
+  // Candidate words by id (ids in order of first appearance); each chunk's candidate words as ids,
+  // in text order; each word's smoothed IDF over the chunks.
+  std::vector<std::string> vocab_;
+  std::vector<std::vector<std::uint32_t>> chunk_words_;
+  std::vector<double> idf_;
 };
 // source: "topics" (the trace's topic list; falls back to key phrases when it has none),
 // "key_phrases" (always extracted from the chunks). `batch_chunks` chunks per abstract prompt.

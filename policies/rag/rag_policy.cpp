@@ -119,14 +119,25 @@ sim::Task<void> RagPipeline::prefill(QueryRecord& rec, const models::PrefillShap
   add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
 
+const RagPipeline::DecodeStep& RagPipeline::decode_step(std::int64_t context, const std::string& label) {
+  auto it = decode_steps_.find(context);
+  if (it == decode_steps_.end()) {
+    const models::Work w = cost_.decode(context);
+    const DecodeStep step{device_.profile().compute_seconds(config_.compute_unit, w, cost_.spec().weight_dtype, label),
+                          w.flops()};
+    it = decode_steps_.emplace(context, step).first;
+  }
+  return it->second;
+}
+
 sim::Task<void> RagPipeline::decode(QueryRecord& rec, std::int64_t context, std::int64_t n_tokens,
                                     const std::string& label) {
   // Each step is its own device request so that other work can interleave between tokens.
   const sim::Time t0 = sim_.now();
   for (std::int64_t i = 0; i < n_tokens; ++i) {
-    const models::Work w = cost_.decode(context + i);
-    co_await device_.compute(config_.compute_unit, w, cost_.spec().weight_dtype, label);
-    rec.flops += w.flops();
+    const DecodeStep step = decode_step(context + i, label);
+    co_await device_.compute_for(config_.compute_unit, step.seconds, step.flops, label);
+    rec.flops += step.flops;
   }
   rec.decode_s += sim::to_seconds(sim_.now() - t0);
   add_energy(rec, sim::to_seconds(sim_.now() - t0));

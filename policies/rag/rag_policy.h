@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "devices/device.h"
@@ -126,6 +127,13 @@ class RagPipeline {
   std::shared_ptr<const KnowledgeIndex> knowledge_;
   QueryRecord background_;
   std::int64_t background_jobs_ = 0;
+  // Duration and FLOPs of one decode step by context length: contexts recur across a user's
+  // queries, and a step's cost depends on nothing else in this pipeline.
+  struct DecodeStep {
+    double seconds = 0, flops = 0;
+  };
+  std::unordered_map<std::int64_t, DecodeStep> decode_steps_;
+  const DecodeStep& decode_step(std::int64_t context, const std::string& label);
   void add_energy(QueryRecord& rec, double busy_s) const;
   void add_storage_energy(QueryRecord& rec, double busy_s, double io_energy_j) const;
 };
