@@ -5,7 +5,10 @@
 
 #include <cctype>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "models/sentencepiece_check.h"
 #include "sim/error.h"
 #include "sim/rng.h"
 
@@ -13,11 +16,21 @@ namespace mobisim::models {
 
 namespace {
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (!in && !in.eof()) throw InputError(fmt::format("{}: cannot read the tokenizer model", path));
+  return out.str();
+}
+
 class SentencePieceTokenizer : public Tokenizer {
  public:
   explicit SentencePieceTokenizer(const std::string& path) : path_(path) {
     if (!std::filesystem::exists(path)) throw InputError(fmt::format("{}: tokenizer model not found", path));
-    auto status = sp_.Load(path);
+    const std::string bytes = read_file(path);
+    check_sentencepiece_model(bytes, path);  // what the library itself trusts (its normalizer's trie)
+    auto status = sp_.LoadFromSerializedProto(bytes);
     if (!status.ok())
       throw InputError(fmt::format("{}: not a SentencePiece model: {}", path, status.ToString()));
   }

@@ -192,7 +192,7 @@ ProcessHandle Simulator::start(Task<void> task, std::string name) {
   state->index = processes_.size();
   processes_.push_back(state);
   schedule_resume_for(state.get(), now_, h);
-  return ProcessHandle(state, this);
+  return ProcessHandle(state);
 }
 
 void detail::finish_process(Simulator& sim, ProcessState& p, std::exception_ptr error) {

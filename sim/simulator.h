@@ -174,7 +174,7 @@ inline Task<void> Promise<void>::get_return_object() {
 class ProcessHandle {
  public:
   ProcessHandle() = default;
-  explicit ProcessHandle(std::shared_ptr<ProcessState> s, Simulator* sim) : state_(std::move(s)), sim_(sim) {}
+  explicit ProcessHandle(std::shared_ptr<ProcessState> s) : state_(std::move(s)) {}
   bool done() const { return state_ && state_->done; }
   Event done_event() const;
   const std::string& name() const { return state_->name; }
@@ -182,7 +182,6 @@ class ProcessHandle {
 
  private:
   std::shared_ptr<ProcessState> state_;
-  Simulator* sim_ = nullptr;
 };
 
 class Simulator {
