@@ -84,6 +84,19 @@ inline CommandResult run_mobisim_in(const std::string& workdir, const std::strin
 
 inline CommandResult run_mobisim(const std::string& args) { return run_mobisim_in("", args); }
 
+// `mobisim run CONFIG` at one and at two worker threads: both must succeed and write the same bytes.
+// Returns "" when they do, else what went wrong (the test's failure message).
+inline std::string same_bytes_at_one_and_two_threads(const std::string& config, const std::string& out1,
+                                                     const std::string& out2) {
+  const auto a = run_mobisim(std::string("run ").append(config).append(" --no-plot --quiet --output ").append(out1));
+  if (a.exit_code != 0) return std::string("--threads 1: ").append(a.output);
+  const auto b = run_mobisim(
+      std::string("run ").append(config).append(" --threads 2 --no-plot --quiet --output ").append(out2));
+  if (b.exit_code != 0) return std::string("--threads 2: ").append(b.output);
+  if (read_bytes(out1) != read_bytes(out2)) return std::string(out1).append(" and ").append(out2).append(" differ");
+  return "";
+}
+
 // Tests that run the whole binary many times (every thread count, every sweep point) take minutes
 // under ASan on 2 cores; the sanitizer CI job runs those paths once each in scripts/e2e.sh.
 inline bool sanitized_build() {
