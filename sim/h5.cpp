@@ -436,32 +436,12 @@ hsize_t string_chunk_rows(std::size_t rows, std::size_t width) {
 }  // namespace
 
 H5::DataSet write_dataset(const H5::Group& g, const std::string& name, const std::vector<std::string>& v) {
+  // The whole column is one source of pieces (write_strings_in_pieces has the layout).
   std::size_t width = 1;
   for (const auto& s : v) width = std::max(width, s.size());
-  hsize_t dims[1] = {v.size()};
-  if (v.size() > kMaxPaddedBytes / width) {
-    H5::StrType t = utf8_string_type();
-    H5::DataSet ds = g.createDataSet(name, t, H5::DataSpace(1, dims), untimed_dcpl());
-    std::vector<const char*> ptrs;
-    for (const auto& s : v) ptrs.push_back(s.c_str());
-    ds.write(ptrs.data(), t);
-    return ds;
-  }
-  H5::StrType t(H5::PredType::C_S1, width);
-  t.setCset(H5T_CSET_UTF8);
-  t.setStrpad(H5T_STR_NULLPAD);
-  H5::DSetCreatPropList dcpl = untimed_dcpl();
-  if (!v.empty()) {
-    const hsize_t chunk[1] = {string_chunk_rows(v.size(), width)};
-    dcpl.setChunk(1, chunk);
-    dcpl.setDeflate(4);
-    dcpl.setFletcher32();
-  }
-  H5::DataSet ds = g.createDataSet(name, t, H5::DataSpace(1, dims), dcpl);
-  std::vector<char> buf(v.size() * width, '\0');
-  for (std::size_t i = 0; i < v.size(); ++i) std::copy(v[i].begin(), v[i].end(), buf.begin() + i * width);
-  if (!v.empty()) ds.write(buf.data(), t);
-  return ds;
+  return write_strings_in_pieces(g, name, v.size(), width, [&](std::size_t offset, std::size_t n, const std::string** out) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = &v[offset + i];
+  });
 }
 
 H5::DataSet write_matrix(const H5::Group& g, const std::string& name, const std::vector<float>& data,
