@@ -20,6 +20,10 @@ ParamSchema ComputeUnitSpec::schema() {
   s.real("gemv_compute_efficiency", std::nullopt,
          "achieved fraction of peak on single-token operators, e.g. decode (0: same as compute_efficiency)")
       .range(0.0, 1.0);
+  s.real("attention_compute_efficiency", 0.0,
+         "achieved fraction of peak on the attention operators (scores, softmax, weighted values) at any "
+         "width (0: the same as the other operators)")
+      .range(0.0, 1.0);
   s.real("bandwidth_efficiency", std::nullopt, "achieved fraction of peak memory bandwidth").range(1e-6, 1.0);
   s.real("call_overhead_us", std::nullopt, "fixed cost per operator per layer (kernel launch, sync)")
       .non_negative()
@@ -39,6 +43,7 @@ ComputeUnitSpec ComputeUnitSpec::from_params(const std::string& name, const Para
   u.bandwidth_efficiency = p.real("bandwidth_efficiency");
   u.gemv_compute_efficiency = p.real("gemv_compute_efficiency");
   if (u.gemv_compute_efficiency == 0) u.gemv_compute_efficiency = u.compute_efficiency;
+  u.attention_compute_efficiency = p.real("attention_compute_efficiency");
   u.call_overhead_us = p.real("call_overhead_us");
   u.active_power_w = p.real("active_power_w");
   u.idle_power_w = p.real("idle_power_w");
@@ -103,15 +108,18 @@ double ComputeUnitSpec::efficiency(DType t, bool single_token) const {
 // The roofline terms that depend only on the unit and the dtype, looked up once per Work rather
 // than once per operator (the same values, so the same sums).
 struct ComputeUnitSpec::Roofline {
-  double peak, gemv_efficiency, batched_efficiency, bandwidth, overhead_s;
+  double peak, gemv_efficiency, batched_efficiency, attention_efficiency, bandwidth, overhead_s;
   Roofline(const ComputeUnitSpec& u, DType dtype)
       : peak(u.peak_flops(dtype)),
         gemv_efficiency(u.efficiency(dtype, true)),
         batched_efficiency(u.efficiency(dtype, false)),
+        attention_efficiency(u.attention_compute_efficiency),
         bandwidth(u.mem_bandwidth_gbps * 1e9 * u.bandwidth_efficiency),
         overhead_s(u.call_overhead_us * 1e-6) {}
   double op_seconds(const models::Op& op) const {
-    const double eff = op.tokens == 1 ? gemv_efficiency : batched_efficiency;
+    const double eff = attention_efficiency > 0 && models::is_attention(op.kind) ? attention_efficiency
+                       : op.tokens == 1                                         ? gemv_efficiency
+                                                                                : batched_efficiency;
     const double compute = op.flops / (peak * eff);
     const double memory = op.bytes() / bandwidth;
     return std::max(compute, memory) + overhead_s * op.layers;

@@ -7,7 +7,9 @@
 //
 // summed over operators; efficiency(op) is `gemv_compute_efficiency` for
 // single-token operators (decode runs different kernels than batched prefill)
-// and `compute_efficiency` otherwise. `peak[dtype]` is the unit's peak for arithmetic on
+// and `compute_efficiency` otherwise, except the attention operators (scores, softmax, weighted
+// values), which use `attention_compute_efficiency` when it is set (runtimes such as mllm run them
+// on other kernels than the quantised linear layers, e.g. in floating point on the CPU). `peak[dtype]` is the unit's peak for arithmetic on
 // weights of that dtype (int4/fp8 fall back to int8, bf16 to fp16, then fp32).
 // Energy is active power while busy plus idle power otherwise (see Device).
 #include <map>
@@ -25,6 +27,7 @@ struct ComputeUnitSpec {
   double mem_bandwidth_gbps = 0;
   double compute_efficiency = 1.0;
   double gemv_compute_efficiency = 1.0;  // for single-token (matrix-vector) operators, e.g. decode
+  double attention_compute_efficiency = 0;  // for the attention operators at any width (0: as the rest)
   double bandwidth_efficiency = 1.0;
   double call_overhead_us = 0;
   // Set by an engine profile (devices/engine.h): efficiencies for particular weight dtypes (e.g. a

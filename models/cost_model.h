@@ -54,6 +54,11 @@ enum class OpKind : int {
 };
 const char* to_string(OpKind k);
 inline constexpr int kOpKinds = static_cast<int>(OpKind::kCount);
+// The attention operators proper (scores, softmax, weighted values): they touch no weights, and
+// runtimes often run them on other kernels (or another unit) than the linear layers.
+inline constexpr bool is_attention(OpKind k) {
+  return k == OpKind::kAttnScore || k == OpKind::kSoftmax || k == OpKind::kAttnContext;
+}
 
 // One operator summed over all layers it runs in.
 struct Op {

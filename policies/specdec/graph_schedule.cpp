@@ -259,11 +259,7 @@ GraphSchedule schedule(const ScheduleProblem& p, SwitchStrategy s) {
   throw Error("unreachable switch strategy");
 }
 
-namespace {
-bool is_attention(models::OpKind k) {
-  return k == models::OpKind::kAttnScore || k == models::OpKind::kSoftmax || k == models::OpKind::kAttnContext;
-}
-}  // namespace
+using models::is_attention;
 
 models::Work npu_part(const models::Work& w) {
   models::Work out;
