@@ -874,7 +874,9 @@ void Reader::check_extent(const std::string& path, std::uint64_t elements, std::
 
 bool Reader::exists(const std::string& object_path) const {
   if (object_path == "/" || object_path.empty()) return true;
-  // Check each prefix: H5Lexists fails on a missing intermediate group.
+  // Present: one look-up of the whole path (every prefix then exists too). Otherwise check each
+  // prefix: H5Lexists fails on a missing intermediate group.
+  if (H5Lexists(file_.getId(), object_path.c_str(), H5P_DEFAULT) > 0) return true;
   std::string prefix;
   std::stringstream ss(object_path);
   std::string part;

@@ -158,6 +158,10 @@ class RagPolicy {
   // False when the policy never reads chunk or query embeddings (the driver then need not load
   // them; a query without precomputed retrieval still gets them, see traces::RagTraceFile).
   virtual bool needs_embeddings() const { return true; }
+  // False when the policy reads of the trace only a query's arrival, token counts and retrieved
+  // ids and the chunks' token counts and arrival times: no texts, kinds, topics, relevant ids or
+  // idle windows (the driver then does not load them; see traces::UserParts).
+  virtual bool needs_trace_content() const { return true; }
   // Serves one query; fills `rec` (phases, tokens, hit flags).
   virtual sim::Task<void> serve(RagPipeline& pipeline, const traces::Query& q, QueryRecord& rec) = 0;
   // Background work allowed until `until` (the next query's arrival or the end of an idle window).
