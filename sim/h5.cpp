@@ -900,9 +900,13 @@ H5::Group Reader::group(const std::string& path) const {
 
 H5::DataSet Reader::dataset(const std::string& path, std::size_t rank,
                             std::optional<std::size_t> expected_len) const {
-  if (!exists(path)) fail(path, "missing dataset");
+  // Opened first, and looked for only when that fails: one path look-up for a present dataset.
+  const hid_t id = H5Dopen2(file_.getId(), path.c_str(), H5P_DEFAULT);
+  if (id < 0 && !exists(path)) fail(path, "missing dataset");
   try {
-    H5::DataSet ds = file_.openDataSet(path);
+    if (id < 0) throw H5::Exception("H5Dopen2", "cannot open the dataset");
+    H5::DataSet ds(id);  // the wrapper takes its own reference to the id...
+    H5Dclose(id);        // ...so drop ours
     H5::DataSpace sp = ds.getSpace();
     if (static_cast<std::size_t>(sp.getSimpleExtentNdims()) != rank)
       fail(path, fmt::format("expected a {}-D dataset, got {}-D", rank, sp.getSimpleExtentNdims()));
