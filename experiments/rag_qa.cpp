@@ -197,18 +197,22 @@ class RagQaExperiment : public Experiment {
       return;
     }
     // Users read here are kept for run() while they fit kKeptUserBytes (a small trace is then
-    // read once); the rest are read again, block by block.
+    // read once); the rest are read again, block by block. Policies that read no trace content
+    // (naive) check no answers either, so those later users are read here without their answer
+    // texts, which run() reads (see traces::UserParts::answers): each answer is inflated once.
     kept_.assign(users_->size(), nullptr);
     std::size_t kept_bytes = 0;
     for (std::size_t u = 0; u < users_->size(); ++u) {
       traces::RagTrace one;
       one.meta = users_->meta();
-      auto user = users_->load(u, parts_);
+      traces::UserParts parts = parts_;
+      parts.answers = parts_.content || kept_bytes <= kKeptUserBytes;
+      auto user = users_->load(u, parts);
       one.users.push_back(*user);
       for (const auto& policy : checkers) policy->check_workload(one, *cost_);
       check_top_k(one.users.front());
       kept_bytes += approx_bytes(*user);
-      if (kept_bytes <= kKeptUserBytes) kept_[u] = std::move(user);
+      if (parts.answers && kept_bytes <= kKeptUserBytes) kept_[u] = std::move(user);
     }
   }
 

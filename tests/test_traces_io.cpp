@@ -367,3 +367,43 @@ TEST(TraceIo, TraceFileWithoutContentReadsTheNumbersAndAnswersOnly) {
   const std::string group_error = message(RagTraceFile(no_queries), UserParts{false, false});
   EXPECT_NE(group_error.find("/users/u00000/queries/arrival_s: missing dataset"), std::string::npos) << group_error;
 }
+
+// Issue 12: a check read without answers (UserParts::answers = false) skips inflating them only
+// where reading them later cannot fail: a file whose digest matched. There their dataset's shape
+// is still checked; a file without a digest (written by another tool) has them read and checked.
+TEST(TraceIo, TraceFileSkipsAnswerTextsOnlyInADigestCheckedFile) {
+  const std::string dir = trace_testing::temp_dir("io_answers");
+  const RagTrace t = sample_trace();
+  const std::string sealed = dir + "/sealed.h5";
+  write_rag_trace(sealed, t);
+  UserParts check{false, false};
+  check.answers = false;
+  const RagTraceFile f(sealed);
+  ASSERT_EQ(f.read_user(0, check).queries.size(), 2u);
+  for (const auto& q : f.read_user(0, check).queries) EXPECT_TRUE(q.answer_text.empty());
+  EXPECT_EQ(f.read_user(0, UserParts{false, false}).queries[0].answer_text, "zero");
+
+  // A shorter answer column (re-sealed: the digest matches again) fails the check read too.
+  const std::string short_answers = dir + "/short.h5";
+  write_rag_trace(short_answers, t);
+  {
+    H5::H5File h(short_answers, H5F_ACC_RDWR);
+    H5::Group qg = h.openGroup("/users/u00000/queries");
+    qg.unlink("answer_text");
+    h5::write_dataset(qg, "answer_text", std::vector<std::string>{"zero"});
+  }
+  h5::reseal(short_answers);
+  try {
+    (void)RagTraceFile(short_answers).read_user(0, check);
+    ADD_FAILURE() << "a one-answer column for two queries was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/users/u00000/queries/answer_text"), std::string::npos) << e.what();
+  }
+
+  // Without the user block (no digest) the answers are read even by a check read.
+  const std::string bytes = read_file(sealed);
+  const std::string foreign = dir + "/foreign.h5";
+  std::ofstream(foreign, std::ios::binary) << bytes.substr(512);
+  const RagTraceFile ff(foreign);
+  EXPECT_EQ(ff.read_user(0, check).queries[0].answer_text, "zero");
+}

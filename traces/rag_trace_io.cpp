@@ -352,7 +352,13 @@ UserTrace RagTraceFile::read_user(std::size_t u, const UserParts& parts) const {
   const auto arrival = parts.content ? r.doubles(qg + "/arrival_s", qtext.size()) : r.doubles(qg + "/arrival_s");
   const std::size_t nq = arrival.size();
   const auto qtok = r.ints(qg + "/tokens", nq);
-  auto atext = r.strings(qg + "/answer_text", nq);
+  std::vector<std::string> atext;
+  if (parts.answers || !r.verified()) {
+    atext = r.strings(qg + "/answer_text", nq);
+  } else if (const auto shape = r.shape(qg + "/answer_text"); shape != std::vector<std::size_t>{nq}) {
+    throw InputError(fmt::format("{}: {}/answer_text: expected {} elements, got shape [{}]", path, qg, nq,
+                                 fmt::join(shape, ", ")));
+  }
   const auto atok = r.ints(qg + "/answer_tokens", nq);
   std::vector<std::string> kind;
   std::vector<std::int64_t> topic;
@@ -381,7 +387,7 @@ UserTrace RagTraceFile::read_user(std::size_t u, const UserParts& parts) const {
       throw InputError(fmt::format("{}: {}/arrival_s[{}] = {} is not finite or earlier than the previous query",
                                    path, qg, q, x.arrival_s));
     x.tokens = checked(path, qg + "/tokens", q, qtok[q], 0, kMaxTokens);
-    x.answer_text = std::move(atext[q]);
+    if (!atext.empty()) x.answer_text = std::move(atext[q]);
     x.answer_tokens = checked(path, qg + "/answer_tokens", q, atok[q], 0, kMaxTokens);
     if (parts.content) {
       x.text = std::move(qtext[q]);

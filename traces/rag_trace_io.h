@@ -63,6 +63,10 @@ struct UserParts {
   bool embeddings = true;  // chunk and query embedding matrices (see above)
   bool content = true;     // chunk and query texts, query kinds, topics and relevant ids, the topic list,
                            // idle windows
+  // The reference answers. False (a check that the user can be replayed, whose answers are read
+  // again later): in a file whose digest matched (every byte as mobisim wrote it, so reading them
+  // cannot fail) only their dataset's shape is checked, not inflated; otherwise they are read.
+  bool answers = true;
 };
 
 class RagTraceFile {
