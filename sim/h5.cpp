@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <limits>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "sim/atomic_file.h"
@@ -989,9 +990,9 @@ std::vector<std::string> Reader::strings(const std::string& path, std::optional<
       std::vector<char> buf(n * width);
       if (n) ds.read(buf.data(), ds.getStrType());
       for (hsize_t i = 0; i < n; ++i) {
-        std::string s(buf.data() + i * width, width);
-        s.erase(s.find_last_not_of('\0') + 1);
-        out.push_back(s);
+        // Without the NUL padding, sized to the text (not to the column's widest entry).
+        const std::string_view padded(buf.data() + i * width, width);
+        out.emplace_back(padded.substr(0, padded.find_last_not_of('\0') + 1));
       }
     }
     return out;
