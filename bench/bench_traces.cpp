@@ -103,21 +103,23 @@ BENCHMARK(BM_RetrieveTop3Bm25_100Chunks)->Unit(benchmark::kMicrosecond);
 
 namespace {
 
-std::string replay_trace(int users) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("mobisim-bench-replay-" + std::to_string(users) + ".h5")).string();
+std::string replay_trace(int users, int queries_per_user) {
+  const std::string name = "mobisim-bench-replay-" + std::to_string(users) +
+                           (queries_per_user == 20 ? std::string() : "x" + std::to_string(queries_per_user)) + ".h5";
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
   if (std::filesystem::exists(path)) return path;
   std::string text, origin;
   mobisim::find_config("workloads", "rag_default", text, origin);
   YAML::Node cfg = mobisim::load_yaml_string(text, origin);
   cfg["users"] = users;
+  cfg["queries"]["per_user"] = queries_per_user;
   write_rag_trace(path, generate_rag_trace_from_yaml(cfg, origin));
   return path;
 }
 
-void BM_ReplayRag(benchmark::State& state) {
+void replay_rag(benchmark::State& state, int queries_per_user) {
   const int users = static_cast<int>(state.range(1));
-  const std::string trace = replay_trace(users);
+  const std::string trace = replay_trace(users, queries_per_user);
   const char* sets[] = {"[{impl: naive}]", "[{impl: percache, knowledge_type: personal notes}]",
                         "[{impl: naive}, {impl: ragcache}, {impl: meancache}, {impl: sleeptime, knowledge_type: personal "
                         "notes}, {impl: ragcache_meancache}, {impl: ragcache_sleeptime, knowledge_type: personal notes}, "
@@ -139,10 +141,19 @@ void BM_ReplayRag(benchmark::State& state) {
   }
   const double n_policies = set == 2 ? 7 : 1;
   state.counters["queries/s"] =
-      benchmark::Counter(n_policies * users * 20.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+      benchmark::Counter(n_policies * users * queries_per_user * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
   std::filesystem::remove(out);
 }
+
+void BM_ReplayRag(benchmark::State& state) { replay_rag(state, 20); }
 BENCHMARK(BM_ReplayRag)->Args({0, 200})->Args({1, 20})->Args({2, 20})->Unit(benchmark::kSecond);
+
+// The same with long users, as in a month-long study (the 1M-query trace: 500 users x 2,000
+// queries): 10 users x 2,000 queries, where the per-user costs (opening a user's datasets in the
+// trace, writing its statistics groups) are spread over 100 times more queries than above.
+void BM_ReplayRagLongUsers(benchmark::State& state) { replay_rag(state, 2000); }
+BENCHMARK(BM_ReplayRagLongUsers)->Args({0, 10})->Unit(benchmark::kSecond);
 
 // Streaming a rag_qa-shaped record table (1 string, 9 integer, 22 float columns) through an
 // h5::SpooledTable in 1,000-row batches (one block of users' records), then writing it to a

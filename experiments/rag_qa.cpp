@@ -66,10 +66,10 @@ class UserSource {
   }
   bool in_memory() const { return !file_; }
   const traces::RagTrace& memory() const { return memory_; }
-  // User i (its first max_queries_per_user queries); `embeddings` as RagTraceFile::read_user.
-  std::shared_ptr<const traces::UserTrace> load(std::size_t i, bool embeddings) const {
+  // User i (its first max_queries_per_user queries); `parts` as RagTraceFile::read_user.
+  std::shared_ptr<const traces::UserTrace> load(std::size_t i, const traces::UserParts& parts) const {
     if (!file_) return {std::shared_ptr<const traces::UserTrace>(), &memory_.users[i]};  // not owned
-    auto u = std::make_shared<traces::UserTrace>(file_->read_user(picked_[i], embeddings));
+    auto u = std::make_shared<traces::UserTrace>(file_->read_user(picked_[i], parts));
     if (max_queries_ > 0 && u->queries.size() > max_queries_) u->queries.resize(max_queries_);
     return u;
   }
@@ -182,11 +182,13 @@ class RagQaExperiment : public Experiment {
     users_ = std::make_unique<UserSource>(UserSource::from_params(wp, ctx.seed));
     cost_ = std::make_unique<models::CostModel>(model_);
     std::vector<std::unique_ptr<RagPolicy>> checkers;
-    needs_index_ = needs_embeddings_ = false;
+    needs_index_ = false;
+    parts_ = traces::UserParts{false, false};
     for (const auto& entry : policies_) {
       checkers.push_back(Registry<RagPolicy>::instance().create(entry.node, entry.source));
       needs_index_ = needs_index_ || checkers.back()->needs_knowledge_index();
-      needs_embeddings_ = needs_embeddings_ || checkers.back()->needs_embeddings();
+      parts_.embeddings = parts_.embeddings || checkers.back()->needs_embeddings();
+      parts_.content = parts_.content || checkers.back()->needs_trace_content() || needs_index_;
     }
     // Workload checks of every policy (e.g. missing embeddings) before any simulation starts.
     if (users_->in_memory()) {
@@ -195,18 +197,22 @@ class RagQaExperiment : public Experiment {
       return;
     }
     // Users read here are kept for run() while they fit kKeptUserBytes (a small trace is then
-    // read once); the rest are read again, block by block.
+    // read once); the rest are read again, block by block. Policies that read no trace content
+    // (naive) check no answers either, so those later users are read here without their answer
+    // texts, which run() reads (see traces::UserParts::answers): each answer is inflated once.
     kept_.assign(users_->size(), nullptr);
     std::size_t kept_bytes = 0;
     for (std::size_t u = 0; u < users_->size(); ++u) {
       traces::RagTrace one;
       one.meta = users_->meta();
-      auto user = users_->load(u, needs_embeddings_);
+      traces::UserParts parts = parts_;
+      parts.answers = parts_.content || kept_bytes <= kKeptUserBytes;
+      auto user = users_->load(u, parts);
       one.users.push_back(*user);
       for (const auto& policy : checkers) policy->check_workload(one, *cost_);
       check_top_k(one.users.front());
       kept_bytes += approx_bytes(*user);
-      if (kept_bytes <= kKeptUserBytes) kept_[u] = std::move(user);
+      if (parts.answers && kept_bytes <= kKeptUserBytes) kept_[u] = std::move(user);
     }
   }
 
@@ -260,7 +266,7 @@ class RagQaExperiment : public Experiment {
       const std::size_t b1 = std::min(n_users, b0 + block);
       std::vector<std::shared_ptr<const traces::UserTrace>> users;
       for (std::size_t u = b0; u < b1; ++u)
-        users.push_back(u < kept_.size() && kept_[u] ? std::move(kept_[u]) : users_->load(u, needs_embeddings_));
+        users.push_back(u < kept_.size() && kept_[u] ? std::move(kept_[u]) : users_->load(u, parts_));
       // Indexes are pure functions of each user's chunks: built in parallel, one slot per user.
       std::vector<std::shared_ptr<const policies::KnowledgeIndex>> indexes(users.size());
       if (needs_index_)
@@ -566,7 +572,8 @@ class RagQaExperiment : public Experiment {
   // Set by prepare().
   std::unique_ptr<UserSource> users_;
   std::unique_ptr<models::CostModel> cost_;
-  bool needs_index_ = false, needs_embeddings_ = false;
+  bool needs_index_ = false;
+  traces::UserParts parts_;  // what of each user the policies read
   std::vector<std::shared_ptr<const traces::UserTrace>> kept_;  // users read by prepare(), by index
 };
 

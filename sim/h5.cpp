@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <limits>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "sim/atomic_file.h"
@@ -874,7 +875,9 @@ void Reader::check_extent(const std::string& path, std::uint64_t elements, std::
 
 bool Reader::exists(const std::string& object_path) const {
   if (object_path == "/" || object_path.empty()) return true;
-  // Check each prefix: H5Lexists fails on a missing intermediate group.
+  // Present: one look-up of the whole path (every prefix then exists too). Otherwise check each
+  // prefix: H5Lexists fails on a missing intermediate group.
+  if (H5Lexists(file_.getId(), object_path.c_str(), H5P_DEFAULT) > 0) return true;
   std::string prefix;
   std::stringstream ss(object_path);
   std::string part;
@@ -898,9 +901,13 @@ H5::Group Reader::group(const std::string& path) const {
 
 H5::DataSet Reader::dataset(const std::string& path, std::size_t rank,
                             std::optional<std::size_t> expected_len) const {
-  if (!exists(path)) fail(path, "missing dataset");
+  // Opened first, and looked for only when that fails: one path look-up for a present dataset.
+  const hid_t id = H5Dopen2(file_.getId(), path.c_str(), H5P_DEFAULT);
+  if (id < 0 && !exists(path)) fail(path, "missing dataset");
   try {
-    H5::DataSet ds = file_.openDataSet(path);
+    if (id < 0) throw H5::Exception("H5Dopen2", "cannot open the dataset");
+    H5::DataSet ds(id);  // the wrapper takes its own reference to the id...
+    H5Dclose(id);        // ...so drop ours
     H5::DataSpace sp = ds.getSpace();
     if (static_cast<std::size_t>(sp.getSimpleExtentNdims()) != rank)
       fail(path, fmt::format("expected a {}-D dataset, got {}-D", rank, sp.getSimpleExtentNdims()));
@@ -983,9 +990,9 @@ std::vector<std::string> Reader::strings(const std::string& path, std::optional<
       std::vector<char> buf(n * width);
       if (n) ds.read(buf.data(), ds.getStrType());
       for (hsize_t i = 0; i < n; ++i) {
-        std::string s(buf.data() + i * width, width);
-        s.erase(s.find_last_not_of('\0') + 1);
-        out.push_back(s);
+        // Without the NUL padding, sized to the text (not to the column's widest entry).
+        const std::string_view padded(buf.data() + i * width, width);
+        out.emplace_back(padded.substr(0, padded.find_last_not_of('\0') + 1));
       }
     }
     return out;

@@ -295,3 +295,115 @@ TEST(TraceIo, TraceFileSkipsEmbeddingsOnlyWhenEveryQueryHasItsRetrieval) {
   EXPECT_EQ(kept.chunks[0].embedding, t.users[0].chunks[0].embedding);
   EXPECT_EQ(kept.queries[0].embedding, t.users[0].queries[0].embedding);
 }
+
+// Issue 12: a naive replay reads of each user only the numbers and the reference answers
+// (UserParts::content = false); what it reads equals the full read, the rest is left empty, and
+// only what it reads can fail it (a damaged text it never reads does not; a missing answer does).
+TEST(TraceIo, TraceFileWithoutContentReadsTheNumbersAndAnswersOnly) {
+  const std::string dir = trace_testing::temp_dir("io_lean");
+  RagTrace t = sample_trace();
+  t.users[0].chunks[1].added_s = 5.0;  // schema 2: chunks/added_s is read in both modes
+  write_rag_trace(dir + "/t.h5", t);
+  const RagTraceFile f(dir + "/t.h5");
+  for (std::size_t u = 0; u < f.num_users(); ++u) {
+    const UserTrace full = f.read_user(u, true);
+    const UserTrace lean = f.read_user(u, UserParts{false, false});
+    EXPECT_EQ(lean.user_id, full.user_id);
+    EXPECT_TRUE(lean.topics.empty());
+    EXPECT_TRUE(lean.idle_windows.empty());
+    ASSERT_EQ(lean.chunks.size(), full.chunks.size());
+    for (std::size_t c = 0; c < lean.chunks.size(); ++c) {
+      EXPECT_EQ(lean.chunks[c].tokens, full.chunks[c].tokens);
+      EXPECT_EQ(lean.chunks[c].added_s, full.chunks[c].added_s);
+      EXPECT_TRUE(lean.chunks[c].text.empty());
+      EXPECT_TRUE(lean.chunks[c].embedding.empty());
+    }
+    ASSERT_EQ(lean.queries.size(), full.queries.size());
+    for (std::size_t q = 0; q < lean.queries.size(); ++q) {
+      const Query &a = lean.queries[q], &b = full.queries[q];
+      EXPECT_EQ(a.arrival_s, b.arrival_s);
+      EXPECT_EQ(a.tokens, b.tokens);
+      EXPECT_EQ(a.answer_text, b.answer_text);
+      EXPECT_EQ(a.answer_tokens, b.answer_tokens);
+      EXPECT_EQ(a.retrieved, b.retrieved);
+      EXPECT_TRUE(a.text.empty() && a.kind.empty() && a.relevant.empty() && a.embedding.empty());
+      EXPECT_EQ(a.topic, -1);
+    }
+  }
+  EXPECT_EQ(f.read_user(0, true).chunks[1].added_s, 5.0);
+  EXPECT_EQ(f.read_user(0, true).queries[1].kind, "specific");
+
+  // Damage a content dataset and an answer dataset (re-sealed, so the reader's own checks run).
+  auto drop = [&](const std::string& name, const std::string& object) -> std::string {
+    const std::string p = dir + "/" + name;
+    write_rag_trace(p, t);
+    {
+      H5::H5File h(p, H5F_ACC_RDWR);
+      EXPECT_GE(H5Ldelete(h.getId(), object.c_str(), H5P_DEFAULT), 0) << object;
+    }
+    h5::reseal(p);
+    return p;
+  };
+  auto message = [](const RagTraceFile& file, const UserParts& parts) -> std::string {
+    try {
+      (void)file.read_user(0, parts);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string no_text = drop("no_text.h5", "/users/u00000/chunks/text");
+  const RagTraceFile nt(no_text);
+  EXPECT_EQ(message(nt, UserParts{false, false}), "");
+  const std::string full_error = message(nt, UserParts{false, true});
+  EXPECT_NE(full_error.find(no_text), std::string::npos) << full_error;
+  EXPECT_NE(full_error.find("/users/u00000/chunks/text: missing dataset"), std::string::npos) << full_error;
+  const std::string no_answer = drop("no_answer.h5", "/users/u00000/queries/answer_text");
+  const std::string lean_error = message(RagTraceFile(no_answer), UserParts{false, false});
+  EXPECT_NE(lean_error.find(no_answer), std::string::npos) << lean_error;
+  EXPECT_NE(lean_error.find("/users/u00000/queries/answer_text: missing dataset"), std::string::npos) << lean_error;
+  // A missing group on the way is reported as the dataset missing too.
+  const std::string no_queries = drop("no_queries.h5", "/users/u00000/queries");
+  const std::string group_error = message(RagTraceFile(no_queries), UserParts{false, false});
+  EXPECT_NE(group_error.find("/users/u00000/queries/arrival_s: missing dataset"), std::string::npos) << group_error;
+}
+
+// Issue 12: a check read without answers (UserParts::answers = false) skips inflating them only
+// where reading them later cannot fail: a file whose digest matched. There their dataset's shape
+// is still checked; a file without a digest (written by another tool) has them read and checked.
+TEST(TraceIo, TraceFileSkipsAnswerTextsOnlyInADigestCheckedFile) {
+  const std::string dir = trace_testing::temp_dir("io_answers");
+  const RagTrace t = sample_trace();
+  const std::string sealed = dir + "/sealed.h5";
+  write_rag_trace(sealed, t);
+  UserParts check{false, false};
+  check.answers = false;
+  const RagTraceFile f(sealed);
+  ASSERT_EQ(f.read_user(0, check).queries.size(), 2u);
+  for (const auto& q : f.read_user(0, check).queries) EXPECT_TRUE(q.answer_text.empty());
+  EXPECT_EQ(f.read_user(0, UserParts{false, false}).queries[0].answer_text, "zero");
+
+  // A shorter answer column (re-sealed: the digest matches again) fails the check read too.
+  const std::string short_answers = dir + "/short.h5";
+  write_rag_trace(short_answers, t);
+  {
+    H5::H5File h(short_answers, H5F_ACC_RDWR);
+    H5::Group qg = h.openGroup("/users/u00000/queries");
+    qg.unlink("answer_text");
+    h5::write_dataset(qg, "answer_text", std::vector<std::string>{"zero"});
+  }
+  h5::reseal(short_answers);
+  try {
+    (void)RagTraceFile(short_answers).read_user(0, check);
+    ADD_FAILURE() << "a one-answer column for two queries was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/users/u00000/queries/answer_text"), std::string::npos) << e.what();
+  }
+
+  // Without the user block (no digest) the answers are read even by a check read.
+  const std::string bytes = read_file(sealed);
+  const std::string foreign = dir + "/foreign.h5";
+  std::ofstream(foreign, std::ios::binary) << bytes.substr(512);
+  const RagTraceFile ff(foreign);
+  EXPECT_EQ(ff.read_user(0, check).queries[0].answer_text, "zero");
+}

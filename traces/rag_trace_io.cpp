@@ -305,6 +305,12 @@ RagTraceFile::~RagTraceFile() = default;
 const std::string& RagTraceFile::path() const { return reader_->path(); }
 
 UserTrace RagTraceFile::read_user(std::size_t u, bool embeddings) const {
+  UserParts parts;
+  parts.embeddings = embeddings;
+  return read_user(u, parts);
+}
+
+UserTrace RagTraceFile::read_user(std::size_t u, const UserParts& parts) const {
   const h5::Reader& r = *reader_;
   const std::string& path = r.path();
   const std::int64_t version = meta_.schema_version;
@@ -312,11 +318,13 @@ UserTrace RagTraceFile::read_user(std::size_t u, bool embeddings) const {
   UserTrace ut;
   const std::string g = "/users/" + user_group(u);
   ut.user_id = user_ids_.at(u);
-  ut.topics = r.strings(g + "/topics");
+  if (parts.content) ut.topics = r.strings(g + "/topics");
 
-  const auto ctext = r.strings(g + "/chunks/text");
-  const std::size_t nc = ctext.size();
-  const auto ctok = r.ints(g + "/chunks/tokens", nc);
+  // The chunk count comes from the first chunk dataset read; every other one must match it.
+  std::vector<std::string> ctext;
+  if (parts.content) ctext = r.strings(g + "/chunks/text");
+  const auto ctok = parts.content ? r.ints(g + "/chunks/tokens", ctext.size()) : r.ints(g + "/chunks/tokens");
+  const std::size_t nc = ctok.size();
   // Version 2: optional chunks/added_s (absent: every chunk is present from the start).
   std::vector<double> cadded;
   if (r.exists(g + "/chunks/added_s")) {
@@ -333,25 +341,38 @@ UserTrace RagTraceFile::read_user(std::size_t u, bool embeddings) const {
                                      c, cadded[c]));
       ut.chunks[c].added_s = cadded[c];
     }
-    ut.chunks[c].text = ctext[c];
+    if (parts.content) ut.chunks[c].text = std::move(ctext[c]);
     ut.chunks[c].tokens = checked(path, g + "/chunks/tokens", c, ctok[c], 0, kMaxTokens);
   }
 
+  // Likewise the query count.
   const std::string qg = g + "/queries";
-  const auto qtext = r.strings(qg + "/text");
-  const std::size_t nq = qtext.size();
-  const auto arrival = r.doubles(qg + "/arrival_s", nq);
+  std::vector<std::string> qtext;
+  if (parts.content) qtext = r.strings(qg + "/text");
+  const auto arrival = parts.content ? r.doubles(qg + "/arrival_s", qtext.size()) : r.doubles(qg + "/arrival_s");
+  const std::size_t nq = arrival.size();
   const auto qtok = r.ints(qg + "/tokens", nq);
-  const auto atext = r.strings(qg + "/answer_text", nq);
+  std::vector<std::string> atext;
+  if (parts.answers || !r.verified()) {
+    atext = r.strings(qg + "/answer_text", nq);
+  } else if (const auto shape = r.shape(qg + "/answer_text"); shape != std::vector<std::size_t>{nq}) {
+    throw InputError(fmt::format("{}: {}/answer_text: expected {} elements, got shape [{}]", path, qg, nq,
+                                 fmt::join(shape, ", ")));
+  }
   const auto atok = r.ints(qg + "/answer_tokens", nq);
-  const auto kind = r.strings(qg + "/kind", nq);
-  const auto topic = r.ints(qg + "/topic", nq);
+  std::vector<std::string> kind;
+  std::vector<std::int64_t> topic;
+  if (parts.content) {
+    kind = r.strings(qg + "/kind", nq);
+    topic = r.ints(qg + "/topic", nq);
+  }
   auto retrieved = read_lists(r, qg + "/retrieved", nq, nc);
-  auto relevant = read_lists(r, qg + "/relevant", nq, nc);
+  std::vector<std::vector<std::int32_t>> relevant;
+  if (parts.content) relevant = read_lists(r, qg + "/relevant", nq, nc);
   // A query without precomputed retrieval is retrieved in simulation by embedding cosine, so
   // its user's embeddings are needed even when no policy matches by embedding.
   const bool need_embeddings =
-      embeddings || std::any_of(retrieved.begin(), retrieved.end(), [](const auto& l) { return l.empty(); });
+      parts.embeddings || std::any_of(retrieved.begin(), retrieved.end(), [](const auto& l) { return l.empty(); });
   if (need_embeddings) {
     auto cemb = read_embeddings(r, g + "/chunks/embedding", nc, d);
     for (std::size_t c = 0; c < nc; ++c) ut.chunks[c].embedding = std::move(cemb[c]);
@@ -361,26 +382,29 @@ UserTrace RagTraceFile::read_user(std::size_t u, bool embeddings) const {
   ut.queries.resize(nq);
   for (std::size_t q = 0; q < nq; ++q) {
     Query& x = ut.queries[q];
-    x.text = qtext[q];
     x.arrival_s = arrival[q];
     if (!std::isfinite(x.arrival_s) || (q > 0 && x.arrival_s < arrival[q - 1]))
       throw InputError(fmt::format("{}: {}/arrival_s[{}] = {} is not finite or earlier than the previous query",
                                    path, qg, q, x.arrival_s));
     x.tokens = checked(path, qg + "/tokens", q, qtok[q], 0, kMaxTokens);
-    x.answer_text = atext[q];
+    if (!atext.empty()) x.answer_text = std::move(atext[q]);
     x.answer_tokens = checked(path, qg + "/answer_tokens", q, atok[q], 0, kMaxTokens);
-    x.kind = kind[q];
-    x.topic = checked(path, qg + "/topic", q, topic[q], std::numeric_limits<std::int32_t>::min(),
-                      std::numeric_limits<std::int32_t>::max());
+    if (parts.content) {
+      x.text = std::move(qtext[q]);
+      x.kind = std::move(kind[q]);
+      x.topic = checked(path, qg + "/topic", q, topic[q], std::numeric_limits<std::int32_t>::min(),
+                        std::numeric_limits<std::int32_t>::max());
+      x.relevant = std::move(relevant[q]);
+    }
     if (need_embeddings) x.embedding = std::move(qemb[q]);
     x.retrieved = std::move(retrieved[q]);
-    x.relevant = std::move(relevant[q]);
     for (std::int32_t id : x.retrieved)
       if (ut.chunks[static_cast<std::size_t>(id)].added_s > x.arrival_s)
         throw InputError(fmt::format("{}: {}: query {} (arrival {} s) retrieved chunk {}, added only at {} s", path,
                                      qg, q, x.arrival_s, id, ut.chunks[static_cast<std::size_t>(id)].added_s));
   }
 
+  if (!parts.content) return ut;
   const std::string ig = g + "/idle_windows";
   const auto is = r.doubles(ig + "/start_s");
   const auto ie = r.doubles(ig + "/end_s", is.size());

@@ -55,7 +55,20 @@ class RagTraceWriter {
 // read_user() does every check read_rag_trace() does for that user. `embeddings` = false skips
 // the embedding matrices (a policy that never matches by embedding does not need them), unless
 // a query of that user lacks precomputed retrieval (it is then retrieved by embedding cosine).
-// One HDF5 library underneath: call from one thread at a time.
+// `UserParts` chooses what else is read: a replay whose policies use only the numbers (naive:
+// arrival times, token counts, precomputed retrieval, chunk arrival) skips the texts, labels and
+// idle windows (`content` = false); the reference answers are always read (the driver scores them).
+// Only what is read is checked. One HDF5 library underneath: call from one thread at a time.
+struct UserParts {
+  bool embeddings = true;  // chunk and query embedding matrices (see above)
+  bool content = true;     // chunk and query texts, query kinds, topics and relevant ids, the topic list,
+                           // idle windows
+  // The reference answers. False (a check that the user can be replayed, whose answers are read
+  // again later): in a file whose digest matched (every byte as mobisim wrote it, so reading them
+  // cannot fail) only their dataset's shape is checked, not inflated; otherwise they are read.
+  bool answers = true;
+};
+
 class RagTraceFile {
  public:
   explicit RagTraceFile(const std::string& path);
@@ -66,7 +79,8 @@ class RagTraceFile {
   const RagTraceMeta& meta() const { return meta_; }
   std::size_t num_users() const { return user_ids_.size(); }
   const std::string& user_id(std::size_t u) const { return user_ids_.at(u); }
-  UserTrace read_user(std::size_t u, bool embeddings) const;
+  UserTrace read_user(std::size_t u, bool embeddings) const;  // everything but maybe the embeddings
+  UserTrace read_user(std::size_t u, const UserParts& parts) const;
 
  private:
   std::unique_ptr<h5::Reader> reader_;

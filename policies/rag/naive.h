@@ -14,6 +14,7 @@ class NaivePolicy : public RagPolicy {
   static ParamSchema schema() { return {}; }
   sim::Task<void> serve(RagPipeline& p, const traces::Query& q, QueryRecord& rec) override;
   bool needs_embeddings() const override { return false; }
+  bool needs_trace_content() const override { return false; }
 };
 
 }  // namespace mobisim::policies

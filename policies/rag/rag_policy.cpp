@@ -1,7 +1,11 @@
 #include "policies/rag/rag_policy.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
+
+#include "sim/error.h"
 
 namespace mobisim::policies {
 
@@ -120,14 +124,15 @@ sim::Task<void> RagPipeline::prefill(QueryRecord& rec, const models::PrefillShap
 }
 
 const RagPipeline::DecodeStep& RagPipeline::decode_step(std::int64_t context, const std::string& label) {
-  auto it = decode_steps_.find(context);
-  if (it == decode_steps_.end()) {
+  if (context < 0) throw Error(fmt::format("decode step at a negative context length {}", context));
+  const auto i = static_cast<std::size_t>(context);
+  if (i >= decode_steps_.size()) decode_steps_.resize(std::max(i + 1, 2 * decode_steps_.size()));
+  DecodeStep& step = decode_steps_[i];
+  if (step.seconds < 0) {
     const models::Work w = cost_.decode(context);
-    const DecodeStep step{device_.profile().compute_seconds(config_.compute_unit, w, cost_.spec().weight_dtype, label),
-                          w.flops()};
-    it = decode_steps_.emplace(context, step).first;
+    step = {device_.profile().compute_seconds(config_.compute_unit, w, cost_.spec().weight_dtype, label), w.flops()};
   }
-  return it->second;
+  return step;
 }
 
 sim::Task<void> RagPipeline::decode(QueryRecord& rec, std::int64_t context, std::int64_t n_tokens,

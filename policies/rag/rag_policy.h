@@ -128,11 +128,12 @@ class RagPipeline {
   QueryRecord background_;
   std::int64_t background_jobs_ = 0;
   // Duration and FLOPs of one decode step by context length: contexts recur across a user's
-  // queries, and a step's cost depends on nothing else in this pipeline.
+  // queries, and a step's cost depends on nothing else in this pipeline. Indexed by context
+  // (16 bytes per token of the longest context seen, no allocation per step); seconds < 0: not yet.
   struct DecodeStep {
-    double seconds = 0, flops = 0;
+    double seconds = -1, flops = 0;
   };
-  std::unordered_map<std::int64_t, DecodeStep> decode_steps_;
+  std::vector<DecodeStep> decode_steps_;
   const DecodeStep& decode_step(std::int64_t context, const std::string& label);
   void add_energy(QueryRecord& rec, double busy_s) const;
   void add_storage_energy(QueryRecord& rec, double busy_s, double io_energy_j) const;
@@ -158,6 +159,10 @@ class RagPolicy {
   // False when the policy never reads chunk or query embeddings (the driver then need not load
   // them; a query without precomputed retrieval still gets them, see traces::RagTraceFile).
   virtual bool needs_embeddings() const { return true; }
+  // False when the policy reads of the trace only a query's arrival, token counts and retrieved
+  // ids and the chunks' token counts and arrival times: no texts, kinds, topics, relevant ids or
+  // idle windows (the driver then does not load them; see traces::UserParts).
+  virtual bool needs_trace_content() const { return true; }
   // Serves one query; fills `rec` (phases, tokens, hit flags).
   virtual sim::Task<void> serve(RagPipeline& pipeline, const traces::Query& q, QueryRecord& rec) = 0;
   // Background work allowed until `until` (the next query's arrival or the end of an idle window).
