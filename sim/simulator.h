@@ -260,10 +260,10 @@ class Simulator {
   static constexpr int kSlotBits = 24, kSequenceBits = 38;
   static constexpr std::uint64_t kSlotMask = (1ULL << kSlotBits) - 1;
   static constexpr std::uint64_t kSequenceLimit = 1ULL << kSequenceBits;
+  static constexpr std::size_t kPrefetchAboveSlots = 4096;
   static std::uint32_t slot_of(const Entry& e) { return static_cast<std::uint32_t>(e.key & kSlotMask); }
   std::uint32_t alloc_slot();
   EventId push(Time at, int priority, std::uint32_t slot);
-  void prefetch_upcoming() const;
   void rethrow_failures();
 
   Time now_ = 0;
