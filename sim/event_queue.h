@@ -99,11 +99,11 @@ class QuaternaryHeap {
     const std::size_t end = kRoot + size_;
     return &data_[end >= 8 ? min_of_four(4) : min_of_range(4, end)];
   }
-  // The root's children (up to four): the runner-up is among them, and the few events after it
-  // mostly are. A prefetch hint.
-  std::span<const Entry> root_children() const {
+  // The root's children and grandchildren (up to 20 entries, contiguous in storage): the entry
+  // after the runner-up is always among them (its parent is the top or the runner-up). A prefetch hint.
+  std::span<const Entry> top_levels() const {
     if (size_ < 2) return {};
-    return {data_ + 4, std::min<std::size_t>(size_ - 1, 4)};
+    return {data_ + 4, std::min<std::size_t>(size_ - 1, 20)};
   }
 
  private:
@@ -185,8 +185,9 @@ class EventQueue {
   // The entry pop() returns after the current top if nothing earlier is pushed meanwhile, or
   // nullptr if that is not known cheaply. A prefetch hint.
   const Entry* runner_up() const { return near_.runner_up(); }
-  // Entries likely to be popped within the next few pops (a prefetch hint).
-  std::span<const Entry> soon() const { return near_.root_children(); }
+  // Entries popped within the next few pops if nothing earlier is pushed (the heap's levels below
+  // its top; the second and third pops are among them). A prefetch hint.
+  std::span<const Entry> soon() const { return near_.top_levels(); }
 
  private:
   // The heap's working size: 8,192 entries (128 KiB). It spills its later three quarters to far_

@@ -96,18 +96,17 @@ bool Simulator::step() {
     free_slots_.push_back(s);
     // At 100,000 pending events the next events are cold processes: their slots, coroutine
     // frames and ProcessStates miss the cache. Fetch them while this event runs, in two stages:
-    // the slots (and tags) of the few entries due soonest (the root's children) now, and the
-    // frame and ProcessState of the next two events, whose slots were fetched steps ago.
-    // (Written out here: as a separate function GCC judged it free of side effects and dropped it.)
-    // Below a few thousand slots (the most events ever pending) all of it stays cached: skip.
+    // the slots of the entries due soonest (the heap's two levels below the top) now, and the
+    // frames and ProcessStates of the next event and the one after it, whose slots were fetched a
+    // step or more ago (the event after next was then in those two levels). Reading a slot
+    // fetched only now would stall here. Written out here: as a separate function GCC judged it
+    // free of side effects and dropped it. Below a few thousand slots (the most events ever
+    // pending) all of it stays cached: skip.
     if (slots_.size() > kPrefetchAboveSlots && !queue_.empty()) {
-      for (const Entry& soon : queue_.soon()) {
-        __builtin_prefetch(&slots_[slot_of(soon)]);
-        __builtin_prefetch(&tags_[slot_of(soon)]);
-      }
-      const Entry* after = queue_.runner_up();
-      for (const Entry* upcoming : {&queue_.top(), after}) {
+      for (const Entry& soon : queue_.soon()) __builtin_prefetch(&slots_[slot_of(soon)]);
+      for (const Entry* upcoming : {&queue_.top(), queue_.runner_up()}) {
         if (!upcoming) continue;
+        __builtin_prefetch(&tags_[slot_of(*upcoming)]);
         const Slot& next = slots_[slot_of(*upcoming)];
         if (void* frame = next.handle.address()) {
           __builtin_prefetch(frame);  // resume pointer, promise, first locals
