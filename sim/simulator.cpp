@@ -10,7 +10,7 @@
 
 namespace mobisim::sim {
 
-Simulator::Simulator() { heap_.reserve(1024); }
+Simulator::Simulator() { queue_.reserve(1024); }
 
 Simulator::~Simulator() { shutdown(); }
 
@@ -24,7 +24,7 @@ void Simulator::shutdown() {
       f.destroy();
     }
   }
-  heap_.clear();  // their pending resumptions would refer to destroyed frames
+  queue_.clear();  // their pending resumptions would refer to destroyed frames
   // Close what reads our clock, so nothing reads it after we are gone.
   for (TimeWeighted* stat : std::exchange(clocked_, {})) stat->close(now_);
 }
@@ -43,41 +43,9 @@ std::uint32_t Simulator::alloc_slot() {
     return s;
   }
   slots_.emplace_back();
+  tags_.push_back(0);
+  calls_.emplace_back();
   return static_cast<std::uint32_t>(slots_.size() - 1);
-}
-
-void Simulator::heap_push(Entry e) {
-  std::size_t i = heap_.size();
-  heap_.push_back(e);
-  while (i > 0) {
-    const std::size_t parent = (i - 1) / 4;
-    if (!before(e, heap_[parent])) break;
-    heap_[i] = heap_[parent];
-    i = parent;
-  }
-  heap_[i] = e;
-}
-
-Simulator::Entry Simulator::heap_pop() {
-  const Entry top = heap_.front();
-  const Entry last = heap_.back();
-  heap_.pop_back();
-  const std::size_t n = heap_.size();
-  if (n == 0) return top;
-  std::size_t i = 0;
-  for (;;) {
-    const std::size_t first = 4 * i + 1;
-    if (first >= n) break;
-    std::size_t best = first;
-    const std::size_t end = std::min(first + 4, n);
-    for (std::size_t c = first + 1; c < end; ++c)
-      if (before(heap_[c], heap_[best])) best = c;
-    if (!before(heap_[best], last)) break;
-    heap_[i] = heap_[best];
-    i = best;
-  }
-  heap_[i] = last;
-  return top;
 }
 
 EventId Simulator::push(Time at, int priority, std::uint32_t slot) {
@@ -87,8 +55,8 @@ EventId Simulator::push(Time at, int priority, std::uint32_t slot) {
   if (seq_ >= kSequenceLimit) throw Error("internal: more than 2.7e11 events scheduled in one simulation");
   const std::uint64_t key = (static_cast<std::uint64_t>(priority) << (kSequenceBits + kSlotBits)) |
                             (seq_++ << kSlotBits) | slot;
-  heap_push(Entry{at, key});
-  return EventId{slot, slots_[slot].generation};
+  queue_.push(Entry{at, key});
+  return EventId{slot, tags_[slot] >> 1};
 }
 
 EventId Simulator::schedule_resume(Time at, std::coroutine_handle<> h, int priority) {
@@ -96,52 +64,63 @@ EventId Simulator::schedule_resume(Time at, std::coroutine_handle<> h, int prior
 }
 
 EventId Simulator::schedule_resume_for(ProcessState* owner, Time at, std::coroutine_handle<> h, int priority) {
-  std::uint32_t s = alloc_slot();
-  Slot& slot = slots_[s];
-  slot.handle = h;
-  slot.process = owner;
-  slot.cancelled = false;
+  const std::uint32_t s = alloc_slot();
+  slots_[s] = Slot{h, owner};
   return push(at, priority, s);
 }
 
 EventId Simulator::schedule_call(Time at, std::function<void()> fn, int priority) {
-  std::uint32_t s = alloc_slot();
-  Slot& slot = slots_[s];
-  slot.fn = std::move(fn);
-  slot.handle = {};
-  slot.process = current_;
-  slot.cancelled = false;
+  const std::uint32_t s = alloc_slot();
+  slots_[s] = Slot{{}, current_};
+  calls_[s] = std::move(fn);
   return push(at, priority, s);
 }
 
 void Simulator::cancel(EventId id) {
   if (!id.valid() || id.slot >= slots_.size()) return;
-  Slot& s = slots_[id.slot];
-  if (s.generation == id.generation) s.cancelled = true;
+  std::uint32_t& tag = tags_[id.slot];
+  if (tag >> 1 == id.generation) tag |= 1;
 }
 
 bool Simulator::step() {
-  while (!heap_.empty()) {
-    const Entry e = heap_pop();
-    Slot& slot = slots_[e.slot()];
-    const bool cancelled = slot.cancelled;
-    const std::coroutine_handle<> h = slot.handle;
-    ProcessState* proc = slot.process;
+  while (!queue_.empty()) {
+    const Entry e = queue_.pop();
+    const std::uint32_t s = slot_of(e);
+    const Slot slot = slots_[s];
+    std::uint32_t& tag = tags_[s];
+    const bool cancelled = (tag & 1) != 0;
+    tag = (tag | 1) + 1;  // next generation, not cancelled: invalidates outstanding EventIds
     // Resumptions (the hot path) carry no callable; only schedule_call() slots move one out.
     std::function<void()> fn;
-    if (!h && slot.fn) {
-      fn = std::move(slot.fn);
-      slot.fn = nullptr;
+    if (!slot.handle) fn = std::exchange(calls_[s], nullptr);
+    free_slots_.push_back(s);
+    // At 100,000 pending events the next events are cold processes: their slots, coroutine
+    // frames and ProcessStates miss the cache. Fetch them while this event runs, in two stages:
+    // the slots of the entries due soonest (the heap's two levels below the top) now, and the
+    // frames and ProcessStates of the next event and the one after it, whose slots were fetched a
+    // step or more ago (the event after next was then in those two levels). Reading a slot
+    // fetched only now would stall here. Written out here: as a separate function GCC judged it
+    // free of side effects and dropped it. Below a few thousand slots (the most events ever
+    // pending) all of it stays cached: skip.
+    if (slots_.size() > kPrefetchAboveSlots && !queue_.empty()) {
+      for (const Entry& soon : queue_.soon()) __builtin_prefetch(&slots_[slot_of(soon)]);
+      for (const Entry* upcoming : {&queue_.top(), queue_.runner_up()}) {
+        if (!upcoming) continue;
+        __builtin_prefetch(&tags_[slot_of(*upcoming)]);
+        const Slot& next = slots_[slot_of(*upcoming)];
+        if (void* frame = next.handle.address()) {
+          __builtin_prefetch(frame);  // resume pointer, promise, first locals
+          __builtin_prefetch(static_cast<const char*>(frame) + 64);
+        }
+        if (next.process) __builtin_prefetch(next.process);
+      }
     }
-    slot.handle = {};
-    ++slot.generation;  // invalidates outstanding EventIds for this slot
-    free_slots_.push_back(e.slot());
     if (cancelled) continue;
     now_ = e.time;
     ++events_processed_;
-    current_ = proc;
-    if (h)
-      h.resume();
+    current_ = slot.process;
+    if (slot.handle)
+      slot.handle.resume();
     else if (fn)
       fn();
     current_ = nullptr;
@@ -171,7 +150,7 @@ void Simulator::run() {
 }
 
 void Simulator::run_until(Time until) {
-  while (!heap_.empty() && heap_.front().time <= until) {
+  while (!queue_.empty() && queue_.top().time <= until) {
     step();
     if (failure_) break;
   }
@@ -182,9 +161,9 @@ void Simulator::run_until(Time until) {
 ProcessHandle Simulator::start(Task<void> task, std::string name) {
   if (shut_down_) throw Error("internal: a process was started on a simulator that has shut down");
   auto state = std::make_shared<ProcessState>();
-  state->name = name.empty() ? fmt::format("process-{}", processes_.size()) : std::move(name);
-  state->done_event = std::make_shared<EventState>();
-  state->done_event->sim = this;
+  state->given_name = std::move(name);
+  state->number = processes_.size();
+  state->sim = this;
   auto h = task.release();
   h.promise().process = state.get();
   h.promise().sim = this;
@@ -195,15 +174,20 @@ ProcessHandle Simulator::start(Task<void> task, std::string name) {
   return ProcessHandle(state);
 }
 
+const std::string& ProcessState::name() {
+  if (given_name.empty()) given_name = fmt::format("process-{}", number);
+  return given_name;
+}
+
 void detail::finish_process(Simulator& sim, ProcessState& p, std::exception_ptr error) {
   p.done = true;
   p.frame = {};
   p.error = error;
   if (error && !sim.failure_) {
     sim.failure_ = error;
-    sim.failure_process_ = p.name;
+    sim.failure_process_ = p.name();
   }
-  Event(p.done_event).succeed();
+  if (p.done_event) Event(p.done_event).succeed();
   // Drop finished processes so long runs do not accumulate state (swap-remove: O(1)).
   auto& v = sim.processes_;
   const std::size_t i = p.index;
@@ -217,7 +201,15 @@ void detail::finish_process(Simulator& sim, ProcessState& p, std::exception_ptr 
   }
 }
 
-Event ProcessHandle::done_event() const { return Event(state_->done_event); }
+Event ProcessHandle::done_event() const {
+  if (!state_->done_event) {
+    auto ev = std::make_shared<EventState>();
+    ev->sim = state_->sim;
+    ev->triggered = state_->done;  // a process joined after it finished: already triggered (value 0)
+    state_->done_event = std::move(ev);
+  }
+  return Event(state_->done_event);
+}
 
 Simulator::TimeoutAwaiter Simulator::timeout(Time delay) {
   if (delay < 0) throw Error(fmt::format("internal: negative timeout {}", delay));
