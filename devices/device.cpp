@@ -306,10 +306,12 @@ Device::Unit& Device::unit_state(const std::string& name) {
 
 sim::Resource& Device::unit_queue(const std::string& unit) { return *unit_state(unit).queue; }
 
+// Not a coroutine itself: the duration is known now, so the caller awaits compute_for's task
+// directly (one coroutine frame per request, not two).
 sim::Task<void> Device::compute(const std::string& unit, const models::Work& work, models::DType dtype,
                                 std::string label, int priority, bool preempt, bool preemptible) {
   const double seconds = profile_.compute_seconds(unit, work, dtype, label);
-  co_await compute_for(unit, seconds, work.flops(), std::move(label), priority, preempt, preemptible);
+  return compute_for(unit, seconds, work.flops(), std::move(label), priority, preempt, preemptible);
 }
 
 sim::Task<void> Device::compute_for(const std::string& unit, double seconds, double flops, std::string label,

@@ -262,7 +262,7 @@ TEST(TraceIo, TraceFileReadsUsersOneAtATimeAsTheWholeFileRead) {
   rebuilt.meta = f.meta();
   for (std::size_t u = 0; u < f.num_users(); ++u) {
     EXPECT_EQ(f.user_id(u), t.users[u].user_id);
-    rebuilt.users.push_back(f.read_user(u, true));
+    rebuilt.users.push_back(f.read_user(u, UserParts{}));
   }
   expect_same(t, rebuilt);
 }
@@ -277,7 +277,7 @@ TEST(TraceIo, TraceFileSkipsEmbeddingsOnlyWhenEveryQueryHasItsRetrieval) {
   write_rag_trace(dir + "/all.h5", t);
   const RagTraceFile all(dir + "/all.h5");
   for (std::size_t u = 0; u < all.num_users(); ++u) {
-    const UserTrace lean = all.read_user(u, false);
+    const UserTrace lean = all.read_user(u, UserParts{false});
     for (const auto& c : lean.chunks) EXPECT_TRUE(c.embedding.empty());
     for (const auto& q : lean.queries) EXPECT_TRUE(q.embedding.empty());
     // Everything else is there.
@@ -291,7 +291,7 @@ TEST(TraceIo, TraceFileSkipsEmbeddingsOnlyWhenEveryQueryHasItsRetrieval) {
   t.users[0].queries[0].retrieved.clear();
   write_rag_trace(dir + "/one.h5", t);
   const RagTraceFile one(dir + "/one.h5");
-  const UserTrace kept = one.read_user(0, false);
+  const UserTrace kept = one.read_user(0, UserParts{false});
   EXPECT_EQ(kept.chunks[0].embedding, t.users[0].chunks[0].embedding);
   EXPECT_EQ(kept.queries[0].embedding, t.users[0].queries[0].embedding);
 }
@@ -306,7 +306,7 @@ TEST(TraceIo, TraceFileWithoutContentReadsTheNumbersAndAnswersOnly) {
   write_rag_trace(dir + "/t.h5", t);
   const RagTraceFile f(dir + "/t.h5");
   for (std::size_t u = 0; u < f.num_users(); ++u) {
-    const UserTrace full = f.read_user(u, true);
+    const UserTrace full = f.read_user(u, UserParts{});
     const UserTrace lean = f.read_user(u, UserParts{false, false});
     EXPECT_EQ(lean.user_id, full.user_id);
     EXPECT_TRUE(lean.topics.empty());
@@ -330,8 +330,8 @@ TEST(TraceIo, TraceFileWithoutContentReadsTheNumbersAndAnswersOnly) {
       EXPECT_EQ(a.topic, -1);
     }
   }
-  EXPECT_EQ(f.read_user(0, true).chunks[1].added_s, 5.0);
-  EXPECT_EQ(f.read_user(0, true).queries[1].kind, "specific");
+  EXPECT_EQ(f.read_user(0, UserParts{}).chunks[1].added_s, 5.0);
+  EXPECT_EQ(f.read_user(0, UserParts{}).queries[1].kind, "specific");
 
   // Damage a content dataset and an answer dataset (re-sealed, so the reader's own checks run).
   auto drop = [&](const std::string& name, const std::string& object) -> std::string {

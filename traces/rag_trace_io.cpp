@@ -304,12 +304,6 @@ RagTraceFile::~RagTraceFile() = default;
 
 const std::string& RagTraceFile::path() const { return reader_->path(); }
 
-UserTrace RagTraceFile::read_user(std::size_t u, bool embeddings) const {
-  UserParts parts;
-  parts.embeddings = embeddings;
-  return read_user(u, parts);
-}
-
 UserTrace RagTraceFile::read_user(std::size_t u, const UserParts& parts) const {
   const h5::Reader& r = *reader_;
   const std::string& path = r.path();
@@ -425,7 +419,7 @@ RagTrace read_rag_trace(const std::string& path) {
   RagTrace t;
   t.meta = file.meta();
   t.users.reserve(file.num_users());
-  for (std::size_t u = 0; u < file.num_users(); ++u) t.users.push_back(file.read_user(u, true));
+  for (std::size_t u = 0; u < file.num_users(); ++u) t.users.push_back(file.read_user(u, UserParts{}));
   return t;
 }
 

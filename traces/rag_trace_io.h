@@ -79,7 +79,6 @@ class RagTraceFile {
   const RagTraceMeta& meta() const { return meta_; }
   std::size_t num_users() const { return user_ids_.size(); }
   const std::string& user_id(std::size_t u) const { return user_ids_.at(u); }
-  UserTrace read_user(std::size_t u, bool embeddings) const;  // everything but maybe the embeddings
   UserTrace read_user(std::size_t u, const UserParts& parts) const;
 
  private:
