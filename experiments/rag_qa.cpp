@@ -240,6 +240,7 @@ class RagQaExperiment : public Experiment {
     std::vector<sim::TimelineProcess*> timelines(n_policies * n_users);
     for (std::size_t p = 0; p < n_policies; ++p) {
       auto& variant = ctx.results.variant(policies_[p].label);
+      variant.stats.tabulate_children("user");
       for (std::size_t u = 0; u < n_users; ++u) {
         const std::string& user_id = users_->user_id(u);
         stats[p * n_users + u] = &variant.stats.child(sanitize(user_id));

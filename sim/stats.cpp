@@ -94,10 +94,94 @@ Histogram& StatGroup::histogram(const std::string& name, const std::string& unit
 }
 
 StatGroup& StatGroup::child(const std::string& name, const std::string& doc) {
-  for (auto& c : children_)
-    if (c->name_ == name) return *c;
-  children_.push_back(std::make_unique<StatGroup>(name, doc));
-  return *children_.back();
+  const auto [it, inserted] = child_index_.try_emplace(name, children_.size());
+  if (inserted) children_.push_back(std::make_unique<StatGroup>(name, doc));
+  return *children_[it->second];
+}
+
+namespace {
+
+const char* kind_of(bool counter, bool time_weighted) {
+  return counter ? "counter" : time_weighted ? "time_weighted" : "histogram";
+}
+
+}  // namespace
+
+bool StatGroup::same_shape(const StatGroup& other) const {
+  if (entries_.size() != other.entries_.size() || children_.size() != other.children_.size()) return false;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const Entry &a = entries_[i], &b = other.entries_[i];
+    const bool same_kind = (a.counter != nullptr) == (b.counter != nullptr) && (a.tw != nullptr) == (b.tw != nullptr);
+    if (a.name != b.name || a.unit != b.unit || a.doc != b.doc || !same_kind) return false;
+  }
+  for (std::size_t i = 0; i < children_.size(); ++i)
+    if (children_[i]->name_ != other.children_[i]->name_ || !children_[i]->same_shape(*other.children_[i])) return false;
+  return true;
+}
+
+void StatGroup::write_column_level(const std::vector<const StatGroup*>& members, const H5::Group& g) {
+  const StatGroup& first = *members.front();
+  const std::size_t n = members.size();
+  for (std::size_t i = 0; i < first.entries_.size(); ++i) {
+    const Entry& e = first.entries_[i];
+    H5::Group s = h5::make_group(g, e.name);
+    h5::write_attr(s, "unit", e.unit);
+    h5::write_attr(s, "doc", e.doc);
+    h5::write_attr(s, "kind", kind_of(e.counter != nullptr, e.tw != nullptr));
+    auto column = [&](const char* name, auto value_of) {
+      std::vector<double> v(n);
+      for (std::size_t m = 0; m < n; ++m) v[m] = value_of(members[m]->entries_[i]);
+      h5::write_dataset(s, name, v, e.unit);
+    };
+    if (e.counter) {
+      column("value", [](const Entry& x) { return x.counter->value(); });
+    } else if (e.tw) {
+      column("mean", [](const Entry& x) { return x.tw->mean(); });
+      column("max", [](const Entry& x) { return x.tw->max(); });
+      column("value", [](const Entry& x) { return x.tw->value(); });
+    } else {
+      std::vector<std::int64_t> count(n), offsets{0};
+      std::vector<double> samples;
+      for (std::size_t m = 0; m < n; ++m) {
+        const auto& h = *members[m]->entries_[i].hist;
+        count[m] = static_cast<std::int64_t>(h.count());
+        samples.insert(samples.end(), h.samples().begin(), h.samples().end());
+        offsets.push_back(static_cast<std::int64_t>(samples.size()));
+      }
+      h5::write_dataset(s, "count", count, "count");
+      column("mean", [](const Entry& x) { return x.hist->mean(); });
+      column("min", [](const Entry& x) { return x.hist->min(); });
+      column("max", [](const Entry& x) { return x.hist->max(); });
+      column("p50", [](const Entry& x) { return x.hist->percentile(50); });
+      column("p90", [](const Entry& x) { return x.hist->percentile(90); });
+      column("p99", [](const Entry& x) { return x.hist->percentile(99); });
+      // Member m's samples are samples[sample_offsets[m] : sample_offsets[m + 1]].
+      h5::write_dataset(s, "samples", samples, e.unit);
+      h5::write_dataset(s, "sample_offsets", offsets, "index");
+    }
+  }
+  for (std::size_t c = 0; c < first.children_.size(); ++c) {
+    H5::Group sub = h5::make_group(g, first.children_[c]->name_);
+    if (!first.children_[c]->doc_.empty()) h5::write_attr(sub, "doc", first.children_[c]->doc_);
+    std::vector<const StatGroup*> next(n);
+    for (std::size_t m = 0; m < n; ++m) next[m] = members[m]->children_[c].get();
+    write_column_level(next, sub);
+  }
+}
+
+void StatGroup::write_members_as_columns(const H5::Group& g) const {
+  H5::Group t = h5::make_group(g, "by_" + member_column_);
+  h5::write_attr(t, "layout", "columns");
+  h5::write_attr(t, "doc", "one value per " + member_column_ + ", in the order of the '" + member_column_ +
+                               "' dataset (histograms: samples concatenated, split by sample_offsets)");
+  std::vector<std::string> names;
+  std::vector<const StatGroup*> members;
+  for (const auto& c : children_) {
+    names.push_back(c->name_);
+    members.push_back(c.get());
+  }
+  h5::write_dataset(t, member_column_, names);
+  write_column_level(members, t);
 }
 
 void StatGroup::write(const H5::Group& parent) const {
@@ -127,7 +211,14 @@ void StatGroup::write(const H5::Group& parent) const {
       h5::write_dataset(s, "samples", e.hist->samples(), e.unit);
     }
   }
-  for (const auto& c : children_) c->write(g);
+  const bool columns = !member_column_.empty() && !children_.empty() &&
+                       std::all_of(children_.begin() + 1, children_.end(),
+                                   [&](const auto& c) { return c->same_shape(*children_.front()); });
+  if (columns) {
+    write_members_as_columns(g);
+  } else {
+    for (const auto& c : children_) c->write(g);
+  }
 }
 
 std::vector<std::pair<std::string, double>> StatGroup::flatten(const std::string& prefix) const {

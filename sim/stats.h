@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/time.h"
@@ -84,8 +85,16 @@ class StatGroup {
   StatGroup& child(const std::string& name, const std::string& doc = "");
   const std::string& name() const { return name_; }
 
+  // Declares the children members of a population of like-shaped groups (one per user, one
+  // per session), written as columns instead of one HDF5 group each: a dataset
+  // `<member_column>` naming the members, and for every statistic path one group whose
+  // datasets hold a value per member. Thousands of small HDF5 groups cost more to write than
+  // the simulations that filled them; the columns read straight into pandas. Children whose
+  // shapes differ (names, kinds or units of their statistics) are written as groups.
+  void tabulate_children(std::string member_column) { member_column_ = std::move(member_column); }
+
   // Writes the tree as HDF5 groups; scalars become attributes `value`/`mean`, histograms get
-  // a `samples` dataset and p50/p90/p99 attributes.
+  // a `samples` dataset and p50/p90/p99 attributes. Tabulated children: see above.
   void write(const H5::Group& parent) const;
   // A flat "path = value unit" listing (for logs and tests).
   std::vector<std::pair<std::string, double>> flatten(const std::string& prefix = "") const;
@@ -98,9 +107,14 @@ class StatGroup {
     std::unique_ptr<Histogram> hist;
   };
   Entry& new_entry(const std::string& name, const std::string& unit, const std::string& doc);
+  bool same_shape(const StatGroup& other) const;
+  void write_members_as_columns(const H5::Group& g) const;
+  static void write_column_level(const std::vector<const StatGroup*>& members, const H5::Group& g);
   std::string name_, doc_;
   std::vector<Entry> entries_;
   std::vector<std::unique_ptr<StatGroup>> children_;
+  std::unordered_map<std::string, std::size_t> child_index_;  // children_ by name (populations are large)
+  std::string member_column_;                                 // empty: children are written as groups
 };
 
 }  // namespace mobisim::sim

@@ -3,9 +3,11 @@
 
 #include <cmath>
 
+#include "sim/h5.h"
 #include "sim/rng.h"
 #include "sim/simulator.h"
 #include "sim/stats.h"
+#include "tests/test_util.h"
 
 namespace mobisim::sim {
 namespace {
@@ -123,6 +125,53 @@ TEST(SimStats, TreeFlattensWithPaths) {
   ASSERT_EQ(flat.size(), 2u);
   EXPECT_EQ(flat[0].first, "device.ufs.bytes_read");
   EXPECT_EQ(flat[0].second, 4096);
+}
+
+// Per-user groups are written as columns: one value per member, in member order, equal to what
+// each member's own group holds; histograms keep every sample, split by offsets.
+TEST(SimStats, TabulatedChildrenAreWrittenAsColumnsHoldingEachMembersValues) {
+  StatGroup g("stats");
+  g.tabulate_children("user");
+  const std::vector<std::vector<double>> latencies{{3, 1, 2}, {}, {10}};
+  for (int u = 0; u < 3; ++u) {
+    StatGroup& member = g.child(std::string("u").append(std::to_string(u)));
+    member.child("dev", "the device").counter("bytes_read", "bytes", "read").add(100.0 * u);
+    auto& h = member.child("dev").histogram("latency_ms", "ms", "per request");
+    for (double x : latencies[u]) h.add(x);
+  }
+  mobisim::testing::TempDir dir;
+  {
+    h5::Writer w(dir.file("s.h5"));
+    g.write(w.root());
+    w.commit();
+  }
+  h5::Reader r(dir.file("s.h5"));
+  EXPECT_EQ(r.strings("/stats/by_user/user"), (std::vector<std::string>{"u0", "u1", "u2"}));
+  EXPECT_EQ(r.doubles("/stats/by_user/dev/bytes_read/value"), (std::vector<double>{0, 100, 200}));
+  EXPECT_EQ(r.attr_string("/stats/by_user/dev/bytes_read", "unit"), "bytes");
+  EXPECT_EQ(r.attr_string("/stats/by_user/dev", "doc"), "the device");
+  EXPECT_EQ(r.ints("/stats/by_user/dev/latency_ms/count"), (std::vector<std::int64_t>{3, 0, 1}));
+  EXPECT_EQ(r.doubles("/stats/by_user/dev/latency_ms/samples"), (std::vector<double>{3, 1, 2, 10}));
+  EXPECT_EQ(r.ints("/stats/by_user/dev/latency_ms/sample_offsets"), (std::vector<std::int64_t>{0, 3, 3, 4}));
+  EXPECT_EQ(r.doubles("/stats/by_user/dev/latency_ms/p50"), (std::vector<double>{2, 0, 10}));
+  EXPECT_FALSE(r.exists("/stats/u0"));
+}
+
+// Members of different shapes cannot share columns: each keeps its own group.
+TEST(SimStats, TabulatedChildrenOfDifferentShapesAreWrittenAsGroups) {
+  StatGroup g("stats");
+  g.tabulate_children("user");
+  g.child("a").counter("x", "count", "").add(1);
+  g.child("b").counter("y", "count", "").add(2);
+  mobisim::testing::TempDir dir;
+  {
+    h5::Writer w(dir.file("s.h5"));
+    g.write(w.root());
+    w.commit();
+  }
+  h5::Reader r(dir.file("s.h5"));
+  EXPECT_FALSE(r.exists("/stats/by_user"));
+  EXPECT_DOUBLE_EQ(r.attr_double("/stats/b/y", "value"), 2.0);
 }
 
 }  // namespace
