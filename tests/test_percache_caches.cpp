@@ -7,6 +7,7 @@
 #include "policies/rag/kv_tree.h"
 #include "policies/rag/qa_bank.h"
 #include "sim/error.h"
+#include "sim/rng.h"
 
 namespace mobisim::policies {
 namespace {
@@ -153,6 +154,63 @@ TEST(PerCacheKvTree, SliceLargerThanTheLimitIsNotCached) {
   EXPECT_EQ(t.insert(slice(-1, 64), {slice(1)}), 0.0);
   EXPECT_TRUE(t.match({1}).nodes.empty());
   EXPECT_THROW(parse_kv_eviction("lru"), ConfigError);
+}
+
+// The match as the walk the document describes: at each level, the live child carrying the next
+// retrieved chunk with the longest continuation (ties: more frequent, then older), computed
+// afresh level by level. match() finds the same nodes in one descent.
+std::int64_t reference_longest(const KvTree& t, std::int32_t node, const std::vector<std::int32_t>& chunks,
+                               std::size_t i, std::int32_t* first) {
+  const auto& nodes = t.nodes();
+  if (i >= chunks.size()) return 0;
+  std::int64_t best = 0;
+  std::int32_t best_child = -1;
+  for (std::int32_t c : nodes[static_cast<std::size_t>(node)].children) {
+    const KvNode& n = nodes[static_cast<std::size_t>(c)];
+    if (!n.alive || n.chunk != chunks[i]) continue;
+    const std::int64_t len = 1 + reference_longest(t, c, chunks, i + 1, nullptr);
+    const KvNode* b = best_child < 0 ? nullptr : &nodes[static_cast<std::size_t>(best_child)];
+    if (!b || len > best || (len == best && (n.freq > b->freq || (n.freq == b->freq && n.created < b->created)))) {
+      best = len;
+      best_child = c;
+    }
+  }
+  if (first) *first = best_child;
+  return best;
+}
+
+TEST(PerCacheKvTree, MatchEqualsTheLevelByLevelWalkOnRandomTreesWithDuplicates) {
+  sim::Rng rng(7, 0, "test", "kvtree");
+  for (int trial = 0; trial < 20; ++trial) {
+    KvTree t(3e6, trial % 2 ? KvEviction::kLfu : KvEviction::kPgdsf, true);
+    auto random_list = [&] {
+      std::vector<std::int32_t> l(1 + rng.uniform_int(4));
+      for (auto& c : l) c = static_cast<std::int32_t>(rng.uniform_int(5));  // few ids: many duplicates
+      return l;
+    };
+    for (int q = 0; q < 200; ++q) {
+      const auto chunks = random_list();
+      const KvMatch m = t.match(chunks);
+      std::vector<std::int32_t> want;
+      if (t.nodes()[0].alive) {
+        want.push_back(0);
+        std::int32_t cur = 0;
+        for (std::size_t i = 0; i < chunks.size(); ++i) {
+          std::int32_t next = -1;
+          reference_longest(t, cur, chunks, i, &next);
+          if (next < 0) break;
+          want.push_back(next);
+          cur = next;
+        }
+      }
+      ASSERT_EQ(m.nodes, want) << "trial " << trial << " query " << q;
+      t.touch(m);
+      std::vector<KvSlice> sl;
+      for (auto c : chunks) sl.push_back(slice(c));
+      t.insert(slice(-1, 64), sl);
+    }
+    EXPECT_GT(t.nodes().size(), 60u);  // the tree grew, evicted and carried duplicate chunks
+  }
 }
 
 }  // namespace

@@ -42,23 +42,49 @@ std::int64_t KvTree::longest(std::int32_t node, const std::vector<std::int32_t>&
   return best;
 }
 
+std::int64_t KvTree::best_chain(std::int32_t node, const std::vector<std::int32_t>& chunks, std::size_t i,
+                                std::int32_t* chain, std::int32_t* scratch) const {
+  if (i >= chunks.size()) return 0;
+  std::int32_t* candidate = scratch;                     // a child's own chain
+  std::int32_t* below = scratch + (chunks.size() - i);  // the scratch of the level below
+  std::int64_t best = 0;
+  std::int32_t best_child = -1;
+  for (std::int32_t c : nodes_[static_cast<std::size_t>(node)].children) {
+    const KvNode& n = nodes_[static_cast<std::size_t>(c)];
+    if (!n.alive || n.chunk != chunks[i]) continue;
+    const std::int64_t sub = best_chain(c, chunks, i + 1, candidate, below);
+    const std::int64_t len = 1 + sub;
+    const bool better = best_child < 0 || len > best ||
+                        (len == best && (n.freq > nodes_[static_cast<std::size_t>(best_child)].freq ||
+                                         (n.freq == nodes_[static_cast<std::size_t>(best_child)].freq &&
+                                          n.created < nodes_[static_cast<std::size_t>(best_child)].created)));
+    if (better) {
+      best = len;
+      best_child = c;
+      chain[0] = c;
+      std::copy(candidate, candidate + sub, chain + 1);
+    }
+  }
+  return best;
+}
+
+// The same walk as choosing, level by level, the child longest() prefers: that child's own best
+// chain is the one the next level would choose, so one descent finds the whole path.
 KvMatch KvTree::match(const std::vector<std::int32_t>& chunks) const {
   KvMatch m;
   if (!nodes_[0].alive) return m;
   m.nodes.push_back(0);
   m.tokens = nodes_[0].tokens;
   m.bytes = nodes_[0].bytes;
-  std::int32_t cur = 0;
-  for (std::size_t i = 0; i < chunks.size(); ++i) {
-    std::int32_t next = -1;
-    longest(cur, chunks, i, &next);
-    if (next < 0) break;
-    const KvNode& n = nodes_[static_cast<std::size_t>(next)];
-    m.nodes.push_back(next);
-    m.tokens += n.tokens;
-    m.bytes += n.bytes;
+  const std::size_t n = chunks.size();
+  std::vector<std::int32_t> chain(n + 1), scratch(n * (n + 1) / 2 + n + 1);
+  const std::int64_t len = best_chain(0, chunks, 0, chain.data(), scratch.data());
+  for (std::int64_t k = 0; k < len; ++k) {
+    const KvNode& node = nodes_[static_cast<std::size_t>(chain[static_cast<std::size_t>(k)])];
+    m.nodes.push_back(chain[static_cast<std::size_t>(k)]);
+    m.tokens += node.tokens;
+    m.bytes += node.bytes;
     ++m.chunks;
-    cur = next;
   }
   return m;
 }

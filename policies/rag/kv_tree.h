@@ -86,6 +86,10 @@ class KvTree {
  private:
   std::int64_t longest(std::int32_t node, const std::vector<std::int32_t>& chunks, std::size_t i,
                        std::int32_t* first_child) const;
+  // As longest(), and writes the whole chosen chain (chain[0] the first child) in one descent:
+  // `scratch` holds the candidates' chains, (n - i) slots per level below.
+  std::int64_t best_chain(std::int32_t node, const std::vector<std::int32_t>& chunks, std::size_t i,
+                          std::int32_t* chain, std::int32_t* scratch) const;
   std::int32_t make_node(std::int32_t parent, const KvSlice& s);
   bool evict_one(const std::vector<std::int32_t>& protect);
   void update_priority(KvNode& n);
