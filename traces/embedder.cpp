@@ -174,7 +174,8 @@ std::vector<std::vector<float>> HashedEmbedder::fit_embed(const std::vector<std:
   });
   std::vector<std::vector<float>> out;
   out.reserve(corpus.size());
-  for (std::size_t i = 0; i < corpus.size(); ++i) out.push_back(embed_features(words[i], chars[i]));
+  EmbedScratch scratch;
+  for (std::size_t i = 0; i < corpus.size(); ++i) out.push_back(embed_features(words[i], chars[i], scratch));
   return out;
 }
 
@@ -187,31 +188,41 @@ double HashedEmbedder::idf(std::uint64_t h) const {
 std::vector<float> HashedEmbedder::embed(std::string_view text) const {
   std::vector<std::uint64_t> word_hashes, char_hashes;
   features(text, word_hashes, char_hashes);
-  return embed_features(word_hashes, char_hashes);
+  EmbedScratch scratch;
+  return embed_features(word_hashes, char_hashes, scratch);
 }
 
 // Adds each distinct feature's signed weight to its bucket of v. A bucket's sum depends on the
 // order of its own terms only, so ascending hash order is needed within each bucket, not across
 // the list: the features are grouped by bucket (counting sort) and each group (a few features)
 // sorted. Equal hashes share a bucket, so each group also yields the term frequencies.
-void HashedEmbedder::accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v) const {
+// `scratch` only saves allocations between calls (its contents on entry do not matter).
+void HashedEmbedder::accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v,
+                                         EmbedScratch& scratch) const {
   const std::size_t buckets = v.size();
-  std::vector<std::uint32_t> bucket(hashes.size()), begin(buckets + 1, 0);
+  auto& bucket = scratch.bucket;
+  auto& begin = scratch.begin;
+  auto& next = scratch.next;
+  auto& grouped = scratch.grouped;
+  bucket.resize(hashes.size());
+  begin.assign(buckets + 1, 0);
   for (std::size_t i = 0; i < hashes.size(); ++i) {
     bucket[i] = static_cast<std::uint32_t>((hashes[i] >> 1) % buckets);
     ++begin[bucket[i] + 1];
   }
   for (std::size_t b = 0; b < buckets; ++b) begin[b + 1] += begin[b];
-  std::vector<std::uint64_t> grouped(hashes.size());
-  {
-    std::vector<std::uint32_t> next(begin.begin(), begin.end() - 1);
-    for (std::size_t i = 0; i < hashes.size(); ++i) grouped[next[bucket[i]]++] = hashes[i];
-  }
+  grouped.resize(hashes.size());
+  next.assign(begin.begin(), begin.end() - 1);
+  for (std::size_t i = 0; i < hashes.size(); ++i) grouped[next[bucket[i]]++] = hashes[i];
   for (std::size_t i = 0; i < grouped.size() && i < kPrefetchAhead; ++i) prefetch_slot(grouped[i]);
   for (std::size_t b = 0; b < buckets; ++b) {
     const auto first = grouped.begin() + begin[b], last = grouped.begin() + begin[b + 1];
     if (first == last) continue;
-    std::sort(first, last);
+    if (last - first == 2) {
+      if (first[1] < first[0]) std::swap(first[0], first[1]);
+    } else if (last - first > 2) {
+      std::sort(first, last);
+    }
     for (auto it = first; it != last;) {
       auto run_end = it;
       while (run_end != last && *run_end == *it) ++run_end;
@@ -227,33 +238,41 @@ void HashedEmbedder::accumulate_features(std::span<const std::uint64_t> hashes, 
 }
 
 std::vector<float> HashedEmbedder::embed_features(std::span<const std::uint64_t> word_hashes,
-                                                  std::span<const std::uint64_t> char_hashes) const {
+                                                  std::span<const std::uint64_t> char_hashes,
+                                                  EmbedScratch& scratch) const {
   const std::size_t buckets = static_cast<std::size_t>(cfg_.dim) - 1;
-  std::vector<double> wv(buckets, 0.0), cv(buckets, 0.0);
+  auto& wv = scratch.words;
+  auto& cv = scratch.chars;
+  wv.assign(buckets, 0.0);
+  cv.assign(buckets, 0.0);
   // Words and n-grams feed separate vectors; each term's weight is its sublinear TF times IDF.
-  accumulate_features(word_hashes, wv);
-  accumulate_features(char_hashes, cv);
+  accumulate_features(word_hashes, wv, scratch);
+  accumulate_features(char_hashes, cv, scratch);
   auto norm = [](const std::vector<double>& v) {
     double s = 0;
     for (double x : v) s += x * x;
     return std::sqrt(s);
   };
   const double nw = norm(wv), nc = norm(cv);
-  std::vector<double> raw(buckets, 0.0);
   double ww = cfg_.word_weight, wc = 1.0 - cfg_.word_weight;
   if (nw == 0 && nc == 0) ww = wc = 0;
+  const double sw = std::sqrt(ww), sc = std::sqrt(wc);
+  // The mixed vector, in place of the word part (element i reads only wv[i] and cv[i]); each
+  // element is formed as before: 0.0, plus the word term, plus the n-gram term.
   for (std::size_t i = 0; i < buckets; ++i) {
-    if (nw > 0) raw[i] += std::sqrt(ww) * wv[i] / nw;
-    if (nc > 0) raw[i] += std::sqrt(wc) * cv[i] / nc;
+    double r = 0.0;
+    if (nw > 0) r += sw * wv[i] / nw;
+    if (nc > 0) r += sc * cv[i] / nc;
+    wv[i] = r;
   }
   // The mixed vector is not exactly unit length when the two parts collide in a
   // bucket; renormalise so the dot product stays a cosine.
-  const double nr = norm(raw);
+  const double nr = norm(wv);
   std::vector<float> out(static_cast<std::size_t>(cfg_.dim), 0.0f);
   out[0] = static_cast<float>(std::sqrt(cfg_.anisotropy));
   if (nr > 0) {
     const double s = std::sqrt(1.0 - cfg_.anisotropy) / nr;
-    for (std::size_t i = 0; i < buckets; ++i) out[i + 1] = static_cast<float>(raw[i] * s);
+    for (std::size_t i = 0; i < buckets; ++i) out[i + 1] = static_cast<float>(wv[i] * s);
   } else {
     out[0] = 1.0f;  // an empty text: only the shared direction
   }

@@ -65,10 +65,18 @@ class HashedEmbedder {
   // parts of the vector), each in text order; duplicates kept (they are the term frequencies).
   void features(std::string_view text, std::vector<std::uint64_t>& word_hashes,
                 std::vector<std::uint64_t>& char_hashes) const;
+  // Working buffers of embed_features, reused across calls to save allocations (never read
+  // before written: results do not depend on what a previous call left in them).
+  struct EmbedScratch {
+    std::vector<std::uint32_t> bucket, begin, next;
+    std::vector<std::uint64_t> grouped;
+    std::vector<double> words, chars;
+  };
   // The embedding of a text from its feature hashes (any order).
   std::vector<float> embed_features(std::span<const std::uint64_t> word_hashes,
-                                    std::span<const std::uint64_t> char_hashes) const;
-  void accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v) const;
+                                    std::span<const std::uint64_t> char_hashes, EmbedScratch& scratch) const;
+  void accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v,
+                           EmbedScratch& scratch) const;
   double idf(std::uint64_t h) const;
   struct FeatureLists {
     std::span<const std::uint64_t> words, chars;

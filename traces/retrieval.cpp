@@ -16,10 +16,16 @@ Bm25::Bm25(const std::vector<std::vector<std::string>>& docs, Params p) : p_(p) 
   doc_len_.reserve(docs.size());
   std::size_t total = 0;
   for (std::uint32_t d = 0; d < docs.size(); ++d) {
-    // An ordered map gives postings and the idf sum a platform-independent order.
-    std::map<std::string, std::uint32_t> tf;
-    for (const auto& t : docs[d]) ++tf[t];
-    for (const auto& [t, n] : tf) terms_[t].postings.push_back({d, n});
+    // Each distinct term of the document with its count (postings are in document order; the
+    // idf sum below runs in sorted term order, so no order here reaches a result).
+    std::vector<std::string_view> sorted(docs[d].begin(), docs[d].end());
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 0; i < sorted.size();) {
+      std::size_t j = i + 1;
+      while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+      terms_[std::string(sorted[i])].postings.push_back({d, static_cast<std::uint32_t>(j - i)});
+      i = j;
+    }
     doc_len_.push_back(static_cast<std::uint32_t>(docs[d].size()));
     total += docs[d].size();
   }
@@ -132,16 +138,65 @@ std::vector<double> min_max(const std::vector<double>& v) {
 }
 }  // namespace
 
+Retriever::Retriever(const std::vector<std::vector<std::string>>& chunk_words, RetrieverConfig cfg)
+    : cfg_(cfg), bm25_(chunk_words, cfg.bm25) {}
+
 Retriever::Retriever(const std::vector<std::string>& chunk_texts, std::vector<std::vector<float>> chunk_embeddings,
                      RetrieverConfig cfg, EmbedderConfig embedder)
-    : cfg_(cfg), bm25_(tokenize_all(chunk_texts), cfg.bm25), chunk_emb_(std::move(chunk_embeddings)) {
-  if (chunk_emb_.empty() && !chunk_texts.empty()) {
+    : Retriever(tokenize_all(chunk_texts), cfg) {
+  if (chunk_embeddings.empty() && !chunk_texts.empty()) {
     embedder_.emplace(embedder);
-    chunk_emb_ = embedder_->fit_embed(chunk_texts);
+    chunk_embeddings = embedder_->fit_embed(chunk_texts);
   }
-  if (!chunk_emb_.empty() && chunk_emb_.size() != chunk_texts.size())
-    throw InputError(fmt::format("retriever: {} chunk embeddings for {} chunks", chunk_emb_.size(),
-                                 chunk_texts.size()));
+  set_chunk_embeddings(std::move(chunk_embeddings), chunk_texts.size());
+}
+
+Retriever Retriever::with_builtin_embedder(const std::vector<std::string>& chunk_texts,
+                                           const std::vector<std::vector<std::string>>& chunk_words,
+                                           std::vector<std::vector<float>> builtin_chunk_embeddings,
+                                           RetrieverConfig cfg, EmbedderConfig embedder) {
+  if (chunk_words.size() != chunk_texts.size())
+    throw Error(fmt::format("retriever: {} tokenized chunks for {} chunks", chunk_words.size(), chunk_texts.size()));
+  Retriever r(chunk_words, cfg);
+  if (!chunk_texts.empty()) {
+    r.embedder_.emplace(embedder);
+    if (builtin_chunk_embeddings.empty()) {
+      builtin_chunk_embeddings = r.embedder_->fit_embed(chunk_texts);
+    } else {
+      r.embedder_->fit(chunk_texts);
+    }
+  }
+  r.set_chunk_embeddings(std::move(builtin_chunk_embeddings), chunk_texts.size());
+  return r;
+}
+
+void Retriever::set_chunk_embeddings(std::vector<std::vector<float>> chunk_embeddings, std::size_t n_chunks) {
+  chunk_emb_ = std::move(chunk_embeddings);
+  if (!chunk_emb_.empty() && chunk_emb_.size() != n_chunks)
+    throw InputError(fmt::format("retriever: {} chunk embeddings for {} chunks", chunk_emb_.size(), n_chunks));
+  if (chunk_emb_.empty()) return;
+  const std::size_t dim = chunk_emb_.front().size();
+  for (const auto& e : chunk_emb_)
+    if (e.size() != dim) return;  // unequal lengths: dense scores row by row
+  const std::size_t n = chunk_emb_.size();
+  emb_dim_ = dim;
+  emb_by_dim_.resize(dim * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t d = 0; d < dim; ++d) emb_by_dim_[d * n + i] = chunk_emb_[i][d];
+}
+
+std::vector<double> Retriever::dense_scores(const std::vector<float>& q) const {
+  const std::size_t n = chunk_emb_.size();
+  if (emb_dim_ == 0 || q.size() != emb_dim_) return dots(q, chunk_emb_);
+  // Per chunk: s = 0, then s += double(q[d]) * e[d] for d = 0, 1, ... (as dot()); the chunks'
+  // sums are independent, so the inner loop over chunks vectorises without reordering any sum.
+  std::vector<double> s(n, 0.0);
+  for (std::size_t d = 0; d < emb_dim_; ++d) {
+    const double x = q[d];
+    const float* col = emb_by_dim_.data() + d * n;
+    for (std::size_t i = 0; i < n; ++i) s[i] += x * static_cast<double>(col[i]);
+  }
+  return s;
 }
 
 std::vector<float> Retriever::embed(std::string_view text) const {
@@ -167,7 +222,7 @@ std::vector<Hit> Retriever::retrieve(std::string_view query_text, const std::vec
       if (chunk_emb_[i].size() != q->size())
         throw InputError(fmt::format("retriever: query embedding has {} values, chunk {} has {}", q->size(), i,
                                      chunk_emb_[i].size()));
-    dense = dots(*q, chunk_emb_);
+    dense = dense_scores(*q);
   }
   if (cfg_.mode == RetrievalMode::kBm25) return top_k(sparse, k);
   if (cfg_.mode == RetrievalMode::kDense) return top_k(dense, k);

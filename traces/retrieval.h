@@ -82,6 +82,14 @@ class Retriever {
  public:
   Retriever(const std::vector<std::string>& chunk_texts, std::vector<std::vector<float>> chunk_embeddings,
             RetrieverConfig cfg = {}, EmbedderConfig embedder = {});
+  // The same as Retriever(chunk_texts, {}, cfg, embedder) without repeating work already done:
+  // `chunk_words` are words(chunk_texts[i]), and `builtin_chunk_embeddings` are exactly what the
+  // built-in embedder `embedder` fitted on these chunks gives them (a trace whose metadata names that
+  // embedder stores them), so only the fit is redone (for new texts); empty: they are computed.
+  static Retriever with_builtin_embedder(const std::vector<std::string>& chunk_texts,
+                                         const std::vector<std::vector<std::string>>& chunk_words,
+                                         std::vector<std::vector<float>> builtin_chunk_embeddings,
+                                         RetrieverConfig cfg = {}, EmbedderConfig embedder = {});
   // Top-k chunks, best first. `query_embedding` may be empty: it is then computed
   // with the built-in embedder (only possible when the retriever owns it).
   std::vector<Hit> retrieve(std::string_view query_text, const std::vector<float>& query_embedding,
@@ -92,10 +100,20 @@ class Retriever {
   std::size_t size() const { return bm25_.size(); }
 
  private:
+  Retriever(const std::vector<std::vector<std::string>>& chunk_words, RetrieverConfig cfg);
+  void set_chunk_embeddings(std::vector<std::vector<float>> chunk_embeddings, std::size_t n_chunks);
+  // dot(query, chunk i) for every chunk; each bit-identical to dot().
+  std::vector<double> dense_scores(const std::vector<float>& query) const;
+
   RetrieverConfig cfg_;
   Bm25 bm25_;
   std::optional<HashedEmbedder> embedder_;
   std::vector<std::vector<float>> chunk_emb_;
+  // The chunk embeddings by dimension (value d of chunk i at d * size() + i) when all have
+  // emb_dim_ values: dense scores then advance every chunk's sum together, one dimension at a
+  // time (each sum still adds its terms in dimension order, as dot() does).
+  std::vector<float> emb_by_dim_;
+  std::size_t emb_dim_ = 0;
 };
 
 // The retriever a simulation uses for one user of a trace. When the trace was

@@ -85,21 +85,37 @@ std::string strip_end(std::string s) {
 
 }  // namespace
 
-PhraseIndex::PhraseIndex(const traces::UserTrace& user) {
-  std::unordered_map<std::string, std::uint32_t> id_of;
+namespace {
+std::vector<std::vector<std::string>> words_of_chunks(const traces::UserTrace& user) {
+  std::vector<std::vector<std::string>> out;
+  out.reserve(user.chunks.size());
+  for (const auto& c : user.chunks) out.push_back(traces::words(c.text));
+  return out;
+}
+}  // namespace
+
+PhraseIndex::PhraseIndex(const traces::UserTrace& user) : PhraseIndex(user, words_of_chunks(user)) {}
+
+PhraseIndex::PhraseIndex(const traces::UserTrace& user, const std::vector<std::vector<std::string>>& chunk_words) {
+  if (chunk_words.size() != user.chunks.size())
+    throw Error(fmt::format("phrase index: {} tokenized chunks for {} chunks", chunk_words.size(), user.chunks.size()));
+  // Every distinct word once: its candidate id, or kNotCandidate (the filters run once per word).
+  constexpr std::uint32_t kNotCandidate = static_cast<std::uint32_t>(-1);
+  std::unordered_map<std::string_view, std::uint32_t> id_of;
   std::vector<std::size_t> df;
-  for (const auto& c : user.chunks) {
+  std::vector<std::uint32_t> uniq;
+  for (const auto& words : chunk_words) {
     std::vector<std::uint32_t> ids;
-    for (auto& w : traces::words(c.text)) {
-      if (w.size() < 4 || !letters_only(w) || function_words().count(w)) continue;
-      auto [it, added] = id_of.try_emplace(w, static_cast<std::uint32_t>(vocab_.size()));
-      if (added) {
-        vocab_.push_back(std::move(w));
+    for (const auto& w : words) {
+      auto [it, added] = id_of.try_emplace(std::string_view(w), kNotCandidate);
+      if (added && w.size() >= 4 && letters_only(w) && !function_words().count(w)) {
+        it->second = static_cast<std::uint32_t>(vocab_.size());
+        vocab_.push_back(w);
         df.push_back(0);
       }
-      ids.push_back(it->second);
+      if (it->second != kNotCandidate) ids.push_back(it->second);
     }
-    auto uniq = ids;
+    uniq = ids;
     std::sort(uniq.begin(), uniq.end());
     uniq.erase(std::unique(uniq.begin(), uniq.end()), uniq.end());
     for (auto id : uniq) ++df[id];
