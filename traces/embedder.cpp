@@ -315,6 +315,35 @@ std::vector<double> dots(const std::vector<float>& q, const std::vector<std::vec
   return out;
 }
 
+std::vector<double> dots(const std::vector<float>& q, std::span<const std::vector<float>* const> rows) {
+  std::vector<double> out(rows.size());
+  std::size_t r = 0;
+  for (; r + 4 <= rows.size(); r += 4) {
+    const float *a = rows[r]->data(), *b = rows[r + 1]->data(), *c = rows[r + 2]->data(), *d = rows[r + 3]->data();
+    const std::size_t n = std::min({q.size(), rows[r]->size(), rows[r + 1]->size(), rows[r + 2]->size(),
+                                    rows[r + 3]->size()});
+    if (n != q.size() || rows[r]->size() != n || rows[r + 1]->size() != n || rows[r + 2]->size() != n ||
+        rows[r + 3]->size() != n) {
+      for (std::size_t j = r; j < r + 4; ++j) out[j] = dot(q, *rows[j]);  // unequal lengths: one at a time
+      continue;
+    }
+    double sa = 0, sb = 0, sc = 0, sd = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double x = q[i];
+      sa += x * a[i];
+      sb += x * b[i];
+      sc += x * c[i];
+      sd += x * d[i];
+    }
+    out[r] = sa;
+    out[r + 1] = sb;
+    out[r + 2] = sc;
+    out[r + 3] = sd;
+  }
+  for (; r < rows.size(); ++r) out[r] = dot(q, *rows[r]);
+  return out;
+}
+
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size() || a.empty()) return 0.0;
   const double na = std::sqrt(dot(a, a)), nb = std::sqrt(dot(b, b));

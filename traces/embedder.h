@@ -111,6 +111,8 @@ double dot(const std::vector<float>& a, const std::vector<float>& b);
 // dot(q, rows[i]) for every row, each bit-identical to dot(): the rows are taken four at a time
 // so that four independent sums advance together (each still adds its terms in index order).
 std::vector<double> dots(const std::vector<float>& q, const std::vector<std::vector<float>>& rows);
+// The same over rows given by pointer (e.g. a subset of a cache's entries).
+std::vector<double> dots(const std::vector<float>& q, std::span<const std::vector<float>* const> rows);
 double cosine(const std::vector<float>& a, const std::vector<float>& b);
 
 }  // namespace mobisim::traces

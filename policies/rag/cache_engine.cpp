@@ -177,6 +177,7 @@ void CachingPolicy::check_workload(const traces::RagTrace& trace, const models::
 
 void CachingPolicy::begin_user(RagPipeline& p) {
   pipe_ = &p;
+  slice_cost_memo_.clear();
   const auto& user = p.user();
   if (o_.qa_bank || o_.uses_prediction()) bank_ = std::make_unique<QaBank>(o_.qa_capacity_mb * 1e6, o_.qa_entry_kb * 1e3);
   if (o_.kv_cache) tree_ = std::make_unique<KvTree>(o_.storage_limit_gb * 1e9, o_.eviction, o_.boundary_rules);
@@ -200,6 +201,7 @@ void CachingPolicy::begin_user(RagPipeline& p) {
 
 void CachingPolicy::end_user() {
   pipe_ = nullptr;
+  slice_cost_memo_.clear();
   retriever_ = nullptr;
   phrases_ = nullptr;
   index_.reset();
@@ -342,7 +344,17 @@ sim::Task<void> CachingPolicy::run_step(RagPipeline& p, QueryRecord& rec, const 
 }
 
 double CachingPolicy::slice_cost_s(std::int64_t tokens, std::int64_t prefix) const {
-  return pipe_->estimate_compute_s(pipe_->cost().prefill(models::PrefillShape{tokens, prefix, 0, 0}));
+  auto compute = [&] {
+    return pipe_->estimate_compute_s(pipe_->cost().prefill(models::PrefillShape{tokens, prefix, 0, 0}));
+  };
+  // A pure function of (tokens, prefix) on this pipeline; the same chunk paths recur in every
+  // match, insert and conversion, so each pair is costed once per user.
+  constexpr std::int64_t kKeyLimit = std::int64_t{1} << 31;
+  if (tokens < 0 || prefix < 0 || tokens >= kKeyLimit || prefix >= kKeyLimit) return compute();
+  const std::uint64_t key = (static_cast<std::uint64_t>(tokens) << 32) | static_cast<std::uint64_t>(prefix);
+  auto it = slice_cost_memo_.find(key);
+  if (it == slice_cost_memo_.end()) it = slice_cost_memo_.emplace(key, compute()).first;
+  return it->second;
 }
 
 KvSlice CachingPolicy::root_slice() const {
@@ -475,6 +487,14 @@ PredictionContext CachingPolicy::context() const {
   c.history_chunks.assign(history_chunks_.end() - static_cast<std::ptrdiff_t>(n), history_chunks_.end());
   c.queries_served = served_;
   c.similarity = [this](const std::string& a, const std::string& b) { return similarity(a, b); };
+  c.similarities = [this](const std::string& a, const std::vector<std::string>& bs) {
+    // References into embed_cache_ stay valid while it grows (node-based map).
+    const std::vector<float>& ea = embed(a);
+    std::vector<const std::vector<float>*> rows;
+    rows.reserve(bs.size());
+    for (const auto& b : bs) rows.push_back(&embed(b));
+    return traces::dots(ea, rows);  // dots(ea, eb) = dot(ea, eb) = similarity(a, b), each
+  };
   return c;
 }
 

@@ -258,8 +258,10 @@ class GeneratorPredictor : public QueryPredictor {
         if (!kp.empty()) fills.push_back(traces::join(kp, " "));
       }
       std::vector<std::pair<double, std::size_t>> ranked;
+      const std::vector<double> sims =
+          ctx.similarity && ctx.similarities ? ctx.similarities(q, fills) : std::vector<double>{};
       for (std::size_t i = 0; i < fills.size(); ++i)
-        ranked.emplace_back(ctx.similarity ? -ctx.similarity(q, fills[i]) : 0.0, i);
+        ranked.emplace_back(!ctx.similarity ? 0.0 : sims.empty() ? -ctx.similarity(q, fills[i]) : -sims.at(i), i);
       std::stable_sort(ranked.begin(), ranked.end());
       const bool statement = traces::words(frame).front() == "summarize";
       int from_this = 0;

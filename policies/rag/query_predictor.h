@@ -86,6 +86,9 @@ struct PredictionContext {
   std::int64_t queries_served = 0;                      // real queries answered so far
   // Cosine similarity of two texts under the workload's embedder.
   std::function<double(const std::string&, const std::string&)> similarity;
+  // similarity(a, b[i]) for every i, the same values computed together (optional: when empty,
+  // predictors call `similarity` once per pair).
+  std::function<std::vector<double>(const std::string&, const std::vector<std::string>&)> similarities;
 };
 
 class QueryPredictor {
