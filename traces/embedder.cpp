@@ -49,6 +49,8 @@ std::optional<EmbedderConfig> EmbedderConfig::parse(const std::string& d) {
 namespace {
 constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;  // sim::fnv1a64's, one byte at a time
 constexpr std::size_t kPrefetchAhead = 8;  // IDF-table lookups issued ahead of use
+// Feature lists up to this long are accumulated by one sort (accumulate_sorted), longer ones by bucket.
+constexpr std::size_t kShortFeatureList = 256;
 inline std::uint64_t fnv_step(std::uint64_t h, unsigned char c) { return (h ^ c) * kFnvPrime; }
 
 // 1 + ln(tf), tabulated for the small counts nearly every feature has (the same doubles).
@@ -200,6 +202,10 @@ std::vector<float> HashedEmbedder::embed(std::string_view text) const {
 void HashedEmbedder::accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v,
                                          EmbedScratch& scratch) const {
   const std::size_t buckets = v.size();
+  if (hashes.size() <= kShortFeatureList) {
+    accumulate_sorted(hashes, v, scratch);
+    return;
+  }
   auto& bucket = scratch.bucket;
   auto& begin = scratch.begin;
   auto& next = scratch.next;
@@ -234,6 +240,28 @@ void HashedEmbedder::accumulate_features(std::span<const std::uint64_t> hashes, 
       v[b] += sign * w;
       it = run_end;
     }
+  }
+}
+
+// A short list (a query's features): sorting it all is cheaper than a pass over every bucket, and
+// ascending hash order overall is ascending order within each bucket, so each bucket receives the
+// same terms in the same order as from accumulate_features' grouping.
+void HashedEmbedder::accumulate_sorted(std::span<const std::uint64_t> hashes, std::vector<double>& v,
+                                       EmbedScratch& scratch) const {
+  const std::size_t buckets = v.size();
+  auto& sorted = scratch.grouped;
+  sorted.assign(hashes.begin(), hashes.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < sorted.size() && i < kPrefetchAhead; ++i) prefetch_slot(sorted[i]);
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t j = i + 1;
+    while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+    if (j + kPrefetchAhead < sorted.size()) prefetch_slot(sorted[j + kPrefetchAhead]);
+    const std::uint64_t h = sorted[i];
+    const double w = sublinear_tf(j - i) * idf(h);
+    const double sign = (h & 1) ? -1.0 : 1.0;
+    v[static_cast<std::size_t>((h >> 1) % buckets)] += sign * w;
+    i = j;
   }
 }
 

@@ -77,6 +77,7 @@ class HashedEmbedder {
                                     std::span<const std::uint64_t> char_hashes, EmbedScratch& scratch) const;
   void accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v,
                            EmbedScratch& scratch) const;
+  void accumulate_sorted(std::span<const std::uint64_t> hashes, std::vector<double>& v, EmbedScratch& scratch) const;
   double idf(std::uint64_t h) const;
   struct FeatureLists {
     std::span<const std::uint64_t> words, chars;

@@ -94,22 +94,20 @@ Fusion parse_fusion(const std::string& s) {
 }
 
 std::vector<Hit> top_k(const std::vector<double>& scores, std::size_t k) {
-  std::vector<std::int32_t> ids(scores.size());
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(i);
-  auto better = [&](std::int32_t a, std::int32_t b) {
-    return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
-  };
-  k = std::min(k, ids.size());
+  // (score, id) side by side: the comparisons read no other array. The same comparator over the
+  // same initial order as sorting ids by scores[id], so the same permutation (even with NaNs).
+  std::vector<Hit> hits(scores.size());
+  for (std::size_t i = 0; i < hits.size(); ++i) hits[i] = {static_cast<std::int32_t>(i), scores[i]};
+  auto better = [](const Hit& a, const Hit& b) { return a.score != b.score ? a.score > b.score : a.chunk < b.chunk; };
+  k = std::min(k, hits.size());
   // `better` is a total order (ties go to the lower id), so both give the one sorted order; a full
   // ranking (ranks_of) is much cheaper as a sort than as a partial (heap) sort.
-  if (k == ids.size())
-    std::sort(ids.begin(), ids.end(), better);
+  if (k == hits.size())
+    std::sort(hits.begin(), hits.end(), better);
   else
-    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), better);
-  std::vector<Hit> out;
-  out.reserve(k);
-  for (std::size_t i = 0; i < k; ++i) out.push_back({ids[i], scores[ids[i]]});
-  return out;
+    std::partial_sort(hits.begin(), hits.begin() + static_cast<std::ptrdiff_t>(k), hits.end(), better);
+  hits.resize(k);
+  return hits;
 }
 
 namespace {
@@ -180,23 +178,31 @@ void Retriever::set_chunk_embeddings(std::vector<std::vector<float>> chunk_embed
     if (e.size() != dim) return;  // unequal lengths: dense scores row by row
   const std::size_t n = chunk_emb_.size();
   emb_dim_ = dim;
-  emb_by_dim_.resize(dim * n);
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t d = 0; d < dim; ++d) emb_by_dim_[d * n + i] = chunk_emb_[i][d];
+  const std::size_t blocks = (n + kDenseBlock - 1) / kDenseBlock;
+  emb_blocks_.assign(blocks * dim * kDenseBlock, 0.0f);  // rows past the last chunk stay zero (unused)
+  for (std::size_t i = 0; i < n; ++i) {
+    float* block = emb_blocks_.data() + (i / kDenseBlock) * dim * kDenseBlock;
+    for (std::size_t d = 0; d < dim; ++d) block[d * kDenseBlock + i % kDenseBlock] = chunk_emb_[i][d];
+  }
 }
 
 std::vector<double> Retriever::dense_scores(const std::vector<float>& q) const {
   const std::size_t n = chunk_emb_.size();
   if (emb_dim_ == 0 || q.size() != emb_dim_) return dots(q, chunk_emb_);
-  // Per chunk: s = 0, then s += double(q[d]) * e[d] for d = 0, 1, ... (as dot()); the chunks'
-  // sums are independent, so the inner loop over chunks vectorises without reordering any sum.
-  std::vector<double> s(n, 0.0);
-  for (std::size_t d = 0; d < emb_dim_; ++d) {
-    const double x = q[d];
-    const float* col = emb_by_dim_.data() + d * n;
-    for (std::size_t i = 0; i < n; ++i) s[i] += x * static_cast<double>(col[i]);
+  // Per chunk: s = 0, then s += double(q[d]) * e[d] for d = 0, 1, ... (as dot()). kDenseBlock
+  // chunks' sums advance together in registers (independent sums: no sum is reordered).
+  std::vector<double> out(n);
+  for (std::size_t b0 = 0; b0 < n; b0 += kDenseBlock) {
+    const float* block = emb_blocks_.data() + (b0 / kDenseBlock) * emb_dim_ * kDenseBlock;
+    double s[kDenseBlock] = {};
+    for (std::size_t d = 0; d < emb_dim_; ++d) {
+      const double x = q[d];
+      const float* e = block + d * kDenseBlock;
+      for (std::size_t j = 0; j < kDenseBlock; ++j) s[j] += x * static_cast<double>(e[j]);
+    }
+    for (std::size_t j = 0; j < kDenseBlock && b0 + j < n; ++j) out[b0 + j] = s[j];
   }
-  return s;
+  return out;
 }
 
 std::vector<float> Retriever::embed(std::string_view text) const {

@@ -109,10 +109,12 @@ class Retriever {
   Bm25 bm25_;
   std::optional<HashedEmbedder> embedder_;
   std::vector<std::vector<float>> chunk_emb_;
-  // The chunk embeddings by dimension (value d of chunk i at d * size() + i) when all have
-  // emb_dim_ values: dense scores then advance every chunk's sum together, one dimension at a
-  // time (each sum still adds its terms in dimension order, as dot() does).
-  std::vector<float> emb_by_dim_;
+  // The chunk embeddings in blocks of kDenseBlock chunks, dimension-major within a block (value
+  // d of chunk i at ((i / B) * dim + d) * B + i % B), when all have emb_dim_ values: dense scores
+  // then advance a block's sums together, one dimension at a time (each sum still adds its terms
+  // in dimension order, as dot() does).
+  static constexpr std::size_t kDenseBlock = 8;
+  std::vector<float> emb_blocks_;
   std::size_t emb_dim_ = 0;
 };
 
