@@ -83,25 +83,28 @@ void HashedEmbedder::features(std::string_view text, std::vector<std::uint64_t>&
                               std::vector<std::uint64_t>& char_hashes) const {
   word_hashes.clear();
   char_hashes.clear();
+  std::string wrapped;
+  for_each_word(text, [&](std::string_view w) { word_features(w, word_hashes, char_hashes, wrapped); });
+}
+
+void HashedEmbedder::word_features(std::string_view w, std::vector<std::uint64_t>& word_hashes,
+                                   std::vector<std::uint64_t>& char_hashes, std::string& wrapped) const {
   const std::size_t n_min = static_cast<std::size_t>(cfg_.char_ngram_min);
   const std::size_t n_max = static_cast<std::size_t>(cfg_.char_ngram_max);
-  std::string wrapped;
-  for_each_word(text, [&](std::string_view w) {
-    std::uint64_t h = word_seed_;
-    for (unsigned char c : w) h = fnv_step(h, c);
-    word_hashes.push_back(h);
-    wrapped.assign(1, '<');
-    wrapped.append(w);
-    wrapped.push_back('>');
-    const std::size_t len = wrapped.size();
-    for (std::size_t i = 0; i + n_min <= len; ++i) {
-      std::uint64_t g = char_seed_;
-      for (std::size_t n = 1; n <= n_max && i + n <= len; ++n) {
-        g = fnv_step(g, static_cast<unsigned char>(wrapped[i + n - 1]));
-        if (n >= n_min) char_hashes.push_back(g);
-      }
+  std::uint64_t h = word_seed_;
+  for (unsigned char c : w) h = fnv_step(h, c);
+  word_hashes.push_back(h);
+  wrapped.assign(1, '<');
+  wrapped.append(w);
+  wrapped.push_back('>');
+  const std::size_t len = wrapped.size();
+  for (std::size_t i = 0; i + n_min <= len; ++i) {
+    std::uint64_t g = char_seed_;
+    for (std::size_t n = 1; n <= n_max && i + n <= len; ++n) {
+      g = fnv_step(g, static_cast<unsigned char>(wrapped[i + n - 1]));
+      if (n >= n_min) char_hashes.push_back(g);
     }
-  });
+  }
 }
 
 std::size_t HashedEmbedder::home_slot(std::uint64_t h) const {
@@ -164,6 +167,36 @@ void HashedEmbedder::fit(const std::vector<std::string>& corpus) {
   fit_documents(corpus.size(), [&](std::size_t i) -> FeatureLists {
     features(corpus[i], word_hashes, char_hashes);
     return {word_hashes, char_hashes};
+  });
+}
+
+void HashedEmbedder::fit(const TextWords& corpus) {
+  // Each vocabulary word's features once (words() already lower-cased them, as features() does).
+  std::vector<std::uint64_t> word_hashes, char_hashes;
+  std::vector<std::size_t> word_begin(corpus.vocab.size() + 1, 0), char_begin(corpus.vocab.size() + 1, 0);
+  std::string wrapped;
+  for (std::size_t v = 0; v < corpus.vocab.size(); ++v) {
+    word_features(corpus.vocab[v], word_hashes, char_hashes, wrapped);
+    word_begin[v + 1] = word_hashes.size();
+    char_begin[v + 1] = char_hashes.size();
+  }
+  // A document's features are those of its distinct words (document frequency counts each
+  // feature once per document, so repeated words add nothing).
+  constexpr auto kNone = static_cast<std::uint32_t>(-1);
+  std::vector<std::uint32_t> last_doc(corpus.vocab.size(), kNone);
+  std::vector<std::uint64_t> doc_words, doc_chars;
+  fit_documents(corpus.texts.size(), [&](std::size_t d) -> FeatureLists {
+    doc_words.clear();
+    doc_chars.clear();
+    for (std::uint32_t v : corpus.texts[d]) {
+      if (last_doc[v] == d) continue;
+      last_doc[v] = static_cast<std::uint32_t>(d);
+      doc_words.insert(doc_words.end(), word_hashes.begin() + static_cast<std::ptrdiff_t>(word_begin[v]),
+                       word_hashes.begin() + static_cast<std::ptrdiff_t>(word_begin[v + 1]));
+      doc_chars.insert(doc_chars.end(), char_hashes.begin() + static_cast<std::ptrdiff_t>(char_begin[v]),
+                       char_hashes.begin() + static_cast<std::ptrdiff_t>(char_begin[v + 1]));
+    }
+    return {doc_words, doc_chars};
   });
 }
 

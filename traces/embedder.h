@@ -33,6 +33,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "traces/text.h"
+
 namespace mobisim::traces {
 
 struct EmbedderConfig {
@@ -52,6 +54,8 @@ class HashedEmbedder {
   explicit HashedEmbedder(EmbedderConfig cfg = {});
   // Fits document frequencies on `corpus` (each string one document).
   void fit(const std::vector<std::string>& corpus);
+  // The same fit from the corpus' words (TextWords::of(corpus)), each distinct word's features once.
+  void fit(const TextWords& corpus);
   std::vector<float> embed(std::string_view text) const;
   // fit(corpus), then embed() of every document of it (each document's features computed once).
   std::vector<std::vector<float>> fit_embed(const std::vector<std::string>& corpus);
@@ -65,6 +69,9 @@ class HashedEmbedder {
   // parts of the vector), each in text order; duplicates kept (they are the term frequencies).
   void features(std::string_view text, std::vector<std::uint64_t>& word_hashes,
                 std::vector<std::uint64_t>& char_hashes) const;
+  // Appends the features of one word (already lower-cased); `wrapped` is a buffer.
+  void word_features(std::string_view word, std::vector<std::uint64_t>& word_hashes,
+                     std::vector<std::uint64_t>& char_hashes, std::string& wrapped) const;
   // Working buffers of embed_features, reused across calls to save allocations (never read
   // before written: results do not depend on what a previous call left in them).
   struct EmbedScratch {

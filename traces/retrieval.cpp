@@ -29,27 +29,52 @@ Bm25::Bm25(const std::vector<std::vector<std::string>>& docs, Params p) : p_(p) 
     doc_len_.push_back(static_cast<std::uint32_t>(docs[d].size()));
     total += docs[d].size();
   }
-  const double n_docs = static_cast<double>(docs.size());
-  avgdl_ = docs.empty() ? 0.0 : static_cast<double>(total) / n_docs;
+  finish(docs.size(), total);
+}
+
+Bm25::Bm25(const TextWords& docs, Params p) : p_(p) {
+  doc_len_.reserve(docs.texts.size());
+  std::vector<std::vector<Posting>> postings(docs.vocab.size());
+  std::vector<std::uint32_t> sorted;
+  std::size_t total = 0;
+  for (std::uint32_t d = 0; d < docs.texts.size(); ++d) {
+    // Each distinct term of the document with its count, in document order per term.
+    sorted.assign(docs.texts[d].begin(), docs.texts[d].end());
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 0; i < sorted.size();) {
+      std::size_t j = i + 1;
+      while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+      postings[sorted[i]].push_back({d, static_cast<std::uint32_t>(j - i)});
+      i = j;
+    }
+    doc_len_.push_back(static_cast<std::uint32_t>(docs.texts[d].size()));
+    total += docs.texts[d].size();
+  }
+  terms_.reserve(docs.vocab.size());
+  for (std::size_t v = 0; v < docs.vocab.size(); ++v) terms_[docs.vocab[v]].postings = std::move(postings[v]);
+  finish(docs.texts.size(), total);
+}
+
+void Bm25::finish(std::size_t n_documents, std::size_t total) {
+  const double n_docs = static_cast<double>(n_documents);
+  avgdl_ = n_documents == 0 ? 0.0 : static_cast<double>(total) / n_docs;
   // Sum idf in sorted term order (rank_bm25 sums in insertion order; the sum is
   // the same up to rounding).
-  std::vector<const std::string*> names;
+  std::vector<std::pair<const std::string, Term>*> names;
   names.reserve(terms_.size());
-  for (auto& [t, term] : terms_) names.push_back(&t);
-  std::sort(names.begin(), names.end(), [](const std::string* a, const std::string* b) { return *a < *b; });
+  for (auto& entry : terms_) names.push_back(&entry);
+  std::sort(names.begin(), names.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
   double idf_sum = 0;
-  for (const std::string* t : names) {
-    Term& term = terms_[*t];
+  for (auto* entry : names) {
+    Term& term = entry->second;
     const double n = static_cast<double>(term.postings.size());
     term.idf = std::log(n_docs - n + 0.5) - std::log(n + 0.5);
     idf_sum += term.idf;
   }
   average_idf_ = names.empty() ? 0.0 : idf_sum / static_cast<double>(names.size());
   const double eps = p_.epsilon * average_idf_;
-  for (const std::string* t : names) {
-    Term& term = terms_[*t];
-    if (term.idf < 0) term.idf = eps;
-  }
+  for (auto* entry : names)
+    if (entry->second.idf < 0) entry->second.idf = eps;
   len_norm_.resize(doc_len_.size());
   for (std::size_t d = 0; d < doc_len_.size(); ++d)
     len_norm_[d] = p_.k1 * (1.0 - p_.b + p_.b * (avgdl_ > 0 ? doc_len_[d] / avgdl_ : 0.0));
@@ -136,12 +161,11 @@ std::vector<double> min_max(const std::vector<double>& v) {
 }
 }  // namespace
 
-Retriever::Retriever(const std::vector<std::vector<std::string>>& chunk_words, RetrieverConfig cfg)
-    : cfg_(cfg), bm25_(chunk_words, cfg.bm25) {}
+Retriever::Retriever(WithBm25, Bm25 bm25, RetrieverConfig cfg) : cfg_(cfg), bm25_(std::move(bm25)) {}
 
 Retriever::Retriever(const std::vector<std::string>& chunk_texts, std::vector<std::vector<float>> chunk_embeddings,
                      RetrieverConfig cfg, EmbedderConfig embedder)
-    : Retriever(tokenize_all(chunk_texts), cfg) {
+    : Retriever(WithBm25{}, Bm25(tokenize_all(chunk_texts), cfg.bm25), cfg) {
   if (chunk_embeddings.empty() && !chunk_texts.empty()) {
     embedder_.emplace(embedder);
     chunk_embeddings = embedder_->fit_embed(chunk_texts);
@@ -149,19 +173,18 @@ Retriever::Retriever(const std::vector<std::string>& chunk_texts, std::vector<st
   set_chunk_embeddings(std::move(chunk_embeddings), chunk_texts.size());
 }
 
-Retriever Retriever::with_builtin_embedder(const std::vector<std::string>& chunk_texts,
-                                           const std::vector<std::vector<std::string>>& chunk_words,
+Retriever Retriever::with_builtin_embedder(const std::vector<std::string>& chunk_texts, const TextWords& chunk_words,
                                            std::vector<std::vector<float>> builtin_chunk_embeddings,
                                            RetrieverConfig cfg, EmbedderConfig embedder) {
-  if (chunk_words.size() != chunk_texts.size())
-    throw Error(fmt::format("retriever: {} tokenized chunks for {} chunks", chunk_words.size(), chunk_texts.size()));
-  Retriever r(chunk_words, cfg);
+  if (chunk_words.texts.size() != chunk_texts.size())
+    throw Error(fmt::format("retriever: {} tokenized chunks for {} chunks", chunk_words.texts.size(), chunk_texts.size()));
+  Retriever r(WithBm25{}, Bm25(chunk_words, cfg.bm25), cfg);
   if (!chunk_texts.empty()) {
     r.embedder_.emplace(embedder);
     if (builtin_chunk_embeddings.empty()) {
       builtin_chunk_embeddings = r.embedder_->fit_embed(chunk_texts);
     } else {
-      r.embedder_->fit(chunk_texts);
+      r.embedder_->fit(chunk_words);
     }
   }
   r.set_chunk_embeddings(std::move(builtin_chunk_embeddings), chunk_texts.size());

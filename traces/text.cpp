@@ -1,12 +1,40 @@
 #include "traces/text.h"
 
 #include <algorithm>
+#include <functional>
+#include <unordered_map>
 
 namespace mobisim::traces {
 
 std::vector<std::string> words(std::string_view text) {
   std::vector<std::string> out;
   for_each_word(text, [&](std::string_view w) { out.emplace_back(w); });
+  return out;
+}
+
+namespace {
+struct ViewHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+}  // namespace
+
+TextWords TextWords::of(const std::vector<std::string>& texts) {
+  TextWords out;
+  std::unordered_map<std::string, std::uint32_t, ViewHash, std::equal_to<>> id_of;  // lookups only
+  out.texts.reserve(texts.size());
+  for (const auto& t : texts) {
+    std::vector<std::uint32_t> ids;
+    for_each_word(t, [&](std::string_view w) {
+      auto it = id_of.find(w);
+      if (it == id_of.end()) {
+        it = id_of.emplace(std::string(w), static_cast<std::uint32_t>(out.vocab.size())).first;
+        out.vocab.emplace_back(w);
+      }
+      ids.push_back(it->second);
+    });
+    out.texts.push_back(std::move(ids));
+  }
   return out;
 }
 

@@ -9,6 +9,7 @@
 //
 // `split_whitespace()`: the raw words of a text (punctuation kept), used by the
 // chunker so that chunk texts stay readable.
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,13 @@
 namespace mobisim::traces {
 
 std::vector<std::string> words(std::string_view text);
+// The words of a set of texts (e.g. one user's knowledge chunks) over one vocabulary, split once
+// for every index built on them (BM25, the embedder's fit, the phrase index).
+struct TextWords {
+  std::vector<std::string> vocab;                 // distinct words of words(), in order of first appearance
+  std::vector<std::vector<std::uint32_t>> texts;  // each text's words as vocab ids, in text order
+  static TextWords of(const std::vector<std::string>& texts);
+};
 // Calls fn(std::string_view word) for each word of words(text), in order, without allocating a
 // vector of strings (the word view is valid only during the call).
 template <class Fn>

@@ -52,13 +52,9 @@ std::vector<std::vector<float>> stored_builtin_embeddings(const traces::UserTrac
 std::shared_ptr<const KnowledgeIndex> build_index(const traces::UserTrace& user, const traces::RagTraceMeta* meta) {
   auto idx = std::make_shared<KnowledgeIndex>();
   std::vector<std::string> texts;
-  std::vector<std::vector<std::string>> words;
   texts.reserve(user.chunks.size());
-  words.reserve(user.chunks.size());
-  for (const auto& c : user.chunks) {
-    texts.push_back(c.text);
-    words.push_back(traces::words(c.text));
-  }
+  for (const auto& c : user.chunks) texts.push_back(c.text);
+  const traces::TextWords words = traces::TextWords::of(texts);
   // The built-in embedder fitted on the user's chunks (traces/workload.h enrich_user does the same).
   idx->retriever = std::make_unique<traces::Retriever>(
       traces::Retriever::with_builtin_embedder(texts, words, stored_builtin_embeddings(user, meta)));

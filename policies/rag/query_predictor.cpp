@@ -86,34 +86,41 @@ std::string strip_end(std::string s) {
 }  // namespace
 
 namespace {
-std::vector<std::vector<std::string>> words_of_chunks(const traces::UserTrace& user) {
-  std::vector<std::vector<std::string>> out;
-  out.reserve(user.chunks.size());
-  for (const auto& c : user.chunks) out.push_back(traces::words(c.text));
-  return out;
+traces::TextWords words_of_chunks(const traces::UserTrace& user) {
+  std::vector<std::string> texts;
+  texts.reserve(user.chunks.size());
+  for (const auto& c : user.chunks) texts.push_back(c.text);
+  return traces::TextWords::of(texts);
 }
 }  // namespace
 
 PhraseIndex::PhraseIndex(const traces::UserTrace& user) : PhraseIndex(user, words_of_chunks(user)) {}
 
-PhraseIndex::PhraseIndex(const traces::UserTrace& user, const std::vector<std::vector<std::string>>& chunk_words) {
-  if (chunk_words.size() != user.chunks.size())
-    throw Error(fmt::format("phrase index: {} tokenized chunks for {} chunks", chunk_words.size(), user.chunks.size()));
-  // Every distinct word once: its candidate id, or kNotCandidate (the filters run once per word).
-  constexpr std::uint32_t kNotCandidate = static_cast<std::uint32_t>(-1);
-  std::unordered_map<std::string_view, std::uint32_t> id_of;
+PhraseIndex::PhraseIndex(const traces::UserTrace& user, const traces::TextWords& chunk_words) {
+  if (chunk_words.texts.size() != user.chunks.size())
+    throw Error(fmt::format("phrase index: {} tokenized chunks for {} chunks", chunk_words.texts.size(),
+                            user.chunks.size()));
+  // Candidate ids in order of first appearance (text order); kUnassigned: not seen yet, kExcluded:
+  // not a candidate (too short, not letters only, a function word). The filters run once per word.
+  constexpr std::uint32_t kUnassigned = static_cast<std::uint32_t>(-1), kExcluded = kUnassigned - 1;
+  std::vector<std::uint32_t> candidate(chunk_words.vocab.size(), kUnassigned);
   std::vector<std::size_t> df;
   std::vector<std::uint32_t> uniq;
-  for (const auto& words : chunk_words) {
+  for (const auto& words : chunk_words.texts) {
     std::vector<std::uint32_t> ids;
-    for (const auto& w : words) {
-      auto [it, added] = id_of.try_emplace(std::string_view(w), kNotCandidate);
-      if (added && w.size() >= 4 && letters_only(w) && !function_words().count(w)) {
-        it->second = static_cast<std::uint32_t>(vocab_.size());
-        vocab_.push_back(w);
-        df.push_back(0);
+    for (std::uint32_t v : words) {
+      std::uint32_t& c = candidate[v];
+      if (c == kUnassigned) {
+        const std::string& w = chunk_words.vocab[v];
+        if (w.size() >= 4 && letters_only(w) && !function_words().count(w)) {
+          c = static_cast<std::uint32_t>(vocab_.size());
+          vocab_.push_back(w);
+          df.push_back(0);
+        } else {
+          c = kExcluded;
+        }
       }
-      if (it->second != kNotCandidate) ids.push_back(it->second);
+      if (c != kExcluded) ids.push_back(c);
     }
     uniq = ids;
     std::sort(uniq.begin(), uniq.end());

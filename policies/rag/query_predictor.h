@@ -29,6 +29,7 @@
 #include "models/tokenizer.h"
 #include "sim/params.h"
 #include "traces/rag_trace.h"
+#include "traces/text.h"
 
 namespace mobisim::policies {
 
@@ -55,8 +56,8 @@ struct KnowledgeAbstract {
 class PhraseIndex {
  public:
   explicit PhraseIndex(const traces::UserTrace& user);
-  // The same from the chunks' words (chunk_words[i] = traces::words(user.chunks[i].text)).
-  PhraseIndex(const traces::UserTrace& user, const std::vector<std::vector<std::string>>& chunk_words);
+  // The same from the chunks' words (traces::TextWords::of over the chunk texts).
+  PhraseIndex(const traces::UserTrace& user, const traces::TextWords& chunk_words);
   std::vector<std::string> key_phrases(const std::vector<std::int32_t>& chunks, std::size_t n) const;
 
  private:
