@@ -118,7 +118,7 @@ class Retriever {
   // d of chunk i at ((i / B) * dim + d) * B + i % B), when all have emb_dim_ values: dense scores
   // then advance a block's sums together, one dimension at a time (each sum still adds its terms
   // in dimension order, as dot() does).
-  static constexpr std::size_t kDenseBlock = 8;
+  static constexpr std::size_t kDenseBlock = 16;
   std::vector<float> emb_blocks_;
   std::size_t emb_dim_ = 0;
 };
