@@ -309,9 +309,23 @@ std::vector<float> HashedEmbedder::embed_features(std::span<const std::uint64_t>
   // Words and n-grams feed separate vectors; each term's weight is its sublinear TF times IDF.
   accumulate_features(word_hashes, wv, scratch);
   accumulate_features(char_hashes, cv, scratch);
-  auto norm = [](const std::vector<double>& v) {
+  // The buckets any feature reached, ascending: every other bucket is +0.0 in both parts and stays
+  // +0.0 throughout (its square adds exactly nothing to a sum of squares, its mixed value is 0.0
+  // and its output 0.0f), so the loops below visit only these, in index order, and give the same
+  // bits as visiting all. A long text reaches most buckets: then simply all of them.
+  auto& touched = scratch.touched;
+  touched.clear();
+  if (word_hashes.size() + char_hashes.size() <= kShortFeatureList) {
+    for (auto h : word_hashes) touched.push_back(static_cast<std::uint32_t>((h >> 1) % buckets));
+    for (auto h : char_hashes) touched.push_back(static_cast<std::uint32_t>((h >> 1) % buckets));
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  } else {
+    for (std::size_t i = 0; i < buckets; ++i) touched.push_back(static_cast<std::uint32_t>(i));
+  }
+  auto norm = [&](const std::vector<double>& v) {
     double s = 0;
-    for (double x : v) s += x * x;
+    for (auto i : touched) s += v[i] * v[i];
     return std::sqrt(s);
   };
   const double nw = norm(wv), nc = norm(cv);
@@ -320,7 +334,7 @@ std::vector<float> HashedEmbedder::embed_features(std::span<const std::uint64_t>
   const double sw = std::sqrt(ww), sc = std::sqrt(wc);
   // The mixed vector, in place of the word part (element i reads only wv[i] and cv[i]); each
   // element is formed as before: 0.0, plus the word term, plus the n-gram term.
-  for (std::size_t i = 0; i < buckets; ++i) {
+  for (auto i : touched) {
     double r = 0.0;
     if (nw > 0) r += sw * wv[i] / nw;
     if (nc > 0) r += sc * cv[i] / nc;
@@ -333,7 +347,7 @@ std::vector<float> HashedEmbedder::embed_features(std::span<const std::uint64_t>
   out[0] = static_cast<float>(std::sqrt(cfg_.anisotropy));
   if (nr > 0) {
     const double s = std::sqrt(1.0 - cfg_.anisotropy) / nr;
-    for (std::size_t i = 0; i < buckets; ++i) out[i + 1] = static_cast<float>(wv[i] * s);
+    for (auto i : touched) out[i + 1] = static_cast<float>(wv[i] * s);
   } else {
     out[0] = 1.0f;  // an empty text: only the shared direction
   }

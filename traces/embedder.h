@@ -75,7 +75,7 @@ class HashedEmbedder {
   // Working buffers of embed_features, reused across calls to save allocations (never read
   // before written: results do not depend on what a previous call left in them).
   struct EmbedScratch {
-    std::vector<std::uint32_t> bucket, begin, next;
+    std::vector<std::uint32_t> bucket, begin, next, touched;
     std::vector<std::uint64_t> grouped;
     std::vector<double> words, chars;
   };
