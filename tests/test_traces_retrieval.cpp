@@ -315,6 +315,15 @@ TEST(Embed, DotsEqualDotBitForBitIncludingUnequalLengths) {
   }
 }
 
+TEST(Embed, FirstWordsIsTheJoinOfTheFirstWhitespaceWords) {
+  for (const std::string text : {"", "   ", "one", "  The budget,\twas\n\napproved  by finance. ", "a b c d e f"})
+    for (std::size_t n : {0u, 1u, 2u, 4u, 100u}) {
+      const auto ws = split_whitespace(text);
+      EXPECT_EQ(first_words(text, n), join(ws, " ", 0, std::min(n, ws.size()))) << "'" << text << "' " << n;
+    }
+  EXPECT_EQ(first_words("  The budget,\twas\n approved", 3), "The budget, was");
+}
+
 TEST(Bm25, IndexFromTextWordsEqualsIndexFromTokenLists) {
   const std::vector<std::string> texts = {"The budget, the BUDGET and the laptops.", "", "rehearsal on Friday; budget later",
                                           "laptops laptops laptops arrive", "the the the"};

@@ -51,6 +51,24 @@ std::vector<std::string> split_whitespace(std::string_view text) {
   return out;
 }
 
+std::string first_words(std::string_view text, std::size_t n) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  std::string out;
+  std::size_t i = 0, taken = 0;
+  while (taken < n && i < text.size()) {
+    while (i < text.size() && space(text[i])) ++i;
+    std::size_t j = i;
+    while (j < text.size() && !space(text[j])) ++j;
+    if (j > i) {
+      if (taken > 0) out += ' ';
+      out.append(text.substr(i, j - i));
+      ++taken;
+    }
+    i = j;
+  }
+  return out;
+}
+
 std::string join(const std::vector<std::string>& parts, std::string_view sep, std::size_t begin, std::size_t end) {
   end = std::min(end, parts.size());
   std::string out;

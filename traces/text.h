@@ -29,6 +29,8 @@ struct TextWords {
 template <class Fn>
 void for_each_word(std::string_view text, Fn&& fn);
 std::vector<std::string> split_whitespace(std::string_view text);
+// join(split_whitespace(text), " ", 0, n): the first n raw words, without splitting the rest.
+std::string first_words(std::string_view text, std::size_t n);
 std::string join(const std::vector<std::string>& parts, std::string_view sep, std::size_t begin = 0,
                  std::size_t end = static_cast<std::size_t>(-1));
 // True when `text` has at least one word character (letter, digit or UTF-8 byte).

@@ -515,8 +515,8 @@ std::int64_t CachingPolicy::count_tokens(const std::string& text) const {
 std::string CachingPolicy::proxy_answer(const std::vector<std::int32_t>& chunks) const {
   // Stand-in for the LLM's answer to a predicted query: the opening words of its best chunk.
   if (chunks.empty()) return "";
-  const auto ws = traces::split_whitespace(pipe_->user().chunks.at(static_cast<std::size_t>(chunks[0])).text);
-  return traces::join(ws, " ", 0, std::min<std::size_t>(ws.size(), static_cast<std::size_t>(o_.predicted_answer_words)));
+  return traces::first_words(pipe_->user().chunks.at(static_cast<std::size_t>(chunks[0])).text,
+                             static_cast<std::size_t>(o_.predicted_answer_words));
 }
 
 void CachingPolicy::prepare_populate(Job& j) {
@@ -926,9 +926,9 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
       if (!found) break;
     }
     if (start >= window_end) break;
-    Job job = jobs_[pick];
-    const Plan plan = plan_job(job);
-    jobs_[pick] = job;  // keep what planning prepared (predicted texts, retrieval)
+    // Planned in place: the queue keeps what planning prepared (predicted texts, retrieval) also
+    // when the job does not fit now. Nothing below touches jobs_ until the job is taken out.
+    const Plan plan = plan_job(jobs_[pick]);
     const sim::Time need = sim::from_seconds(plan.seconds * 1.02 + 0.5);
     if (start + need > window_end) {
       if (o_.charging_only && window_end < until) {
@@ -939,6 +939,7 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
       break;  // does not fit before the next query: it waits for the next idle period
     }
     if (start > p.sim().now()) co_await p.sim().timeout(start - p.sim().now());
+    Job job = std::move(jobs_[pick]);
     jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(pick));
     for (const auto& s : plan.steps) co_await run_step(p, p.background(), s);
     ++p.background_jobs();
