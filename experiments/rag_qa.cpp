@@ -271,7 +271,7 @@ class RagQaExperiment : public Experiment {
       // Indexes are pure functions of each user's chunks: built in parallel, one slot per user.
       std::vector<std::shared_ptr<const policies::KnowledgeIndex>> indexes(users.size());
       if (needs_index_)
-        parallel_for(users.size(), ctx.threads, [&](std::size_t i) { indexes[i] = policies::KnowledgeIndex::build(*users[i]); });
+        parallel_for(users.size(), ctx.threads, [&](std::size_t i) { indexes[i] = policies::KnowledgeIndex::build(*users[i], users_->meta()); });
       std::vector<Job> jobs;
       for (std::size_t i = 0; i < users.size(); ++i)
         for (std::size_t p = 0; p < n_policies; ++p)

@@ -7,6 +7,7 @@
 
 #include "models/kernel/checkpoint.h"
 #include "models/kernel/oracles.h"
+#include "policies/rag/knowledge_index.h"
 #include "policies/rag/query_predictor.h"
 #include "sim/error.h"
 #include "test_percache_util.h"
@@ -224,6 +225,50 @@ TEST(PerCachePolicy, PredictedQueriesAreEmbeddedAndRetrievedLikeTheTrace) {
     std::vector<std::int32_t> ids;
     for (const auto& h : hits) ids.push_back(h.chunk);
     EXPECT_EQ(ids, q.retrieved) << q.text;
+  }
+}
+
+TEST(PerCachePolicy, SharedIndexFromStoredEmbeddingsEqualsTheOneEachPolicyBuilds) {
+  const auto trace = generated("users: 2\nqueries: {per_user: 10}");
+  ASSERT_EQ(trace.meta.embedder, traces::EmbedderConfig{}.describe());
+  for (std::size_t ui = 0; ui < trace.users.size(); ++ui) {
+    const auto& u = trace.users[ui];
+    const auto own = KnowledgeIndex::build(u);
+    const auto shared = KnowledgeIndex::build(u, trace.meta);  // takes the trace's chunk vectors
+    auto other_meta = trace.meta;
+    other_meta.embedder = "external-model";  // not the built-in: the chunks are embedded again
+    const auto recomputed = KnowledgeIndex::build(u, other_meta);
+    EXPECT_EQ(shared->retriever->chunk_embeddings(), own->retriever->chunk_embeddings());
+    EXPECT_EQ(recomputed->retriever->chunk_embeddings(), own->retriever->chunk_embeddings());
+    std::vector<std::int32_t> all;
+    for (std::size_t c = 0; c < u.chunks.size(); ++c) all.push_back(static_cast<std::int32_t>(c));
+    EXPECT_EQ(shared->phrases->key_phrases(all, 10), own->phrases->key_phrases(all, 10));
+    for (const std::string& text : {u.queries[0].text, std::string("What did the group discuss about the budget?")}) {
+      EXPECT_EQ(shared->embed(text), own->embed(text));
+      const auto a = shared->retrieve(text, shared->embed(text), u.chunks.size());
+      const auto b = own->retrieve(text, own->embed(text), u.chunks.size());
+      ASSERT_EQ(a.size(), b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].chunk, b[i].chunk);
+        EXPECT_EQ(a[i].score, b[i].score);
+      }
+    }
+    // PerCache replaying the user with the shared index serves every query as with its own.
+    const std::string percache = "{impl: percache, knowledge_type: personal notes}";
+    const auto with_own = run_user(percache, trace, ui);
+    const auto with_shared = run_user(percache, trace, ui, testing::table1_pipeline(), shared);
+    ASSERT_EQ(with_own.records.size(), with_shared.records.size());
+    EXPECT_GT(with_own.caching().predicted_queries(), 0);
+    EXPECT_EQ(with_own.caching().predicted_queries(), with_shared.caching().predicted_queries());
+    for (std::size_t i = 0; i < with_own.records.size(); ++i) {
+      const QueryRecord& x = with_own.records[i];
+      const QueryRecord& y = with_shared.records[i];
+      EXPECT_EQ(x.end_s, y.end_s) << "query " << i;
+      EXPECT_EQ(x.flops, y.flops) << "query " << i;
+      EXPECT_EQ(x.bg_flops, y.bg_flops) << "query " << i;
+      EXPECT_EQ(x.qa_hit, y.qa_hit) << "query " << i;
+      EXPECT_EQ(x.qa_similarity, y.qa_similarity) << "query " << i;
+    }
   }
 }
 

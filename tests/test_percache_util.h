@@ -92,7 +92,8 @@ inline sim::Task<void> replay_user(sim::Simulator& sim, RagPolicy& policy, RagPi
 }
 
 inline UserRun run_user(const std::string& policy_yaml, const traces::RagTrace& trace, std::size_t user_index = 0,
-                        PipelineConfig cfg = table1_pipeline()) {
+                        PipelineConfig cfg = table1_pipeline(),
+                        std::shared_ptr<const KnowledgeIndex> index = nullptr) {
   UserRun r;
   r.policy = make_policy(policy_yaml);
   const models::CostModel cost(llama_fp32_act());
@@ -101,7 +102,7 @@ inline UserRun run_user(const std::string& policy_yaml, const traces::RagTrace& 
   sim::StatGroup stats("test");
   devices::Device device(sim, devices::load_device_profile("pixel7"), stats.child("device"));
   const auto& user = trace.users.at(user_index);
-  RagPipeline pipe(sim, device, cost, cfg, user, stats);
+  RagPipeline pipe(sim, device, cost, cfg, user, stats, std::move(index));
   sim.start(replay_user(sim, *r.policy, pipe, user, r.records), "user");
   sim.run();
   return r;

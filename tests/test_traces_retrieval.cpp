@@ -274,6 +274,9 @@ TEST(Embed, FastPathsGiveTheDocumentedEmbeddingBitForBit) {
   fitted.fit(corpus);
   mobisim::traces::HashedEmbedder fit_embedded;
   const auto vectors = fit_embedded.fit_embed(corpus);
+  mobisim::traces::HashedEmbedder fitted_from_words;  // each distinct word's features once per document
+  fitted_from_words.fit(mobisim::traces::TextWords::of(corpus));
+  EXPECT_EQ(fitted_from_words.fitted_documents(), corpus.size());
   ASSERT_EQ(vectors.size(), corpus.size());
   std::vector<std::string> queries = corpus;
   queries.push_back("an unseen Query about zebras and rehearsals?");
@@ -281,6 +284,7 @@ TEST(Embed, FastPathsGiveTheDocumentedEmbeddingBitForBit) {
     const auto want = reference_embedder::embed(queries[i], df, corpus.size());
     EXPECT_EQ(fitted.embed(queries[i]), want) << "text " << i;
     EXPECT_EQ(fit_embedded.embed(queries[i]), want) << "text " << i;
+    EXPECT_EQ(fitted_from_words.embed(queries[i]), want) << "text " << i;
     if (i < vectors.size()) {
       EXPECT_EQ(vectors[i], want) << "document " << i;
     }
@@ -299,8 +303,83 @@ TEST(Embed, DotsEqualDotBitForBitIncludingUnequalLengths) {
   }
   const auto got = mobisim::traces::dots(q, rows);
   ASSERT_EQ(got.size(), rows.size());
+  // The same rows by pointer, in another order (a cache's answered entries).
+  std::vector<const std::vector<float>*> ptrs;
+  for (std::size_t r = rows.size(); r-- > 0;) ptrs.push_back(&rows[r]);
+  const auto by_ptr = mobisim::traces::dots(q, ptrs);
+  ASSERT_EQ(by_ptr.size(), rows.size());
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const double want = mobisim::traces::dot(q, rows[r]);
     EXPECT_EQ(std::memcmp(&got[r], &want, sizeof want), 0) << "row " << r;
+    EXPECT_EQ(std::memcmp(&by_ptr[rows.size() - 1 - r], &want, sizeof want), 0) << "row " << r << " by pointer";
+  }
+}
+
+TEST(Embed, FirstWordsIsTheJoinOfTheFirstWhitespaceWords) {
+  for (const std::string text : {"", "   ", "one", "  The budget,\twas\n\napproved  by finance. ", "a b c d e f"})
+    for (std::size_t n : {0u, 1u, 2u, 4u, 100u}) {
+      const auto ws = split_whitespace(text);
+      EXPECT_EQ(first_words(text, n), join(ws, " ", 0, std::min(n, ws.size()))) << "'" << text << "' " << n;
+    }
+  EXPECT_EQ(first_words("  The budget,\twas\n approved", 3), "The budget, was");
+}
+
+TEST(Bm25, IndexFromTextWordsEqualsIndexFromTokenLists) {
+  const std::vector<std::string> texts = {"The budget, the BUDGET and the laptops.", "", "rehearsal on Friday; budget later",
+                                          "laptops laptops laptops arrive", "the the the"};
+  std::vector<std::vector<std::string>> tokens;
+  for (const auto& t : texts) tokens.push_back(words(t));
+  const TextWords tw = TextWords::of(texts);
+  ASSERT_EQ(tw.texts.size(), texts.size());
+  EXPECT_EQ(tw.vocab, (std::vector<std::string>{"the", "budget", "and", "laptops", "rehearsal", "on", "friday", "later",
+                                                "arrive"}));
+  for (std::size_t d = 0; d < texts.size(); ++d) {
+    std::vector<std::string> back;
+    for (auto id : tw.texts[d]) back.push_back(tw.vocab[id]);
+    EXPECT_EQ(back, tokens[d]) << "text " << d;
+  }
+  const Bm25 a(tokens), b(tw, Bm25::Params{});
+  EXPECT_EQ(a.average_idf(), b.average_idf());
+  EXPECT_EQ(a.avgdl(), b.avgdl());
+  for (const char* t : {"the", "budget", "laptops", "friday", "zebra"}) EXPECT_EQ(a.idf(t), b.idf(t)) << t;
+  for (const auto& q : {words("budget laptops"), words("the rehearsal the"), words("nothing known")})
+    EXPECT_EQ(a.scores(q), b.scores(q));
+}
+
+TEST(Bm25, RetrieverFromStoredBuiltInEmbeddingsEqualsOneThatEmbedsTheChunks) {
+  // 21 chunks: two full 8-chunk blocks of the dense scorer and a partial one.
+  std::vector<std::string> texts;
+  const char* topics[] = {"budget", "laptops", "rehearsal", "remote control", "battery", "marketing", "design"};
+  for (int i = 0; i < 21; ++i)
+    texts.push_back(std::string("notes ") + std::to_string(i) + " about the " + topics[i % 7] + " and the " +
+                    topics[(i * 3) % 7] + (i % 2 ? " on Friday" : " next week"));
+  const Retriever computed(texts, {});
+  const TextWords tw = TextWords::of(texts);
+  const Retriever stored = Retriever::with_builtin_embedder(texts, tw, computed.chunk_embeddings());
+  const Retriever fitted_here = Retriever::with_builtin_embedder(texts, tw, {});
+  EXPECT_EQ(fitted_here.chunk_embeddings(), computed.chunk_embeddings());
+  ASSERT_TRUE(stored.owns_embedder());
+  for (const char* q : {"when is the rehearsal", "battery design budget", "notes 17", ""}) {
+    EXPECT_EQ(stored.embed(q), computed.embed(q)) << q;
+    for (std::size_t k : {1u, 3u, 21u}) {
+      const auto want = computed.retrieve(q, {}, k);
+      for (const Retriever* r : {&stored, &fitted_here}) {
+        const auto got = r->retrieve(q, {}, k);
+        ASSERT_EQ(got.size(), want.size()) << q;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          EXPECT_EQ(got[i].chunk, want[i].chunk) << q << " rank " << i;
+          EXPECT_EQ(std::memcmp(&got[i].score, &want[i].score, sizeof(double)), 0) << q << " rank " << i;
+        }
+      }
+    }
+  }
+  // Dense scores (a dense-only retriever returns them) equal dot() bit for bit.
+  RetrieverConfig dense;
+  dense.mode = RetrievalMode::kDense;
+  const Retriever d = Retriever::with_builtin_embedder(texts, tw, computed.chunk_embeddings(), dense);
+  const auto qe = d.embed("the budget on Friday");
+  for (const auto& h : d.retrieve("", qe, texts.size())) {
+    const double want = dot(qe, d.chunk_embeddings()[static_cast<std::size_t>(h.chunk)]);
+    EXPECT_EQ(std::memcmp(&h.score, &want, sizeof want), 0) << "chunk " << h.chunk;
   }
 }

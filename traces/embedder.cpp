@@ -49,6 +49,8 @@ std::optional<EmbedderConfig> EmbedderConfig::parse(const std::string& d) {
 namespace {
 constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;  // sim::fnv1a64's, one byte at a time
 constexpr std::size_t kPrefetchAhead = 8;  // IDF-table lookups issued ahead of use
+// Feature lists up to this long are accumulated by one sort (accumulate_sorted), longer ones by bucket.
+constexpr std::size_t kShortFeatureList = 256;
 inline std::uint64_t fnv_step(std::uint64_t h, unsigned char c) { return (h ^ c) * kFnvPrime; }
 
 // 1 + ln(tf), tabulated for the small counts nearly every feature has (the same doubles).
@@ -81,25 +83,28 @@ void HashedEmbedder::features(std::string_view text, std::vector<std::uint64_t>&
                               std::vector<std::uint64_t>& char_hashes) const {
   word_hashes.clear();
   char_hashes.clear();
+  std::string wrapped;
+  for_each_word(text, [&](std::string_view w) { word_features(w, word_hashes, char_hashes, wrapped); });
+}
+
+void HashedEmbedder::word_features(std::string_view w, std::vector<std::uint64_t>& word_hashes,
+                                   std::vector<std::uint64_t>& char_hashes, std::string& wrapped) const {
   const std::size_t n_min = static_cast<std::size_t>(cfg_.char_ngram_min);
   const std::size_t n_max = static_cast<std::size_t>(cfg_.char_ngram_max);
-  std::string wrapped;
-  for_each_word(text, [&](std::string_view w) {
-    std::uint64_t h = word_seed_;
-    for (unsigned char c : w) h = fnv_step(h, c);
-    word_hashes.push_back(h);
-    wrapped.assign(1, '<');
-    wrapped.append(w);
-    wrapped.push_back('>');
-    const std::size_t len = wrapped.size();
-    for (std::size_t i = 0; i + n_min <= len; ++i) {
-      std::uint64_t g = char_seed_;
-      for (std::size_t n = 1; n <= n_max && i + n <= len; ++n) {
-        g = fnv_step(g, static_cast<unsigned char>(wrapped[i + n - 1]));
-        if (n >= n_min) char_hashes.push_back(g);
-      }
+  std::uint64_t h = word_seed_;
+  for (unsigned char c : w) h = fnv_step(h, c);
+  word_hashes.push_back(h);
+  wrapped.assign(1, '<');
+  wrapped.append(w);
+  wrapped.push_back('>');
+  const std::size_t len = wrapped.size();
+  for (std::size_t i = 0; i + n_min <= len; ++i) {
+    std::uint64_t g = char_seed_;
+    for (std::size_t n = 1; n <= n_max && i + n <= len; ++n) {
+      g = fnv_step(g, static_cast<unsigned char>(wrapped[i + n - 1]));
+      if (n >= n_min) char_hashes.push_back(g);
     }
-  });
+  }
 }
 
 std::size_t HashedEmbedder::home_slot(std::uint64_t h) const {
@@ -165,6 +170,36 @@ void HashedEmbedder::fit(const std::vector<std::string>& corpus) {
   });
 }
 
+void HashedEmbedder::fit(const TextWords& corpus) {
+  // Each vocabulary word's features once (words() already lower-cased them, as features() does).
+  std::vector<std::uint64_t> word_hashes, char_hashes;
+  std::vector<std::size_t> word_begin(corpus.vocab.size() + 1, 0), char_begin(corpus.vocab.size() + 1, 0);
+  std::string wrapped;
+  for (std::size_t v = 0; v < corpus.vocab.size(); ++v) {
+    word_features(corpus.vocab[v], word_hashes, char_hashes, wrapped);
+    word_begin[v + 1] = word_hashes.size();
+    char_begin[v + 1] = char_hashes.size();
+  }
+  // A document's features are those of its distinct words (document frequency counts each
+  // feature once per document, so repeated words add nothing).
+  constexpr auto kNone = static_cast<std::uint32_t>(-1);
+  std::vector<std::uint32_t> last_doc(corpus.vocab.size(), kNone);
+  std::vector<std::uint64_t> doc_words, doc_chars;
+  fit_documents(corpus.texts.size(), [&](std::size_t d) -> FeatureLists {
+    doc_words.clear();
+    doc_chars.clear();
+    for (std::uint32_t v : corpus.texts[d]) {
+      if (last_doc[v] == d) continue;
+      last_doc[v] = static_cast<std::uint32_t>(d);
+      doc_words.insert(doc_words.end(), word_hashes.begin() + static_cast<std::ptrdiff_t>(word_begin[v]),
+                       word_hashes.begin() + static_cast<std::ptrdiff_t>(word_begin[v + 1]));
+      doc_chars.insert(doc_chars.end(), char_hashes.begin() + static_cast<std::ptrdiff_t>(char_begin[v]),
+                       char_hashes.begin() + static_cast<std::ptrdiff_t>(char_begin[v + 1]));
+    }
+    return {doc_words, doc_chars};
+  });
+}
+
 std::vector<std::vector<float>> HashedEmbedder::fit_embed(const std::vector<std::string>& corpus) {
   // Each document's feature lists serve both the document frequencies and its embedding.
   std::vector<std::vector<std::uint64_t>> words(corpus.size()), chars(corpus.size());
@@ -174,7 +209,8 @@ std::vector<std::vector<float>> HashedEmbedder::fit_embed(const std::vector<std:
   });
   std::vector<std::vector<float>> out;
   out.reserve(corpus.size());
-  for (std::size_t i = 0; i < corpus.size(); ++i) out.push_back(embed_features(words[i], chars[i]));
+  EmbedScratch scratch;
+  for (std::size_t i = 0; i < corpus.size(); ++i) out.push_back(embed_features(words[i], chars[i], scratch));
   return out;
 }
 
@@ -187,31 +223,45 @@ double HashedEmbedder::idf(std::uint64_t h) const {
 std::vector<float> HashedEmbedder::embed(std::string_view text) const {
   std::vector<std::uint64_t> word_hashes, char_hashes;
   features(text, word_hashes, char_hashes);
-  return embed_features(word_hashes, char_hashes);
+  EmbedScratch scratch;
+  return embed_features(word_hashes, char_hashes, scratch);
 }
 
 // Adds each distinct feature's signed weight to its bucket of v. A bucket's sum depends on the
 // order of its own terms only, so ascending hash order is needed within each bucket, not across
 // the list: the features are grouped by bucket (counting sort) and each group (a few features)
 // sorted. Equal hashes share a bucket, so each group also yields the term frequencies.
-void HashedEmbedder::accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v) const {
+// `scratch` only saves allocations between calls (its contents on entry do not matter).
+void HashedEmbedder::accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v,
+                                         EmbedScratch& scratch) const {
   const std::size_t buckets = v.size();
-  std::vector<std::uint32_t> bucket(hashes.size()), begin(buckets + 1, 0);
+  if (hashes.size() <= kShortFeatureList) {
+    accumulate_sorted(hashes, v, scratch);
+    return;
+  }
+  auto& bucket = scratch.bucket;
+  auto& begin = scratch.begin;
+  auto& next = scratch.next;
+  auto& grouped = scratch.grouped;
+  bucket.resize(hashes.size());
+  begin.assign(buckets + 1, 0);
   for (std::size_t i = 0; i < hashes.size(); ++i) {
     bucket[i] = static_cast<std::uint32_t>((hashes[i] >> 1) % buckets);
     ++begin[bucket[i] + 1];
   }
   for (std::size_t b = 0; b < buckets; ++b) begin[b + 1] += begin[b];
-  std::vector<std::uint64_t> grouped(hashes.size());
-  {
-    std::vector<std::uint32_t> next(begin.begin(), begin.end() - 1);
-    for (std::size_t i = 0; i < hashes.size(); ++i) grouped[next[bucket[i]]++] = hashes[i];
-  }
+  grouped.resize(hashes.size());
+  next.assign(begin.begin(), begin.end() - 1);
+  for (std::size_t i = 0; i < hashes.size(); ++i) grouped[next[bucket[i]]++] = hashes[i];
   for (std::size_t i = 0; i < grouped.size() && i < kPrefetchAhead; ++i) prefetch_slot(grouped[i]);
   for (std::size_t b = 0; b < buckets; ++b) {
     const auto first = grouped.begin() + begin[b], last = grouped.begin() + begin[b + 1];
     if (first == last) continue;
-    std::sort(first, last);
+    if (last - first == 2) {
+      if (first[1] < first[0]) std::swap(first[0], first[1]);
+    } else if (last - first > 2) {
+      std::sort(first, last);
+    }
     for (auto it = first; it != last;) {
       auto run_end = it;
       while (run_end != last && *run_end == *it) ++run_end;
@@ -226,34 +276,78 @@ void HashedEmbedder::accumulate_features(std::span<const std::uint64_t> hashes, 
   }
 }
 
+// A short list (a query's features): sorting it all is cheaper than a pass over every bucket, and
+// ascending hash order overall is ascending order within each bucket, so each bucket receives the
+// same terms in the same order as from accumulate_features' grouping.
+void HashedEmbedder::accumulate_sorted(std::span<const std::uint64_t> hashes, std::vector<double>& v,
+                                       EmbedScratch& scratch) const {
+  const std::size_t buckets = v.size();
+  auto& sorted = scratch.grouped;
+  sorted.assign(hashes.begin(), hashes.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < sorted.size() && i < kPrefetchAhead; ++i) prefetch_slot(sorted[i]);
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t j = i + 1;
+    while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+    if (j + kPrefetchAhead < sorted.size()) prefetch_slot(sorted[j + kPrefetchAhead]);
+    const std::uint64_t h = sorted[i];
+    const double w = sublinear_tf(j - i) * idf(h);
+    const double sign = (h & 1) ? -1.0 : 1.0;
+    v[static_cast<std::size_t>((h >> 1) % buckets)] += sign * w;
+    i = j;
+  }
+}
+
 std::vector<float> HashedEmbedder::embed_features(std::span<const std::uint64_t> word_hashes,
-                                                  std::span<const std::uint64_t> char_hashes) const {
+                                                  std::span<const std::uint64_t> char_hashes,
+                                                  EmbedScratch& scratch) const {
   const std::size_t buckets = static_cast<std::size_t>(cfg_.dim) - 1;
-  std::vector<double> wv(buckets, 0.0), cv(buckets, 0.0);
+  auto& wv = scratch.words;
+  auto& cv = scratch.chars;
+  wv.assign(buckets, 0.0);
+  cv.assign(buckets, 0.0);
   // Words and n-grams feed separate vectors; each term's weight is its sublinear TF times IDF.
-  accumulate_features(word_hashes, wv);
-  accumulate_features(char_hashes, cv);
-  auto norm = [](const std::vector<double>& v) {
+  accumulate_features(word_hashes, wv, scratch);
+  accumulate_features(char_hashes, cv, scratch);
+  // The buckets any feature reached, ascending: every other bucket is +0.0 in both parts and stays
+  // +0.0 throughout (its square adds exactly nothing to a sum of squares, its mixed value is 0.0
+  // and its output 0.0f), so the loops below visit only these, in index order, and give the same
+  // bits as visiting all. A long text reaches most buckets: then simply all of them.
+  auto& touched = scratch.touched;
+  touched.clear();
+  if (word_hashes.size() + char_hashes.size() <= kShortFeatureList) {
+    for (auto h : word_hashes) touched.push_back(static_cast<std::uint32_t>((h >> 1) % buckets));
+    for (auto h : char_hashes) touched.push_back(static_cast<std::uint32_t>((h >> 1) % buckets));
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  } else {
+    for (std::size_t i = 0; i < buckets; ++i) touched.push_back(static_cast<std::uint32_t>(i));
+  }
+  auto norm = [&](const std::vector<double>& v) {
     double s = 0;
-    for (double x : v) s += x * x;
+    for (auto i : touched) s += v[i] * v[i];
     return std::sqrt(s);
   };
   const double nw = norm(wv), nc = norm(cv);
-  std::vector<double> raw(buckets, 0.0);
   double ww = cfg_.word_weight, wc = 1.0 - cfg_.word_weight;
   if (nw == 0 && nc == 0) ww = wc = 0;
-  for (std::size_t i = 0; i < buckets; ++i) {
-    if (nw > 0) raw[i] += std::sqrt(ww) * wv[i] / nw;
-    if (nc > 0) raw[i] += std::sqrt(wc) * cv[i] / nc;
+  const double sw = std::sqrt(ww), sc = std::sqrt(wc);
+  // The mixed vector, in place of the word part (element i reads only wv[i] and cv[i]); each
+  // element is formed as before: 0.0, plus the word term, plus the n-gram term.
+  for (auto i : touched) {
+    double r = 0.0;
+    if (nw > 0) r += sw * wv[i] / nw;
+    if (nc > 0) r += sc * cv[i] / nc;
+    wv[i] = r;
   }
   // The mixed vector is not exactly unit length when the two parts collide in a
   // bucket; renormalise so the dot product stays a cosine.
-  const double nr = norm(raw);
+  const double nr = norm(wv);
   std::vector<float> out(static_cast<std::size_t>(cfg_.dim), 0.0f);
   out[0] = static_cast<float>(std::sqrt(cfg_.anisotropy));
   if (nr > 0) {
     const double s = std::sqrt(1.0 - cfg_.anisotropy) / nr;
-    for (std::size_t i = 0; i < buckets; ++i) out[i + 1] = static_cast<float>(raw[i] * s);
+    for (auto i : touched) out[i + 1] = static_cast<float>(wv[i] * s);
   } else {
     out[0] = 1.0f;  // an empty text: only the shared direction
   }
@@ -293,6 +387,35 @@ std::vector<double> dots(const std::vector<float>& q, const std::vector<std::vec
     out[r + 3] = sd;
   }
   for (; r < rows.size(); ++r) out[r] = dot(q, rows[r]);
+  return out;
+}
+
+std::vector<double> dots(const std::vector<float>& q, std::span<const std::vector<float>* const> rows) {
+  std::vector<double> out(rows.size());
+  std::size_t r = 0;
+  for (; r + 4 <= rows.size(); r += 4) {
+    const float *a = rows[r]->data(), *b = rows[r + 1]->data(), *c = rows[r + 2]->data(), *d = rows[r + 3]->data();
+    const std::size_t n = std::min({q.size(), rows[r]->size(), rows[r + 1]->size(), rows[r + 2]->size(),
+                                    rows[r + 3]->size()});
+    if (n != q.size() || rows[r]->size() != n || rows[r + 1]->size() != n || rows[r + 2]->size() != n ||
+        rows[r + 3]->size() != n) {
+      for (std::size_t j = r; j < r + 4; ++j) out[j] = dot(q, *rows[j]);  // unequal lengths: one at a time
+      continue;
+    }
+    double sa = 0, sb = 0, sc = 0, sd = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double x = q[i];
+      sa += x * a[i];
+      sb += x * b[i];
+      sc += x * c[i];
+      sd += x * d[i];
+    }
+    out[r] = sa;
+    out[r + 1] = sb;
+    out[r + 2] = sc;
+    out[r + 3] = sd;
+  }
+  for (; r < rows.size(); ++r) out[r] = dot(q, *rows[r]);
   return out;
 }
 

@@ -33,6 +33,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "traces/text.h"
+
 namespace mobisim::traces {
 
 struct EmbedderConfig {
@@ -52,6 +54,8 @@ class HashedEmbedder {
   explicit HashedEmbedder(EmbedderConfig cfg = {});
   // Fits document frequencies on `corpus` (each string one document).
   void fit(const std::vector<std::string>& corpus);
+  // The same fit from the corpus' words (TextWords::of(corpus)), each distinct word's features once.
+  void fit(const TextWords& corpus);
   std::vector<float> embed(std::string_view text) const;
   // fit(corpus), then embed() of every document of it (each document's features computed once).
   std::vector<std::vector<float>> fit_embed(const std::vector<std::string>& corpus);
@@ -65,10 +69,22 @@ class HashedEmbedder {
   // parts of the vector), each in text order; duplicates kept (they are the term frequencies).
   void features(std::string_view text, std::vector<std::uint64_t>& word_hashes,
                 std::vector<std::uint64_t>& char_hashes) const;
+  // Appends the features of one word (already lower-cased); `wrapped` is a buffer.
+  void word_features(std::string_view word, std::vector<std::uint64_t>& word_hashes,
+                     std::vector<std::uint64_t>& char_hashes, std::string& wrapped) const;
+  // Working buffers of embed_features, reused across calls to save allocations (never read
+  // before written: results do not depend on what a previous call left in them).
+  struct EmbedScratch {
+    std::vector<std::uint32_t> bucket, begin, next, touched;
+    std::vector<std::uint64_t> grouped;
+    std::vector<double> words, chars;
+  };
   // The embedding of a text from its feature hashes (any order).
   std::vector<float> embed_features(std::span<const std::uint64_t> word_hashes,
-                                    std::span<const std::uint64_t> char_hashes) const;
-  void accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v) const;
+                                    std::span<const std::uint64_t> char_hashes, EmbedScratch& scratch) const;
+  void accumulate_features(std::span<const std::uint64_t> hashes, std::vector<double>& v,
+                           EmbedScratch& scratch) const;
+  void accumulate_sorted(std::span<const std::uint64_t> hashes, std::vector<double>& v, EmbedScratch& scratch) const;
   double idf(std::uint64_t h) const;
   struct FeatureLists {
     std::span<const std::uint64_t> words, chars;
@@ -103,6 +119,8 @@ double dot(const std::vector<float>& a, const std::vector<float>& b);
 // dot(q, rows[i]) for every row, each bit-identical to dot(): the rows are taken four at a time
 // so that four independent sums advance together (each still adds its terms in index order).
 std::vector<double> dots(const std::vector<float>& q, const std::vector<std::vector<float>>& rows);
+// The same over rows given by pointer (e.g. a subset of a cache's entries).
+std::vector<double> dots(const std::vector<float>& q, std::span<const std::vector<float>* const> rows);
 double cosine(const std::vector<float>& a, const std::vector<float>& b);
 
 }  // namespace mobisim::traces

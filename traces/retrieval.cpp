@@ -4,7 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>  // SSE2 is part of x86-64: dense scores two chunks per register
+#endif
 
 #include "sim/error.h"
 #include "traces/rag_trace.h"
@@ -16,34 +21,65 @@ Bm25::Bm25(const std::vector<std::vector<std::string>>& docs, Params p) : p_(p) 
   doc_len_.reserve(docs.size());
   std::size_t total = 0;
   for (std::uint32_t d = 0; d < docs.size(); ++d) {
-    // An ordered map gives postings and the idf sum a platform-independent order.
-    std::map<std::string, std::uint32_t> tf;
-    for (const auto& t : docs[d]) ++tf[t];
-    for (const auto& [t, n] : tf) terms_[t].postings.push_back({d, n});
+    // Each distinct term of the document with its count (postings are in document order; the
+    // idf sum below runs in sorted term order, so no order here reaches a result).
+    std::vector<std::string_view> sorted(docs[d].begin(), docs[d].end());
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 0; i < sorted.size();) {
+      std::size_t j = i + 1;
+      while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+      terms_[std::string(sorted[i])].postings.push_back({d, static_cast<std::uint32_t>(j - i)});
+      i = j;
+    }
     doc_len_.push_back(static_cast<std::uint32_t>(docs[d].size()));
     total += docs[d].size();
   }
-  const double n_docs = static_cast<double>(docs.size());
-  avgdl_ = docs.empty() ? 0.0 : static_cast<double>(total) / n_docs;
+  finish(docs.size(), total);
+}
+
+Bm25::Bm25(const TextWords& docs, Params p) : p_(p) {
+  doc_len_.reserve(docs.texts.size());
+  std::vector<std::vector<Posting>> postings(docs.vocab.size());
+  std::vector<std::uint32_t> sorted;
+  std::size_t total = 0;
+  for (std::uint32_t d = 0; d < docs.texts.size(); ++d) {
+    // Each distinct term of the document with its count, in document order per term.
+    sorted.assign(docs.texts[d].begin(), docs.texts[d].end());
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 0; i < sorted.size();) {
+      std::size_t j = i + 1;
+      while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+      postings[sorted[i]].push_back({d, static_cast<std::uint32_t>(j - i)});
+      i = j;
+    }
+    doc_len_.push_back(static_cast<std::uint32_t>(docs.texts[d].size()));
+    total += docs.texts[d].size();
+  }
+  terms_.reserve(docs.vocab.size());
+  for (std::size_t v = 0; v < docs.vocab.size(); ++v) terms_[docs.vocab[v]].postings = std::move(postings[v]);
+  finish(docs.texts.size(), total);
+}
+
+void Bm25::finish(std::size_t n_documents, std::size_t total) {
+  const double n_docs = static_cast<double>(n_documents);
+  avgdl_ = n_documents == 0 ? 0.0 : static_cast<double>(total) / n_docs;
   // Sum idf in sorted term order (rank_bm25 sums in insertion order; the sum is
   // the same up to rounding).
-  std::vector<const std::string*> names;
+  std::vector<std::pair<const std::string, Term>*> names;
   names.reserve(terms_.size());
-  for (auto& [t, term] : terms_) names.push_back(&t);
-  std::sort(names.begin(), names.end(), [](const std::string* a, const std::string* b) { return *a < *b; });
+  for (auto& entry : terms_) names.push_back(&entry);
+  std::sort(names.begin(), names.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
   double idf_sum = 0;
-  for (const std::string* t : names) {
-    Term& term = terms_[*t];
+  for (auto* entry : names) {
+    Term& term = entry->second;
     const double n = static_cast<double>(term.postings.size());
     term.idf = std::log(n_docs - n + 0.5) - std::log(n + 0.5);
     idf_sum += term.idf;
   }
   average_idf_ = names.empty() ? 0.0 : idf_sum / static_cast<double>(names.size());
   const double eps = p_.epsilon * average_idf_;
-  for (const std::string* t : names) {
-    Term& term = terms_[*t];
-    if (term.idf < 0) term.idf = eps;
-  }
+  for (auto* entry : names)
+    if (entry->second.idf < 0) entry->second.idf = eps;
   len_norm_.resize(doc_len_.size());
   for (std::size_t d = 0; d < doc_len_.size(); ++d)
     len_norm_[d] = p_.k1 * (1.0 - p_.b + p_.b * (avgdl_ > 0 ? doc_len_[d] / avgdl_ : 0.0));
@@ -88,22 +124,20 @@ Fusion parse_fusion(const std::string& s) {
 }
 
 std::vector<Hit> top_k(const std::vector<double>& scores, std::size_t k) {
-  std::vector<std::int32_t> ids(scores.size());
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(i);
-  auto better = [&](std::int32_t a, std::int32_t b) {
-    return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
-  };
-  k = std::min(k, ids.size());
+  // (score, id) side by side: the comparisons read no other array. The same comparator over the
+  // same initial order as sorting ids by scores[id], so the same permutation (even with NaNs).
+  std::vector<Hit> hits(scores.size());
+  for (std::size_t i = 0; i < hits.size(); ++i) hits[i] = {static_cast<std::int32_t>(i), scores[i]};
+  auto better = [](const Hit& a, const Hit& b) { return a.score != b.score ? a.score > b.score : a.chunk < b.chunk; };
+  k = std::min(k, hits.size());
   // `better` is a total order (ties go to the lower id), so both give the one sorted order; a full
   // ranking (ranks_of) is much cheaper as a sort than as a partial (heap) sort.
-  if (k == ids.size())
-    std::sort(ids.begin(), ids.end(), better);
+  if (k == hits.size())
+    std::sort(hits.begin(), hits.end(), better);
   else
-    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), better);
-  std::vector<Hit> out;
-  out.reserve(k);
-  for (std::size_t i = 0; i < k; ++i) out.push_back({ids[i], scores[ids[i]]});
-  return out;
+    std::partial_sort(hits.begin(), hits.begin() + static_cast<std::ptrdiff_t>(k), hits.end(), better);
+  hits.resize(k);
+  return hits;
 }
 
 namespace {
@@ -132,16 +166,91 @@ std::vector<double> min_max(const std::vector<double>& v) {
 }
 }  // namespace
 
+Retriever::Retriever(WithBm25, Bm25 bm25, RetrieverConfig cfg) : cfg_(cfg), bm25_(std::move(bm25)) {}
+
 Retriever::Retriever(const std::vector<std::string>& chunk_texts, std::vector<std::vector<float>> chunk_embeddings,
                      RetrieverConfig cfg, EmbedderConfig embedder)
-    : cfg_(cfg), bm25_(tokenize_all(chunk_texts), cfg.bm25), chunk_emb_(std::move(chunk_embeddings)) {
-  if (chunk_emb_.empty() && !chunk_texts.empty()) {
+    : Retriever(WithBm25{}, Bm25(tokenize_all(chunk_texts), cfg.bm25), cfg) {
+  if (chunk_embeddings.empty() && !chunk_texts.empty()) {
     embedder_.emplace(embedder);
-    chunk_emb_ = embedder_->fit_embed(chunk_texts);
+    chunk_embeddings = embedder_->fit_embed(chunk_texts);
   }
-  if (!chunk_emb_.empty() && chunk_emb_.size() != chunk_texts.size())
-    throw InputError(fmt::format("retriever: {} chunk embeddings for {} chunks", chunk_emb_.size(),
-                                 chunk_texts.size()));
+  set_chunk_embeddings(std::move(chunk_embeddings), chunk_texts.size());
+}
+
+Retriever Retriever::with_builtin_embedder(const std::vector<std::string>& chunk_texts, const TextWords& chunk_words,
+                                           std::vector<std::vector<float>> builtin_chunk_embeddings,
+                                           RetrieverConfig cfg, EmbedderConfig embedder) {
+  if (chunk_words.texts.size() != chunk_texts.size())
+    throw Error(fmt::format("retriever: {} tokenized chunks for {} chunks", chunk_words.texts.size(), chunk_texts.size()));
+  Retriever r(WithBm25{}, Bm25(chunk_words, cfg.bm25), cfg);
+  if (!chunk_texts.empty()) {
+    r.embedder_.emplace(embedder);
+    if (builtin_chunk_embeddings.empty()) {
+      builtin_chunk_embeddings = r.embedder_->fit_embed(chunk_texts);
+    } else {
+      r.embedder_->fit(chunk_words);
+    }
+  }
+  r.set_chunk_embeddings(std::move(builtin_chunk_embeddings), chunk_texts.size());
+  return r;
+}
+
+void Retriever::set_chunk_embeddings(std::vector<std::vector<float>> chunk_embeddings, std::size_t n_chunks) {
+  chunk_emb_ = std::move(chunk_embeddings);
+  if (!chunk_emb_.empty() && chunk_emb_.size() != n_chunks)
+    throw InputError(fmt::format("retriever: {} chunk embeddings for {} chunks", chunk_emb_.size(), n_chunks));
+  if (chunk_emb_.empty()) return;
+  const std::size_t dim = chunk_emb_.front().size();
+  for (const auto& e : chunk_emb_)
+    if (e.size() != dim) return;  // unequal lengths: dense scores row by row
+  const std::size_t n = chunk_emb_.size();
+  emb_dim_ = dim;
+  const std::size_t blocks = (n + kDenseBlock - 1) / kDenseBlock;
+  emb_blocks_.assign(blocks * dim * kDenseBlock, 0.0f);  // rows past the last chunk stay zero (unused)
+  for (std::size_t i = 0; i < n; ++i) {
+    float* block = emb_blocks_.data() + (i / kDenseBlock) * dim * kDenseBlock;
+    for (std::size_t d = 0; d < dim; ++d) block[d * kDenseBlock + i % kDenseBlock] = chunk_emb_[i][d];
+  }
+}
+
+std::vector<double> Retriever::dense_scores(const std::vector<float>& q) const {
+  const std::size_t n = chunk_emb_.size();
+  if (emb_dim_ == 0 || q.size() != emb_dim_) return dots(q, chunk_emb_);
+  // Per chunk: s = 0, then s += double(q[d]) * e[d] for d = 0, 1, ... (as dot()). kDenseBlock
+  // chunks' sums advance together in registers (independent sums: no sum is reordered).
+  // kDenseBlock chunks' sums advance together: each sum does exactly the scalar steps of dot()
+  // (widen the float, multiply by the widened query value, add), so it is dot()'s to the bit.
+  std::vector<double> out(n);
+  for (std::size_t b0 = 0; b0 < n; b0 += kDenseBlock) {
+    const float* block = emb_blocks_.data() + (b0 / kDenseBlock) * emb_dim_ * kDenseBlock;
+    double sums[kDenseBlock];
+#if defined(__SSE2__)
+    // Two chunks per SSE2 register (cvtps2pd widens exactly; mulpd/addpd round as mulsd/addsd).
+    static_assert(kDenseBlock % 4 == 0);
+    __m128d acc[kDenseBlock / 2];
+    for (auto& a : acc) a = _mm_setzero_pd();
+    for (std::size_t d = 0; d < emb_dim_; ++d) {
+      const __m128d x = _mm_set1_pd(static_cast<double>(q[d]));
+      const float* e = block + d * kDenseBlock;
+      for (std::size_t j = 0; j < kDenseBlock / 4; ++j) {
+        const __m128 f = _mm_loadu_ps(e + 4 * j);
+        acc[2 * j] = _mm_add_pd(acc[2 * j], _mm_mul_pd(x, _mm_cvtps_pd(f)));
+        acc[2 * j + 1] = _mm_add_pd(acc[2 * j + 1], _mm_mul_pd(x, _mm_cvtps_pd(_mm_movehl_ps(f, f))));
+      }
+    }
+    for (std::size_t j = 0; j < kDenseBlock / 2; ++j) _mm_storeu_pd(sums + 2 * j, acc[j]);
+#else
+    for (auto& x : sums) x = 0.0;
+    for (std::size_t d = 0; d < emb_dim_; ++d) {
+      const double x = q[d];
+      const float* e = block + d * kDenseBlock;
+      for (std::size_t j = 0; j < kDenseBlock; ++j) sums[j] += x * static_cast<double>(e[j]);
+    }
+#endif
+    for (std::size_t j = 0; j < kDenseBlock && b0 + j < n; ++j) out[b0 + j] = sums[j];
+  }
+  return out;
 }
 
 std::vector<float> Retriever::embed(std::string_view text) const {
@@ -167,7 +276,7 @@ std::vector<Hit> Retriever::retrieve(std::string_view query_text, const std::vec
       if (chunk_emb_[i].size() != q->size())
         throw InputError(fmt::format("retriever: query embedding has {} values, chunk {} has {}", q->size(), i,
                                      chunk_emb_[i].size()));
-    dense = dots(*q, chunk_emb_);
+    dense = dense_scores(*q);
   }
   if (cfg_.mode == RetrievalMode::kBm25) return top_k(sparse, k);
   if (cfg_.mode == RetrievalMode::kDense) return top_k(dense, k);

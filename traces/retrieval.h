@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "traces/embedder.h"
+#include "traces/text.h"
 
 namespace mobisim::traces {
 
@@ -33,6 +34,8 @@ class Bm25 {
   };
   explicit Bm25(const std::vector<std::vector<std::string>>& tokenized_docs, Params p);
   explicit Bm25(const std::vector<std::vector<std::string>>& tokenized_docs) : Bm25(tokenized_docs, Params{}) {}
+  // The same index from the documents' words over one vocabulary (TextWords::of(texts)).
+  Bm25(const TextWords& docs, Params p);
   std::vector<double> scores(const std::vector<std::string>& query_tokens) const;
   double idf(const std::string& term) const;  // 0 for unknown terms
   double average_idf() const { return average_idf_; }
@@ -53,6 +56,8 @@ class Bm25 {
   std::vector<double> len_norm_;  // k1 * (1 - b + b * |d| / avgdl)
   double avgdl_ = 0, average_idf_ = 0;
   std::unordered_map<std::string, Term> terms_;  // lookups only; never iterated for output
+  // idf of every term (postings already filled), in sorted term order as rank_bm25 up to rounding.
+  void finish(std::size_t n_docs, std::size_t total_tokens);
 };
 
 enum class Fusion { kRrf, kWeighted };
@@ -82,6 +87,13 @@ class Retriever {
  public:
   Retriever(const std::vector<std::string>& chunk_texts, std::vector<std::vector<float>> chunk_embeddings,
             RetrieverConfig cfg = {}, EmbedderConfig embedder = {});
+  // The same as Retriever(chunk_texts, {}, cfg, embedder) without repeating work already done:
+  // `chunk_words` is TextWords::of(chunk_texts), and `builtin_chunk_embeddings` are exactly what the
+  // built-in embedder `embedder` fitted on these chunks gives them (a trace whose metadata names that
+  // embedder stores them), so only the fit is redone (for new texts); empty: they are computed.
+  static Retriever with_builtin_embedder(const std::vector<std::string>& chunk_texts, const TextWords& chunk_words,
+                                         std::vector<std::vector<float>> builtin_chunk_embeddings,
+                                         RetrieverConfig cfg = {}, EmbedderConfig embedder = {});
   // Top-k chunks, best first. `query_embedding` may be empty: it is then computed
   // with the built-in embedder (only possible when the retriever owns it).
   std::vector<Hit> retrieve(std::string_view query_text, const std::vector<float>& query_embedding,
@@ -92,10 +104,23 @@ class Retriever {
   std::size_t size() const { return bm25_.size(); }
 
  private:
+  struct WithBm25 {};  // tag: keeps this constructor out of the public ones' overload set
+  Retriever(WithBm25, Bm25 bm25, RetrieverConfig cfg);
+  void set_chunk_embeddings(std::vector<std::vector<float>> chunk_embeddings, std::size_t n_chunks);
+  // dot(query, chunk i) for every chunk; each bit-identical to dot().
+  std::vector<double> dense_scores(const std::vector<float>& query) const;
+
   RetrieverConfig cfg_;
   Bm25 bm25_;
   std::optional<HashedEmbedder> embedder_;
   std::vector<std::vector<float>> chunk_emb_;
+  // The chunk embeddings in blocks of kDenseBlock chunks, dimension-major within a block (value
+  // d of chunk i at ((i / B) * dim + d) * B + i % B), when all have emb_dim_ values: dense scores
+  // then advance a block's sums together, one dimension at a time (each sum still adds its terms
+  // in dimension order, as dot() does).
+  static constexpr std::size_t kDenseBlock = 16;
+  std::vector<float> emb_blocks_;
+  std::size_t emb_dim_ = 0;
 };
 
 // The retriever a simulation uses for one user of a trace. When the trace was

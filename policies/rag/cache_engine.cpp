@@ -177,6 +177,7 @@ void CachingPolicy::check_workload(const traces::RagTrace& trace, const models::
 
 void CachingPolicy::begin_user(RagPipeline& p) {
   pipe_ = &p;
+  slice_cost_memo_.clear();
   const auto& user = p.user();
   if (o_.qa_bank || o_.uses_prediction()) bank_ = std::make_unique<QaBank>(o_.qa_capacity_mb * 1e6, o_.qa_entry_kb * 1e3);
   if (o_.kv_cache) tree_ = std::make_unique<KvTree>(o_.storage_limit_gb * 1e9, o_.eviction, o_.boundary_rules);
@@ -200,6 +201,7 @@ void CachingPolicy::begin_user(RagPipeline& p) {
 
 void CachingPolicy::end_user() {
   pipe_ = nullptr;
+  slice_cost_memo_.clear();
   retriever_ = nullptr;
   phrases_ = nullptr;
   index_.reset();
@@ -342,7 +344,17 @@ sim::Task<void> CachingPolicy::run_step(RagPipeline& p, QueryRecord& rec, const 
 }
 
 double CachingPolicy::slice_cost_s(std::int64_t tokens, std::int64_t prefix) const {
-  return pipe_->estimate_compute_s(pipe_->cost().prefill(models::PrefillShape{tokens, prefix, 0, 0}));
+  auto compute = [&] {
+    return pipe_->estimate_compute_s(pipe_->cost().prefill(models::PrefillShape{tokens, prefix, 0, 0}));
+  };
+  // A pure function of (tokens, prefix) on this pipeline; the same chunk paths recur in every
+  // match, insert and conversion, so each pair is costed once per user.
+  constexpr std::int64_t kKeyLimit = std::int64_t{1} << 31;
+  if (tokens < 0 || prefix < 0 || tokens >= kKeyLimit || prefix >= kKeyLimit) return compute();
+  const std::uint64_t key = (static_cast<std::uint64_t>(tokens) << 32) | static_cast<std::uint64_t>(prefix);
+  auto it = slice_cost_memo_.find(key);
+  if (it == slice_cost_memo_.end()) it = slice_cost_memo_.emplace(key, compute()).first;
+  return it->second;
 }
 
 KvSlice CachingPolicy::root_slice() const {
@@ -475,6 +487,14 @@ PredictionContext CachingPolicy::context() const {
   c.history_chunks.assign(history_chunks_.end() - static_cast<std::ptrdiff_t>(n), history_chunks_.end());
   c.queries_served = served_;
   c.similarity = [this](const std::string& a, const std::string& b) { return similarity(a, b); };
+  c.similarities = [this](const std::string& a, const std::vector<std::string>& bs) {
+    // References into embed_cache_ stay valid while it grows (node-based map).
+    const std::vector<float>& ea = embed(a);
+    std::vector<const std::vector<float>*> rows;
+    rows.reserve(bs.size());
+    for (const auto& b : bs) rows.push_back(&embed(b));
+    return traces::dots(ea, rows);  // dots(ea, eb) = dot(ea, eb) = similarity(a, b), each
+  };
   return c;
 }
 
@@ -495,8 +515,8 @@ std::int64_t CachingPolicy::count_tokens(const std::string& text) const {
 std::string CachingPolicy::proxy_answer(const std::vector<std::int32_t>& chunks) const {
   // Stand-in for the LLM's answer to a predicted query: the opening words of its best chunk.
   if (chunks.empty()) return "";
-  const auto ws = traces::split_whitespace(pipe_->user().chunks.at(static_cast<std::size_t>(chunks[0])).text);
-  return traces::join(ws, " ", 0, std::min<std::size_t>(ws.size(), static_cast<std::size_t>(o_.predicted_answer_words)));
+  return traces::first_words(pipe_->user().chunks.at(static_cast<std::size_t>(chunks[0])).text,
+                             static_cast<std::size_t>(o_.predicted_answer_words));
 }
 
 void CachingPolicy::prepare_populate(Job& j) {
@@ -906,9 +926,9 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
       if (!found) break;
     }
     if (start >= window_end) break;
-    Job job = jobs_[pick];
-    const Plan plan = plan_job(job);
-    jobs_[pick] = job;  // keep what planning prepared (predicted texts, retrieval)
+    // Planned in place: the queue keeps what planning prepared (predicted texts, retrieval) also
+    // when the job does not fit now. Nothing below touches jobs_ until the job is taken out.
+    const Plan plan = plan_job(jobs_[pick]);
     const sim::Time need = sim::from_seconds(plan.seconds * 1.02 + 0.5);
     if (start + need > window_end) {
       if (o_.charging_only && window_end < until) {
@@ -919,6 +939,7 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
       break;  // does not fit before the next query: it waits for the next idle period
     }
     if (start > p.sim().now()) co_await p.sim().timeout(start - p.sim().now());
+    Job job = std::move(jobs_[pick]);
     jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(pick));
     for (const auto& s : plan.steps) co_await run_step(p, p.background(), s);
     ++p.background_jobs();

@@ -52,6 +52,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "models/tokenizer.h"
@@ -202,6 +203,7 @@ class CachingPolicy : public RagPolicy {
   std::vector<KvSlice> slices(const std::vector<std::int32_t>& chunks) const;
   KvSlice root_slice() const;
   double slice_cost_s(std::int64_t tokens, std::int64_t prefix) const;
+  mutable std::unordered_map<std::uint64_t, double> slice_cost_memo_;  // by tokens << 32 | prefix; lookups only
 
   // Background.
   Plan plan_job(Job& j);
@@ -237,7 +239,7 @@ class CachingPolicy : public RagPolicy {
   const traces::Retriever* retriever_ = nullptr;
   std::unique_ptr<models::Tokenizer> tokenizer_;
   const PhraseIndex* phrases_ = nullptr;
-  mutable std::map<std::string, std::vector<float>> embed_cache_;
+  mutable std::unordered_map<std::string, std::vector<float>> embed_cache_;  // lookups only
   const std::vector<float>& embed(const std::string& text) const;
   KnowledgeAbstract abstract_;
   std::vector<std::string> abstract_items_;

@@ -1,6 +1,7 @@
 #include "policies/rag/knowledge_index.h"
 
 #include "policies/rag/query_predictor.h"
+#include "traces/text.h"
 
 namespace mobisim::policies {
 
@@ -33,15 +34,42 @@ std::vector<traces::Hit> KnowledgeIndex::retrieve(std::string_view text, const s
   return retrievals_.emplace(std::move(key), std::move(hits)).first->second;
 }
 
-std::shared_ptr<const KnowledgeIndex> KnowledgeIndex::build(const traces::UserTrace& user) {
+namespace {
+// The user's chunk embeddings when they are the built-in default embedder's (see build()), else empty.
+std::vector<std::vector<float>> stored_builtin_embeddings(const traces::UserTrace& user,
+                                                          const traces::RagTraceMeta* meta) {
+  const traces::EmbedderConfig builtin;
+  if (!meta || meta->embedder != builtin.describe()) return {};
+  std::vector<std::vector<float>> out;
+  out.reserve(user.chunks.size());
+  for (const auto& c : user.chunks) {
+    if (c.embedding.size() != static_cast<std::size_t>(builtin.dim)) return {};  // not loaded (or not these)
+    out.push_back(c.embedding);
+  }
+  return out;
+}
+
+std::shared_ptr<const KnowledgeIndex> build_index(const traces::UserTrace& user, const traces::RagTraceMeta* meta) {
   auto idx = std::make_shared<KnowledgeIndex>();
   std::vector<std::string> texts;
   texts.reserve(user.chunks.size());
   for (const auto& c : user.chunks) texts.push_back(c.text);
+  const traces::TextWords words = traces::TextWords::of(texts);
   // The built-in embedder fitted on the user's chunks (traces/workload.h enrich_user does the same).
-  idx->retriever = std::make_unique<traces::Retriever>(texts, std::vector<std::vector<float>>{});
-  idx->phrases = std::make_unique<PhraseIndex>(user);
+  idx->retriever = std::make_unique<traces::Retriever>(
+      traces::Retriever::with_builtin_embedder(texts, words, stored_builtin_embeddings(user, meta)));
+  idx->phrases = std::make_unique<PhraseIndex>(user, words);
   return idx;
+}
+}  // namespace
+
+std::shared_ptr<const KnowledgeIndex> KnowledgeIndex::build(const traces::UserTrace& user) {
+  return build_index(user, nullptr);
+}
+
+std::shared_ptr<const KnowledgeIndex> KnowledgeIndex::build(const traces::UserTrace& user,
+                                                            const traces::RagTraceMeta& meta) {
+  return build_index(user, &meta);
 }
 
 }  // namespace mobisim::policies

@@ -33,6 +33,11 @@ struct KnowledgeIndex {
   std::vector<traces::Hit> retrieve(std::string_view text, const std::vector<float>& embedding, std::size_t k) const;
 
   static std::shared_ptr<const KnowledgeIndex> build(const traces::UserTrace& user);
+  // The same index; when `meta` says the trace's chunk embeddings come from the built-in embedder
+  // with its default settings (the one the index uses), those stored vectors are taken instead of
+  // re-embedding every chunk (they are the same floats: the trace's retriever was fitted on the
+  // same chunk texts). Each chunk's words are split once, for BM25 and the phrase index.
+  static std::shared_ptr<const KnowledgeIndex> build(const traces::UserTrace& user, const traces::RagTraceMeta& meta);
   ~KnowledgeIndex();
 
  private:

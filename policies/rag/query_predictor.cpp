@@ -85,21 +85,44 @@ std::string strip_end(std::string s) {
 
 }  // namespace
 
-PhraseIndex::PhraseIndex(const traces::UserTrace& user) {
-  std::unordered_map<std::string, std::uint32_t> id_of;
+namespace {
+traces::TextWords words_of_chunks(const traces::UserTrace& user) {
+  std::vector<std::string> texts;
+  texts.reserve(user.chunks.size());
+  for (const auto& c : user.chunks) texts.push_back(c.text);
+  return traces::TextWords::of(texts);
+}
+}  // namespace
+
+PhraseIndex::PhraseIndex(const traces::UserTrace& user) : PhraseIndex(user, words_of_chunks(user)) {}
+
+PhraseIndex::PhraseIndex(const traces::UserTrace& user, const traces::TextWords& chunk_words) {
+  if (chunk_words.texts.size() != user.chunks.size())
+    throw Error(fmt::format("phrase index: {} tokenized chunks for {} chunks", chunk_words.texts.size(),
+                            user.chunks.size()));
+  // Candidate ids in order of first appearance (text order); kUnassigned: not seen yet, kExcluded:
+  // not a candidate (too short, not letters only, a function word). The filters run once per word.
+  constexpr std::uint32_t kUnassigned = static_cast<std::uint32_t>(-1), kExcluded = kUnassigned - 1;
+  std::vector<std::uint32_t> candidate(chunk_words.vocab.size(), kUnassigned);
   std::vector<std::size_t> df;
-  for (const auto& c : user.chunks) {
+  std::vector<std::uint32_t> uniq;
+  for (const auto& words : chunk_words.texts) {
     std::vector<std::uint32_t> ids;
-    for (auto& w : traces::words(c.text)) {
-      if (w.size() < 4 || !letters_only(w) || function_words().count(w)) continue;
-      auto [it, added] = id_of.try_emplace(w, static_cast<std::uint32_t>(vocab_.size()));
-      if (added) {
-        vocab_.push_back(std::move(w));
-        df.push_back(0);
+    for (std::uint32_t v : words) {
+      std::uint32_t& c = candidate[v];
+      if (c == kUnassigned) {
+        const std::string& w = chunk_words.vocab[v];
+        if (w.size() >= 4 && letters_only(w) && !function_words().count(w)) {
+          c = static_cast<std::uint32_t>(vocab_.size());
+          vocab_.push_back(w);
+          df.push_back(0);
+        } else {
+          c = kExcluded;
+        }
       }
-      ids.push_back(it->second);
+      if (c != kExcluded) ids.push_back(c);
     }
-    auto uniq = ids;
+    uniq = ids;
     std::sort(uniq.begin(), uniq.end());
     uniq.erase(std::unique(uniq.begin(), uniq.end()), uniq.end());
     for (auto id : uniq) ++df[id];
@@ -242,8 +265,10 @@ class GeneratorPredictor : public QueryPredictor {
         if (!kp.empty()) fills.push_back(traces::join(kp, " "));
       }
       std::vector<std::pair<double, std::size_t>> ranked;
+      const std::vector<double> sims =
+          ctx.similarity && ctx.similarities ? ctx.similarities(q, fills) : std::vector<double>{};
       for (std::size_t i = 0; i < fills.size(); ++i)
-        ranked.emplace_back(ctx.similarity ? -ctx.similarity(q, fills[i]) : 0.0, i);
+        ranked.emplace_back(!ctx.similarity ? 0.0 : sims.empty() ? -ctx.similarity(q, fills[i]) : -sims.at(i), i);
       std::stable_sort(ranked.begin(), ranked.end());
       const bool statement = traces::words(frame).front() == "summarize";
       int from_this = 0;

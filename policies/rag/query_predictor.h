@@ -29,6 +29,7 @@
 #include "models/tokenizer.h"
 #include "sim/params.h"
 #include "traces/rag_trace.h"
+#include "traces/text.h"
 
 namespace mobisim::policies {
 
@@ -55,6 +56,8 @@ struct KnowledgeAbstract {
 class PhraseIndex {
  public:
   explicit PhraseIndex(const traces::UserTrace& user);
+  // The same from the chunks' words (traces::TextWords::of over the chunk texts).
+  PhraseIndex(const traces::UserTrace& user, const traces::TextWords& chunk_words);
   std::vector<std::string> key_phrases(const std::vector<std::int32_t>& chunks, std::size_t n) const;
 
  private:
@@ -84,6 +87,9 @@ struct PredictionContext {
   std::int64_t queries_served = 0;                      // real queries answered so far
   // Cosine similarity of two texts under the workload's embedder.
   std::function<double(const std::string&, const std::string&)> similarity;
+  // similarity(a, b[i]) for every i, the same values computed together (optional: when empty,
+  // predictors call `similarity` once per pair).
+  std::function<std::vector<double>(const std::string&, const std::vector<std::string>&)> similarities;
 };
 
 class QueryPredictor {
