@@ -275,13 +275,20 @@ TEST(HostileInputs, HugeSequenceLengthIsRefusedAtValidation) {
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
 }
 
-TEST(HostileInputs, GeneratorRefusesTracesThatCannotFitInMemory) {
+// `trace generate` streams users to the file, so one user must fit in memory: a user of
+// 100,000 chunks of 4,000 words (4e8 words) or of 1e5 x 8,192 embedding values is refused.
+TEST(HostileInputs, GeneratorRefusesUsersThatCannotFitInMemory) {
   TempDir dir;
-  const auto r = testing::run_mobisim("trace generate '" + testing::source_dir() + "/configs/workloads/rag_default.yaml' --out '" + dir.file("x.h5") +
-                                      "' -p users=100000 -p knowledge.chunks_per_user=100000");
-  EXPECT_EQ(r.exit_code, 3) << r.output;
-  EXPECT_NE(r.output.find("exceeds the limit"), std::string::npos) << r.output;
-  EXPECT_FALSE(std::filesystem::exists(dir.file("x.h5")));
+  const std::string generate = "trace generate '" + testing::source_dir() +
+                               "/configs/workloads/rag_default.yaml' --out '" + dir.file("x.h5") + "' -p users=1";
+  for (const std::string big : {" -p knowledge.chunks_per_user=100000 -p knowledge.chunk_words=4000",
+                                " -p knowledge.chunks_per_user=100000 -p embedder.dim=8192"}) {
+    const auto r = testing::run_mobisim(generate + big);
+    EXPECT_EQ(r.exit_code, 3) << r.output;
+    EXPECT_NE(r.output.find("exceeds the limit of"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("(per user)"), std::string::npos) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("x.h5")));
+  }
 }
 
 // The pid of a process that has exited (and been reaped), so it is no longer alive.

@@ -8,6 +8,7 @@
 #include "policies/rag/qa_bank.h"
 #include "sim/error.h"
 #include "sim/rng.h"
+#include "traces/embedder.h"
 
 namespace mobisim::policies {
 namespace {
@@ -154,6 +155,43 @@ TEST(PerCacheKvTree, SliceLargerThanTheLimitIsNotCached) {
   EXPECT_EQ(t.insert(slice(-1, 64), {slice(1)}), 0.0);
   EXPECT_TRUE(t.match({1}).nodes.empty());
   EXPECT_THROW(parse_kv_eviction("lru"), ConfigError);
+}
+
+// The bank scores its entries from reused slots of blocked rows: after many evictions and
+// pending entries, a match equals the plain scan (dot() over answered entries in insertion
+// order, ties to the older), including entries and queries of another length.
+TEST(PerCacheQaBank, BlockedMatchEqualsThePlainScanThroughEvictions) {
+  sim::Rng rng(3, 0, "test", "qabank");
+  QaBank bank(37 * 4096.0, 4096.0);  // 37 entries: evictions start early
+  auto random_vec = [&](std::size_t dim) {
+    std::vector<float> v(dim);
+    for (auto& x : v) x = static_cast<float>(rng.uniform() - 0.5);
+    return v;
+  };
+  for (int step = 0; step < 400; ++step) {
+    const std::size_t dim = step % 50 == 7 ? 5 : 24;  // now and then an entry of another length
+    QaEntry e = entry(std::string("q").append(std::to_string(step)), random_vec(dim), rng.uniform() < 0.7);
+    const std::uint64_t id = bank.insert(e);
+    if (step % 3 == 0) bank.touch(bank.size() - 1);
+    if (step % 5 == 0) bank.answer(id, "late answer", 3);
+    for (const std::size_t qdim : {std::size_t{24}, std::size_t{5}}) {
+      const auto q = random_vec(qdim);
+      const QaMatch m = bank.match(q, 0.1);
+      double best = -1.0;
+      std::optional<std::size_t> best_i;
+      for (std::size_t i = 0; i < bank.entries().size(); ++i) {
+        if (!bank.entries()[i].answered) continue;
+        const double sim = traces::dot(q, bank.entries()[i].embedding);
+        if (!best_i || sim > best) {
+          best = sim;
+          best_i = i;
+        }
+      }
+      ASSERT_EQ(m.similarity, best) << "step " << step;
+      ASSERT_EQ(m.index, best >= 0.1 ? best_i : std::nullopt) << "step " << step;
+    }
+  }
+  EXPECT_GT(bank.evictions(), 300u);
 }
 
 // The match as the walk the document describes: at each level, the live child carrying the next

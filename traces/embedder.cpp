@@ -7,6 +7,10 @@
 #include <cmath>
 #include <span>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>  // SSE2 is part of x86-64: blocked dot products two rows per register
+#endif
+
 #include "sim/error.h"
 #include "sim/rng.h"
 #include "traces/text.h"
@@ -416,6 +420,53 @@ std::vector<double> dots(const std::vector<float>& q, std::span<const std::vecto
     out[r + 3] = sd;
   }
   for (; r < rows.size(); ++r) out[r] = dot(q, *rows[r]);
+  return out;
+}
+
+void BlockedRows::set(std::size_t row, std::span<const float> v) {
+  if (v.size() != dim_)
+    throw InputError(fmt::format("internal: a row of {} values in blocked rows of dimension {}", v.size(), dim_));
+  const std::size_t block = row / kRows;
+  if (values_.size() < (block + 1) * dim_ * kRows) values_.resize((block + 1) * dim_ * kRows, 0.0f);
+  float* b = values_.data() + block * dim_ * kRows;
+  for (std::size_t d = 0; d < dim_; ++d) b[d * kRows + row % kRows] = v[d];
+}
+
+std::vector<double> BlockedRows::dots(std::span<const float> q, std::size_t n) const {
+  if (q.size() != dim_ || n > rows())
+    throw InputError(fmt::format("internal: scoring {} of {} blocked rows of dimension {} with a query of {}", n,
+                                 rows(), dim_, q.size()));
+  // Per row: s = 0, then s += double(q[d]) * e[d] for d = 0, 1, ... exactly as dot(): the rows of
+  // a block advance together, each sum on its own (no sum is reordered).
+  std::vector<double> out(n);
+  for (std::size_t b0 = 0; b0 < n; b0 += kRows) {
+    const float* block = values_.data() + (b0 / kRows) * dim_ * kRows;
+    double sums[kRows];
+#if defined(__SSE2__)
+    // Two rows per SSE2 register (cvtps2pd widens exactly; mulpd/addpd round as mulsd/addsd).
+    static_assert(kRows % 4 == 0);
+    __m128d acc[kRows / 2];
+    for (auto& a : acc) a = _mm_setzero_pd();
+    for (std::size_t d = 0; d < dim_; ++d) {
+      const __m128d x = _mm_set1_pd(static_cast<double>(q[d]));
+      const float* e = block + d * kRows;
+      for (std::size_t j = 0; j < kRows / 4; ++j) {
+        const __m128 f = _mm_loadu_ps(e + 4 * j);
+        acc[2 * j] = _mm_add_pd(acc[2 * j], _mm_mul_pd(x, _mm_cvtps_pd(f)));
+        acc[2 * j + 1] = _mm_add_pd(acc[2 * j + 1], _mm_mul_pd(x, _mm_cvtps_pd(_mm_movehl_ps(f, f))));
+      }
+    }
+    for (std::size_t j = 0; j < kRows / 2; ++j) _mm_storeu_pd(sums + 2 * j, acc[j]);
+#else
+    for (auto& x : sums) x = 0.0;
+    for (std::size_t d = 0; d < dim_; ++d) {
+      const double x = q[d];
+      const float* e = block + d * kRows;
+      for (std::size_t j = 0; j < kRows; ++j) sums[j] += x * static_cast<double>(e[j]);
+    }
+#endif
+    for (std::size_t j = 0; j < kRows && b0 + j < n; ++j) out[b0 + j] = sums[j];
+  }
   return out;
 }
 

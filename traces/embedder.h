@@ -123,4 +123,24 @@ std::vector<double> dots(const std::vector<float>& q, const std::vector<std::vec
 std::vector<double> dots(const std::vector<float>& q, std::span<const std::vector<float>* const> rows);
 double cosine(const std::vector<float>& a, const std::vector<float>& b);
 
+// Rows of one length `dim` kept in blocks of kRows rows, dimension-major within a block (value d
+// of row i at ((i / kRows) * dim + d) * kRows + i % kRows), so that a block's kRows dot products
+// advance together in registers, one dimension at a time. Each sum still adds its terms in
+// dimension order as dot() does, so every score is dot()'s to the bit. Rows are slots: set() one
+// (growing the store as needed) and score the first n.
+class BlockedRows {
+ public:
+  static constexpr std::size_t kRows = 16;
+  explicit BlockedRows(std::size_t dim = 0) : dim_(dim) {}
+  std::size_t dim() const { return dim_; }
+  std::size_t rows() const { return dim_ == 0 ? 0 : values_.size() / dim_; }
+  void set(std::size_t row, std::span<const float> v);  // v.size() == dim()
+  // dot(q, row i) for i < n (n <= rows(), q.size() == dim()).
+  std::vector<double> dots(std::span<const float> q, std::size_t n) const;
+
+ private:
+  std::size_t dim_;
+  std::vector<float> values_;
+};
+
 }  // namespace mobisim::traces

@@ -412,25 +412,31 @@ const ParamSchema& generator_schema() {
   return s;
 }
 
-// Each parameter has its own bound; their product must also fit in memory (text and float32
-// embeddings of every chunk and query are held at once), or a config could exhaust it.
-void check_trace_size(const Params& p, const KnowledgeCfg& kc, const QueryCfg& qc, const EmbedderConfig& ec) {
+// Each parameter has its own bound; their product must also fit in memory, or a config could
+// exhaust it: the texts and float32 embeddings of what is held at once, every user when the
+// trace is built in memory, one user when it streams to a file (`mobisim trace generate`).
+void check_trace_size(const Params& p, const KnowledgeCfg& kc, const QueryCfg& qc, const EmbedderConfig& ec,
+                      bool whole_trace_held) {
   constexpr double kMaxWords = 2e8, kMaxEmbeddingValues = 5e8;
-  const double users = static_cast<double>(p.integer("users"));
+  const double users = whole_trace_held ? static_cast<double>(p.integer("users")) : 1.0;
+  const char* factor = whole_trace_held ? "users x " : "";
+  const char* held = whole_trace_held ? "" : " (per user)";
   const double words = users * static_cast<double>(kc.chunks) * static_cast<double>(kc.chunk_words);
   if (words > kMaxWords)
-    p.fail("users", fmt::format("users x knowledge.chunks_per_user x knowledge.chunk_words = {:.3g} words exceeds "
-                                "the limit of {:.3g}",
-                                words, kMaxWords));
+    p.fail("users", fmt::format("{}knowledge.chunks_per_user x knowledge.chunk_words = {:.3g} words exceeds "
+                                "the limit of {:.3g}{}",
+                                factor, words, kMaxWords, held));
   const double values = users * static_cast<double>(kc.chunks + qc.per_user) * ec.dim;
   if (values > kMaxEmbeddingValues)
-    p.fail("users", fmt::format("users x (chunks_per_user + queries.per_user) x embedder.dim = {:.3g} embedding "
-                                "values exceeds the limit of {:.3g}",
-                                values, kMaxEmbeddingValues));
+    p.fail("users", fmt::format("{}(chunks_per_user + queries.per_user) x embedder.dim = {:.3g} embedding "
+                                "values exceeds the limit of {:.3g}{}",
+                                factor, values, kMaxEmbeddingValues, held));
 }
 
-void generate_rag_trace_streaming(const Params& p, std::uint64_t seed, const GeneratorBegin& begin,
-                                  const GeneratorSink& sink) {
+namespace {
+
+void generate_users(const Params& p, std::uint64_t seed, const GeneratorBegin& begin, const GeneratorSink& sink,
+                    bool whole_trace_held) {
   const KnowledgeCfg kc = section(p, "knowledge", knowledge_schema(), &read_knowledge);
   const QueryCfg qc = section(p, "queries", query_schema(), &read_queries);
   const ArrivalConfig ac = section(p, "arrival", arrival_schema(), &arrival_from_params);
@@ -438,7 +444,7 @@ void generate_rag_trace_streaming(const Params& p, std::uint64_t seed, const Gen
   const RetrievalSection rs = section(p, "retrieval", retrieval_schema(), &read_retrieval);
   if (kc.key_fraction + kc.topic_fraction > 1.0)
     p.fail("knowledge", fmt::format("key_fraction + topic_fraction = {} exceeds 1", kc.key_fraction + kc.topic_fraction));
-  check_trace_size(p, kc, qc, ec);
+  check_trace_size(p, kc, qc, ec, whole_trace_held);
 
   auto tok = make_tokenizer(p.text("tokenizer"));
   EnrichOptions eo;
@@ -499,15 +505,22 @@ void generate_rag_trace_streaming(const Params& p, std::uint64_t seed, const Gen
   }
 }
 
+}  // namespace
+
+void generate_rag_trace_streaming(const Params& p, std::uint64_t seed, const GeneratorBegin& begin,
+                                  const GeneratorSink& sink) {
+  generate_users(p, seed, begin, sink, false);
+}
+
 RagTrace generate_rag_trace(const Params& p, std::uint64_t seed) {
   RagTrace t;
-  generate_rag_trace_streaming(
+  generate_users(
       p, seed,
       [&](const RagTraceMeta& meta, std::size_t users, bool) {
         t.meta = meta;
         t.users.reserve(users);
       },
-      [&](UserTrace&& u) { t.users.push_back(std::move(u)); });
+      [&](UserTrace&& u) { t.users.push_back(std::move(u)); }, true);
   return t;
 }
 

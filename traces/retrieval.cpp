@@ -5,11 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>  // SSE2 is part of x86-64: dense scores two chunks per register
-#endif
 
 #include "sim/error.h"
 #include "traces/rag_trace.h"
@@ -198,6 +194,7 @@ Retriever Retriever::with_builtin_embedder(const std::vector<std::string>& chunk
 
 void Retriever::set_chunk_embeddings(std::vector<std::vector<float>> chunk_embeddings, std::size_t n_chunks) {
   chunk_emb_ = std::move(chunk_embeddings);
+  emb_blocks_ = BlockedRows();
   if (!chunk_emb_.empty() && chunk_emb_.size() != n_chunks)
     throw InputError(fmt::format("retriever: {} chunk embeddings for {} chunks", chunk_emb_.size(), n_chunks));
   if (chunk_emb_.empty()) return;
@@ -205,52 +202,13 @@ void Retriever::set_chunk_embeddings(std::vector<std::vector<float>> chunk_embed
   for (const auto& e : chunk_emb_)
     if (e.size() != dim) return;  // unequal lengths: dense scores row by row
   const std::size_t n = chunk_emb_.size();
-  emb_dim_ = dim;
-  const std::size_t blocks = (n + kDenseBlock - 1) / kDenseBlock;
-  emb_blocks_.assign(blocks * dim * kDenseBlock, 0.0f);  // rows past the last chunk stay zero (unused)
-  for (std::size_t i = 0; i < n; ++i) {
-    float* block = emb_blocks_.data() + (i / kDenseBlock) * dim * kDenseBlock;
-    for (std::size_t d = 0; d < dim; ++d) block[d * kDenseBlock + i % kDenseBlock] = chunk_emb_[i][d];
-  }
+  emb_blocks_ = BlockedRows(dim);
+  for (std::size_t i = 0; i < n; ++i) emb_blocks_.set(i, chunk_emb_[i]);
 }
 
 std::vector<double> Retriever::dense_scores(const std::vector<float>& q) const {
-  const std::size_t n = chunk_emb_.size();
-  if (emb_dim_ == 0 || q.size() != emb_dim_) return dots(q, chunk_emb_);
-  // Per chunk: s = 0, then s += double(q[d]) * e[d] for d = 0, 1, ... (as dot()). kDenseBlock
-  // chunks' sums advance together in registers (independent sums: no sum is reordered).
-  // kDenseBlock chunks' sums advance together: each sum does exactly the scalar steps of dot()
-  // (widen the float, multiply by the widened query value, add), so it is dot()'s to the bit.
-  std::vector<double> out(n);
-  for (std::size_t b0 = 0; b0 < n; b0 += kDenseBlock) {
-    const float* block = emb_blocks_.data() + (b0 / kDenseBlock) * emb_dim_ * kDenseBlock;
-    double sums[kDenseBlock];
-#if defined(__SSE2__)
-    // Two chunks per SSE2 register (cvtps2pd widens exactly; mulpd/addpd round as mulsd/addsd).
-    static_assert(kDenseBlock % 4 == 0);
-    __m128d acc[kDenseBlock / 2];
-    for (auto& a : acc) a = _mm_setzero_pd();
-    for (std::size_t d = 0; d < emb_dim_; ++d) {
-      const __m128d x = _mm_set1_pd(static_cast<double>(q[d]));
-      const float* e = block + d * kDenseBlock;
-      for (std::size_t j = 0; j < kDenseBlock / 4; ++j) {
-        const __m128 f = _mm_loadu_ps(e + 4 * j);
-        acc[2 * j] = _mm_add_pd(acc[2 * j], _mm_mul_pd(x, _mm_cvtps_pd(f)));
-        acc[2 * j + 1] = _mm_add_pd(acc[2 * j + 1], _mm_mul_pd(x, _mm_cvtps_pd(_mm_movehl_ps(f, f))));
-      }
-    }
-    for (std::size_t j = 0; j < kDenseBlock / 2; ++j) _mm_storeu_pd(sums + 2 * j, acc[j]);
-#else
-    for (auto& x : sums) x = 0.0;
-    for (std::size_t d = 0; d < emb_dim_; ++d) {
-      const double x = q[d];
-      const float* e = block + d * kDenseBlock;
-      for (std::size_t j = 0; j < kDenseBlock; ++j) sums[j] += x * static_cast<double>(e[j]);
-    }
-#endif
-    for (std::size_t j = 0; j < kDenseBlock && b0 + j < n; ++j) out[b0 + j] = sums[j];
-  }
-  return out;
+  if (emb_blocks_.dim() == 0 || q.size() != emb_blocks_.dim()) return dots(q, chunk_emb_);
+  return emb_blocks_.dots(q, chunk_emb_.size());
 }
 
 std::vector<float> Retriever::embed(std::string_view text) const {

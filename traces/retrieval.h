@@ -114,13 +114,9 @@ class Retriever {
   Bm25 bm25_;
   std::optional<HashedEmbedder> embedder_;
   std::vector<std::vector<float>> chunk_emb_;
-  // The chunk embeddings in blocks of kDenseBlock chunks, dimension-major within a block (value
-  // d of chunk i at ((i / B) * dim + d) * B + i % B), when all have emb_dim_ values: dense scores
-  // then advance a block's sums together, one dimension at a time (each sum still adds its terms
-  // in dimension order, as dot() does).
-  static constexpr std::size_t kDenseBlock = 16;
-  std::vector<float> emb_blocks_;
-  std::size_t emb_dim_ = 0;
+  // The chunk embeddings as blocked rows when all have one length (dense scores a block at a
+  // time, each dot()'s to the bit); dimension 0 otherwise (scores row by row).
+  BlockedRows emb_blocks_;
 };
 
 // The retriever a simulation uses for one user of a trace. When the trace was

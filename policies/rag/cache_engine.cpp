@@ -773,6 +773,18 @@ std::size_t CachingPolicy::front_insert_position() const {
   return i;
 }
 
+// Whether any QA entry could be restored into the tree's free space: each needs at least its
+// last chunk's slice (see add_conversion_jobs), so when none fits, ranking the bank is skipped.
+bool CachingPolicy::any_restore_may_fit() const {
+  const double free = tree_->free_bytes(), per_token = bytes_per_token();
+  for (const auto& e : bank_->entries()) {
+    if (e.chunks.empty()) continue;
+    const auto t = pipe_->user().chunks.at(static_cast<std::size_t>(e.chunks.back())).tokens;
+    if (static_cast<double>(t) * per_token <= free && !restore_attempted_.contains(e.id)) return true;
+  }
+  return false;
+}
+
 void CachingPolicy::add_conversion_jobs() {
   if (!bank_ || !o_.scheduler || !o_.conversions) return;
   for (const auto& j : jobs_)
@@ -797,7 +809,7 @@ void CachingPolicy::add_conversion_jobs() {
   }
   // QA -> QKV: restore the slices of QA entries evicted from the tree while they fit in the free
   // space (no eviction): most-hit entries first, real queries before predicted ones, newest first.
-  if (tree_) {
+  if (tree_ && any_restore_may_fit()) {
     std::vector<const QaEntry*> order;
     for (const auto& e : bank_->entries()) order.push_back(&e);
     std::stable_sort(order.begin(), order.end(), [](const QaEntry* a, const QaEntry* b) {
@@ -806,19 +818,25 @@ void CachingPolicy::add_conversion_jobs() {
       return a->inserted > b->inserted;
     });
     double free = tree_->free_bytes();
+    const double per_token = bytes_per_token();
+    const auto slice_bytes = [&](std::int32_t chunk) {  // as slices() computes a slice's bytes
+      return static_cast<double>(pipe_->user().chunks.at(static_cast<std::size_t>(chunk)).tokens) * per_token;
+    };
     for (const QaEntry* e : order) {
       if (e->chunks.empty()) continue;
-      if (std::find(restore_attempted_.begin(), restore_attempted_.end(), e->id) != restore_attempted_.end()) continue;
+      // An entry not wholly in the tree needs at least its last chunk's slice: when even that
+      // does not fit, it is skipped whatever the match (the common case once the cache is full).
+      if (slice_bytes(e->chunks.back()) > free) continue;
+      if (restore_attempted_.contains(e->id)) continue;
       const KvMatch m = tree_->match(e->chunks);
       if (m.chunks == static_cast<std::int64_t>(e->chunks.size())) continue;
       double need = m.nodes.empty() ? root_slice().bytes : 0.0;
-      const auto sl = slices(e->chunks);
       std::size_t from = static_cast<std::size_t>(m.chunks);
       if (o_.boundary_rules && from > 0 && from < e->chunks.size()) --from;
-      for (std::size_t i = from; i < sl.size(); ++i) need += sl[i].bytes;
+      for (std::size_t i = from; i < e->chunks.size(); ++i) need += slice_bytes(e->chunks[i]);
       if (need > free) continue;
       free -= need;
-      restore_attempted_.push_back(e->id);
+      restore_attempted_.insert(e->id);
       Job j{JobKind::kRestore};
       j.text = e->query;
       j.chunks = e->chunks;

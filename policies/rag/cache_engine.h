@@ -53,6 +53,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "models/tokenizer.h"
@@ -209,6 +210,7 @@ class CachingPolicy : public RagPolicy {
   Plan plan_job(Job& j);
   void commit_job(Job& j);
   void add_conversion_jobs();
+  bool any_restore_may_fit() const;
   // Queues a prediction-type job (no query attached) that may start at `not_before`.
   void schedule_job(JobKind kind, sim::Time not_before, std::size_t batch = 0);
   // Notices chunks whose added_s has passed: abstract batch + refresh jobs for them.
@@ -251,7 +253,7 @@ class CachingPolicy : public RagPolicy {
   std::size_t schedule_applied_ = 0;
   bool started_ = false;
   std::int64_t predicted_ = 0, conv_qkv_to_qa_ = 0, conv_qa_to_qkv_ = 0;
-  std::vector<std::uint64_t> restore_attempted_;
+  std::unordered_set<std::uint64_t> restore_attempted_;  // QA entries whose restore was queued
   // Late chunks in added_s order and how many of them have been noticed.
   std::vector<std::int32_t> late_;
   std::size_t late_seen_ = 0;

@@ -16,24 +16,21 @@ QaBank::QaBank(double capacity_bytes, double entry_bytes) : capacity_bytes_(capa
                                   entry_bytes));
 }
 
+namespace {
+constexpr std::size_t kNoSlot = static_cast<std::size_t>(-1);
+}
+
 QaMatch QaBank::match(const std::vector<float>& embedding, double tau) const {
   QaMatch m;
   std::size_t best = entries_.size();
-  // The answered entries' similarities, several entries at a time (each the same as dot()).
-  std::vector<const std::vector<float>*> rows;
-  std::vector<std::size_t> row_entry;
-  rows.reserve(entries_.size());
-  row_entry.reserve(entries_.size());
-  for (std::size_t i = 0; i < entries_.size(); ++i)
-    if (entries_[i].answered) {
-      rows.push_back(&entries_[i].embedding);
-      row_entry.push_back(i);
-    }
-  const std::vector<double> sims = traces::dots(embedding, rows);
+  // Every slot's similarity at once when the query has the bank's length; entries outside the
+  // slots (another length) and every entry for a query of another length: one at a time.
+  const bool blocked = rows_.dim() > 0 && embedding.size() == rows_.dim();
+  const std::vector<double> slot_sims = blocked ? rows_.dots(embedding, used_slots_) : std::vector<double>{};
   // entries_ is in insertion order: a strict improvement is required, so ties keep the older entry.
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    const std::size_t i = row_entry[r];
-    const double s = sims[r];
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (!entries_[i].answered) continue;
+    const double s = blocked && slot_of_[i] != kNoSlot ? slot_sims[slot_of_[i]] : traces::dot(embedding, entries_[i].embedding);
     if (best == entries_.size() || s > m.similarity) {
       m.similarity = s;
       best = i;
@@ -48,12 +45,27 @@ std::uint64_t QaBank::insert(QaEntry e) {
     auto victim = std::min_element(entries_.begin(), entries_.end(), [](const QaEntry& a, const QaEntry& b) {
       return a.hits != b.hits ? a.hits < b.hits : a.inserted < b.inserted;
     });
+    const auto v = static_cast<std::size_t>(victim - entries_.begin());
+    if (slot_of_[v] != kNoSlot) free_slots_.push_back(slot_of_[v]);
+    slot_of_.erase(slot_of_.begin() + static_cast<std::ptrdiff_t>(v));
     entries_.erase(victim);
     ++evictions_;
   }
   e.inserted = seq_;
   e.id = seq_++;
   e.hits = 0;
+  if (rows_.dim() == 0 && !e.embedding.empty()) rows_ = traces::BlockedRows(e.embedding.size());
+  std::size_t slot = kNoSlot;
+  if (rows_.dim() > 0 && e.embedding.size() == rows_.dim()) {
+    if (!free_slots_.empty()) {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      slot = used_slots_++;
+    }
+    rows_.set(slot, e.embedding);
+  }
+  slot_of_.push_back(slot);
   entries_.push_back(std::move(e));
   return entries_.back().id;
 }

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "traces/embedder.h"
+
 namespace mobisim::policies {
 
 struct QaEntry {
@@ -69,6 +71,13 @@ class QaBank {
  private:
   double capacity_bytes_, entry_bytes_;
   std::vector<QaEntry> entries_;
+  // Every entry's embedding also sits in a slot of blocked rows (an evicted entry's slot is
+  // reused), so a match scores the whole bank a block at a time (each score dot()'s to the bit).
+  // Entries whose embedding length differs from the first one's are scored one by one.
+  traces::BlockedRows rows_;
+  std::vector<std::size_t> slot_of_;      // per entry (parallel to entries_); npos: not in rows_
+  std::vector<std::size_t> free_slots_;   // reused highest first
+  std::size_t used_slots_ = 0;            // slots ever handed out
   std::uint64_t seq_ = 0;
   std::uint64_t evictions_ = 0;
 };
