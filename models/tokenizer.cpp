@@ -90,9 +90,25 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path) {
   return std::make_unique<SentencePieceTokenizer>(model_path);
 }
 
+// As encode(text).size(), without building the pieces: a run of word characters of length L
+// counts max(1, ceil(L / 4)), each punctuation character one (it is a piece of length 1).
 std::size_t EstimateTokenizer::count(const std::string& text) const {
-  std::size_t n = 0;
-  for (const auto& p : rough_pieces(text)) n += std::max<std::size_t>(1, (p.size() + 3) / 4);
+  std::size_t n = 0, run = 0;
+  auto flush = [&] {
+    if (run > 0) n += (run + 3) / 4;
+    run = 0;
+  };
+  for (unsigned char c : text) {
+    if (std::isspace(c)) {
+      flush();
+    } else if (std::ispunct(c)) {
+      flush();
+      n += 1;
+    } else {
+      ++run;
+    }
+  }
+  flush();
   return n;
 }
 

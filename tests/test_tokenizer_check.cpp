@@ -100,5 +100,17 @@ TEST(TokenizerCheck, MapShapeErrorsAreNamed) {
   EXPECT_THROW(models::check_sentencepiece_model(model.substr(0, model.size() / 2), "half.model"), InputError);
 }
 
+// The estimate's count is its encoding's length, computed without the pieces: by hand, "Hello,
+// world!" is Hell|o , worl|d ! = 6 and a 9-letter word 3; and on texts of every kind of run.
+TEST(EstimateTokenizer, CountIsTheLengthOfTheEncoding) {
+  const models::EstimateTokenizer t;
+  EXPECT_EQ(t.count("Hello, world!"), 6u);
+  EXPECT_EQ(t.count("abcdefghi"), 3u);
+  EXPECT_EQ(t.count(""), 0u);
+  for (const std::string text : {"", "  ", "a", "...", "x.y", "summarize the meeting's key decisions (all 3)?",
+                                 "tab\tsep\nnew line  double  space", "\xc3\xa9t\xc3\xa9 caf\xc3\xa9"})
+    EXPECT_EQ(t.count(text), t.encode(text).size()) << text;
+}
+
 }  // namespace
 }  // namespace mobisim
