@@ -313,6 +313,7 @@ class CoordGenExperiment : public Experiment {
     std::vector<Job> jobs;
     for (std::size_t p = 0; p < policies_.size(); ++p) {
       auto& variant = ctx.results.variant(policies_[p].label);
+      variant.stats.tabulate_children("user");
       for (std::size_t u = 0; u < users_.size(); ++u)
         jobs.push_back(Job{p, u, Registry<SpecDecPolicy>::instance().create(policies_[p].node, policies_[p].source),
                            &variant.stats.child(sanitize(users_[u].id)),
