@@ -124,6 +124,58 @@ TEST(KvClusterReplay, AccuracyEverySamplesExactlyTheEveryStepValuesAndChangesNot
   EXPECT_THROW(replay_session(session, *p, bad), ConfigError);
 }
 
+TEST(KvClusterReplay, ReplayingPoliciesTogetherEqualsReplayingEachAlone) {
+  // replay_sessions shares each step's exact attention across its jobs; every summary must equal
+  // the one replay_session gives alone, bit for bit (different placements, caches, sampling, GQA).
+  auto spec = replay_spec();
+  spec.decode = 96;
+  const auto session = traces::generate_drifting_session(spec);
+  const auto dynakv = make("{impl: dynakv, top_k_percent: 10}");
+  const auto pq = make("{impl: pqcache, top_k_percent: 20}");
+  const auto ckv = make("{impl: clusterkv, top_k_percent: 10}");
+  std::vector<ReplayJob> jobs(4);
+  jobs[0] = {dynakv.get(), {}};
+  jobs[0].options.accuracy_every = 1;
+  jobs[1] = {pq.get(), {}};
+  jobs[1].options.accuracy_every = 3;
+  jobs[1].options.placement = Placement::kSequence;
+  jobs[2] = {ckv.get(), {}};
+  jobs[2].options.accuracy_every = 1;
+  jobs[2].options.cache_ratio = 0.2;
+  jobs[2].options.replacement = replacement("{impl: lru}");
+  jobs[3] = {dynakv.get(), {}};  // the same policy twice: the shared scores are not consumed
+  jobs[3].options.accuracy_every = 2;
+  const auto together = replay_sessions(session, jobs);
+  ASSERT_EQ(together.size(), jobs.size());
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const auto alone = replay_session(session, *jobs[j].policy, jobs[j].options);
+    ASSERT_EQ(together[j].steps.size(), alone.steps.size());
+    int measured = 0;
+    for (std::size_t i = 0; i < alone.steps.size(); ++i) {
+      const auto& a = alone.steps[i];
+      const auto& b = together[j].steps[i];
+      EXPECT_EQ(a.mass_measured, b.mass_measured) << j << "/" << i;
+      EXPECT_EQ(a.mass, b.mass) << j << "/" << i;  // bit-identical
+      EXPECT_EQ(a.read_bytes, b.read_bytes);
+      EXPECT_EQ(a.commands, b.commands);
+      EXPECT_EQ(a.hit_bytes, b.hit_bytes);
+      EXPECT_EQ(a.attended, b.attended);
+      EXPECT_EQ(a.io_seconds, b.io_seconds);
+      measured += a.mass_measured;
+    }
+    EXPECT_GT(measured, 0);
+    EXPECT_EQ(alone.run_entries, together[j].run_entries);
+    EXPECT_EQ(alone.mean_variance, together[j].mean_variance);
+    EXPECT_EQ(alone.cache_hits, together[j].cache_hits);
+    EXPECT_EQ(alone.updated_retrieved_within, together[j].updated_retrieved_within);
+  }
+  // The shared scores are the ones attention_mass computes alone.
+  ExactAttention exact(session);
+  const std::vector<int> subset{0, 5, 300};
+  const float* q = session.queries[1].row(7).data();  // layer 0, KV head 0, second head of its group
+  EXPECT_EQ(exact.scores(7, 0, 1, 263).mass_of(subset), attention_mass(session.keys[0], 263, q, subset));
+}
+
 TEST(KvClusterReplay, DynaKvReadsLessAndFasterThanBaselinesOnTheDriftingGenerator) {
   const auto session = traces::generate_drifting_session(replay_spec());
   ReplayOptions opt;
