@@ -169,11 +169,28 @@ TEST(KvClusterReplay, ReplayingPoliciesTogetherEqualsReplayingEachAlone) {
     EXPECT_EQ(alone.cache_hits, together[j].cache_hits);
     EXPECT_EQ(alone.updated_retrieved_within, together[j].updated_retrieved_within);
   }
-  // The shared scores are the ones attention_mass computes alone.
-  ExactAttention exact(session);
-  const std::vector<int> subset{0, 5, 300};
-  const float* q = session.queries[1].row(7).data();  // layer 0, KV head 0, second head of its group
-  EXPECT_EQ(exact.scores(7, 0, 1, 263).mass_of(subset), attention_mass(session.keys[0], 263, q, subset));
+  // The shared scores, computed several steps per pass over blocks of keys, are the ones
+  // attention_mass computes alone, bit for bit: every step from the prefill (257 keys: a block of
+  // 256 plus one row) on, with lookahead strides 1 and 3, for both heads of a group.
+  // head_dim 128 as the experiments' models: long enough that Eigen's one-row dot product sums
+  // in another order than its GEMV rows.
+  auto wide_spec = spec;
+  wide_spec.head_dim = 128;
+  wide_spec.decode = 24;
+  const auto wide = traces::generate_drifting_session(wide_spec);
+  const std::vector<int> subset{0, 5, 255, 256, 270};
+  for (auto [stride, block] : {std::pair{1, 256}, std::pair{3, 256}, std::pair{1, 5}, std::pair{2, 7}}) {
+    ExactAttention exact(wide, stride, block);
+    for (int step = 0; step < wide_spec.decode; step += stride)
+      for (int g = 0; g < 2; ++g) {
+        const int table = 3, n = wide_spec.prefill + step + 1;  // layer 1, KV head 1
+        const float* q = wide.queries[static_cast<std::size_t>(1 * 4 + 1 * 2 + g)].row(step).data();
+        const auto& e = exact.scores(step, table, g, n);
+        ASSERT_EQ(e.weights.size(), n);
+        ASSERT_EQ(e.mass_of(subset), attention_mass(wide.keys[table], n, q, subset)) << stride << "/" << block << "/" << step;
+        ASSERT_EQ(e.weights, exact_scores(wide.keys[table], n, q).weights);
+      }
+  }
 }
 
 TEST(KvClusterReplay, DynaKvReadsLessAndFasterThanBaselinesOnTheDriftingGenerator) {

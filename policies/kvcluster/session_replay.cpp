@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "policies/kvcluster/flash_io.h"
@@ -12,15 +13,24 @@
 
 namespace mobisim::policies::kvcluster {
 
+namespace {
+
+// Raw scores -> exp(s - max) and their sum, as attention_mass has always computed them.
+void finish_scores(ExactScores& e) {
+  const float mx = e.weights.maxCoeff();
+  e.weights = (e.weights.array() - mx).exp();
+  e.total = e.weights.sum();
+}
+
+}  // namespace
+
 ExactScores exact_scores(const kernel::Mat& keys, int n, const float* q) {
   const int d = static_cast<int>(keys.cols());
   const Eigen::Map<const Eigen::RowVectorXf> qv(q, d);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   ExactScores e;
   e.weights = (keys.topRows(n) * qv.transpose()) * scale;
-  const float mx = e.weights.maxCoeff();
-  e.weights = (e.weights.array() - mx).exp();
-  e.total = e.weights.sum();
+  finish_scores(e);
   return e;
 }
 
@@ -36,23 +46,48 @@ double attention_mass(const kernel::Mat& keys, int n, const float* q, const std:
   return exact_scores(keys, n, q).mass_of(subset);
 }
 
+ExactAttention::ExactAttention(const traces::KvSession& s, int stride, int row_block)
+    : session_(s), stride_(std::max(1, stride)), row_block_(std::max(2, row_block)) {}
+
 const ExactScores& ExactAttention::scores(int step, int table, int head_in_group, int n) {
   const int group = session_.n_heads / session_.n_kv_heads;
-  if (step != step_) {
-    step_ = step;
-    for (auto& e : cached_) e.n = -1;
+  slots_.resize(static_cast<std::size_t>(session_.tables()) * group);
+  Slot& sl = slots_[static_cast<std::size_t>(table) * group + head_in_group];
+  const int k = sl.base >= 0 && step >= sl.base && (step - sl.base) % stride_ == 0 ? (step - sl.base) / stride_ : -1;
+  if (k >= 0 && k < static_cast<int>(sl.ahead.size()) && sl.ahead[k].n == n) return sl.ahead[k].scores;
+  // A block of the steps to come (step, step + stride, ...), each over one more stride of keys,
+  // computed in one pass over the keys: a block of key rows stays in cache for all of them. Each
+  // score is still the GEMV's own dot product of that key row (row-major GEMV computes every row
+  // alike, whatever the rows around it), so the values are those exact_scores gives.
+  const kernel::Mat& keys = session_.keys[table];
+  const int layer = table / session_.n_kv_heads, kvh = table % session_.n_kv_heads;
+  const kernel::Mat& queries =
+      session_.queries[static_cast<std::size_t>(layer) * session_.n_heads + kvh * group + head_in_group];
+  int count = 1;
+  while (count < kLookahead && step + count * stride_ < session_.decode &&
+         n + count * stride_ <= static_cast<int>(keys.rows()))
+    ++count;
+  sl.base = step;
+  sl.ahead.resize(static_cast<std::size_t>(count));
+  const int d = static_cast<int>(keys.cols());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int j = 0; j < count; ++j) {
+    sl.ahead[j].n = n + j * stride_;
+    sl.ahead[j].scores.weights.resize(sl.ahead[j].n);
   }
-  cached_.resize(static_cast<std::size_t>(session_.tables()) * group);
-  Entry& e = cached_[static_cast<std::size_t>(table) * group + head_in_group];
-  if (e.n != n) {
-    const int layer = table / session_.n_kv_heads, kvh = table % session_.n_kv_heads;
-    const float* q = session_.queries[static_cast<std::size_t>(layer) * session_.n_heads + kvh * group + head_in_group]
-                         .row(step)
-                         .data();
-    e.scores = exact_scores(session_.keys[table], n, q);
-    e.n = n;
-  }
-  return e.scores;
+  const int n_last = sl.ahead.back().n;
+  for (int r0 = 0; r0 < n_last; r0 += row_block_)
+    for (int j = 0; j < count; ++j) {
+      // Eigen takes a one-row product as a dot product (another summation order), so a last
+      // block of one row joins the block before it.
+      const int left = sl.ahead[j].n - r0;
+      if (left <= 0 || (left == 1 && r0 > 0)) continue;
+      const int rows = left == row_block_ + 1 ? left : std::min(row_block_, left);
+      const Eigen::Map<const Eigen::RowVectorXf> qv(queries.row(step + j * stride_).data(), d);
+      sl.ahead[j].scores.weights.segment(r0, rows).noalias() = (keys.middleRows(r0, rows) * qv.transpose()) * scale;
+    }
+  for (auto& e : sl.ahead) finish_scores(e.scores);
+  return sl.ahead[0].scores;
 }
 
 namespace {
@@ -266,14 +301,17 @@ ReplaySummary SessionReplay::finish() {
 }
 
 ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& policy, const ReplayOptions& opt) {
-  ExactAttention exact(s);
+  ExactAttention exact(s, opt.accuracy_every);
   SessionReplay r(s, policy, opt);
   for (int step = 0; step < s.decode; ++step) r.step(exact);
   return r.finish();
 }
 
 std::vector<ReplaySummary> replay_sessions(const traces::KvSession& s, const std::vector<ReplayJob>& jobs) {
-  ExactAttention exact(s);
+  int stride = 0;  // the measured steps of every job are multiples of this
+  for (const auto& j : jobs)
+    if (j.options.accuracy_every > 0) stride = std::gcd(stride, j.options.accuracy_every);
+  ExactAttention exact(s, stride);
   std::vector<SessionReplay> replays;
   replays.reserve(jobs.size());
   for (const auto& j : jobs) replays.emplace_back(s, *j.policy, j.options);

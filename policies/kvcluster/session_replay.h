@@ -98,18 +98,27 @@ double attention_mass(const kernel::Mat& keys, int n, const float* q, const std:
 // O(context) scores of a step are computed once instead of once per policy.
 class ExactAttention {
  public:
-  explicit ExactAttention(const traces::KvSession& s) : session_(s) {}
+  // `stride`: decode steps between the steps that will be asked for (accuracy_every); the scores
+  // of the next few of them are computed together, in one pass over the keys.
+  // `row_block`: key rows per block of that pass (tests make it small to exercise the block edges).
+  explicit ExactAttention(const traces::KvSession& s, int stride = 1, int row_block = 256);
   // Query head `head_in_group` of table (layer x KV head) `table`'s GQA group at `step`, over keys [0, n).
   const ExactScores& scores(int step, int table, int head_in_group, int n);
 
  private:
+  static constexpr int kLookahead = 16;  // steps computed per pass over the keys
   struct Entry {
-    int n = -1;  // -1: not computed for the current step
+    int n = -1;
     ExactScores scores;
   };
+  struct Slot {
+    int base = -1;  // step of ahead[0]; ahead[k] is step base + k x stride
+    std::vector<Entry> ahead;
+  };
   const traces::KvSession& session_;
-  int step_ = -1;
-  std::vector<Entry> cached_;
+  int stride_;
+  int row_block_;  // key rows per block (256: 128 KB at head_dim 128)
+  std::vector<Slot> slots_;
 };
 
 // One policy's replay of a session, a decode step at a time (replay_session runs it to the end).
