@@ -222,15 +222,38 @@ class DynaKvExperiment : public Experiment {
     std::vector<Row> rows;
     StatRows stats;
     for (const auto t : decode_lengths_) {
-      std::map<std::pair<int, int>, traces::KvSession> sessions;  // by (KV heads, head_dim)
+      using SessionKey = std::pair<int, int>;  // (KV heads, head_dim)
+      std::map<SessionKey, traces::KvSession> sessions;
+      std::vector<SessionKey> order;  // sessions in order of first use
       for (const auto& v : variants_) {
-        ctx.progress(fmt::format("T={} {}", t, v.name));
-        const auto key = std::make_pair(v.model.n_kv_heads, v.model.head_dim);
-        if (!sessions.contains(key)) {
-          sessions.emplace(key, make_session(v.model, static_cast<int>(t)));
-          if (session_stats_) add_session_stats(stats, sessions.at(key), t);
+        const SessionKey key{v.model.n_kv_heads, v.model.head_dim};
+        if (sessions.contains(key)) continue;
+        sessions.emplace(key, make_session(v.model, static_cast<int>(t)));
+        order.push_back(key);
+        if (session_stats_) add_session_stats(stats, sessions.at(key), t);
+      }
+      // The variants of one session replay together (step by step), sharing its exact attention.
+      std::vector<Row> t_rows(variants_.size());
+      for (const auto& key : order) {
+        const traces::KvSession& session = sessions.at(key);
+        std::vector<std::size_t> members;
+        std::vector<policies::kvcluster::ReplayJob> jobs;
+        for (std::size_t i = 0; i < variants_.size(); ++i) {
+          const auto& v = variants_[i];
+          if (SessionKey{v.model.n_kv_heads, v.model.head_dim} != key) continue;
+          members.push_back(i);
+          jobs.push_back({v.policy.get(), replay_options(session, v)});
         }
-        rows.push_back(replay_variant(sessions.at(key), v));
+        std::string label;
+        for (auto i : members) label += (label.empty() ? "" : ", ") + variants_[i].name;
+        ctx.progress(fmt::format("T={} {}", t, label));
+        const auto results = policies::kvcluster::replay_sessions(session, jobs);
+        for (std::size_t k = 0; k < members.size(); ++k)
+          t_rows[members[k]] = summarize_variant(session, variants_[members[k]], results[k]);
+      }
+      for (std::size_t i = 0; i < variants_.size(); ++i) {
+        const auto& v = variants_[i];
+        rows.push_back(std::move(t_rows[i]));
         names.push_back(v.name);
         impls.push_back(v.policy_impl);
         model_names.push_back(v.model.name);
@@ -374,22 +397,27 @@ class DynaKvExperiment : public Experiment {
     t.add("kv_over_weights", ratio);
   }
 
-  Row replay_variant(const traces::KvSession& session, const VariantSpec& v) const {
+  ReplayOptions replay_options(const traces::KvSession& session, const VariantSpec& v) const {
+    const double elem_bytes = models::dtype_bytes(v.dtype);
+    ReplayOptions opt;
+    opt.placement = v.placement;
+    opt.entry_bytes = std::max<std::int64_t>(1, std::llround(2.0 * session.head_dim * elem_bytes));
+    opt.read_merge = read_merge_;
+    opt.cache_ratio = v.cache_ratio;
+    opt.replacement = v.cache_ratio > 0 ? v.replacement : nullptr;
+    opt.accuracy_every = accuracy_every_;
+    opt.storage = v.device.require_storage("dynakv experiment");
+    return opt;
+  }
+
+  // Per-token latency, energy and layout statistics of one variant's replay.
+  Row summarize_variant(const traces::KvSession& session, const VariantSpec& v,
+                        const policies::kvcluster::ReplaySummary& r) const {
     const auto& model = v.model;
     const devices::StorageSpec storage = v.device.require_storage("dynakv experiment");
     const devices::ComputeUnitSpec cpu = v.device.unit("cpu", "dynakv experiment");
     const double scale = static_cast<double>(model.n_layers) / session.n_layers;
     const double elem_bytes = models::dtype_bytes(v.dtype);
-    const std::int64_t entry_bytes = std::max<std::int64_t>(1, std::llround(2.0 * session.head_dim * elem_bytes));
-    ReplayOptions opt;
-    opt.placement = v.placement;
-    opt.entry_bytes = entry_bytes;
-    opt.read_merge = read_merge_;
-    opt.cache_ratio = v.cache_ratio;
-    opt.replacement = v.cache_ratio > 0 ? v.replacement : nullptr;
-    opt.accuracy_every = accuracy_every_;
-    opt.storage = storage;
-    const auto r = policies::kvcluster::replay_session(session, *v.policy, opt);
     const models::CostModel cost(model);
     const double cluster_flops_per_s = cpu.peak_flops(models::DType::kF32) * cpu.gemv_compute_efficiency;
     double lat = 0, io = 0, exposed = 0, prefetch = 0, rep_io = 0, comp = 0, bytes = 0, wanted = 0, c = 0, m = 0,

@@ -291,6 +291,38 @@ TEST(KernelOracles, SubsetAttentionWithAllPositionsIsFullAttention) {
   EXPECT_EQ(half_stats.attended[0], 21);  // 39 cached -> 20 even positions, plus itself
 }
 
+TEST(KernelOracles, TreeAttentionIsBitIdenticalToThePerHeadPath) {
+  // Draft verification takes a lane-blocked path (tree_attention); a selector returning every
+  // cached position sends the same tree through the per-(row, head) attend loop, whose key order
+  // and arithmetic the fast path must reproduce exactly: the logits must be equal bit for bit.
+  for (const Model& m : {testing::tiny_llama(), testing::tiny_qwen()}) {
+    const auto seq = sample_sequence(m, 37, 5);
+    for (const std::vector<int>& parents : {std::vector<int>{-1}, std::vector<int>{-1, 0, 0, 1, 2, 2, 5, -1, 7},
+                                             std::vector<int>{-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}) {
+      std::vector<int> chunk;
+      for (std::size_t i = 0; i < parents.size(); ++i) chunk.push_back(seq[(i * 7) % seq.size()]);
+      KVCache a(m.config), b(m.config);
+      RunState s1, s2;
+      forward(m, a, s1, seq);
+      forward(m, b, s2, seq);
+      ForwardOptions fast, slow;
+      fast.logits = slow.logits = Logits::kAll;
+      fast.parents = slow.parents = parents;
+      slow.kv_selector = [](int, int, const float*, int n) {
+        std::vector<int> v(n);
+        for (int i = 0; i < n; ++i) v[i] = i;
+        return v;
+      };
+      const Mat x = forward(m, a, s1, chunk, fast);
+      const Mat y = forward(m, b, s2, chunk, slow);
+      ASSERT_EQ(x.rows(), static_cast<Eigen::Index>(parents.size()));
+      for (Eigen::Index r = 0; r < x.rows(); ++r)
+        for (Eigen::Index v = 0; v < x.cols(); ++v) ASSERT_EQ(x(r, v), y(r, v)) << m.source << " row " << r;
+      for (int l = 0; l < m.config.n_layers; ++l) EXPECT_TRUE(a.k[l] == b.k[l] && a.v[l] == b.v[l]);
+    }
+  }
+}
+
 TEST(KernelOracles, KMeansSeparatesObviousClusters) {
   Mat pts(60, 2);
   sim::Rng rng(3);

@@ -124,6 +124,75 @@ TEST(KvClusterReplay, AccuracyEverySamplesExactlyTheEveryStepValuesAndChangesNot
   EXPECT_THROW(replay_session(session, *p, bad), ConfigError);
 }
 
+TEST(KvClusterReplay, ReplayingPoliciesTogetherEqualsReplayingEachAlone) {
+  // replay_sessions shares each step's exact attention across its jobs; every summary must equal
+  // the one replay_session gives alone, bit for bit (different placements, caches, sampling, GQA).
+  auto spec = replay_spec();
+  spec.decode = 96;
+  const auto session = traces::generate_drifting_session(spec);
+  const auto dynakv = make("{impl: dynakv, top_k_percent: 10}");
+  const auto pq = make("{impl: pqcache, top_k_percent: 20}");
+  const auto ckv = make("{impl: clusterkv, top_k_percent: 10}");
+  std::vector<ReplayJob> jobs(4);
+  jobs[0] = {dynakv.get(), {}};
+  jobs[0].options.accuracy_every = 1;
+  jobs[1] = {pq.get(), {}};
+  jobs[1].options.accuracy_every = 3;
+  jobs[1].options.placement = Placement::kSequence;
+  jobs[2] = {ckv.get(), {}};
+  jobs[2].options.accuracy_every = 1;
+  jobs[2].options.cache_ratio = 0.2;
+  jobs[2].options.replacement = replacement("{impl: lru}");
+  jobs[3] = {dynakv.get(), {}};  // the same policy twice: the shared scores are not consumed
+  jobs[3].options.accuracy_every = 2;
+  const auto together = replay_sessions(session, jobs);
+  ASSERT_EQ(together.size(), jobs.size());
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const auto alone = replay_session(session, *jobs[j].policy, jobs[j].options);
+    ASSERT_EQ(together[j].steps.size(), alone.steps.size());
+    int measured = 0;
+    for (std::size_t i = 0; i < alone.steps.size(); ++i) {
+      const auto& a = alone.steps[i];
+      const auto& b = together[j].steps[i];
+      EXPECT_EQ(a.mass_measured, b.mass_measured) << j << "/" << i;
+      EXPECT_EQ(a.mass, b.mass) << j << "/" << i;  // bit-identical
+      EXPECT_EQ(a.read_bytes, b.read_bytes);
+      EXPECT_EQ(a.commands, b.commands);
+      EXPECT_EQ(a.hit_bytes, b.hit_bytes);
+      EXPECT_EQ(a.attended, b.attended);
+      EXPECT_EQ(a.io_seconds, b.io_seconds);
+      measured += a.mass_measured;
+    }
+    EXPECT_GT(measured, 0);
+    EXPECT_EQ(alone.run_entries, together[j].run_entries);
+    EXPECT_EQ(alone.mean_variance, together[j].mean_variance);
+    EXPECT_EQ(alone.cache_hits, together[j].cache_hits);
+    EXPECT_EQ(alone.updated_retrieved_within, together[j].updated_retrieved_within);
+  }
+  // The shared scores, computed several steps per pass over blocks of keys, are the ones
+  // attention_mass computes alone, bit for bit: every step from the prefill (257 keys: a block of
+  // 256 plus one row) on, with lookahead strides 1 and 3, for both heads of a group.
+  // head_dim 128 as the experiments' models: long enough that Eigen's one-row dot product sums
+  // in another order than its GEMV rows.
+  auto wide_spec = spec;
+  wide_spec.head_dim = 128;
+  wide_spec.decode = 24;
+  const auto wide = traces::generate_drifting_session(wide_spec);
+  const std::vector<int> subset{0, 5, 255, 256, 270};
+  for (auto [stride, block] : {std::pair{1, 256}, std::pair{3, 256}, std::pair{1, 5}, std::pair{2, 7}}) {
+    ExactAttention exact(wide, stride, block);
+    for (int step = 0; step < wide_spec.decode; step += stride)
+      for (int g = 0; g < 2; ++g) {
+        const int table = 3, n = wide_spec.prefill + step + 1;  // layer 1, KV head 1
+        const float* q = wide.queries[static_cast<std::size_t>(1 * 4 + 1 * 2 + g)].row(step).data();
+        const auto& e = exact.scores(step, table, g, n);
+        ASSERT_EQ(e.weights.size(), n);
+        ASSERT_EQ(e.mass_of(subset), attention_mass(wide.keys[table], n, q, subset)) << stride << "/" << block << "/" << step;
+        ASSERT_EQ(e.weights, exact_scores(wide.keys[table], n, q).weights);
+      }
+  }
+}
+
 TEST(KvClusterReplay, DynaKvReadsLessAndFasterThanBaselinesOnTheDriftingGenerator) {
   const auto session = traces::generate_drifting_session(replay_spec());
   ReplayOptions opt;

@@ -235,6 +235,115 @@ void attend(const float* q, const Mat& K, const Mat& V, int kvh, int head_dim, c
   attend_slots(q, K, V, kvh, head_dim, keys.size(), [&keys](std::size_t j) { return keys[j]; }, att, out);
 }
 
+// Tree attention (draft verification) of every chunk row and query head: row r attends the c0
+// cached positions, then its ancestors and itself (`chunk_keys[r]`, slots in root-to-row order).
+// Per (row, head) this is attend_slots' arithmetic exactly: the same products, the same sums in
+// the same order, the same exponentials, so the logits are bit for bit those of the per-head loop.
+// What changes is the memory traffic: the cached keys and values, which every row and every query
+// head of a KV head's group share, are read once for all of them, and the loops over these
+// (row, head) "lanes" are contiguous, so they vectorise without reordering any lane's sums.
+void tree_attention(const Mat& q, const Mat& K, const Mat& V, int c0, const std::vector<std::vector<int>>& chunk_keys,
+                    int n_heads, int kv_mul, int hd, std::vector<float>& buf, Mat& att_out) {
+  constexpr int kBlock = 8;  // lanes per register block (two SSE vectors)
+  const int n = static_cast<int>(q.rows());
+  const int lanes = n * kv_mul;  // lane = row * kv_mul + head within the group
+  const int padded = (lanes + kBlock - 1) / kBlock * kBlock;  // padding lanes hold zero queries, never read back
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::size_t longest = 0;
+  for (const auto& ck : chunk_keys) longest = std::max(longest, ck.size());
+  const auto L = static_cast<std::size_t>(padded), H = static_cast<std::size_t>(hd);
+  buf.assign(H * L * 2 + static_cast<std::size_t>(c0) * L + 3 * L + longest * L, 0.0f);
+  float* qt = buf.data();                  // [hd][padded] queries
+  float* w = qt + H * L;                   // [c0][padded] scores, then softmax weights
+  float* o = w + static_cast<std::size_t>(c0) * L;  // [hd][padded] outputs
+  float* mx = o + H * L;
+  float* sum = mx + L;
+  float* inv = sum + L;
+  float* anc = inv + L;                    // [lanes][longest] scores of the row's own chunk keys
+  for (int kvh = 0; kvh < n_heads / kv_mul; ++kvh) {
+    for (int r = 0; r < n; ++r)
+      for (int g = 0; g < kv_mul; ++g) {
+        const float* qr = q.row(r).data() + (kvh * kv_mul + g) * hd;
+        for (int i = 0; i < hd; ++i) qt[i * L + r * kv_mul + g] = qr[i];
+      }
+    // Scores against the cached keys: each lane's dot product runs over i in order from 0, in registers.
+    for (int l0 = 0; l0 < padded; l0 += kBlock)
+      for (int j = 0; j < c0; ++j) {
+        const float* kj = K.row(j).data() + kvh * hd;
+        float acc[kBlock] = {};
+        for (int i = 0; i < hd; ++i) {
+          const float kv = kj[i];
+          const float* qi = qt + i * L + l0;
+          for (int b = 0; b < kBlock; ++b) acc[b] += qi[b] * kv;
+        }
+        float* s = w + static_cast<std::size_t>(j) * L + l0;
+        for (int b = 0; b < kBlock; ++b) s[b] = acc[b] * scale;
+      }
+    for (int l = 0; l < lanes; ++l) mx[l] = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j < c0; ++j) {
+      const float* s = w + static_cast<std::size_t>(j) * L;
+      for (int l = 0; l < lanes; ++l) mx[l] = std::max(mx[l], s[l]);
+    }
+    // The row's own chunk keys come after the cached ones, as in attend_slots' key order.
+    for (int l = 0; l < lanes; ++l) {
+      const auto& ck = chunk_keys[static_cast<std::size_t>(l / kv_mul)];
+      float* a = anc + static_cast<std::size_t>(l) * longest;
+      for (std::size_t j = 0; j < ck.size(); ++j) {
+        const float* kj = K.row(ck[j]).data() + kvh * hd;
+        float s = 0;
+        for (int i = 0; i < hd; ++i) s += qt[i * L + l] * kj[i];
+        a[j] = s * scale;
+        mx[l] = std::max(mx[l], a[j]);
+      }
+    }
+    for (int l = 0; l < lanes; ++l) sum[l] = 0.0f;
+    for (int j = 0; j < c0; ++j) {
+      float* s = w + static_cast<std::size_t>(j) * L;
+      for (int l = 0; l < lanes; ++l) {
+        s[l] = std::exp(s[l] - mx[l]);
+        sum[l] += s[l];
+      }
+    }
+    for (int l = 0; l < lanes; ++l) {
+      float* a = anc + static_cast<std::size_t>(l) * longest;
+      for (std::size_t j = 0; j < chunk_keys[static_cast<std::size_t>(l / kv_mul)].size(); ++j) {
+        a[j] = std::exp(a[j] - mx[l]);
+        sum[l] += a[j];
+      }
+      inv[l] = 1.0f / sum[l];
+    }
+    for (int l = lanes; l < padded; ++l) inv[l] = 0.0f;
+    for (int j = 0; j < c0; ++j) {
+      float* p = w + static_cast<std::size_t>(j) * L;
+      for (int l = 0; l < padded; ++l) p[l] *= inv[l];
+    }
+    // Weighted values: each lane accumulates over the cached keys in order, in registers.
+    for (int l0 = 0; l0 < padded; l0 += kBlock)
+      for (int i = 0; i < hd; ++i) {
+        float acc[kBlock] = {};
+        const float* vcol = V.data() + kvh * hd + i;
+        const auto vstride = static_cast<std::size_t>(V.cols());
+        for (int j = 0; j < c0; ++j) {
+          const float vv = vcol[static_cast<std::size_t>(j) * vstride];
+          const float* p = w + static_cast<std::size_t>(j) * L + l0;
+          for (int b = 0; b < kBlock; ++b) acc[b] += p[b] * vv;
+        }
+        for (int b = 0; b < kBlock; ++b) o[i * L + l0 + b] = acc[b];
+      }
+    for (int l = 0; l < lanes; ++l) {
+      const auto& ck = chunk_keys[static_cast<std::size_t>(l / kv_mul)];
+      const float* a = anc + static_cast<std::size_t>(l) * longest;
+      for (std::size_t j = 0; j < ck.size(); ++j) {
+        const float* vj = V.row(ck[j]).data() + kvh * hd;
+        const float p = a[j] * inv[l];
+        for (int i = 0; i < hd; ++i) o[i * L + l] += p * vj[i];
+      }
+      float* out = att_out.row(l / kv_mul).data() + (kvh * kv_mul + l % kv_mul) * hd;
+      for (int i = 0; i < hd; ++i) out[i] = o[i * L + l];
+    }
+  }
+}
+
 void check_tokens(const Model& m, std::span<const int> tokens) {
   for (std::size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || tokens[i] >= m.config.vocab_size)
@@ -366,7 +475,17 @@ const Mat& forward(const Model& m, KVCache& cache, RunState& s, std::span<const 
       }
       pairs = static_cast<double>(c.n_heads) * (static_cast<double>(n) * c0 + n * (n + 1.0) / 2.0);
     }
-    for (int i = 0; i < n && (tree || opt.kv_selector); ++i) {
+    if (tree && !opt.kv_selector) {
+      std::vector<std::vector<int>> chunk_keys(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) {
+        auto& ck = chunk_keys[static_cast<std::size_t>(i)];
+        for (int a = i; a >= 0; a = opt.parents[a]) ck.push_back(c0 + a);
+        std::reverse(ck.begin(), ck.end());
+        pairs += static_cast<double>(c.n_heads) * static_cast<double>(c0 + static_cast<int>(ck.size()));
+      }
+      tree_attention(s.q, cache.k[l], cache.v[l], c0, chunk_keys, c.n_heads, c.kv_mul(), hd, s.lanes, s.att_out);
+    }
+    for (int i = 0; i < n && opt.kv_selector; ++i) {
       // The chunk keys row i sees: itself and its ancestors (tree) or all earlier rows (sequence).
       std::vector<int> chunk_keys;
       if (tree) {

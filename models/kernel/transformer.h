@@ -178,6 +178,7 @@ struct ForwardOptions {
 struct RunState {
   Mat x, xb, q, k, v, att_out, hb, hb2, logits, scores;
   std::vector<float> att;  // one row of attention scores
+  std::vector<float> lanes;  // tree attention: per-(row, head) lanes of queries, scores and outputs
   Vec rope_cos, rope_sin;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "policies/kvcluster/flash_io.h"
@@ -12,18 +13,81 @@
 
 namespace mobisim::policies::kvcluster {
 
-double attention_mass(const kernel::Mat& keys, int n, const float* q, const std::vector<int>& subset) {
+namespace {
+
+// Raw scores -> exp(s - max) and their sum, as attention_mass has always computed them.
+void finish_scores(ExactScores& e) {
+  const float mx = e.weights.maxCoeff();
+  e.weights = (e.weights.array() - mx).exp();
+  e.total = e.weights.sum();
+}
+
+}  // namespace
+
+ExactScores exact_scores(const kernel::Mat& keys, int n, const float* q) {
   const int d = static_cast<int>(keys.cols());
   const Eigen::Map<const Eigen::RowVectorXf> qv(q, d);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  Eigen::VectorXf s = (keys.topRows(n) * qv.transpose()) * scale;
-  const float mx = s.maxCoeff();
-  s = (s.array() - mx).exp();
-  const double total = s.sum();
+  ExactScores e;
+  e.weights = (keys.topRows(n) * qv.transpose()) * scale;
+  finish_scores(e);
+  return e;
+}
+
+double ExactScores::mass_of(const std::vector<int>& subset) const {
+  const auto n = static_cast<int>(weights.size());
   double in = 0;
   for (int p : subset)
-    if (p >= 0 && p < n) in += s[p];
+    if (p >= 0 && p < n) in += weights[p];
   return total > 0 ? in / total : 0.0;
+}
+
+double attention_mass(const kernel::Mat& keys, int n, const float* q, const std::vector<int>& subset) {
+  return exact_scores(keys, n, q).mass_of(subset);
+}
+
+ExactAttention::ExactAttention(const traces::KvSession& s, int stride, int row_block)
+    : session_(s), stride_(std::max(1, stride)), row_block_(std::max(2, row_block)) {}
+
+const ExactScores& ExactAttention::scores(int step, int table, int head_in_group, int n) {
+  const int group = session_.n_heads / session_.n_kv_heads;
+  slots_.resize(static_cast<std::size_t>(session_.tables()) * group);
+  Slot& sl = slots_[static_cast<std::size_t>(table) * group + head_in_group];
+  const int k = sl.base >= 0 && step >= sl.base && (step - sl.base) % stride_ == 0 ? (step - sl.base) / stride_ : -1;
+  if (k >= 0 && k < static_cast<int>(sl.ahead.size()) && sl.ahead[k].n == n) return sl.ahead[k].scores;
+  // A block of the steps to come (step, step + stride, ...), each over one more stride of keys,
+  // computed in one pass over the keys: a block of key rows stays in cache for all of them. Each
+  // score is still the GEMV's own dot product of that key row (row-major GEMV computes every row
+  // alike, whatever the rows around it), so the values are those exact_scores gives.
+  const kernel::Mat& keys = session_.keys[table];
+  const int layer = table / session_.n_kv_heads, kvh = table % session_.n_kv_heads;
+  const kernel::Mat& queries =
+      session_.queries[static_cast<std::size_t>(layer) * session_.n_heads + kvh * group + head_in_group];
+  int count = 1;
+  while (count < kLookahead && step + count * stride_ < session_.decode &&
+         n + count * stride_ <= static_cast<int>(keys.rows()))
+    ++count;
+  sl.base = step;
+  sl.ahead.resize(static_cast<std::size_t>(count));
+  const int d = static_cast<int>(keys.cols());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int j = 0; j < count; ++j) {
+    sl.ahead[j].n = n + j * stride_;
+    sl.ahead[j].scores.weights.resize(sl.ahead[j].n);
+  }
+  const int n_last = sl.ahead.back().n;
+  for (int r0 = 0; r0 < n_last; r0 += row_block_)
+    for (int j = 0; j < count; ++j) {
+      // Eigen takes a one-row product as a dot product (another summation order), so a last
+      // block of one row joins the block before it.
+      const int left = sl.ahead[j].n - r0;
+      if (left <= 0 || (left == 1 && r0 > 0)) continue;
+      const int rows = left == row_block_ + 1 ? left : std::min(row_block_, left);
+      const Eigen::Map<const Eigen::RowVectorXf> qv(queries.row(step + j * stride_).data(), d);
+      sl.ahead[j].scores.weights.segment(r0, rows).noalias() = (keys.middleRows(r0, rows) * qv.transpose()) * scale;
+    }
+  for (auto& e : sl.ahead) finish_scores(e.scores);
+  return sl.ahead[0].scores;
 }
 
 namespace {
@@ -38,146 +102,182 @@ const float* group_query(const traces::KvSession& s, int layer, int kv_head, int
   return s.queries[static_cast<std::size_t>(layer) * s.n_heads + kv_head * group].row(step).data();
 }
 
+constexpr int kHorizons[] = {1, 2, 4, 8, 16};
+
 }  // namespace
 
-ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& policy, const ReplayOptions& opt) {
+// One policy's replay in progress: its tables and layouts, its DRAM cache and the Table 2 bookkeeping.
+struct SessionReplay::State {
+  const traces::KvSession& s;
+  const KvClusterPolicy& policy;
+  ReplayOptions opt;
+  std::vector<TableState> tabs{};
+  std::optional<ClusterCache> cache{};
+  ReplaySummary sum{};
+  std::vector<double> within_hits = std::vector<double>(5, 0.0);
+  double within_total = 0;
+  std::map<std::pair<int, int>, int> pending_update{};  // (table, cluster) -> step of its last unresolved update
+  int next_step = 0;
+};
+
+SessionReplay::SessionReplay(const traces::KvSession& s, const KvClusterPolicy& policy, ReplayOptions opt) {
   s.validate("replay");
   policy.check_heads(s.tables());
-  std::vector<TableState> tabs;
+  if (opt.accuracy_every < 0)
+    throw ConfigError(fmt::format("replay: accuracy_every must be non-negative (got {})", opt.accuracy_every));
+  st_ = std::make_unique<State>(State{s, policy, std::move(opt)});
+  State& x = *st_;
+  std::vector<TableState>& tabs = x.tabs;
+  const ReplayOptions& o = x.opt;
   tabs.reserve(s.tables());
   for (int i = 0; i < s.tables(); ++i) {
-    tabs.push_back({ClusterTable(s.head_dim, i), FlashLayout(opt.placement, opt.entry_bytes, opt.page_bytes, opt.hot_buffers, opt.read_merge)});
+    tabs.push_back({ClusterTable(s.head_dim, i), FlashLayout(o.placement, o.entry_bytes, o.page_bytes, o.hot_buffers, o.read_merge)});
     auto& ts = tabs.back();
     policy.prefill(ts.table, s.keys[i].topRows(s.prefill));
     const int layer = i / s.n_kv_heads, kvh = i % s.n_kv_heads;
-    const int nq = std::min(opt.coretrieval_steps, s.decode);
+    const int nq = std::min(o.coretrieval_steps, s.decode);
     kernel::Mat queries(nq, s.head_dim);
     for (int t = 0; t < nq; ++t)
       queries.row(t) = Eigen::Map<const Eigen::RowVectorXf>(group_query(s, layer, kvh, t), s.head_dim);
     ts.layout.place_initial(ts.table, co_retrieval_counts(ts.table, queries, policy.top_k()));
   }
-  const std::int64_t total_bytes = static_cast<std::int64_t>(s.positions()) * s.tables() * opt.entry_bytes;
-  std::optional<ClusterCache> cache;
-  if (opt.replacement && opt.cache_ratio > 0)
-    cache.emplace(static_cast<std::int64_t>(opt.cache_ratio * total_bytes), opt.replacement);
+  const std::int64_t total_bytes = static_cast<std::int64_t>(s.positions()) * s.tables() * o.entry_bytes;
+  if (o.replacement && o.cache_ratio > 0)
+    x.cache.emplace(static_cast<std::int64_t>(o.cache_ratio * total_bytes), o.replacement);
+  x.sum.steps.reserve(s.decode);
+}
 
-  if (opt.accuracy_every < 0)
-    throw ConfigError(fmt::format("replay: accuracy_every must be non-negative (got {})", opt.accuracy_every));
-  ReplaySummary sum;
-  // Table 2 bookkeeping: per (table, cluster) the steps it was updated, checked against later retrievals.
-  constexpr int kHorizons[] = {1, 2, 4, 8, 16};
-  std::vector<double> within_hits(5, 0.0);
-  double within_total = 0;
-  std::map<std::pair<int, int>, int> pending_update;  // (table, cluster) -> step of its last unresolved update
+SessionReplay::~SessionReplay() = default;
+SessionReplay::SessionReplay(SessionReplay&&) noexcept = default;
 
-  sum.steps.reserve(s.decode);
-  for (int step = 0; step < s.decode; ++step) {
-    StepRecord rec;
-    rec.layer_io_seconds.assign(s.n_layers, 0.0);
-    rec.layer_prefetch_seconds.assign(s.n_layers, 0.0);
-    rec.layer_write_bytes.assign(s.n_layers, 0);
-    rec.layer_moved_bytes.assign(s.n_layers, 0);
-    rec.layer_representatives.assign(s.n_layers, 0);
-    double mass_sum = 0;
-    int mass_n = 0;
-    const bool measure_mass = opt.accuracy_every > 0 && step % opt.accuracy_every == 0;
-    for (int layer = 0; layer < s.n_layers; ++layer) {
-      std::vector<ReadRun> layer_runs, prefetch_runs;
-      for (int kvh = 0; kvh < s.n_kv_heads; ++kvh) {
-        const int ti = layer * s.n_kv_heads + kvh;
-        auto& ts = tabs[ti];
-        const float* q = group_query(s, layer, kvh, step);
-        // Retrieval: P_req, minus what the DRAM cache holds.
-        const std::vector<int> sel = ts.table.select(q, policy.top_k());
-        rec.layer_representatives[layer] += ts.table.n_alive();
-        std::vector<int> missed, hit;
-        for (int c : sel) {
-          const std::int64_t bytes = static_cast<std::int64_t>(ts.table.cluster(c).size()) * opt.entry_bytes;
-          if (cache && cache->access({ti, c}, bytes, step)) {
-            rec.hit_bytes += bytes;
-            hit.push_back(c);
-          } else {
-            missed.push_back(c);
-          }
-        }
-        for (int c : sel) {
-          auto it = pending_update.find({ti, c});
-          if (it != pending_update.end()) {
-            const int age = step - it->second;
-            for (int h = 0; h < 5; ++h) within_hits[h] += age <= kHorizons[h];
-            pending_update.erase(it);
-          }
-        }
-        std::vector<int> wanted = ts.table.positions_of(missed);
-        const int n_before = ts.table.n_entries();
-        const StepOutcome out = policy.decode_step(ts.table, q, s.keys[ti].row(s.prefill + step).data());
-        // The layout still has the pre-step offsets: reads resolve against what was on flash.
-        auto runs = ts.layout.read_runs_of(wanted);
-        // Cached clusters live on flash too (layer-wise virtualization): prefetched, not on the critical path.
-        if (!hit.empty()) {
-          const auto pre = ts.layout.read_runs_of(ts.table.positions_of(hit));
-          prefetch_runs.insert(prefetch_runs.end(), pre.begin(), pre.end());
-        }
-        // A forced load reads the cluster as it was on flash before its split.
-        std::vector<int> forced;
-        for (int c : out.forced_loads) {
-          const auto m = ts.layout.placed_positions(c);
-          forced.insert(forced.end(), m.begin(), m.end());
-        }
-        const auto forced_runs = ts.layout.read_runs_of(forced);
-        for (const auto& r : runs) {
-          rec.read_bytes += r.bytes;
-          rec.commands += 1;
-          sum.run_entries.push_back(r.entries);
-          sum.piece_count += r.pieces;
-          sum.piece_entries += r.entries;
-          sum.longest_piece = std::max(sum.longest_piece, r.longest_piece);
-        }
-        for (const auto& r : forced_runs) {
-          rec.forced_bytes += r.bytes;
-          rec.commands += 1;
-        }
-        rec.wanted_bytes += static_cast<std::int64_t>(wanted.size()) * opt.entry_bytes;
-        layer_runs.insert(layer_runs.end(), runs.begin(), runs.end());
-        layer_runs.insert(layer_runs.end(), forced_runs.begin(), forced_runs.end());
-        const FlashStats before = ts.layout.stats();
-        ts.layout.sync(ts.table, out);
-        rec.layer_write_bytes[layer] += ts.layout.stats().physical_write_bytes - before.physical_write_bytes;
-        rec.layer_moved_bytes[layer] += ts.layout.stats().moved_bytes - before.moved_bytes;
-        if (cache) {
-          for (int c : out.updated)
-            cache->updated({ti, c}, static_cast<std::int64_t>(ts.table.cluster(c).size()) * opt.entry_bytes, step);
-        }
-        for (const auto& list : {out.updated, out.created})
-          for (int c : list) {
-            pending_update[{ti, c}] = step;  // an unresolved earlier update counts as never retrieved
-            within_total += 1;
-          }
-        rec.attended += static_cast<std::int64_t>(out.attended.size());
-        rec.splits += out.splits;
-        rec.cluster_flops += out.cluster_flops;
-        if (measure_mass) {
-          std::vector<int> att = out.attended;
-          att.push_back(n_before);  // the new token attends itself
-          const int group = s.n_heads / s.n_kv_heads;
-          for (int g = 0; g < group; ++g) {
-            const float* qh = s.queries[static_cast<std::size_t>(layer) * s.n_heads + kvh * group + g].row(step).data();
-            mass_sum += attention_mass(s.keys[ti], n_before + 1, qh, att);
-            ++mass_n;
-          }
+void SessionReplay::step(ExactAttention& exact) {
+  State& x = *st_;
+  const traces::KvSession& s = x.s;
+  const KvClusterPolicy& policy = x.policy;
+  const ReplayOptions& opt = x.opt;
+  auto& tabs = x.tabs;
+  auto& cache = x.cache;
+  auto& sum = x.sum;
+  auto& within_hits = x.within_hits;
+  auto& within_total = x.within_total;
+  auto& pending_update = x.pending_update;
+  if (x.next_step >= s.decode)
+    throw InputError(fmt::format("replay: step {} past the session's {} decode steps", x.next_step, s.decode));
+  const int step = x.next_step++;
+  StepRecord rec;
+  rec.layer_io_seconds.assign(s.n_layers, 0.0);
+  rec.layer_prefetch_seconds.assign(s.n_layers, 0.0);
+  rec.layer_write_bytes.assign(s.n_layers, 0);
+  rec.layer_moved_bytes.assign(s.n_layers, 0);
+  rec.layer_representatives.assign(s.n_layers, 0);
+  double mass_sum = 0;
+  int mass_n = 0;
+  const bool measure_mass = opt.accuracy_every > 0 && step % opt.accuracy_every == 0;
+  for (int layer = 0; layer < s.n_layers; ++layer) {
+    std::vector<ReadRun> layer_runs, prefetch_runs;
+    for (int kvh = 0; kvh < s.n_kv_heads; ++kvh) {
+      const int ti = layer * s.n_kv_heads + kvh;
+      auto& ts = tabs[ti];
+      const float* q = group_query(s, layer, kvh, step);
+      // Retrieval: P_req, minus what the DRAM cache holds.
+      const std::vector<int> sel = ts.table.select(q, policy.top_k());
+      rec.layer_representatives[layer] += ts.table.n_alive();
+      std::vector<int> missed, hit;
+      for (int c : sel) {
+        const std::int64_t bytes = static_cast<std::int64_t>(ts.table.cluster(c).size()) * opt.entry_bytes;
+        if (cache && cache->access({ti, c}, bytes, step)) {
+          rec.hit_bytes += bytes;
+          hit.push_back(c);
+        } else {
+          missed.push_back(c);
         }
       }
-      if (opt.storage) {
-        rec.layer_io_seconds[layer] = simulated_read_seconds(*opt.storage, layer_runs);
-        rec.layer_prefetch_seconds[layer] = simulated_read_seconds(*opt.storage, prefetch_runs);
+      for (int c : sel) {
+        auto it = pending_update.find({ti, c});
+        if (it != pending_update.end()) {
+          const int age = step - it->second;
+          for (int h = 0; h < 5; ++h) within_hits[h] += age <= kHorizons[h];
+          pending_update.erase(it);
+        }
       }
-      sum.max_representatives = std::max<std::int64_t>(sum.max_representatives, rec.layer_representatives[layer]);
-      rec.io_seconds += rec.layer_io_seconds[layer];
+      std::vector<int> wanted = ts.table.positions_of(missed);
+      const int n_before = ts.table.n_entries();
+      const StepOutcome out = policy.decode_step(ts.table, q, s.keys[ti].row(s.prefill + step).data());
+      // The layout still has the pre-step offsets: reads resolve against what was on flash.
+      auto runs = ts.layout.read_runs_of(wanted);
+      // Cached clusters live on flash too (layer-wise virtualization): prefetched, not on the critical path.
+      if (!hit.empty()) {
+        const auto pre = ts.layout.read_runs_of(ts.table.positions_of(hit));
+        prefetch_runs.insert(prefetch_runs.end(), pre.begin(), pre.end());
+      }
+      // A forced load reads the cluster as it was on flash before its split.
+      std::vector<int> forced;
+      for (int c : out.forced_loads) {
+        const auto m = ts.layout.placed_positions(c);
+        forced.insert(forced.end(), m.begin(), m.end());
+      }
+      const auto forced_runs = ts.layout.read_runs_of(forced);
+      for (const auto& r : runs) {
+        rec.read_bytes += r.bytes;
+        rec.commands += 1;
+        sum.run_entries.push_back(r.entries);
+        sum.piece_count += r.pieces;
+        sum.piece_entries += r.entries;
+        sum.longest_piece = std::max(sum.longest_piece, r.longest_piece);
+      }
+      for (const auto& r : forced_runs) {
+        rec.forced_bytes += r.bytes;
+        rec.commands += 1;
+      }
+      rec.wanted_bytes += static_cast<std::int64_t>(wanted.size()) * opt.entry_bytes;
+      layer_runs.insert(layer_runs.end(), runs.begin(), runs.end());
+      layer_runs.insert(layer_runs.end(), forced_runs.begin(), forced_runs.end());
+      const FlashStats before = ts.layout.stats();
+      ts.layout.sync(ts.table, out);
+      rec.layer_write_bytes[layer] += ts.layout.stats().physical_write_bytes - before.physical_write_bytes;
+      rec.layer_moved_bytes[layer] += ts.layout.stats().moved_bytes - before.moved_bytes;
+      if (cache) {
+        for (int c : out.updated)
+          cache->updated({ti, c}, static_cast<std::int64_t>(ts.table.cluster(c).size()) * opt.entry_bytes, step);
+      }
+      for (const auto& list : {out.updated, out.created})
+        for (int c : list) {
+          pending_update[{ti, c}] = step;  // an unresolved earlier update counts as never retrieved
+          within_total += 1;
+        }
+      rec.attended += static_cast<std::int64_t>(out.attended.size());
+      rec.splits += out.splits;
+      rec.cluster_flops += out.cluster_flops;
+      if (measure_mass) {
+        std::vector<int> att = out.attended;
+        att.push_back(n_before);  // the new token attends itself
+        const int group = s.n_heads / s.n_kv_heads;
+        for (int g = 0; g < group; ++g) {
+          // Policy-independent (session, step, head): shared by every replay of this session.
+          mass_sum += exact.scores(step, ti, g, n_before + 1).mass_of(att);
+          ++mass_n;
+        }
+      }
     }
-    rec.mass = mass_n > 0 ? mass_sum / mass_n : 0.0;
-    rec.mass_measured = measure_mass;
-    sum.steps.push_back(std::move(rec));
+    if (opt.storage) {
+      rec.layer_io_seconds[layer] = simulated_read_seconds(*opt.storage, layer_runs);
+      rec.layer_prefetch_seconds[layer] = simulated_read_seconds(*opt.storage, prefetch_runs);
+    }
+    sum.max_representatives = std::max<std::int64_t>(sum.max_representatives, rec.layer_representatives[layer]);
+    rec.io_seconds += rec.layer_io_seconds[layer];
   }
+  rec.mass = mass_n > 0 ? mass_sum / mass_n : 0.0;
+  rec.mass_measured = measure_mass;
+  sum.steps.push_back(std::move(rec));
+}
+
+ReplaySummary SessionReplay::finish() {
+  State& x = *st_;
+  const traces::KvSession& s = x.s;
+  const ReplayOptions& opt = x.opt;
+  auto& tabs = x.tabs;
+  auto& cache = x.cache;
+  auto& sum = x.sum;
   sum.kv_bytes_end = static_cast<std::int64_t>(s.positions()) * s.tables() * opt.entry_bytes;
   for (auto& ts : tabs) {
     ts.table.check_invariants();
@@ -196,8 +296,32 @@ ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& 
     sum.cache_misses = cache->misses();
     sum.cache_peak_bytes = cache->peak_bytes();
   }
-  for (double h : within_hits) sum.updated_retrieved_within.push_back(within_total > 0 ? h / within_total : 0.0);
-  return sum;
+  for (double h : x.within_hits) sum.updated_retrieved_within.push_back(x.within_total > 0 ? h / x.within_total : 0.0);
+  return std::move(sum);
+}
+
+ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& policy, const ReplayOptions& opt) {
+  ExactAttention exact(s, opt.accuracy_every);
+  SessionReplay r(s, policy, opt);
+  for (int step = 0; step < s.decode; ++step) r.step(exact);
+  return r.finish();
+}
+
+std::vector<ReplaySummary> replay_sessions(const traces::KvSession& s, const std::vector<ReplayJob>& jobs) {
+  int stride = 0;  // the measured steps of every job are multiples of this
+  for (const auto& j : jobs)
+    if (j.options.accuracy_every > 0) stride = std::gcd(stride, j.options.accuracy_every);
+  ExactAttention exact(s, stride);
+  std::vector<SessionReplay> replays;
+  replays.reserve(jobs.size());
+  for (const auto& j : jobs) replays.emplace_back(s, *j.policy, j.options);
+  // Step-major: every replay's step t reads the exact attention of step t, computed once.
+  for (int step = 0; step < s.decode; ++step)
+    for (auto& r : replays) r.step(exact);
+  std::vector<ReplaySummary> out;
+  out.reserve(replays.size());
+  for (auto& r : replays) out.push_back(r.finish());
+  return out;
 }
 
 }  // namespace mobisim::policies::kvcluster

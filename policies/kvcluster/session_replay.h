@@ -80,9 +80,73 @@ struct ReplaySummary {
   std::vector<double> updated_retrieved_within;
 };
 
-ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& policy, const ReplayOptions& opt);
+// Exact softmax attention of one query over keys [0, n): the unnormalised weights exp(s - max)
+// and their sum; the mass a subset of positions captures is its share of the sum.
+struct ExactScores {
+  Eigen::VectorXf weights;
+  double total = 0;
+  double mass_of(const std::vector<int>& subset) const;  // positions outside [0, n) are ignored
+};
+ExactScores exact_scores(const kernel::Mat& keys, int n, const float* q);
 
 // Exact softmax attention of `q` over rows [0, n) of `keys`; returns the mass on `subset` (positions < n).
 double attention_mass(const kernel::Mat& keys, int n, const float* q, const std::vector<int>& subset);
+
+// The exact attention of the session's query heads at one decode step, computed on first use and
+// kept until another step is asked for. It depends only on the session (keys and queries), not on
+// the policy, so replays of one session that advance step by step together share it: the
+// O(context) scores of a step are computed once instead of once per policy.
+class ExactAttention {
+ public:
+  // `stride`: decode steps between the steps that will be asked for (accuracy_every); the scores
+  // of the next few of them are computed together, in one pass over the keys.
+  // `row_block`: key rows per block of that pass (tests make it small to exercise the block edges).
+  explicit ExactAttention(const traces::KvSession& s, int stride = 1, int row_block = 256);
+  // Query head `head_in_group` of table (layer x KV head) `table`'s GQA group at `step`, over keys [0, n).
+  const ExactScores& scores(int step, int table, int head_in_group, int n);
+
+ private:
+  static constexpr int kLookahead = 16;  // steps computed per pass over the keys
+  struct Entry {
+    int n = -1;
+    ExactScores scores;
+  };
+  struct Slot {
+    int base = -1;  // step of ahead[0]; ahead[k] is step base + k x stride
+    std::vector<Entry> ahead;
+  };
+  const traces::KvSession& session_;
+  int stride_;
+  int row_block_;  // key rows per block (256: 128 KB at head_dim 128)
+  std::vector<Slot> slots_;
+};
+
+// One policy's replay of a session, a decode step at a time (replay_session runs it to the end).
+class SessionReplay {
+ public:
+  SessionReplay(const traces::KvSession& s, const KvClusterPolicy& policy, ReplayOptions opt);
+  ~SessionReplay();
+  SessionReplay(SessionReplay&&) noexcept;
+  SessionReplay& operator=(SessionReplay&&) = delete;
+  // Replays the next decode step (InputError past the session's last one); the exact attention
+  // mass, when this step measures it, comes from `exact` (made for the same session).
+  void step(ExactAttention& exact);
+  // Final statistics; call once, after the last step.
+  ReplaySummary finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> st_;
+};
+
+ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& policy, const ReplayOptions& opt);
+
+// Several policies over one session, step by step together so that the exact attention of each
+// step is computed once for all of them. Equal, replay by replay, to replay_session of each.
+struct ReplayJob {
+  const KvClusterPolicy* policy = nullptr;
+  ReplayOptions options;
+};
+std::vector<ReplaySummary> replay_sessions(const traces::KvSession& s, const std::vector<ReplayJob>& jobs);
 
 }  // namespace mobisim::policies::kvcluster
