@@ -20,6 +20,14 @@ KvTree::KvTree(double limit_bytes, KvEviction eviction, bool boundary_rule)
   nodes_.push_back(KvNode{});  // root slot, not alive until the first insertion
 }
 
+// Whether child `c` with a continuation of `len` chunks beats the best so far: longer, then more
+// frequent, then older.
+bool KvTree::preferred(std::int32_t c, std::int64_t len, std::int32_t best_child, std::int64_t best) const {
+  if (best_child < 0 || len != best) return best_child < 0 || len > best;
+  const KvNode &n = nodes_[static_cast<std::size_t>(c)], &b = nodes_[static_cast<std::size_t>(best_child)];
+  return n.freq > b.freq || (n.freq == b.freq && n.created < b.created);
+}
+
 std::int64_t KvTree::longest(std::int32_t node, const std::vector<std::int32_t>& chunks, std::size_t i,
                              std::int32_t* first_child) const {
   if (i >= chunks.size()) return 0;
@@ -29,11 +37,7 @@ std::int64_t KvTree::longest(std::int32_t node, const std::vector<std::int32_t>&
     const KvNode& n = nodes_[static_cast<std::size_t>(c)];
     if (!n.alive || n.chunk != chunks[i]) continue;
     const std::int64_t len = 1 + longest(c, chunks, i + 1, nullptr);
-    const bool better = best_child < 0 || len > best ||
-                        (len == best && (n.freq > nodes_[static_cast<std::size_t>(best_child)].freq ||
-                                         (n.freq == nodes_[static_cast<std::size_t>(best_child)].freq &&
-                                          n.created < nodes_[static_cast<std::size_t>(best_child)].created)));
-    if (better) {
+    if (preferred(c, len, best_child, best)) {
       best = len;
       best_child = c;
     }
@@ -54,11 +58,7 @@ std::int64_t KvTree::best_chain(std::int32_t node, const std::vector<std::int32_
     if (!n.alive || n.chunk != chunks[i]) continue;
     const std::int64_t sub = best_chain(c, chunks, i + 1, candidate, below);
     const std::int64_t len = 1 + sub;
-    const bool better = best_child < 0 || len > best ||
-                        (len == best && (n.freq > nodes_[static_cast<std::size_t>(best_child)].freq ||
-                                         (n.freq == nodes_[static_cast<std::size_t>(best_child)].freq &&
-                                          n.created < nodes_[static_cast<std::size_t>(best_child)].created)));
-    if (better) {
+    if (preferred(c, len, best_child, best)) {
       best = len;
       best_child = c;
       chain[0] = c;

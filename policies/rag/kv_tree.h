@@ -84,6 +84,7 @@ class KvTree {
   std::vector<std::vector<std::int32_t>> paths() const;
 
  private:
+  bool preferred(std::int32_t c, std::int64_t len, std::int32_t best_child, std::int64_t best) const;
   std::int64_t longest(std::int32_t node, const std::vector<std::int32_t>& chunks, std::size_t i,
                        std::int32_t* first_child) const;
   // As longest(), and writes the whole chosen chain (chain[0] the first child) in one descent:
