@@ -177,6 +177,7 @@ void CachingPolicy::check_workload(const traces::RagTrace& trace, const models::
 
 void CachingPolicy::begin_user(RagPipeline& p) {
   pipe_ = &p;
+  user_bytes_per_token_ = bytes_per_token();  // fixed for the user's pipeline; read per slice on hot paths
   slice_cost_memo_.clear();
   const auto& user = p.user();
   if (o_.qa_bank || o_.uses_prediction()) bank_ = std::make_unique<QaBank>(o_.qa_capacity_mb * 1e6, o_.qa_entry_kb * 1e3);
@@ -362,12 +363,16 @@ KvSlice CachingPolicy::root_slice() const {
   return KvSlice{-1, t, static_cast<double>(t) * bytes_per_token(), slice_cost_s(t, 0)};
 }
 
+double CachingPolicy::slice_bytes(std::int32_t chunk) const {
+  return static_cast<double>(pipe_->user().chunks.at(static_cast<std::size_t>(chunk)).tokens) * user_bytes_per_token_;
+}
+
 std::vector<KvSlice> CachingPolicy::slices(const std::vector<std::int32_t>& chunks) const {
   std::vector<KvSlice> out;
   std::int64_t prefix = pipe_->config().system_prompt_tokens;
   for (auto c : chunks) {
     const std::int64_t t = pipe_->user().chunks.at(static_cast<std::size_t>(c)).tokens;
-    out.push_back(KvSlice{c, t, static_cast<double>(t) * bytes_per_token(), slice_cost_s(t, prefix)});
+    out.push_back(KvSlice{c, t, slice_bytes(c), slice_cost_s(t, prefix)});
     prefix += t;
   }
   return out;
@@ -776,12 +781,9 @@ std::size_t CachingPolicy::front_insert_position() const {
 // Whether any QA entry could be restored into the tree's free space: each needs at least its
 // last chunk's slice (see add_conversion_jobs), so when none fits, ranking the bank is skipped.
 bool CachingPolicy::any_restore_may_fit() const {
-  const double free = tree_->free_bytes(), per_token = bytes_per_token();
-  for (const auto& e : bank_->entries()) {
-    if (e.chunks.empty()) continue;
-    const auto t = pipe_->user().chunks.at(static_cast<std::size_t>(e.chunks.back())).tokens;
-    if (static_cast<double>(t) * per_token <= free && !restore_attempted_.contains(e.id)) return true;
-  }
+  const double free = tree_->free_bytes();
+  for (const auto& e : bank_->entries())
+    if (!e.chunks.empty() && slice_bytes(e.chunks.back()) <= free && !restore_attempted_.contains(e.id)) return true;
   return false;
 }
 
@@ -818,10 +820,6 @@ void CachingPolicy::add_conversion_jobs() {
       return a->inserted > b->inserted;
     });
     double free = tree_->free_bytes();
-    const double per_token = bytes_per_token();
-    const auto slice_bytes = [&](std::int32_t chunk) {  // as slices() computes a slice's bytes
-      return static_cast<double>(pipe_->user().chunks.at(static_cast<std::size_t>(chunk)).tokens) * per_token;
-    };
     for (const QaEntry* e : order) {
       if (e->chunks.empty()) continue;
       // An entry not wholly in the tree needs at least its last chunk's slice: when even that

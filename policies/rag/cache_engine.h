@@ -161,6 +161,7 @@ class CachingPolicy : public RagPolicy {
   // True when predicted queries are populated prefill-only (tau_query above tau_scheduler).
   bool prefill_only() const { return o_.scheduler && o_.tau_query > o_.tau_scheduler; }
   double bytes_per_token() const;
+  double slice_bytes(std::int32_t chunk) const;  // a chunk's KV (or QKV) slice on flash
 
  private:
   enum class JobKind { kStore, kAnswer, kAbstract, kKnowledge, kHistory, kRaw, kPopulate, kDecodePending, kRestore, kRefresh };
@@ -253,7 +254,8 @@ class CachingPolicy : public RagPolicy {
   std::size_t schedule_applied_ = 0;
   bool started_ = false;
   std::int64_t predicted_ = 0, conv_qkv_to_qa_ = 0, conv_qa_to_qkv_ = 0;
-  std::unordered_set<std::uint64_t> restore_attempted_;  // QA entries whose restore was queued
+  std::unordered_set<std::uint64_t> restore_attempted_;
+  double user_bytes_per_token_ = 0;  // bytes_per_token() of the current user's pipeline  // QA entries whose restore was queued
   // Late chunks in added_s order and how many of them have been noticed.
   std::vector<std::int32_t> late_;
   std::size_t late_seen_ = 0;
