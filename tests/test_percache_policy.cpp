@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "models/kernel/checkpoint.h"
 #include "models/kernel/oracles.h"
@@ -210,6 +211,86 @@ TEST(PerCachePolicy, PredictionsUseTheB3PromptsAndNeverTheFuture) {
   const std::string h = history_prediction_prompt("personal emails", {"When is the rehearsal?"}, 3);
   EXPECT_NE(h.find("Here is their recent query history: When is the rehearsal?."), std::string::npos);
   EXPECT_EQ(prediction_output({"A?", "B?"}), "1. A?; 2. B?");
+}
+
+// The generator's history-based round, written out plainly (the algorithm before its per-query
+// candidates were memoised; it mirrors the predictor's rule on purpose): most recent query first,
+// its phrasing frame filled with the abstract items and its chunks' key phrases, most similar fill
+// first, at most two per query, skipping fill-ins too similar to the query and questions already
+// emitted.
+std::vector<std::string> plain_history_round(const PredictionContext& c, int n, double repeat_threshold,
+                                             std::set<std::string>& emitted) {
+  static const std::set<std::string> preps = {"about", "of", "on", "regarding", "for"};
+  std::vector<std::string> out;
+  for (std::size_t h = c.history.size(); h-- > 0 && static_cast<int>(out.size()) < n;) {
+    const std::string& q = c.history[h];
+    const auto raw = traces::split_whitespace(q);
+    std::string frame;
+    for (std::size_t i = 1; i < raw.size() && frame.empty(); ++i) {
+      const auto w = traces::words(raw[i]);
+      if (w.size() == 1 && preps.count(w[0])) frame = traces::join(raw, " ", 0, i + 1);
+    }
+    if (frame.empty()) continue;
+    std::vector<std::string> fills = c.abstract;
+    const auto kp = c.phrases->key_phrases(c.history_chunks[h], 2);
+    if (!kp.empty()) fills.push_back(traces::join(kp, " "));
+    std::vector<std::pair<double, std::size_t>> ranked;
+    for (std::size_t i = 0; i < fills.size(); ++i) ranked.emplace_back(-c.similarity(q, fills[i]), i);
+    std::stable_sort(ranked.begin(), ranked.end());
+    const bool statement = traces::words(frame).front() == "summarize";
+    int from_this = 0;
+    for (const auto& [neg, i] : ranked) {
+      if (static_cast<int>(out.size()) >= n || from_this >= 2) break;
+      std::string fill = fills[i];
+      while (!fill.empty() && (fill.back() == '.' || fill.back() == '?' || fill.back() == ' ')) fill.pop_back();
+      const std::string cand = frame + " " + fill + (statement ? "." : "?");
+      if (c.similarity(cand, q) >= repeat_threshold) continue;
+      if (!emitted.insert(cand).second) continue;
+      out.push_back(cand);
+      ++from_this;
+    }
+  }
+  return out;
+}
+
+TEST(PerCachePolicy, HistoryRoundsEqualThePlainWalkWhileTheWindowSlidesAndTheAbstractGrows) {
+  // Rounds over a sliding window of 5 served queries; the abstract grows by one batch every other
+  // round, so memoised candidates of a query must be recomputed when it changes. The repeat
+  // threshold is low enough that some fill-ins are skipped.
+  const auto trace = generated("users: 1\nqueries: {per_user: 24}");
+  const auto& u = trace.users[0];
+  PhraseIndex idx(u);
+  traces::HashedEmbedder embedder;
+  std::vector<std::string> texts;
+  for (const auto& ch : u.chunks) texts.push_back(ch.text);
+  embedder.fit(texts);
+  const auto abstract = build_abstract(u, idx, "key_phrases", 8).items();
+  ASSERT_GE(abstract.size(), 6u);
+  for (double threshold : {0.9, 0.8}) {
+    auto p = make_predictor(YAML::Load("{impl: generator, repeat_threshold: " + std::to_string(threshold) + "}"),
+                            ConfigSource{});
+    std::set<std::string> emitted;
+    std::size_t produced = 0;
+    for (std::size_t served = 1; served <= u.queries.size(); ++served) {
+      PredictionContext c;
+      c.user = &u;
+      c.phrases = &idx;
+      c.abstract.assign(abstract.begin(), abstract.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                                abstract.size(), 2 + served / 2)));
+      for (std::size_t i = served > 5 ? served - 5 : 0; i < served; ++i) {
+        c.history.push_back(u.queries[i].text);
+        c.history_chunks.push_back(u.queries[i].retrieved);
+      }
+      c.similarity = [&](const std::string& a, const std::string& b) {
+        return traces::dot(embedder.embed(a), embedder.embed(b));
+      };
+      const auto want = plain_history_round(c, 3, threshold, emitted);
+      const auto got = p->history_based(c, 3);
+      EXPECT_EQ(got, want) << "round " << served << ", repeat_threshold " << threshold;
+      produced += got.size();
+    }
+    EXPECT_GT(produced, 20u) << "the rounds must produce questions for the comparison to mean anything";
+  }
 }
 
 TEST(PerCachePolicy, PredictedQueriesAreEmbeddedAndRetrievedLikeTheTrace) {

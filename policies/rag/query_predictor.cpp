@@ -254,30 +254,15 @@ class GeneratorPredictor : public QueryPredictor {
   std::vector<std::string> history_based(const PredictionContext& ctx, int n) override {
     std::vector<std::string> out;
     // Most recent query first; each contributes its phrasing frame, filled with the abstract items
-    // and key phrases of the chunks it retrieved, most similar to it first.
+    // and key phrases of the chunks it retrieved, most similar to it first (at most two each).
     for (std::size_t h = ctx.history.size(); h-- > 0 && static_cast<int>(out.size()) < n;) {
-      const std::string& q = ctx.history[h];
-      const std::string frame = frame_of(q);
-      if (frame.empty()) continue;
-      std::vector<std::string> fills = ctx.abstract;
-      if (h < ctx.history_chunks.size() && ctx.phrases) {
-        const auto kp = ctx.phrases->key_phrases(ctx.history_chunks[h], 2);
-        if (!kp.empty()) fills.push_back(traces::join(kp, " "));
-      }
-      std::vector<std::pair<double, std::size_t>> ranked;
-      const std::vector<double> sims =
-          ctx.similarity && ctx.similarities ? ctx.similarities(q, fills) : std::vector<double>{};
-      for (std::size_t i = 0; i < fills.size(); ++i)
-        ranked.emplace_back(!ctx.similarity ? 0.0 : sims.empty() ? -ctx.similarity(q, fills[i]) : -sims.at(i), i);
-      std::stable_sort(ranked.begin(), ranked.end());
-      const bool statement = traces::words(frame).front() == "summarize";
+      HistoryCandidates& e = candidates_of(ctx, h);
       int from_this = 0;
-      for (const auto& [neg, i] : ranked) {
+      for (std::size_t i = 0; i < e.questions.size(); ++i) {
         if (static_cast<int>(out.size()) >= n || from_this >= 2) break;
-        const std::string cand = frame + " " + strip_end(fills[i]) + (statement ? "." : "?");
-        if (ctx.similarity && ctx.similarity(cand, q) >= repeat_threshold_) continue;
-        if (!emitted_.insert(cand).second) continue;
-        out.push_back(cand);
+        if (!passes_repeat_check(ctx, e, i)) continue;
+        if (!emitted_.insert(e.questions[i]).second) continue;
+        out.push_back(e.questions[i]);
         ++from_this;
       }
     }
@@ -297,9 +282,62 @@ class GeneratorPredictor : public QueryPredictor {
   }
 
  private:
+  // A history query's candidate questions, most similar fill first. They depend only on the query,
+  // the chunks it retrieved and the abstract, which only grows by appending (so its size and last
+  // item identify it): a query stays in the history window for several rounds, and its candidates
+  // (and their repeat checks, done when first needed) are worked out once, not every round.
+  struct HistoryCandidates {
+    std::vector<std::string> questions;
+    std::vector<signed char> repeat;  // per question: -1 not yet checked, 1 too similar to the query, 0 not
+    std::string query;
+  };
+  HistoryCandidates& candidates_of(const PredictionContext& ctx, std::size_t h) {
+    const std::string& q = ctx.history[h];
+    const std::vector<std::int32_t>* chunks = h < ctx.history_chunks.size() ? &ctx.history_chunks[h] : nullptr;
+    std::string key = q;
+    key.push_back('\0');
+    if (chunks)
+      for (std::int32_t c : *chunks) key.append(std::to_string(c)).push_back(',');
+    key.push_back('\0');
+    key.append(std::to_string(ctx.abstract.size()));
+    if (!ctx.abstract.empty()) key.append(ctx.abstract.back());
+    auto [it, fresh] = history_candidates_.try_emplace(std::move(key));
+    if (fresh) it->second = make_candidates(ctx, q, chunks);
+    return it->second;
+  }
+  HistoryCandidates make_candidates(const PredictionContext& ctx, const std::string& q,
+                                    const std::vector<std::int32_t>* chunks) const {
+    HistoryCandidates e;
+    e.query = q;
+    const std::string frame = frame_of(q);
+    if (frame.empty()) return e;
+    std::vector<std::string> fills = ctx.abstract;
+    if (chunks && ctx.phrases) {
+      const auto kp = ctx.phrases->key_phrases(*chunks, 2);
+      if (!kp.empty()) fills.push_back(traces::join(kp, " "));
+    }
+    std::vector<std::pair<double, std::size_t>> ranked;
+    const std::vector<double> sims =
+        ctx.similarity && ctx.similarities ? ctx.similarities(q, fills) : std::vector<double>{};
+    for (std::size_t i = 0; i < fills.size(); ++i)
+      ranked.emplace_back(!ctx.similarity ? 0.0 : sims.empty() ? -ctx.similarity(q, fills[i]) : -sims.at(i), i);
+    std::stable_sort(ranked.begin(), ranked.end());
+    const bool statement = traces::words(frame).front() == "summarize";
+    for (const auto& [neg, i] : ranked) e.questions.push_back(frame + " " + strip_end(fills[i]) + (statement ? "." : "?"));
+    e.repeat.assign(e.questions.size(), -1);
+    return e;
+  }
+  // B.3's "Do not repeat the examples": a fill-in this similar to its source query is skipped.
+  bool passes_repeat_check(const PredictionContext& ctx, HistoryCandidates& e, std::size_t i) const {
+    if (!ctx.similarity) return true;
+    if (e.repeat[i] < 0) e.repeat[i] = ctx.similarity(e.questions[i], e.query) >= repeat_threshold_ ? 1 : 0;
+    return e.repeat[i] == 0;
+  }
+
   double repeat_threshold_;
   std::size_t knowledge_cursor_ = 0;
   std::set<std::string> emitted_;
+  std::unordered_map<std::string, HistoryCandidates> history_candidates_;
 };
 
 // Predictions produced offline by a real LLM with the B.3 prompts:
