@@ -309,6 +309,32 @@ TEST(PerCachePolicy, PredictedQueriesAreEmbeddedAndRetrievedLikeTheTrace) {
   }
 }
 
+TEST(PerCachePolicy, GeneratedQuestionsAreEmbeddedWithTheTracesEmbedder) {
+  // A trace embedded with a 64-dimension built-in embedder: the index embeds text exactly as the
+  // trace's queries were embedded (the same vectors, not the default 512-dimension ones), and
+  // PerCache predicts with it. A trace whose embeddings come from an outside model is refused by
+  // the policies that embed generated questions, naming the embedder; Naive still replays it.
+  const auto trace = generated("users: 1\nqueries: {per_user: 8}\nembedder: {dim: 64}");
+  const auto& u = trace.users[0];
+  ASSERT_EQ(trace.meta.embedding_dim, 64);
+  const auto idx = KnowledgeIndex::build(u, trace.meta);
+  for (const auto& q : u.queries) EXPECT_EQ(idx->embed(q.text), q.embedding) << q.text;
+  EXPECT_EQ(idx->retriever->chunk_embeddings().at(0).size(), 64u);
+  const auto run = run_user("{impl: percache, knowledge_type: personal notes}", trace, 0, testing::table1_pipeline(),
+                            idx);
+  EXPECT_GT(run.caching().predicted_queries(), 0);
+
+  auto outside = trace;
+  outside.meta.embedder = "Qwen3-Embedding-0.6B";
+  try {
+    (void)run_user("{impl: percache, knowledge_type: personal notes}", outside);
+    ADD_FAILURE() << "PerCache accepted embeddings it cannot reproduce for its predicted questions";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("Qwen3-Embedding-0.6B"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW((void)run_user("{impl: naive}", outside));
+}
+
 TEST(PerCachePolicy, SharedIndexFromStoredEmbeddingsEqualsTheOneEachPolicyBuilds) {
   const auto trace = generated("users: 2\nqueries: {per_user: 10}");
   ASSERT_EQ(trace.meta.embedder, traces::EmbedderConfig{}.describe());

@@ -138,6 +138,15 @@ double CachingPolicy::bytes_per_token() const {
 
 void CachingPolicy::check_workload(const traces::RagTrace& trace, const models::CostModel& cost) const {
   const bool semantic = o_.qa_bank || o_.uses_prediction();
+  // Predicted questions (and refreshed entries) are embedded here and compared with the trace's query
+  // and chunk embeddings: that needs the trace's own embedder, which must be one mobisim can run.
+  if (needs_knowledge_index() && trace.meta.embedding_dim > 0 && !traces::EmbedderConfig::parse(trace.meta.embedder))
+    throw ConfigError(fmt::format(
+        "{}: this policy embeds the questions it predicts and compares them with the trace's query embeddings, but "
+        "the trace's embeddings come from '{}', which mobisim cannot run (only its built-in embedder, {}); use a "
+        "trace embedded by the built-in embedder (the default of `mobisim trace generate` and `mobisim trace "
+        "import`), or a policy without query prediction and refresh",
+        source_.where(node_), trace.meta.embedder, traces::EmbedderConfig{}.name()));
   auto where = [&](const std::string& key) {
     return node_.IsMap() && node_[key] ? source_.child(key).where(node_[key]) : source_.where(node_);
   };

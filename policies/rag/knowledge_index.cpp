@@ -35,15 +35,24 @@ std::vector<traces::Hit> KnowledgeIndex::retrieve(std::string_view text, const s
 }
 
 namespace {
-// The user's chunk embeddings when they are the built-in default embedder's (see build()), else empty.
-std::vector<std::vector<float>> stored_builtin_embeddings(const traces::UserTrace& user,
-                                                          const traces::RagTraceMeta* meta) {
-  const traces::EmbedderConfig builtin;
-  if (!meta || meta->embedder != builtin.describe()) return {};
+// The embedder generated texts (predicted questions) are embedded with: the trace's own when it is
+// the built-in one, with whatever settings it was run with, so that they land in the space of the
+// trace's query embeddings (another dimension would not even be comparable); without metadata, or
+// for an embedder mobisim cannot run (CachingPolicy::check_workload refuses those), the default.
+traces::EmbedderConfig embedder_of(const traces::RagTraceMeta* meta) {
+  if (meta)
+    if (auto builtin = traces::EmbedderConfig::parse(meta->embedder)) return *builtin;
+  return {};
+}
+
+// The user's chunk embeddings when the trace stored them with exactly this embedder, else empty.
+std::vector<std::vector<float>> stored_embeddings(const traces::UserTrace& user, const traces::RagTraceMeta* meta,
+                                                  const traces::EmbedderConfig& embedder) {
+  if (!meta || meta->embedder != embedder.describe()) return {};
   std::vector<std::vector<float>> out;
   out.reserve(user.chunks.size());
   for (const auto& c : user.chunks) {
-    if (c.embedding.size() != static_cast<std::size_t>(builtin.dim)) return {};  // not loaded (or not these)
+    if (c.embedding.size() != static_cast<std::size_t>(embedder.dim)) return {};  // not loaded (or not these)
     out.push_back(c.embedding);
   }
   return out;
@@ -56,8 +65,9 @@ std::shared_ptr<const KnowledgeIndex> build_index(const traces::UserTrace& user,
   for (const auto& c : user.chunks) texts.push_back(c.text);
   const traces::TextWords words = traces::TextWords::of(texts);
   // The built-in embedder fitted on the user's chunks (traces/workload.h enrich_user does the same).
-  idx->retriever = std::make_unique<traces::Retriever>(
-      traces::Retriever::with_builtin_embedder(texts, words, stored_builtin_embeddings(user, meta)));
+  const traces::EmbedderConfig embedder = embedder_of(meta);
+  idx->retriever = std::make_unique<traces::Retriever>(traces::Retriever::with_builtin_embedder(
+      texts, words, stored_embeddings(user, meta, embedder), traces::RetrieverConfig{}, embedder));
   idx->phrases = std::make_unique<PhraseIndex>(user, words);
   return idx;
 }

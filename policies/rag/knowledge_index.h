@@ -32,11 +32,14 @@ struct KnowledgeIndex {
   std::vector<float> embed(std::string_view text) const;
   std::vector<traces::Hit> retrieve(std::string_view text, const std::vector<float>& embedding, std::size_t k) const;
 
+  // With the built-in embedder's default settings.
   static std::shared_ptr<const KnowledgeIndex> build(const traces::UserTrace& user);
-  // The same index; when `meta` says the trace's chunk embeddings come from the built-in embedder
-  // with its default settings (the one the index uses), those stored vectors are taken instead of
-  // re-embedding every chunk (they are the same floats: the trace's retriever was fitted on the
-  // same chunk texts). Each chunk's words are split once, for BM25 and the phrase index.
+  // The same index with the trace's embedder when `meta` names a built-in one (any dimension or
+  // settings), so generated questions are embedded in the space of the trace's queries; its stored
+  // chunk vectors are then taken instead of re-embedding every chunk (they are the same floats: the
+  // trace's retriever was fitted on the same chunk texts). An embedder mobisim cannot run gives the
+  // default (policies that embed generated text refuse such traces in check_workload). Each
+  // chunk's words are split once, for BM25 and the phrase index.
   static std::shared_ptr<const KnowledgeIndex> build(const traces::UserTrace& user, const traces::RagTraceMeta& meta);
   ~KnowledgeIndex();
 
