@@ -60,6 +60,7 @@
 //                                         replacement: {impl: ...}, model, device, precision}
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -67,6 +68,7 @@
 #include "devices/engine.h"
 #include "experiments/dynakv_latency.h"
 #include "experiments/experiment.h"
+#include "experiments/parallel.h"
 #include "models/cost_model.h"
 #include "models/kernel/checkpoint.h"
 #include "models/kernel/oracles.h"
@@ -215,42 +217,78 @@ class DynaKvExperiment : public Experiment {
     return devices::with_engine(out, engine_);
   }
 
+  // The variants of a session, replayed together (sharing each step's exact attention) in up to
+  // `threads` groups at once: variant k goes to group k % groups. A replay's summary is the same
+  // whichever group it is in (replay_sessions equals replay_session of each job alone, bit for bit),
+  // so the results do not depend on the thread count; each group pays for its own exact attention.
+  static std::vector<policies::kvcluster::ReplaySummary> replay_in_groups(
+      const traces::KvSession& session, const std::vector<policies::kvcluster::ReplayJob>& jobs, int threads) {
+    const std::size_t groups = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), jobs.size());
+    if (groups <= 1) return policies::kvcluster::replay_sessions(session, jobs);
+    std::vector<policies::kvcluster::ReplaySummary> out(jobs.size());
+    parallel_for(groups, threads, [&](std::size_t g) {
+      std::vector<policies::kvcluster::ReplayJob> mine;
+      for (std::size_t k = g; k < jobs.size(); k += groups) mine.push_back(jobs[k]);
+      auto results = policies::kvcluster::replay_sessions(session, mine);
+      for (std::size_t i = 0; i < results.size(); ++i) out[g + i * groups] = std::move(results[i]);
+    });
+    return out;
+  }
+
   void run(RunContext& ctx) override {
     std::vector<std::string> names, impls, model_names, device_names, precisions, placements;
     std::vector<std::int64_t> lengths;
     std::vector<double> cache_ratios, top_ks;
     std::vector<Row> rows;
     StatRows stats;
+    // One replay unit per (decode length, session): the variants sharing a session's shape (KV heads,
+    // head_dim) replay it together, step by step, sharing its exact attention. Units are independent:
+    // with several threads they run side by side, or (fewer units than threads) each unit's variants
+    // are split into groups (replay_in_groups). Rows are merged in (length, variant) order either way.
+    struct Unit {
+      std::int64_t t = 0;
+      traces::KvSession session;
+      std::vector<std::size_t> members;  // variant indices
+      std::vector<policies::kvcluster::ReplayJob> jobs;
+      std::vector<policies::kvcluster::ReplaySummary> results;
+    };
+    std::vector<Unit> units;
     for (const auto t : decode_lengths_) {
       using SessionKey = std::pair<int, int>;  // (KV heads, head_dim)
-      std::map<SessionKey, traces::KvSession> sessions;
-      std::vector<SessionKey> order;  // sessions in order of first use
-      for (const auto& v : variants_) {
+      std::map<SessionKey, std::size_t> unit_of;  // sessions in order of first use
+      for (std::size_t i = 0; i < variants_.size(); ++i) {
+        const auto& v = variants_[i];
         const SessionKey key{v.model.n_kv_heads, v.model.head_dim};
-        if (sessions.contains(key)) continue;
-        sessions.emplace(key, make_session(v.model, static_cast<int>(t)));
-        order.push_back(key);
-        if (session_stats_) add_session_stats(stats, sessions.at(key), t);
-      }
-      // The variants of one session replay together (step by step), sharing its exact attention.
-      std::vector<Row> t_rows(variants_.size());
-      for (const auto& key : order) {
-        const traces::KvSession& session = sessions.at(key);
-        std::vector<std::size_t> members;
-        std::vector<policies::kvcluster::ReplayJob> jobs;
-        for (std::size_t i = 0; i < variants_.size(); ++i) {
-          const auto& v = variants_[i];
-          if (SessionKey{v.model.n_kv_heads, v.model.head_dim} != key) continue;
-          members.push_back(i);
-          jobs.push_back({v.policy.get(), replay_options(session, v)});
+        auto [it, fresh] = unit_of.try_emplace(key, units.size());
+        if (fresh) {
+          units.push_back({t, make_session(v.model, static_cast<int>(t)), {}, {}, {}});
+          if (session_stats_) add_session_stats(stats, units.back().session, t);
         }
-        std::string label;
-        for (auto i : members) label += (label.empty() ? "" : ", ") + variants_[i].name;
-        ctx.progress(fmt::format("T={} {}", t, label));
-        const auto results = policies::kvcluster::replay_sessions(session, jobs);
-        for (std::size_t k = 0; k < members.size(); ++k)
-          t_rows[members[k]] = summarize_variant(session, variants_[members[k]], results[k]);
+        Unit& u = units[it->second];
+        u.members.push_back(i);
+        u.jobs.push_back({v.policy.get(), replay_options(u.session, v)});
       }
+    }
+    for (const auto& u : units) {
+      std::string label;
+      for (auto i : u.members) label += (label.empty() ? "" : ", ") + variants_[i].name;
+      ctx.progress(fmt::format("T={} {}", u.t, label));
+    }
+    if (ctx.threads > 1 && units.size() >= static_cast<std::size_t>(ctx.threads)) {
+      parallel_for(units.size(), ctx.threads,
+                   [&](std::size_t k) { units[k].results = replay_in_groups(units[k].session, units[k].jobs, 1); });
+    } else {
+      for (auto& u : units) u.results = replay_in_groups(u.session, u.jobs, ctx.threads);
+    }
+    for (std::size_t first = 0; first < units.size();) {
+      const std::int64_t t = units[first].t;
+      std::vector<Row> t_rows(variants_.size());
+      std::size_t last = first;
+      for (; last < units.size() && units[last].t == t; ++last)
+        for (std::size_t k = 0; k < units[last].members.size(); ++k) {
+          const std::size_t i = units[last].members[k];
+          t_rows[i] = summarize_variant(units[last].session, variants_[i], units[last].results[k]);
+        }
       for (std::size_t i = 0; i < variants_.size(); ++i) {
         const auto& v = variants_[i];
         rows.push_back(std::move(t_rows[i]));
@@ -264,6 +302,7 @@ class DynaKvExperiment : public Experiment {
         cache_ratios.push_back(v.cache_ratio);
         top_ks.push_back(v.top_k_percent);
       }
+      first = last;
     }
     h5::Table& sm = ctx.results.summary;
     auto col = [&](const char* name, auto field, const char* unit) {

@@ -309,6 +309,10 @@ TEST(TrustworthyDeterminism, EveryDriverIsIdenticalAtAnyThreadCount) {
   expect_identical_across_threads("run " + e + "percache/table1.yaml", "percache_overhead");
   expect_identical_across_threads("run " + e + "percache/fig14_generated.yaml", "fig14_generated");
   expect_identical_across_threads("run " + e + "coordgen/fig8_schedules.yaml", "coordgen_schedule");
+  // DynaKV: three (length, session) units of three variants each, replayed side by side (threads 2
+  // and 3) or each split into groups of variants (8 and 16).
+  expect_identical_across_threads("run " + e + "dynakv/fig12.yaml -p 'experiment.decode_lengths=[256,384,512]'",
+                                  "dynakv");
 }
 
 TEST(TrustworthyDeterminism, ReproducePercacheFig14IsIdenticalAtAnyThreadCount) {
