@@ -301,6 +301,9 @@ class GeneratorPredictor : public QueryPredictor {
     key.push_back('\0');
     key.append(std::to_string(ctx.abstract.size()));
     if (!ctx.abstract.empty()) key.append(ctx.abstract.back());
+    // Entries of queries that left the window are never asked for again: a pure memo, so dropping
+    // it all now and then (keeping memory to a few windows) changes no result.
+    if (history_candidates_.size() > 4 * (ctx.history.size() + 1)) history_candidates_.clear();
     auto [it, fresh] = history_candidates_.try_emplace(std::move(key));
     if (fresh) it->second = make_candidates(ctx, q, chunks);
     return it->second;
