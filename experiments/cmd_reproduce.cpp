@@ -10,12 +10,17 @@
 // present), where <shared> is --shared, $MOBISIM_SHARED_DIR or <source>/../shared.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
+#include "experiments/child_process.h"
 #include "experiments/experiment.h"
 #include "experiments/sweep.h"
 #include "experiments/workload_inputs.h"
+#include "sim/atomic_file.h"
 #include "sim/cli.h"
 #include "sim/error.h"
 
@@ -152,13 +157,49 @@ int run_sweep_job(const std::string& path, const Job& j, int threads, bool mpi, 
   return kExitOk;
 }
 
-// Draws the queued plots when reproduce_main leaves, however it leaves.
+// Queued plots as lines of tab-separated fields (script, h5, png, extra arguments...): how a child
+// figure (--job) hands its plots to the reproduce that started it.
+std::string plots_to_text(const std::vector<PlotJob>& plots) {
+  std::string out;
+  for (const auto& p : plots) {
+    out += p.script + "\t" + p.h5_path + "\t" + p.png_path;
+    for (const auto& e : p.extra) out += "\t" + e;
+    out += "\n";
+  }
+  return out;
+}
+
+std::vector<PlotJob> plots_from_text(const std::string& text, const std::string& origin) {
+  std::vector<PlotJob> out;
+  std::size_t line_start = 0;
+  while (line_start < text.size()) {
+    const std::size_t line_end = std::min(text.find('\n', line_start), text.size());
+    std::vector<std::string> fields;
+    for (std::size_t b = line_start; b <= line_end;) {
+      const std::size_t e = std::min(text.find('\t', b), line_end);
+      fields.push_back(text.substr(b, e - b));
+      b = e + 1;
+    }
+    if (fields.size() < 3) throw Error(fmt::format("{}: a queued plot needs script, h5 and png fields", origin));
+    out.push_back({fields[0], fields[1], fields[2], {fields.begin() + 3, fields.end()}});
+    line_start = line_end + 1;
+  }
+  return out;
+}
+
+// Draws the queued plots when reproduce_main leaves, however it leaves (or, in a child figure,
+// hands them to its parent through `to_file`).
 struct PlotsAtExit {
   std::vector<PlotJob>& plots;
   int threads;
   bool quiet;
+  std::string to_file;
   ~PlotsAtExit() {
     try {
+      if (!to_file.empty()) {
+        write_file_atomic(to_file, plots_to_text(plots));
+        return;
+      }
       std::string error;
       if (!run_plots(plots, threads, error)) {
         std::cerr << "warning: " << error << "\n";
@@ -171,6 +212,92 @@ struct PlotsAtExit {
   }
 };
 
+struct Selected {
+  const Set* set = nullptr;
+  std::size_t job = 0;  // index in set->jobs
+};
+
+// The figures of a reproduce with --threads N > 1: each runs in a child process (`reproduce SET --job
+// K`), N at a time, its console output in a log and its plots in a file. The logs are printed and the
+// plots queued in set order as the figures finish in that order, so what is printed and written does
+// not depend on N. Stops starting figures after one fails; returns the first failure's exit code.
+int reproduce_in_children(const std::vector<Selected>& selected, int threads, const std::vector<std::string>& passed,
+                          bool no_plot, std::vector<PlotJob>& plots) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("mobisim-reproduce-{}", ::getpid());
+  fs::create_directories(dir);
+  struct Child {
+    std::string log, plots_file;
+    bool done = false;
+    int status = 0;
+  };
+  std::vector<Child> children(selected.size());
+  std::size_t printed = 0;
+  int rc = kExitOk;
+  auto print_finished_in_order = [&] {
+    for (; printed < children.size() && children[printed].done; ++printed) {
+      const Child& c = children[printed];
+      const Selected& sel = selected[printed];
+      if (fs::exists(c.log)) std::cout << read_file(c.log);
+      if (!no_plot && fs::exists(c.plots_file)) {
+        auto more = plots_from_text(read_file(c.plots_file), c.plots_file);
+        plots.insert(plots.end(), more.begin(), more.end());
+      }
+      if (exit_code_of(c.status) != kExitOk && rc == kExitOk) {
+        rc = exit_code_of(c.status);
+        std::cerr << fmt::format("reproduce: {}/{} failed ({})\n", sel.set->name, sel.set->jobs[sel.job].yaml,
+                                 describe_wait_status(c.status));
+      }
+    }
+    std::cout.flush();
+  };
+  try {
+    run_children(
+        selected.size(), threads,
+        [&](std::size_t i) {
+          Child& c = children[i];
+          c.log = (dir / fmt::format("{}.log", i)).string();
+          c.plots_file = (dir / fmt::format("{}.plots", i)).string();
+          std::vector<std::string> args{"reproduce", selected[i].set->name, "--job", std::to_string(selected[i].job),
+                                        "--threads", "1"};
+          args.insert(args.end(), passed.begin(), passed.end());
+          if (!no_plot) args.insert(args.end(), {"--plots-to", c.plots_file});
+          return spawn_self(args, c.log);
+        },
+        [&](std::size_t i, int status) {
+          children[i].done = true;
+          children[i].status = status;
+          print_finished_in_order();
+          return exit_code_of(status) == kExitOk;
+        });
+  } catch (...) {
+    fs::remove_all(dir);
+    throw;
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return rc;
+}
+
+// Runs one figure of a set in this process.
+int run_job(const Set& s, const Job& j, int threads, bool use_mpi, const cli::ArgParser& a, std::vector<PlotJob>& plots) {
+  const std::string path = source_root() + "/experiments/" + s.name + "/" + j.yaml + ".yaml";
+  std::cout << fmt::format("== {}/{}{} ==\n", s.name, j.yaml, j.output.empty() ? "" : " -> " + j.output);
+  return j.sweep ? run_sweep_job(path, j, threads, use_mpi, a.flag_set("no-plot"), a.flag_set("quiet"), plots)
+                 : run_experiment_job(path, j, threads, a.flag_set("no-plot"), a.flag_set("quiet"), plots);
+}
+
+// Makes what a figure reads before it runs (the QMSum import, the example request files).
+void ensure_inputs(const Set& s, const Job& j, const cli::ArgParser& a) {
+  const std::string path = source_root() + "/experiments/" + s.name + "/" + j.yaml + ".yaml";
+  const std::string experiment_path =
+      j.sweep ? sweep::Spec::load(path, j.overrides).base : path;  // the experiment the runs start from
+  const YAML::Node root = load_yaml_file(experiment_path);
+  if (const std::string trace = workload_trace(root); !trace.empty())
+    ensure_qmsum_trace(trace, shared_dir(a.maybe("shared").value_or("")));
+  if (s.name == "coordgen" && j.yaml == "cag_requests_ui")
+    ensure_example_requests("results/coordgen/requests", shared_dir(a.maybe("shared").value_or("")));
+}
+
 int reproduce_main(const std::vector<std::string>& args) {
   cli::ArgParser a("mobisim reproduce SET [--only NAME] [--no-plot] [--shared DIR] [--threads N]",
                    "Regenerates every figure and table of a document.\n"
@@ -179,11 +306,15 @@ int reproduce_main(const std::vector<std::string>& args) {
   a.positional("set", "which document: percache, prefix_cache, kvpr_cake, dynakv, coordgen or all")
       .option("only", "NAME", "run only this experiment (e.g. fig15a)")
       .option("shared", "DIR", "folder holding data/qmsum (default $MOBISIM_SHARED_DIR or <source>/../shared)")
-      .option("threads", "N", "worker threads per experiment, and sweep points at a time (results do not depend on it)",
+      .option("threads", "N",
+              "figures run side by side, N at a time, each in its own process (a single figure: N worker threads "
+              "in it); results and output do not depend on N",
               "1")
       .flag("no-plot", "do not draw the plots")
       .flag("mpi", "run the sweep figures' points over MPI ranks (automatic under mpirun)")
-      .flag("quiet", "no tables");
+      .flag("quiet", "no tables")
+      .option("job", "K", "internal (--threads runs each figure so): run only the set's K-th figure")
+      .option("plots-to", "FILE", "internal (with --job): write the queued plots to FILE instead of drawing them");
   if (!a.parse(args)) return kExitOk;
   const std::string set = a.get("set");
   std::vector<Set> sets;
@@ -202,31 +333,38 @@ int reproduce_main(const std::vector<std::string>& args) {
     role.serve();
     return kExitOk;
   }
-  bool any = false;
   // Plots are drawn at the end, all in a few Python processes (--threads of them), not one per figure;
   // also when a later figure fails (then before its error is reported), so no finished figure loses its plot.
   std::vector<PlotJob> plots;
-  const PlotsAtExit draw_plots{plots, threads, a.flag_set("quiet")};
-  for (const auto& s : sets) {
-    for (const auto& j : s.jobs) {
-      const std::string short_name = j.sweep && j.yaml.ends_with("_sweep") ? j.yaml.substr(0, j.yaml.size() - 6) : j.yaml;
-      if (!only.empty() && j.yaml != only && short_name != only) continue;
-      any = true;
-      const std::string path = source_root() + "/experiments/" + s.name + "/" + j.yaml + ".yaml";
-      const std::string experiment_path =
-          j.sweep ? sweep::Spec::load(path, j.overrides).base : path;  // the experiment the runs start from
-      const YAML::Node root = load_yaml_file(experiment_path);
-      if (const std::string trace = workload_trace(root); !trace.empty())
-        ensure_qmsum_trace(trace, shared_dir(a.maybe("shared").value_or("")));
-      if (s.name == "coordgen" && j.yaml == "cag_requests_ui")
-        ensure_example_requests("results/coordgen/requests", shared_dir(a.maybe("shared").value_or("")));
-      std::cout << fmt::format("== {}/{}{} ==\n", s.name, j.yaml, j.output.empty() ? "" : " -> " + j.output);
-      const int rc = j.sweep ? run_sweep_job(path, j, threads, use_mpi, a.flag_set("no-plot"), a.flag_set("quiet"), plots)
-                             : run_experiment_job(path, j, threads, a.flag_set("no-plot"), a.flag_set("quiet"), plots);
-      if (rc != kExitOk) return rc;
-    }
+  const PlotsAtExit draw_plots{plots, threads, a.flag_set("quiet"), a.maybe("plots-to").value_or("")};
+  if (const auto job = a.maybe("job")) {  // a child of a reproduce with --threads: one figure
+    const std::size_t k = static_cast<std::size_t>(a.get_int("job"));
+    if (sets.size() != 1 || k >= sets[0].jobs.size())
+      throw UsageError(fmt::format("--job {}: expected one set and a figure index below its count", *job));
+    ensure_inputs(sets[0], sets[0].jobs[k], a);
+    return run_job(sets[0], sets[0].jobs[k], threads, use_mpi, a, plots);
   }
-  if (!any) throw UsageError(fmt::format("no experiment named '{}' in set '{}'", only, set));
+  std::vector<Selected> selected;
+  for (const auto& s : sets)
+    for (std::size_t k = 0; k < s.jobs.size(); ++k) {
+      const Job& j = s.jobs[k];
+      const std::string short_name = j.sweep && j.yaml.ends_with("_sweep") ? j.yaml.substr(0, j.yaml.size() - 6) : j.yaml;
+      if (only.empty() || j.yaml == only || short_name == only) selected.push_back({&s, k});
+    }
+  if (selected.empty()) throw UsageError(fmt::format("no experiment named '{}' in set '{}'", only, set));
+  if (threads > 1 && !use_mpi && selected.size() > 1) {
+    for (const auto& sel : selected) ensure_inputs(*sel.set, sel.set->jobs[sel.job], a);
+    std::vector<std::string> passed;
+    if (const auto shared = a.maybe("shared")) passed.insert(passed.end(), {"--shared", *shared});
+    if (a.flag_set("quiet")) passed.push_back("--quiet");
+    if (a.flag_set("no-plot")) passed.push_back("--no-plot");
+    return reproduce_in_children(selected, threads, passed, a.flag_set("no-plot"), plots);
+  }
+  for (const auto& sel : selected) {
+    ensure_inputs(*sel.set, sel.set->jobs[sel.job], a);
+    const int rc = run_job(*sel.set, sel.set->jobs[sel.job], threads, use_mpi, a, plots);
+    if (rc != kExitOk) return rc;
+  }
   return kExitOk;
 }
 

@@ -1,9 +1,7 @@
 #include "experiments/sweep.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <gsl/gsl_cdf.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +15,7 @@
 #include <limits>
 #include <set>
 
+#include "experiments/child_process.h"
 #include "experiments/experiment.h"
 #include "sim/atomic_file.h"
 #include "sim/error.h"
@@ -24,7 +23,6 @@
 #include "sim/rng.h"
 #include "sim/version.h"
 
-extern char** environ;
 
 namespace mobisim::experiments::sweep {
 
@@ -457,12 +455,6 @@ void write_index(const Spec& spec, const std::vector<Point>& points, const std::
 // ---------------------------------------------------------------------------
 namespace {
 
-std::string self_binary() {
-  std::error_code ec;
-  const auto p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("mobisim") : p.string();
-}
-
 std::string last_line(const std::string& path) {
   std::ifstream in(path);
   std::string line, last;
@@ -473,26 +465,18 @@ std::string last_line(const std::string& path) {
 }
 
 pid_t spawn_run(const std::string& base, const Run& r) {
-  std::vector<std::string> args{self_binary(), "run", base};
+  std::vector<std::string> args{"run", base};
   for (const auto& o : r.overrides) {
     args.push_back("-p");
     args.push_back(o);
   }
   for (const char* a : {"--quiet", "--no-plot", "--threads", "1", "--output"}) args.emplace_back(a);
   args.push_back(r.result);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, r.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw Error(fmt::format("sweep: cannot start '{}': {}", argv[0], std::strerror(rc)));
-  return pid;
+  try {
+    return spawn_self(args, r.log);
+  } catch (const Error& e) {
+    throw Error(fmt::format("sweep: {}", e.what()));
+  }
 }
 
 void finish_run(Run& r, int wait_status) {
@@ -517,34 +501,20 @@ void finish_run(Run& r, int wait_status) {
 
 void execute_local(const std::string& base, std::vector<Run>& runs, int threads,
                    const std::function<void(Run&)>& done) {
-  std::map<pid_t, std::size_t> running;  // pid -> position in `runs`
-  std::size_t next = 0;
-  auto start_more = [&] {
-    while (static_cast<int>(running.size()) < std::max(1, threads) && next < runs.size()) {
-      const std::size_t position = next++;
-      Run& r = runs[position];
-      if (r.status == "ok" || r.status == "skipped") continue;
-      fs::create_directories(fs::path(r.result).parent_path());
-      fs::create_directories(fs::path(r.log).parent_path());
-      running.emplace(spawn_run(base, r), position);
-    }
-  };
-  start_more();
-  while (!running.empty()) {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      throw Error(fmt::format("sweep: waitpid failed: {}", std::strerror(errno)));
-    }
-    auto it = running.find(pid);
-    if (it == running.end()) continue;  // not one of ours
-    Run& r = runs[it->second];
-    running.erase(it);
-    finish_run(r, status);
-    done(r);
-    start_more();
-  }
+  run_children(
+      runs.size(), threads,
+      [&](std::size_t i) -> pid_t {
+        Run& r = runs[i];
+        if (r.status == "ok" || r.status == "skipped") return -1;
+        fs::create_directories(fs::path(r.result).parent_path());
+        fs::create_directories(fs::path(r.log).parent_path());
+        return spawn_run(base, r);
+      },
+      [&](std::size_t i, int status) {
+        finish_run(runs[i], status);
+        done(runs[i]);
+        return true;
+      });
 }
 
 // ---------------------------------------------------------------------------
