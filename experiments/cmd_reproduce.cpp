@@ -270,7 +270,8 @@ int reproduce_in_children(const std::vector<Selected>& selected, int threads, co
           return exit_code_of(status) == kExitOk;
         });
   } catch (...) {
-    fs::remove_all(dir);
+    std::error_code ec;
+    fs::remove_all(dir, ec);  // best effort: the error being reported is the one that matters
     throw;
   }
   std::error_code ec;
