@@ -218,7 +218,8 @@ struct Selected {
 };
 
 // The figures of a reproduce with --threads N > 1: each runs in a child process (`reproduce SET --job
-// K`), N at a time, its console output in a log and its plots in a file. The logs are printed and the
+// K --threads N`: the last figures, running alone, still use every core), N at a time, its console
+// output in a log and its plots in a file. The logs are printed and the
 // plots queued in set order as the figures finish in that order, so what is printed and written does
 // not depend on N. Stops starting figures after one fails; returns the first failure's exit code.
 int reproduce_in_children(const std::vector<Selected>& selected, int threads, const std::vector<std::string>& passed,
@@ -258,7 +259,7 @@ int reproduce_in_children(const std::vector<Selected>& selected, int threads, co
           c.log = (dir / fmt::format("{}.log", i)).string();
           c.plots_file = (dir / fmt::format("{}.plots", i)).string();
           std::vector<std::string> args{"reproduce", selected[i].set->name, "--job", std::to_string(selected[i].job),
-                                        "--threads", "1"};
+                                        "--threads", std::to_string(threads)};
           args.insert(args.end(), passed.begin(), passed.end());
           if (!no_plot) args.insert(args.end(), {"--plots-to", c.plots_file});
           return spawn_self(args, c.log);
@@ -308,8 +309,8 @@ int reproduce_main(const std::vector<std::string>& args) {
       .option("only", "NAME", "run only this experiment (e.g. fig15a)")
       .option("shared", "DIR", "folder holding data/qmsum (default $MOBISIM_SHARED_DIR or <source>/../shared)")
       .option("threads", "N",
-              "figures run side by side, N at a time, each in its own process (a single figure: N worker threads "
-              "in it); results and output do not depend on N",
+              "figures run side by side, N at a time, each in its own process with N worker threads (so the last "
+              "ones still use every core); results and output do not depend on N",
               "1")
       .flag("no-plot", "do not draw the plots")
       .flag("mpi", "run the sweep figures' points over MPI ranks (automatic under mpirun)")
