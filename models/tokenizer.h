@@ -26,8 +26,13 @@ class Tokenizer {
 // Throws InputError when the file is missing or not a SentencePiece model.
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path);
 
+// Word pieces of at most 4 characters; whitespace separates, and each punctuation character is a
+// piece of its own. Characters are classed as the C locale's std::isspace / std::ispunct do (ASCII
+// only: a byte >= 0x80 is a word character), whatever locale the process sets.
 class EstimateTokenizer : public Tokenizer {
  public:
+  enum class CharClass : unsigned char { kWord, kSpace, kPunct };
+  static CharClass char_class(unsigned char c);
   std::vector<int> encode(const std::string& text) const override;  // pseudo ids (hash of the piece)
   std::string decode(const std::vector<int>& ids) const override;   // not invertible: returns ""
   std::size_t count(const std::string& text) const override;

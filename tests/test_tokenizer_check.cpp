@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sentencepiece_trainer.h>
 
+#include <cctype>
 #include <fstream>
 #include <string>
 
@@ -110,6 +111,22 @@ TEST(EstimateTokenizer, CountIsTheLengthOfTheEncoding) {
   for (const std::string text : {"", "  ", "a", "...", "x.y", "summarize the meeting's key decisions (all 3)?",
                                  "tab\tsep\nnew line  double  space", "\xc3\xa9t\xc3\xa9 caf\xc3\xa9"})
     EXPECT_EQ(t.count(text), t.encode(text).size()) << text;
+}
+
+// Its classes are the C locale's std::isspace / std::ispunct for every byte (the test process keeps
+// the C locale), so the tabulated classes count exactly what the library calls counted.
+TEST(EstimateTokenizer, CharacterClassesAreTheCLocales) {
+  using K = models::EstimateTokenizer::CharClass;
+  int spaces = 0, puncts = 0;
+  for (int c = 0; c < 256; ++c) {
+    const auto u = static_cast<unsigned char>(c);
+    const K want = std::isspace(u) ? K::kSpace : std::ispunct(u) ? K::kPunct : K::kWord;
+    EXPECT_EQ(models::EstimateTokenizer::char_class(u), want) << "byte " << c;
+    spaces += want == K::kSpace;
+    puncts += want == K::kPunct;
+  }
+  EXPECT_EQ(spaces, 6);   // \t \n \v \f \r and ' '
+  EXPECT_EQ(puncts, 32);  // the printable ASCII that is neither letter, digit nor space
 }
 
 }  // namespace
