@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -313,6 +314,51 @@ TEST(Embed, DotsEqualDotBitForBitIncludingUnequalLengths) {
     EXPECT_EQ(std::memcmp(&got[r], &want, sizeof want), 0) << "row " << r;
     EXPECT_EQ(std::memcmp(&by_ptr[rows.size() - 1 - r], &want, sizeof want), 0) << "row " << r << " by pointer";
   }
+}
+
+TEST(Embed, BlockedRowsEqualDotBitForBitWithSparseQueriesAndNonFiniteRows) {
+  // Blocked scores skip the query's zero dimensions when every stored value is finite: on sparse
+  // queries (with +0.0 and -0.0 entries, rows that cancel to zero, a zero query) each score must
+  // still be dot()'s to the bit; once a row holds an infinity or a NaN, every dimension is visited
+  // again and the scores are dot()'s (NaN included).
+  using mobisim::traces::BlockedRows;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::bernoulli_distribution sparse(0.8);
+  constexpr std::size_t dim = 53, n = 37;  // rows over three blocks, the last one partial
+  std::vector<std::vector<float>> rows(n, std::vector<float>(dim));
+  BlockedRows blocked(dim);
+  for (std::size_t r = 0; r < n; ++r) {
+    for (auto& x : rows[r]) x = u(rng);
+    if (r == 5) rows[r] = rows[4];  // with q = -rows[4] below: sums that cancel
+    blocked.set(r, rows[r]);
+  }
+  auto bits_equal = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  auto check = [&](const std::vector<float>& q, const char* what) {
+    const auto got = blocked.dots(q, n);
+    for (std::size_t r = 0; r < n; ++r)
+      EXPECT_TRUE(bits_equal(got[r], mobisim::traces::dot(q, rows[r])))
+          << what << ", row " << r << ": " << got[r] << " vs " << mobisim::traces::dot(q, rows[r]);
+  };
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<float> q(dim);
+    for (auto& x : q) x = sparse(rng) ? (u(rng) < 0 ? -0.0f : 0.0f) : u(rng);
+    check(q, "sparse query");
+  }
+  std::vector<float> cancel(dim);
+  for (std::size_t d = 0; d < dim; ++d) cancel[d] = -rows[4][d];
+  check(cancel, "cancelling query");
+  check(std::vector<float>(dim, 0.0f), "zero query");
+  check(std::vector<float>(dim, -0.0f), "negative-zero query");
+  rows[9][3] = std::numeric_limits<float>::infinity();
+  rows[20][50] = std::numeric_limits<float>::quiet_NaN();
+  blocked.set(9, rows[9]);
+  blocked.set(20, rows[20]);
+  std::vector<float> q(dim, 0.0f);
+  q[0] = 0.5f;  // zero at the non-finite values: dot() gives NaN there, and so must the blocked scores
+  const auto got = blocked.dots(q, n);
+  EXPECT_TRUE(std::isnan(got[9]) && std::isnan(got[20]));
+  check(q, "non-finite rows");
 }
 
 TEST(Embed, FirstWordsIsTheJoinOfTheFirstWhitespaceWords) {

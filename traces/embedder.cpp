@@ -430,6 +430,7 @@ void BlockedRows::set(std::size_t row, std::span<const float> v) {
   if (values_.size() < (block + 1) * dim_ * kRows) values_.resize((block + 1) * dim_ * kRows, 0.0f);
   float* b = values_.data() + block * dim_ * kRows;
   for (std::size_t d = 0; d < dim_; ++d) b[d * kRows + row % kRows] = v[d];
+  all_finite_ = all_finite_ && std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
 }
 
 std::vector<double> BlockedRows::dots(std::span<const float> q, std::size_t n) const {
@@ -438,6 +439,15 @@ std::vector<double> BlockedRows::dots(std::span<const float> q, std::size_t n) c
                                  rows(), dim_, q.size()));
   // Per row: s = 0, then s += double(q[d]) * e[d] for d = 0, 1, ... exactly as dot(): the rows of
   // a block advance together, each sum on its own (no sum is reordered).
+  // A dimension where q is (+ or -) zero contributes a signed zero when e[d] is finite, and adding a
+  // signed zero leaves any sum unchanged: a sum starting at +0.0 never becomes -0.0 (x + y is -0.0
+  // only when both are), and a nonzero sum plus zero is itself. So with finite rows only q's nonzero
+  // dimensions are visited, in the same order, and every bit stays dot()'s. Hashed embeddings of
+  // short texts (queries) touch few of the dimensions.
+  std::vector<std::uint32_t> dims;
+  dims.reserve(dim_);
+  for (std::size_t d = 0; d < dim_; ++d)
+    if (!all_finite_ || q[d] != 0.0f) dims.push_back(static_cast<std::uint32_t>(d));
   std::vector<double> out(n);
   for (std::size_t b0 = 0; b0 < n; b0 += kRows) {
     const float* block = values_.data() + (b0 / kRows) * dim_ * kRows;
@@ -447,7 +457,7 @@ std::vector<double> BlockedRows::dots(std::span<const float> q, std::size_t n) c
     static_assert(kRows % 4 == 0);
     __m128d acc[kRows / 2];
     for (auto& a : acc) a = _mm_setzero_pd();
-    for (std::size_t d = 0; d < dim_; ++d) {
+    for (const std::uint32_t d : dims) {
       const __m128d x = _mm_set1_pd(static_cast<double>(q[d]));
       const float* e = block + d * kRows;
       for (std::size_t j = 0; j < kRows / 4; ++j) {
@@ -459,7 +469,7 @@ std::vector<double> BlockedRows::dots(std::span<const float> q, std::size_t n) c
     for (std::size_t j = 0; j < kRows / 2; ++j) _mm_storeu_pd(sums + 2 * j, acc[j]);
 #else
     for (auto& x : sums) x = 0.0;
-    for (std::size_t d = 0; d < dim_; ++d) {
+    for (const std::uint32_t d : dims) {
       const double x = q[d];
       const float* e = block + d * kRows;
       for (std::size_t j = 0; j < kRows; ++j) sums[j] += x * static_cast<double>(e[j]);

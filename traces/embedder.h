@@ -141,6 +141,9 @@ class BlockedRows {
  private:
   std::size_t dim_;
   std::vector<float> values_;
+  // Every value ever stored is finite: then a dimension where the query is zero adds exactly
+  // nothing to any sum, and dots() visits only the query's nonzero dimensions (see there).
+  bool all_finite_ = true;
 };
 
 }  // namespace mobisim::traces
