@@ -14,6 +14,7 @@
 #include "experiments/experiment.h"
 #include "experiments/fidelity/calibrate.h"
 #include "experiments/fidelity/fidelity.h"
+#include "experiments/workload_inputs.h"
 #include "sim/cli.h"
 #include "sim/error.h"
 #include "sim/strings.h"
@@ -57,6 +58,7 @@ int fidelity_main(const std::vector<std::string>& args) {
   o.runs.force = a.flag_set("run");
   o.runs.quiet = a.flag_set("quiet");
   o.runs.shared = a.maybe("shared").value_or("");
+  export_shared_flag(o.runs.shared);
   o.shared = o.runs.shared;
   const auto ev = evaluate(points, o);
   const bool quiet = a.flag_set("quiet");
@@ -110,6 +112,7 @@ int calibrate_main(const std::vector<std::string>& args) {
   if (o.evaluate.runs.threads < 1 || o.evaluate.runs.threads > 1024) throw UsageError("--threads must be in [1, 1024]");
   o.evaluate.runs.quiet = a.flag_set("quiet");
   o.evaluate.runs.shared = a.maybe("shared").value_or("");
+  export_shared_flag(o.evaluate.runs.shared);
   o.evaluate.shared = o.evaluate.runs.shared;
   o.max_iterations = static_cast<std::size_t>(std::max(1L, a.get_int("max-iterations")));
   o.max_passes = static_cast<std::size_t>(std::max(1L, a.get_int("max-passes")));

@@ -318,6 +318,7 @@ int reproduce_main(const std::vector<std::string>& args) {
       .option("job", "K", "internal (--threads runs each figure so): run only the set's K-th figure")
       .option("plots-to", "FILE", "internal (with --job): write the queued plots to FILE instead of drawing them");
   if (!a.parse(args)) return kExitOk;
+  export_shared_flag(a.maybe("shared").value_or(""));
   const std::string set = a.get("set");
   std::vector<Set> sets;
   std::vector<std::string> known;

@@ -64,6 +64,7 @@
 #include <cmath>
 #include <map>
 
+#include "experiments/workload_inputs.h"
 #include "devices/device.h"
 #include "devices/engine.h"
 #include "experiments/dynakv_latency.h"
@@ -134,7 +135,7 @@ class DynaKvExperiment : public Experiment {
     seed_ = static_cast<std::uint64_t>(p.integer("session_seed"));
     if (p.has("session_file")) session_file_ = p.text("session_file");
     if (p.has("capture_checkpoint")) {
-      const auto m = kernel::load_model(p.text("capture_checkpoint"));
+      const auto m = kernel::load_model(expand_shared(p.text("capture_checkpoint")));
       const auto prefill = static_cast<int>(p.integer("capture_prefill"));
       if (prefill >= m.config.seq_len)
         p.fail("capture_prefill", fmt::format("must be below the checkpoint's seq_len {}", m.config.seq_len));

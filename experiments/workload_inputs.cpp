@@ -24,6 +24,17 @@ std::string shared_dir(const std::string& flag) {
   return source_root() + "/../shared";
 }
 
+std::string expand_shared(const std::string& path) {
+  constexpr std::string_view kToken = "{shared}";
+  if (path.compare(0, kToken.size(), kToken) != 0) return path;
+  return shared_dir("") + path.substr(kToken.size());
+}
+
+void export_shared_flag(const std::string& flag) {
+  if (flag.empty()) return;
+  setenv("MOBISIM_SHARED_DIR", fs::absolute(flag).string().c_str(), 1);
+}
+
 std::string workload_trace(const YAML::Node& root) {
   // A missing key yields an invalid node whose type may not be asked: test IsDefined() first.
   auto child = [](const YAML::Node& n, const char* key) {

@@ -11,6 +11,13 @@ namespace mobisim::experiments {
 // The folder holding data/ and models/: `flag` when given, else $MOBISIM_SHARED_DIR, else
 // <source>/../shared.
 std::string shared_dir(const std::string& flag);
+// A path from an experiment file with a leading "{shared}" replaced by shared_dir(""), so that
+// `tokenizer: "{shared}/models/llama2-tokenizer.model"` works from any working directory (the
+// commands' --shared reaches child runs through $MOBISIM_SHARED_DIR); other paths unchanged.
+std::string expand_shared(const std::string& path);
+// Sets $MOBISIM_SHARED_DIR to the absolute form of a command's --shared DIR (when given), before
+// the command starts any thread or child, so every run it starts resolves {shared} there.
+void export_shared_flag(const std::string& flag);
 // experiment.workload.trace of an experiment file, or "" (read without inserting keys).
 std::string workload_trace(const YAML::Node& root);
 // Imports <shared>/data/qmsum (val split, Llama-2 tokenizer when present) into `trace_path` when

@@ -15,6 +15,7 @@
 #include "experiments/fidelity/extract.h"
 #include "experiments/fidelity/fidelity.h"
 #include "experiments/fidelity/registry.h"
+#include "experiments/workload_inputs.h"
 #include "sim/error.h"
 #include "sim/h5.h"
 #include "sim/simulator.h"
@@ -98,6 +99,25 @@ TEST(FidelityRegistry, MalformedPointsNameFileAndKey) {
   write_text(dir.file("a.yaml"), one_point_file("    role: validation\n    published: 1\n"));
   write_text(dir.file("t.yaml"), one_point_file("    role: validation\n    published: 2\n"));
   EXPECT_THROW(load_registry(dir.path().string()), ConfigError);
+}
+
+// fidelity/reproduce may run anywhere: an experiment's "{shared}/..." path follows --shared (exported
+// for the child runs), never the working directory.
+TEST(FidelityRuns, SharedPathsFollowTheSharedFlagNotTheWorkingDirectory) {
+  const char* before = std::getenv("MOBISIM_SHARED_DIR");
+  const std::string saved = before ? before : "";
+  const auto cwd = std::filesystem::current_path();
+  TempDir dir("shared_flag");
+  std::filesystem::current_path(dir.path());
+  experiments::export_shared_flag("data_root");
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(experiments::expand_shared("{shared}/models/tok.model"), dir.file("data_root/models/tok.model"));
+  EXPECT_EQ(experiments::expand_shared("../shared/models/tok.model"), "../shared/models/tok.model");
+  EXPECT_EQ(experiments::expand_shared("x/{shared}/y"), "x/{shared}/y");
+  experiments::export_shared_flag("");  // no flag: the environment stays as it was
+  EXPECT_EQ(experiments::shared_dir(""), dir.file("data_root"));
+  if (before) setenv("MOBISIM_SHARED_DIR", saved.c_str(), 1);
+  else unsetenv("MOBISIM_SHARED_DIR");
 }
 
 TEST(FidelityReport, RelativeErrorOfValuesAndRanges) {
