@@ -175,33 +175,87 @@ void HashedEmbedder::fit(const std::vector<std::string>& corpus) {
 }
 
 void HashedEmbedder::fit(const TextWords& corpus) {
-  // Each vocabulary word's features once (words() already lower-cased them, as features() does).
-  std::vector<std::uint64_t> word_hashes, char_hashes;
-  std::vector<std::size_t> word_begin(corpus.vocab.size() + 1, 0), char_begin(corpus.vocab.size() + 1, 0);
+  // Features by dense id: each distinct feature of the vocabulary is hashed into an id once (a
+  // probe per vocabulary feature instead of one per document feature), documents count ids in
+  // flat arrays, and the IDF table receives each counted feature once at the end. The keys and
+  // document frequencies are fit_documents' (a feature counts once per document, words and
+  // n-grams alike); only the table's slot layout may differ, and lookups never depend on it.
+  std::vector<std::uint64_t> hashes, char_hashes;
+  std::vector<std::size_t> begin(corpus.vocab.size() + 1, 0);
   std::string wrapped;
   for (std::size_t v = 0; v < corpus.vocab.size(); ++v) {
-    word_features(corpus.vocab[v], word_hashes, char_hashes, wrapped);
-    word_begin[v + 1] = word_hashes.size();
-    char_begin[v + 1] = char_hashes.size();
+    char_hashes.clear();
+    word_features(corpus.vocab[v], hashes, char_hashes, wrapped);
+    hashes.insert(hashes.end(), char_hashes.begin(), char_hashes.end());
+    begin[v + 1] = hashes.size();
   }
-  // A document's features are those of its distinct words (document frequency counts each
-  // feature once per document, so repeated words add nothing).
+  std::vector<std::uint64_t> keys;  // id -> feature hash
+  const std::vector<std::uint32_t> ids = dense_feature_ids(hashes, keys);
+  // A document's features are those of its distinct words (repeated words add nothing).
   constexpr auto kNone = static_cast<std::uint32_t>(-1);
-  std::vector<std::uint32_t> last_doc(corpus.vocab.size(), kNone);
-  std::vector<std::uint64_t> doc_words, doc_chars;
-  fit_documents(corpus.texts.size(), [&](std::size_t d) -> FeatureLists {
-    doc_words.clear();
-    doc_chars.clear();
+  std::vector<std::uint32_t> last_word(corpus.vocab.size(), kNone), last_doc(keys.size(), kNone),
+      df(keys.size(), 0);
+  for (std::size_t d = 0; d < corpus.texts.size(); ++d) {
+    const auto doc = static_cast<std::uint32_t>(d);
     for (std::uint32_t v : corpus.texts[d]) {
-      if (last_doc[v] == d) continue;
-      last_doc[v] = static_cast<std::uint32_t>(d);
-      doc_words.insert(doc_words.end(), word_hashes.begin() + static_cast<std::ptrdiff_t>(word_begin[v]),
-                       word_hashes.begin() + static_cast<std::ptrdiff_t>(word_begin[v + 1]));
-      doc_chars.insert(doc_chars.end(), char_hashes.begin() + static_cast<std::ptrdiff_t>(char_begin[v]),
-                       char_hashes.begin() + static_cast<std::ptrdiff_t>(char_begin[v + 1]));
+      if (last_word[v] == doc) continue;
+      last_word[v] = doc;
+      for (std::size_t i = begin[v]; i < begin[v + 1]; ++i) {
+        const std::uint32_t id = ids[i];
+        if (last_doc[id] == doc) continue;
+        last_doc[id] = doc;
+        ++df[id];
+      }
     }
-    return {doc_words, doc_chars};
-  });
+  }
+  set_document_frequencies(corpus.texts.size(), keys, df);
+}
+
+std::vector<std::uint32_t> HashedEmbedder::dense_feature_ids(std::span<const std::uint64_t> hashes,
+                                                             std::vector<std::uint64_t>& keys) {
+  // Open addressing at most half full (sized for every hash distinct): home slot as home_slot's.
+  std::size_t size = 1;
+  while (size < 2 * hashes.size()) size *= 2;
+  const std::size_t mask = size - 1;
+  constexpr auto kEmpty = static_cast<std::uint32_t>(-1);
+  std::vector<std::uint32_t> table(size, kEmpty);
+  std::vector<std::uint32_t> ids(hashes.size());
+  keys.clear();
+  for (std::size_t i = 0; i < hashes.size(); ++i) {
+    const std::uint64_t h = hashes[i];
+    std::size_t slot = static_cast<std::size_t>((h * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
+    while (table[slot] != kEmpty && keys[table[slot]] != h) slot = (slot + 1) & mask;
+    if (table[slot] == kEmpty) {
+      table[slot] = static_cast<std::uint32_t>(keys.size());
+      keys.push_back(h);
+    }
+    ids[i] = table[slot];
+  }
+  return ids;
+}
+
+void HashedEmbedder::set_document_frequencies(std::size_t n_docs, std::span<const std::uint64_t> keys,
+                                              std::span<const std::uint32_t> df) {
+  std::size_t counted = 0;
+  for (std::uint32_t f : df) counted += f != 0;
+  // The size count_document_feature's growth reaches for this many features (at most half full).
+  std::size_t size = 0;
+  if (counted != 0) {
+    size = 1024;
+    while (2 * counted > size) size *= 2;
+  }
+  slots_.assign(size, Slot{});
+  used_ = counted;
+  n_docs_ = n_docs;
+  auto smoothed_idf = [&](double f) { return std::log((1.0 + n_docs_) / (1.0 + f)) + 1.0; };
+  for (std::size_t id = 0; id < keys.size(); ++id) {
+    if (df[id] == 0) continue;
+    Slot& x = slots_[slot_of(keys[id])];
+    x.key = keys[id];
+    x.df = df[id];
+    x.idf = smoothed_idf(x.df);
+  }
+  idf_unseen_ = n_docs_ == 0 ? 1.0 : smoothed_idf(0.0);
 }
 
 std::vector<std::vector<float>> HashedEmbedder::fit_embed(const std::vector<std::string>& corpus) {

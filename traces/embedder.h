@@ -92,6 +92,13 @@ class HashedEmbedder {
   // Fits the document frequencies of n_docs documents; document_features(i) gives document i's.
   template <class DocumentFeatures>
   void fit_documents(std::size_t n_docs, DocumentFeatures&& document_features);
+  // Dense ids of `hashes` (equal hashes, equal ids; ids in order of first appearance), with the
+  // hash of each id in `keys`.
+  static std::vector<std::uint32_t> dense_feature_ids(std::span<const std::uint64_t> hashes,
+                                                      std::vector<std::uint64_t>& keys);
+  // The fitted table from each feature's document frequency (features with df 0 left out).
+  void set_document_frequencies(std::size_t n_docs, std::span<const std::uint64_t> keys,
+                                std::span<const std::uint32_t> df);
   // Counts feature h of document `doc` (once per document; open addressing, grows at half load).
   void count_document_feature(std::uint64_t h, std::uint32_t doc);
   std::size_t slot_of(std::uint64_t h) const;
