@@ -14,6 +14,7 @@ namespace mobisim {
 class Digest {
  public:
   void update(const unsigned char* p, std::size_t n);
+  void update(const std::byte* p, std::size_t n) { update(reinterpret_cast<const unsigned char*>(p), n); }
   std::uint64_t finish() const;
 
  private:

@@ -18,6 +18,7 @@
 #include <filesystem>
 
 #include "policies/kvcache/fingerprint.h"
+#include "sim/digest.h"
 #include "sim/error.h"
 
 namespace mobisim::policies::kvcache {
@@ -54,66 +55,6 @@ std::size_t header_offset(std::size_t pos) {
 }
 
 bool valid_dtype(std::uint8_t d) { return d <= static_cast<std::uint8_t>(StoreDType::kF8); }
-
-// Streaming form of KvStore::checksum.
-class Checksum {
- public:
-  void update(const std::byte* p, std::size_t n) {
-    total_ += n;
-    while (n > 0 && buf_n_ > 0) {  // finish a partial word
-      buf_[buf_n_++] = *p++;
-      --n;
-      if (buf_n_ == 8) {
-        word(get_le<std::uint64_t>(buf_));
-        buf_n_ = 0;
-      }
-    }
-    // Bulk: whole groups of four words, one per lane (four independent multiply chains).
-    while (n >= 32 && (words_ & 3) == 0) {
-      std::uint64_t w[4];
-      std::memcpy(w, p, 32);
-      if constexpr (std::endian::native != std::endian::little)
-        for (auto& x : w) x = get_le<std::uint64_t>(reinterpret_cast<const std::byte*>(&x));
-      for (int j = 0; j < 4; ++j) lane_[j] = (lane_[j] ^ w[j]) * kFnvPrime;
-      words_ += 4;
-      p += 32;
-      n -= 32;
-    }
-    while (n >= 8) {
-      word(get_le<std::uint64_t>(p));
-      p += 8;
-      n -= 8;
-    }
-    while (n > 0) {
-      buf_[buf_n_++] = *p++;
-      --n;
-    }
-  }
-  std::uint64_t finish() const {
-    std::uint64_t h = kFnvOffsetBasis;
-    auto feed = [&](std::uint64_t v, std::size_t bytes) {
-      for (std::size_t i = 0; i < bytes; ++i) {
-        h ^= (v >> (8 * i)) & 0xff;
-        h *= kFnvPrime;
-      }
-    };
-    for (int j = 0; j < 4; ++j) feed(lane_[j], 8);
-    for (std::size_t i = 0; i < buf_n_; ++i) feed(static_cast<std::uint64_t>(buf_[i]), 1);
-    feed(total_, 8);
-    return h;
-  }
-
- private:
-  void word(std::uint64_t w) {
-    auto& l = lane_[words_ & 3];
-    l = (l ^ w) * kFnvPrime;
-    ++words_;
-  }
-  std::uint64_t lane_[4] = {kFnvOffsetBasis, kFnvOffsetBasis + 1, kFnvOffsetBasis + 2, kFnvOffsetBasis + 3};
-  std::uint64_t words_ = 0, total_ = 0;
-  std::byte buf_[8]{};
-  std::size_t buf_n_ = 0;
-};
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -196,7 +137,7 @@ MappedEntry::~MappedEntry() {
 }
 
 std::uint64_t KvStore::checksum(std::span<const std::byte> bytes) {
-  Checksum c;
+  Digest c;  // the file digest of sim/digest.h (STORE_FORMAT.md describes the same algorithm)
   c.update(bytes.data(), bytes.size());
   return c.finish();
 }
@@ -258,7 +199,7 @@ std::uint64_t KvStore::put(std::uint64_t key, std::span<const std::int32_t> toke
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw InputError(fmt::format("kv store: cannot create '{}': {}", tmp, errno_text()));
   try {
-    Checksum sum;
+    Digest sum;
     std::size_t pos = 0;
     auto emit = [&](const std::byte* p, std::size_t n) {
       write_all(fd, p, n, tmp);
