@@ -8,15 +8,13 @@
 #include <filesystem>
 #include <string>
 
+#include "test_util.h"
 #include "models/kernel/checkpoint.h"
 #include "models/kernel/transformer.h"
 
 namespace mobisim::kernel::testing {
 
-inline std::string shared_dir() {
-  if (const char* env = std::getenv("MOBISIM_SHARED_DIR"); env && *env) return env;
-  return std::string(MOBISIM_SOURCE_DIR) + "/../shared";
-}
+using mobisim::testing::shared_dir;  // "" when absent: the paths below then do not exist and tests skip
 inline std::string stories_path() { return shared_dir() + "/models/stories260K.bin"; }
 inline std::string tokenizer_path() { return shared_dir() + "/models/llama2-tokenizer.model"; }
 inline std::string qmsum_dir() { return shared_dir() + "/data/qmsum/val"; }

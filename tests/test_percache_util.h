@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "devices/device.h"
 #include "models/cost_model.h"
 #include "policies/rag/cache_engine.h"
@@ -119,10 +120,6 @@ inline double mean_over_users(const std::string& policy_yaml, const traces::RagT
   return n ? s / static_cast<double>(n) : 0;
 }
 
-inline std::string shared_dir() {
-  if (const char* d = std::getenv("MOBISIM_SHARED_DIR"); d && std::filesystem::is_directory(d)) return d;
-  const std::string fallback = std::string(MOBISIM_SOURCE_DIR) + "/../shared";
-  return std::filesystem::is_directory(fallback) ? fallback : "";
-}
+using mobisim::testing::shared_dir;
 
 }  // namespace mobisim::policies::testing

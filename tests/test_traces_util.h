@@ -6,14 +6,11 @@
 
 #include <unistd.h>
 
+#include "test_util.h"
+
 namespace mobisim::traces::trace_testing {
 
-// ../shared (QMSum data, tokenizer): MOBISIM_SHARED_DIR, else <source>/../shared; "" when absent.
-inline std::string shared_dir() {
-  if (const char* d = std::getenv("MOBISIM_SHARED_DIR"); d && std::filesystem::is_directory(d)) return d;
-  const std::string fallback = std::string(MOBISIM_SOURCE_DIR) + "/../shared";
-  return std::filesystem::is_directory(fallback) ? fallback : "";
-}
+using mobisim::testing::shared_dir;  // ../shared (QMSum data, tokenizer), "" when absent
 
 // A fresh directory for one test's files.
 inline std::string temp_dir(const std::string& name) {

@@ -45,9 +45,9 @@ inline std::string read_bytes(const std::string& path) {
   return ss.str();
 }
 
-// ../shared (real data and models), or "" when absent.
+// ../shared (real data and models): $MOBISIM_SHARED_DIR, else <source>/../shared; "" when absent.
 inline std::string shared_dir() {
-  if (const char* env = std::getenv("MOBISIM_SHARED_DIR"); env && std::filesystem::exists(env)) return env;
+  if (const char* env = std::getenv("MOBISIM_SHARED_DIR"); env && std::filesystem::is_directory(env)) return env;
 #ifdef MOBISIM_SOURCE_DIR
   std::string guess = std::string(MOBISIM_SOURCE_DIR) + "/../shared";
   if (std::filesystem::exists(guess)) return guess;
