@@ -126,71 +126,31 @@ std::size_t HashedEmbedder::slot_of(std::uint64_t h) const {
   return i;
 }
 
-void HashedEmbedder::count_document_feature(std::uint64_t h, std::uint32_t doc) {
-  if (2 * (used_ + 1) > slots_.size()) {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(std::max<std::size_t>(1024, 2 * old.size()), Slot{});
-    for (const Slot& x : old)
-      if (x.df != 0) slots_[slot_of(x.key)] = x;
-  }
-  Slot& x = slots_[slot_of(h)];
-  if (x.df == 0) {
-    x.key = h;
-    ++used_;
-  } else if (x.last_doc == doc) {
-    return;  // already counted for this document
-  }
-  x.last_doc = doc;
-  ++x.df;
-}
+void HashedEmbedder::fit(const std::vector<std::string>& corpus) { fit(TextWords::of(corpus)); }
 
-template <class DocumentFeatures>
-void HashedEmbedder::fit_documents(std::size_t n_docs, DocumentFeatures&& document_features) {
-  slots_.clear();
-  used_ = 0;
-  n_docs_ = n_docs;
-  // Document frequency counts a feature once per document, words and n-grams alike.
-  for (std::size_t d = 0; d < n_docs; ++d) {
-    const FeatureLists f = document_features(d);
-    const auto doc = static_cast<std::uint32_t>(d);
-    // The table outgrows the caches: each slot is fetched a few features ahead of its update.
-    for (auto list : {f.words, f.chars})
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        if (i + kPrefetchAhead < list.size()) prefetch_slot(list[i + kPrefetchAhead]);
-        count_document_feature(list[i], doc);
-      }
-  }
-  auto smoothed_idf = [&](double df) { return std::log((1.0 + n_docs_) / (1.0 + df)) + 1.0; };
-  for (Slot& x : slots_)
-    if (x.df != 0) x.idf = smoothed_idf(x.df);
-  idf_unseen_ = n_docs_ == 0 ? 1.0 : smoothed_idf(0.0);
-}
-
-void HashedEmbedder::fit(const std::vector<std::string>& corpus) {
-  std::vector<std::uint64_t> word_hashes, char_hashes;
-  fit_documents(corpus.size(), [&](std::size_t i) -> FeatureLists {
-    features(corpus[i], word_hashes, char_hashes);
-    return {word_hashes, char_hashes};
-  });
-}
-
-void HashedEmbedder::fit(const TextWords& corpus) {
-  // Features by dense id: each distinct feature of the vocabulary is hashed into an id once (a
-  // probe per vocabulary feature instead of one per document feature), documents count ids in
-  // flat arrays, and the IDF table receives each counted feature once at the end. The keys and
-  // document frequencies are fit_documents' (a feature counts once per document, words and
-  // n-grams alike); only the table's slot layout may differ, and lookups never depend on it.
-  std::vector<std::uint64_t> hashes, char_hashes;
-  std::vector<std::size_t> begin(corpus.vocab.size() + 1, 0);
+HashedEmbedder::VocabFeatures HashedEmbedder::vocab_features(const TextWords& corpus) const {
+  VocabFeatures f;
+  f.begin.assign(corpus.vocab.size() + 1, 0);
+  std::vector<std::uint64_t> char_hashes;
   std::string wrapped;
   for (std::size_t v = 0; v < corpus.vocab.size(); ++v) {
     char_hashes.clear();
-    word_features(corpus.vocab[v], hashes, char_hashes, wrapped);
-    hashes.insert(hashes.end(), char_hashes.begin(), char_hashes.end());
-    begin[v + 1] = hashes.size();
+    word_features(corpus.vocab[v], f.hashes, char_hashes, wrapped);  // exactly one word hash
+    f.hashes.insert(f.hashes.end(), char_hashes.begin(), char_hashes.end());
+    f.begin[v + 1] = f.hashes.size();
   }
+  return f;
+}
+
+void HashedEmbedder::fit(const TextWords& corpus) { fit_vocabulary(corpus, vocab_features(corpus)); }
+
+void HashedEmbedder::fit_vocabulary(const TextWords& corpus, const VocabFeatures& features) {
+  // Features by dense id: each distinct feature of the vocabulary gets an id once (one hash probe
+  // per vocabulary feature, not one per feature of every document), documents count ids in flat
+  // arrays, and the IDF table receives each counted feature once at the end.
   std::vector<std::uint64_t> keys;  // id -> feature hash
-  const std::vector<std::uint32_t> ids = dense_feature_ids(hashes, keys);
+  const std::vector<std::uint32_t> ids = dense_feature_ids(features.hashes, keys);
+  const auto& begin = features.begin;
   // A document's features are those of its distinct words (repeated words add nothing).
   constexpr auto kNone = static_cast<std::uint32_t>(-1);
   std::vector<std::uint32_t> last_word(corpus.vocab.size(), kNone), last_doc(keys.size(), kNone),
@@ -238,14 +198,13 @@ void HashedEmbedder::set_document_frequencies(std::size_t n_docs, std::span<cons
                                               std::span<const std::uint32_t> df) {
   std::size_t counted = 0;
   for (std::uint32_t f : df) counted += f != 0;
-  // The size count_document_feature's growth reaches for this many features (at most half full).
+  // Open addressing, at most half full.
   std::size_t size = 0;
   if (counted != 0) {
     size = 1024;
     while (2 * counted > size) size *= 2;
   }
   slots_.assign(size, Slot{});
-  used_ = counted;
   n_docs_ = n_docs;
   auto smoothed_idf = [&](double f) { return std::log((1.0 + n_docs_) / (1.0 + f)) + 1.0; };
   for (std::size_t id = 0; id < keys.size(); ++id) {
@@ -259,16 +218,30 @@ void HashedEmbedder::set_document_frequencies(std::size_t n_docs, std::span<cons
 }
 
 std::vector<std::vector<float>> HashedEmbedder::fit_embed(const std::vector<std::string>& corpus) {
-  // Each document's feature lists serve both the document frequencies and its embedding.
-  std::vector<std::vector<std::uint64_t>> words(corpus.size()), chars(corpus.size());
-  fit_documents(corpus.size(), [&](std::size_t i) -> FeatureLists {
-    features(corpus[i], words[i], chars[i]);
-    return {words[i], chars[i]};
-  });
+  return fit_embed(TextWords::of(corpus));
+}
+
+std::vector<std::vector<float>> HashedEmbedder::fit_embed(const TextWords& corpus) {
+  // Each vocabulary word's features, computed once, serve the fit and every document's embedding:
+  // a document's lists are its words' features, occurrence by occurrence, so they hold the same
+  // hashes as features() of its text, and embed_features does not depend on their order.
+  const VocabFeatures f = vocab_features(corpus);
+  fit_vocabulary(corpus, f);
   std::vector<std::vector<float>> out;
-  out.reserve(corpus.size());
+  out.reserve(corpus.texts.size());
   EmbedScratch scratch;
-  for (std::size_t i = 0; i < corpus.size(); ++i) out.push_back(embed_features(words[i], chars[i], scratch));
+  std::vector<std::uint64_t> word_hashes, char_hashes;
+  for (const auto& text : corpus.texts) {
+    word_hashes.clear();
+    char_hashes.clear();
+    for (std::uint32_t v : text) {
+      const auto first = f.hashes.begin() + static_cast<std::ptrdiff_t>(f.begin[v]);
+      const auto last = f.hashes.begin() + static_cast<std::ptrdiff_t>(f.begin[v + 1]);
+      word_hashes.push_back(*first);
+      char_hashes.insert(char_hashes.end(), first + 1, last);
+    }
+    out.push_back(embed_features(word_hashes, char_hashes, scratch));
+  }
   return out;
 }
 

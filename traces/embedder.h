@@ -57,8 +57,9 @@ class HashedEmbedder {
   // The same fit from the corpus' words (TextWords::of(corpus)), each distinct word's features once.
   void fit(const TextWords& corpus);
   std::vector<float> embed(std::string_view text) const;
-  // fit(corpus), then embed() of every document of it (each document's features computed once).
+  // fit(corpus), then embed() of every document of it (each distinct word's features computed once).
   std::vector<std::vector<float>> fit_embed(const std::vector<std::string>& corpus);
+  std::vector<std::vector<float>> fit_embed(const TextWords& corpus);
   // Raw cosine without the anisotropy offset (for calibration reports).
   static double calibrated_from_raw(double raw, double anisotropy) { return anisotropy + (1 - anisotropy) * raw; }
   const EmbedderConfig& config() const { return cfg_; }
@@ -86,12 +87,15 @@ class HashedEmbedder {
                            EmbedScratch& scratch) const;
   void accumulate_sorted(std::span<const std::uint64_t> hashes, std::vector<double>& v, EmbedScratch& scratch) const;
   double idf(std::uint64_t h) const;
-  struct FeatureLists {
-    std::span<const std::uint64_t> words, chars;
+  // Each vocabulary word's features: hashes[begin[v]] is word v's word hash, hashes(begin[v],
+  // begin[v + 1]) its n-gram hashes.
+  struct VocabFeatures {
+    std::vector<std::uint64_t> hashes;
+    std::vector<std::size_t> begin;
   };
-  // Fits the document frequencies of n_docs documents; document_features(i) gives document i's.
-  template <class DocumentFeatures>
-  void fit_documents(std::size_t n_docs, DocumentFeatures&& document_features);
+  VocabFeatures vocab_features(const TextWords& corpus) const;
+  // Fits the document frequencies (a feature counts once per document, words and n-grams alike).
+  void fit_vocabulary(const TextWords& corpus, const VocabFeatures& features);
   // Dense ids of `hashes` (equal hashes, equal ids; ids in order of first appearance), with the
   // hash of each id in `keys`.
   static std::vector<std::uint32_t> dense_feature_ids(std::span<const std::uint64_t> hashes,
@@ -99,8 +103,6 @@ class HashedEmbedder {
   // The fitted table from each feature's document frequency (features with df 0 left out).
   void set_document_frequencies(std::size_t n_docs, std::span<const std::uint64_t> keys,
                                 std::span<const std::uint32_t> df);
-  // Counts feature h of document `doc` (once per document; open addressing, grows at half load).
-  void count_document_feature(std::uint64_t h, std::uint32_t doc);
   std::size_t slot_of(std::uint64_t h) const;
   std::size_t home_slot(std::uint64_t h) const;  // first probe position
   void prefetch_slot(std::uint64_t h) const;     // a cache hint only: no effect on results
@@ -115,10 +117,8 @@ class HashedEmbedder {
     std::uint64_t key = 0;
     double idf = 0;             // filled by fit()
     std::uint32_t df = 0;       // 0 = empty slot
-    std::uint32_t last_doc = 0;  // during fit: the last document that counted the slot
   };
   std::vector<Slot> slots_;     // one cache line per probe: key, df and idf together
-  std::size_t used_ = 0;
   double idf_unseen_ = 1.0;          // idf of a feature no fitted document has
 };
 

@@ -137,13 +137,6 @@ std::vector<Hit> top_k(const std::vector<double>& scores, std::size_t k) {
 }
 
 namespace {
-std::vector<std::vector<std::string>> tokenize_all(const std::vector<std::string>& texts) {
-  std::vector<std::vector<std::string>> out;
-  out.reserve(texts.size());
-  for (const auto& t : texts) out.push_back(words(t));
-  return out;
-}
-
 // 1-based ranks by descending score, ties broken by lower id.
 std::vector<double> ranks_of(const std::vector<double>& scores) {
   std::vector<Hit> order = top_k(scores, scores.size());
@@ -166,12 +159,17 @@ Retriever::Retriever(WithBm25, Bm25 bm25, RetrieverConfig cfg) : cfg_(cfg), bm25
 
 Retriever::Retriever(const std::vector<std::string>& chunk_texts, std::vector<std::vector<float>> chunk_embeddings,
                      RetrieverConfig cfg, EmbedderConfig embedder)
-    : Retriever(WithBm25{}, Bm25(tokenize_all(chunk_texts), cfg.bm25), cfg) {
-  if (chunk_embeddings.empty() && !chunk_texts.empty()) {
+    : Retriever(TextWords::of(chunk_texts), std::move(chunk_embeddings), cfg, embedder) {}
+
+// The chunks split into words once, for BM25 and the embedder alike.
+Retriever::Retriever(const TextWords& chunk_words, std::vector<std::vector<float>> chunk_embeddings,
+                     RetrieverConfig cfg, EmbedderConfig embedder)
+    : Retriever(WithBm25{}, Bm25(chunk_words, cfg.bm25), cfg) {
+  if (chunk_embeddings.empty() && !chunk_words.texts.empty()) {
     embedder_.emplace(embedder);
-    chunk_embeddings = embedder_->fit_embed(chunk_texts);
+    chunk_embeddings = embedder_->fit_embed(chunk_words);
   }
-  set_chunk_embeddings(std::move(chunk_embeddings), chunk_texts.size());
+  set_chunk_embeddings(std::move(chunk_embeddings), chunk_words.texts.size());
 }
 
 Retriever Retriever::with_builtin_embedder(const std::vector<std::string>& chunk_texts, const TextWords& chunk_words,
@@ -183,7 +181,7 @@ Retriever Retriever::with_builtin_embedder(const std::vector<std::string>& chunk
   if (!chunk_texts.empty()) {
     r.embedder_.emplace(embedder);
     if (builtin_chunk_embeddings.empty()) {
-      builtin_chunk_embeddings = r.embedder_->fit_embed(chunk_texts);
+      builtin_chunk_embeddings = r.embedder_->fit_embed(chunk_words);
     } else {
       r.embedder_->fit(chunk_words);
     }

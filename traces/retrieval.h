@@ -106,6 +106,8 @@ class Retriever {
  private:
   struct WithBm25 {};  // tag: keeps this constructor out of the public ones' overload set
   Retriever(WithBm25, Bm25 bm25, RetrieverConfig cfg);
+  Retriever(const TextWords& chunk_words, std::vector<std::vector<float>> chunk_embeddings, RetrieverConfig cfg,
+            EmbedderConfig embedder);
   void set_chunk_embeddings(std::vector<std::vector<float>> chunk_embeddings, std::size_t n_chunks);
   // dot(query, chunk i) for every chunk; each bit-identical to dot().
   std::vector<double> dense_scores(const std::vector<float>& query) const;
