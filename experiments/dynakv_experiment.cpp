@@ -140,7 +140,10 @@ class DynaKvExperiment : public Experiment {
       if (prefill >= m.config.seq_len)
         p.fail("capture_prefill", fmt::format("must be below the checkpoint's seq_len {}", m.config.seq_len));
       const auto tokens = kernel::sample_sequence(m, m.config.seq_len, static_cast<std::uint64_t>(p.integer("capture_seed")));
-      captured_ = std::make_shared<const traces::KvSession>(traces::capture_kv_session(m, tokens, prefill));
+      traces::KvSession session = traces::capture_kv_session(m, tokens, prefill);
+      // The checkpoint as the config names it: the results do not depend on where the data lives.
+      session.source = fmt::format("capture({})", p.text("capture_checkpoint"));
+      captured_ = std::make_shared<const traces::KvSession>(std::move(session));
     }
     session_stats_ = p.boolean("session_stats");
     accuracy_every_ = static_cast<int>(p.integer("accuracy_every"));
