@@ -38,13 +38,13 @@
 #include <memory>
 #include <optional>
 
-#include "experiments/workload_inputs.h"
 #include "devices/device.h"
 #include "devices/engine.h"
 #include "experiments/experiment.h"
 #include "experiments/plugin_list.h"
 #include "experiments/parallel.h"
 #include "experiments/simulation.h"
+#include "experiments/workload_inputs.h"
 #include "models/cost_model.h"
 #include "models/kernel/checkpoint.h"
 #include "models/tokenizer.h"

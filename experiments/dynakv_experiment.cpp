@@ -64,12 +64,12 @@
 #include <cmath>
 #include <map>
 
-#include "experiments/workload_inputs.h"
 #include "devices/device.h"
 #include "devices/engine.h"
 #include "experiments/dynakv_latency.h"
 #include "experiments/experiment.h"
 #include "experiments/parallel.h"
+#include "experiments/workload_inputs.h"
 #include "models/cost_model.h"
 #include "models/kernel/checkpoint.h"
 #include "models/kernel/oracles.h"

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <string_view>
 
 #include "experiments/experiment.h"
 #include "models/kernel/checkpoint.h"
