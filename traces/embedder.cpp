@@ -56,6 +56,10 @@ constexpr std::size_t kPrefetchAhead = 8;  // IDF-table lookups issued ahead of 
 // Feature lists up to this long are accumulated by one sort (accumulate_sorted), longer ones by bucket.
 constexpr std::size_t kShortFeatureList = 256;
 inline std::uint64_t fnv_step(std::uint64_t h, unsigned char c) { return (h ^ c) * kFnvPrime; }
+// First probe position of feature hash h in an open-addressing table of mask + 1 slots.
+inline std::size_t home_position(std::uint64_t h, std::size_t mask) {
+  return static_cast<std::size_t>((h * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
+}
 
 // 1 + ln(tf), tabulated for the small counts nearly every feature has (the same doubles).
 double sublinear_tf(std::size_t tf) {
@@ -112,7 +116,7 @@ void HashedEmbedder::word_features(std::string_view w, std::vector<std::uint64_t
 }
 
 std::size_t HashedEmbedder::home_slot(std::uint64_t h) const {
-  return static_cast<std::size_t>((h * 0x9E3779B97F4A7C15ULL) >> 32) & (slots_.size() - 1);
+  return home_position(h, slots_.size() - 1);
 }
 
 void HashedEmbedder::prefetch_slot(std::uint64_t h) const {
@@ -173,7 +177,7 @@ void HashedEmbedder::fit_vocabulary(const TextWords& corpus, const VocabFeatures
 
 std::vector<std::uint32_t> HashedEmbedder::dense_feature_ids(std::span<const std::uint64_t> hashes,
                                                              std::vector<std::uint64_t>& keys) {
-  // Open addressing at most half full (sized for every hash distinct): home slot as home_slot's.
+  // Open addressing at most half full (sized for every hash distinct).
   std::size_t size = 1;
   while (size < 2 * hashes.size()) size *= 2;
   const std::size_t mask = size - 1;
@@ -183,7 +187,7 @@ std::vector<std::uint32_t> HashedEmbedder::dense_feature_ids(std::span<const std
   keys.clear();
   for (std::size_t i = 0; i < hashes.size(); ++i) {
     const std::uint64_t h = hashes[i];
-    std::size_t slot = static_cast<std::size_t>((h * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
+    std::size_t slot = home_position(h, mask);
     while (table[slot] != kEmpty && keys[table[slot]] != h) slot = (slot + 1) & mask;
     if (table[slot] == kEmpty) {
       table[slot] = static_cast<std::uint32_t>(keys.size());

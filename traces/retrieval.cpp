@@ -177,14 +177,11 @@ Retriever Retriever::with_builtin_embedder(const std::vector<std::string>& chunk
                                            RetrieverConfig cfg, EmbedderConfig embedder) {
   if (chunk_words.texts.size() != chunk_texts.size())
     throw Error(fmt::format("retriever: {} tokenized chunks for {} chunks", chunk_words.texts.size(), chunk_texts.size()));
+  if (builtin_chunk_embeddings.empty()) return Retriever(chunk_words, {}, cfg, embedder);
   Retriever r(WithBm25{}, Bm25(chunk_words, cfg.bm25), cfg);
   if (!chunk_texts.empty()) {
     r.embedder_.emplace(embedder);
-    if (builtin_chunk_embeddings.empty()) {
-      builtin_chunk_embeddings = r.embedder_->fit_embed(chunk_words);
-    } else {
-      r.embedder_->fit(chunk_words);
-    }
+    r.embedder_->fit(chunk_words);  // the stored vectors are this fit's: only the fit is redone
   }
   r.set_chunk_embeddings(std::move(builtin_chunk_embeddings), chunk_texts.size());
   return r;
