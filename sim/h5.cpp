@@ -15,6 +15,7 @@
 #include <limits>
 #include <sstream>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 
 #include "sim/atomic_file.h"
@@ -564,6 +565,11 @@ struct TypesOf<std::int32_t> {
   static const H5::PredType& file() { return H5::PredType::STD_I32LE; }
   static const H5::PredType& mem() { return H5::PredType::NATIVE_INT32; }
 };
+template <>
+struct TypesOf<std::uint8_t> {
+  static const H5::PredType& file() { return H5::PredType::STD_U8LE; }
+  static const H5::PredType& mem() { return H5::PredType::NATIVE_UINT8; }
+};
 
 // Rows [offset, offset + n) of a 1-D dataset, written from or read into `buf`.
 H5::DataSpace slab(const H5::DataSet& ds, std::size_t offset, std::size_t n) {
@@ -612,6 +618,7 @@ void AppendableDataset<T>::read(std::size_t offset, std::size_t n, T* out) const
 template class AppendableDataset<double>;
 template class AppendableDataset<std::int64_t>;
 template class AppendableDataset<std::int32_t>;
+template class AppendableDataset<std::uint8_t>;
 
 template <class T>
 H5::DataSet write_dataset_in_pieces(const H5::Group& g, const std::string& name, std::size_t rows,
@@ -1121,5 +1128,42 @@ std::vector<std::string> Reader::children(const std::string& group_path) const {
   std::sort(out.begin(), out.end());
   return out;
 }
+
+// ---------------------------------------------------------------------------
+// Column reads by row range
+// ---------------------------------------------------------------------------
+template <class T>
+ColumnReader<T>::ColumnReader(const Reader& file, const std::string& path) : file_path_(file.path()), path_(path) {
+  ds_ = file.dataset(path, 1, std::nullopt);
+  const H5T_class_t want = std::is_floating_point_v<T> ? H5T_FLOAT : H5T_INTEGER;
+  if (ds_.getTypeClass() != want)
+    file.fail(path, fmt::format("unexpected element type (expected {})", want == H5T_FLOAT ? "floating point" : "integer"));
+  hsize_t n = 0;
+  ds_.getSpace().getSimpleExtentDims(&n);
+  file.check_extent(path, n, sizeof(T));
+  size_ = static_cast<std::size_t>(n);
+}
+
+template <class T>
+void ColumnReader<T>::read(std::size_t offset, std::size_t n, std::vector<T>& out) const {
+  if (offset > size_ || n > size_ - offset)
+    throw InputError(fmt::format("{}: {}: rows [{}, {}) are outside its {} rows", file_path_, path_, offset,
+                                 offset + n, size_));
+  out.resize(n);
+  if (n == 0) return;
+  try {
+    const hsize_t count[1] = {n};
+    H5::DSetMemXferPropList xfer;  // conversion buffer sized to the read, as read_numeric's
+    xfer.setBuffer(std::min<std::size_t>(std::size_t{1} << 20, n * 16), nullptr, nullptr);
+    ds_.read(out.data(), TypesOf<T>::mem(), H5::DataSpace(1, count), slab(ds_, offset, n), xfer);
+  } catch (const H5::Exception& e) {
+    throw InputError(fmt::format("{}: {}: read failed (truncated or corrupt?): {}", file_path_, path_,
+                                 e.getDetailMsg()));
+  }
+}
+
+template class ColumnReader<double>;
+template class ColumnReader<std::int64_t>;
+template class ColumnReader<std::uint8_t>;
 
 }  // namespace mobisim::h5

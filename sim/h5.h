@@ -126,6 +126,24 @@ class AppendableDataset {
   std::size_t size_ = 0;
 };
 
+// A 1-D numeric dataset of a file being read, kept open for reads of row ranges: a long column
+// read a block at a time. T is double (the file's class must be floating point), std::int64_t or
+// std::uint8_t (integer; HDF5 converts the stored width). Opening checks the rank and the class.
+template <class T>
+class ColumnReader {
+ public:
+  ColumnReader(const class Reader& file, const std::string& path);
+  std::size_t size() const { return size_; }
+  // Rows [offset, offset + n) into `out` (resized to n); InputError naming the file and column
+  // when the range is outside the column or the rows cannot be read.
+  void read(std::size_t offset, std::size_t n, std::vector<T>& out) const;
+
+ private:
+  std::string file_path_, path_;
+  H5::DataSet ds_;
+  std::size_t size_ = 0;
+};
+
 // Writes a 1-D dataset of `rows` values with exactly the layout, chunks, filters and bytes of
 // write_dataset(g, name, std::vector<T>, unit), taking the values one chunk at a time from
 // `fill(offset, n, out)` (rows [offset, offset + n)), so the column is never whole in memory.
@@ -217,6 +235,8 @@ class Reader {
  private:
   [[noreturn]] void fail(const std::string& object, const std::string& what) const;
   H5::DataSet dataset(const std::string& path, std::size_t rank, std::optional<std::size_t> expected_len) const;
+  template <class T>
+  friend class ColumnReader;
   std::string path_;
   std::uint64_t file_bytes_ = 0;
   bool verified_ = false;

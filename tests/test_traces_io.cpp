@@ -333,12 +333,15 @@ TEST(TraceIo, TraceFileWithoutContentReadsTheNumbersAndAnswersOnly) {
   EXPECT_EQ(f.read_user(0, UserParts{}).chunks[1].added_s, 5.0);
   EXPECT_EQ(f.read_user(0, UserParts{}).queries[1].kind, "specific");
 
-  // Damage a content dataset and an answer dataset (re-sealed, so the reader's own checks run).
+  // Damage a content dataset and an answer dataset (re-sealed, so the reader's own checks run) in
+  // a file without the replay columns (as an older mobisim wrote), whose lean reads come from the
+  // users' groups; the replay columns' own checks are TraceIo.ReplayColumns*.
   auto drop = [&](const std::string& name, const std::string& object) -> std::string {
     const std::string p = dir + "/" + name;
     write_rag_trace(p, t);
     {
       H5::H5File h(p, H5F_ACC_RDWR);
+      EXPECT_GE(H5Ldelete(h.getId(), "/replay", H5P_DEFAULT), 0);
       EXPECT_GE(H5Ldelete(h.getId(), object.c_str(), H5P_DEFAULT), 0) << object;
     }
     h5::reseal(p);
@@ -383,11 +386,13 @@ TEST(TraceIo, TraceFileSkipsAnswerTextsOnlyInADigestCheckedFile) {
   for (const auto& q : f.read_user(0, check).queries) EXPECT_TRUE(q.answer_text.empty());
   EXPECT_EQ(f.read_user(0, UserParts{false, false}).queries[0].answer_text, "zero");
 
-  // A shorter answer column (re-sealed: the digest matches again) fails the check read too.
+  // A shorter answer column (re-sealed: the digest matches again) fails the check read too (from
+  // the user's group: the file has no replay columns, as an older mobisim wrote).
   const std::string short_answers = dir + "/short.h5";
   write_rag_trace(short_answers, t);
   {
     H5::H5File h(short_answers, H5F_ACC_RDWR);
+    EXPECT_GE(H5Ldelete(h.getId(), "/replay", H5P_DEFAULT), 0);
     H5::Group qg = h.openGroup("/users/u00000/queries");
     qg.unlink("answer_text");
     h5::write_dataset(qg, "answer_text", std::vector<std::string>{"zero"});
@@ -407,3 +412,173 @@ TEST(TraceIo, TraceFileSkipsAnswerTextsOnlyInADigestCheckedFile) {
   const RagTraceFile ff(foreign);
   EXPECT_EQ(ff.read_user(0, check).queries[0].answer_text, "zero");
 }
+
+namespace {
+
+// Many short users with every number varied (late chunks, empty answers, 1-3 retrieved chunks): 6,000
+// queries, ~12,000 retrieved ids and ~150 KB of answers, so the replay columns span several written
+// chunks (1,024 rows, 16 KiB of text) and the reader's windows (4,096 rows, 64 KiB) turn over.
+RagTrace many_users_trace() {
+  RagTrace t = sample_trace();
+  t.meta.embedding_dim = 0;
+  t.users.clear();
+  std::uint64_t x = 12345;
+  auto next = [&x](std::uint64_t n) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (x >> 33) % n;
+  };
+  for (std::size_t u = 0; u < 300; ++u) {
+    UserTrace ut;
+    ut.user_id = "user" + std::to_string(u);
+    const std::size_t chunks = 1 + next(9);
+    for (std::size_t c = 0; c < chunks; ++c)
+      ut.chunks.push_back(Chunk{"", static_cast<std::int32_t>(next(600)), {}, c % 3 == 0 ? 0.0 : 10.0 * static_cast<double>(c)});
+    double arrival = 100.0;
+    for (std::size_t q = 0; q < 20; ++q) {
+      Query qq;
+      arrival += static_cast<double>(next(1000)) * 0.25;
+      qq.arrival_s = arrival;
+      qq.tokens = static_cast<std::int32_t>(next(300));
+      qq.answer_tokens = static_cast<std::int32_t>(next(200));
+      qq.answer_text = q % 5 == 0 ? "" : "answer " + std::to_string(q) + " of " + ut.user_id + " \xc3\xa9t\xc3\xa9";
+      for (std::size_t k = 0, n = 1 + next(3); k < n; ++k) qq.retrieved.push_back(static_cast<std::int32_t>(next(chunks)));
+      ut.queries.push_back(std::move(qq));
+    }
+    t.users.push_back(std::move(ut));
+  }
+  return t;
+}
+
+// The numbers a lean read gives (UserParts{false, false}): equal field by field.
+void expect_same_numbers(const UserTrace& a, const UserTrace& b, const std::string& where) {
+  SCOPED_TRACE(where);
+  EXPECT_EQ(a.user_id, b.user_id);
+  ASSERT_EQ(a.chunks.size(), b.chunks.size());
+  for (std::size_t c = 0; c < a.chunks.size(); ++c) {
+    EXPECT_EQ(a.chunks[c].tokens, b.chunks[c].tokens);
+    EXPECT_EQ(a.chunks[c].added_s, b.chunks[c].added_s);
+  }
+  ASSERT_EQ(a.queries.size(), b.queries.size());
+  for (std::size_t q = 0; q < a.queries.size(); ++q) {
+    EXPECT_EQ(a.queries[q].arrival_s, b.queries[q].arrival_s);
+    EXPECT_EQ(a.queries[q].tokens, b.queries[q].tokens);
+    EXPECT_EQ(a.queries[q].answer_tokens, b.queries[q].answer_tokens);
+    EXPECT_EQ(a.queries[q].answer_text, b.queries[q].answer_text);
+    EXPECT_EQ(a.queries[q].retrieved, b.queries[q].retrieved);
+  }
+}
+
+// A copy of a trace file without its replay columns (as an older mobisim wrote it), re-sealed.
+std::string without_replay_columns(const std::string& path, const std::string& copy) {
+  std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+  {
+    H5::H5File h(copy, H5F_ACC_RDWR);
+    EXPECT_GE(H5Ldelete(h.getId(), "/replay", H5P_DEFAULT), 0);
+  }
+  h5::reseal(copy);
+  return copy;
+}
+
+}  // namespace
+
+// Issue 12: a lean read (a naive replay's) comes from the replay columns, and gives exactly what
+// the users' groups give, in any order of users, with or without the answers; a user with a query
+// lacking precomputed retrieval is read from its group (its embeddings are needed).
+TEST(TraceIo, ReplayColumnsGiveWhatTheUsersGroupsGive) {
+  const std::string dir = trace_testing::temp_dir("io_replay");
+  RagTrace t = many_users_trace();
+  t.users[7].queries[3].retrieved.clear();
+  write_rag_trace(dir + "/t.h5", t);
+  const RagTraceFile columns(dir + "/t.h5");
+  const RagTraceFile groups(without_replay_columns(dir + "/t.h5", dir + "/old.h5"));
+  ASSERT_TRUE(columns.has_replay_columns());
+  ASSERT_FALSE(groups.has_replay_columns());
+  const UserParts lean{false, false};
+  for (std::size_t u = 0; u < t.users.size(); ++u) {
+    const UserTrace a = columns.read_user(u, lean);
+    expect_same_numbers(a, groups.read_user(u, lean), "user " + std::to_string(u));
+    expect_same_numbers(a, t.users[u], "written user " + std::to_string(u));
+  }
+  UserParts check = lean;
+  check.answers = false;
+  for (std::size_t u = t.users.size(); u-- > 0;) {  // backwards: every read leaves the window
+    UserTrace a = columns.read_user(u, check);
+    for (const auto& q : a.queries) EXPECT_TRUE(q.answer_text.empty());
+    for (std::size_t q = 0; q < a.queries.size(); ++q) a.queries[q].answer_text = t.users[u].queries[q].answer_text;
+    expect_same_numbers(a, t.users[u], "backwards, user " + std::to_string(u));
+  }
+  // The user with a query lacking precomputed retrieval was read from its group, with embeddings.
+  RagTrace small = sample_trace();
+  small.users[0].queries[0].retrieved.clear();
+  write_rag_trace(dir + "/small.h5", small);
+  const UserTrace kept = RagTraceFile(dir + "/small.h5").read_user(0, lean);
+  EXPECT_EQ(kept.queries[0].embedding, small.users[0].queries[0].embedding);
+  EXPECT_EQ(kept.chunks[1].embedding, small.users[0].chunks[1].embedding);
+  // A trace with no late chunks has no chunk_added_s column; reads are unchanged.
+  RagTrace early = many_users_trace();
+  for (auto& u : early.users)
+    for (auto& c : u.chunks) c.added_s = 0;
+  write_rag_trace(dir + "/early.h5", early);
+  EXPECT_FALSE(h5::Reader(dir + "/early.h5").exists("/replay/chunk_added_s"));
+  const RagTraceFile e(dir + "/early.h5");
+  for (std::size_t u = 0; u < early.users.size(); u += 37)
+    expect_same_numbers(e.read_user(u, lean), early.users[u], "early user " + std::to_string(u));
+}
+
+// Hostile replay columns in a file whose digest matches (re-sealed) are refused, naming the
+// column: at open when the columns disagree with each other, at the read of the user they damage.
+TEST(TraceIo, ReplayColumnsDamageIsAnErrorNamingTheColumn) {
+  const std::string dir = trace_testing::temp_dir("io_replay_damage");
+  const RagTrace t = many_users_trace();
+  write_rag_trace(dir + "/t.h5", t);
+  auto replaced = [&](const std::string& name, const std::string& column, auto values) {
+    const std::string p = dir + "/" + name;
+    std::filesystem::copy_file(dir + "/t.h5", p, std::filesystem::copy_options::overwrite_existing);
+    {
+      H5::H5File h(p, H5F_ACC_RDWR);
+      H5::Group g = h.openGroup("/replay");
+      g.unlink(column);
+      h5::write_dataset(g, column, values);
+    }
+    h5::reseal(p);
+    return p;
+  };
+  auto error_of = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const UserParts lean{false, false};
+  // A user ending beyond the columns' rows: refused at open.
+  std::vector<std::int64_t> ends;
+  for (std::size_t u = 0, end = 0; u < t.users.size(); ++u) ends.push_back(static_cast<std::int64_t>(end += t.users[u].queries.size()));
+  ends.back() += 1;
+  const std::string long_user = replaced("ends.h5", "user_query_end", ends);
+  std::string e = error_of([&] { RagTraceFile f(long_user); });
+  EXPECT_NE(e.find("/replay/user_query_end"), std::string::npos) << e;
+  // A retrieved id beyond its user's chunks: refused when that user is read.
+  std::vector<std::int32_t> ids;
+  for (const auto& u : t.users)
+    for (const auto& q : u.queries) ids.insert(ids.end(), q.retrieved.begin(), q.retrieved.end());
+  ids[ids.size() - 1] = 99;
+  const std::string bad_id = replaced("ids.h5", "retrieved_ids", ids);
+  const RagTraceFile f(bad_id);
+  EXPECT_NO_THROW((void)f.read_user(0, lean));
+  e = error_of([&] { (void)f.read_user(t.users.size() - 1, lean); });
+  EXPECT_NE(e.find("/replay/retrieved_ids"), std::string::npos) << e;
+  EXPECT_NE(e.find("is not a chunk id"), std::string::npos) << e;
+  // A token count stored as floating point: refused at open.
+  const std::string floats = replaced("floats.h5", "query_tokens", std::vector<double>(6000, 1.0));
+  e = error_of([&] { RagTraceFile g(floats); });
+  EXPECT_NE(e.find("/replay/query_tokens: unexpected element type"), std::string::npos) << e;
+  // An answer ending before the previous one: refused when read.
+  std::vector<std::int64_t> answer_ends(6000, 0);
+  answer_ends[0] = 5;
+  const std::string back = replaced("answers.h5", "answer_text_end", answer_ends);
+  e = error_of([&] { (void)RagTraceFile(back).read_user(0, lean); });
+  EXPECT_NE(e.find("/replay/answer_text_end[1]"), std::string::npos) << e;
+}
+

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "sim/atomic_file.h"
@@ -85,6 +86,113 @@ void validate_rag_trace(const RagTrace& t, const std::string& what) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Replay columns (traces/SCHEMA.md, `/replay`): what a replay that reads no texts or embeddings
+// needs, one dataset per field across all users, users in trace order.
+// ---------------------------------------------------------------------------
+namespace replay {
+constexpr const char* kGroupName = "replay";
+constexpr const char* kGroup = "/replay";
+constexpr const char* kUserChunkEnd = "user_chunk_end";    // int64 [U]: end row of each user's chunks
+constexpr const char* kUserQueryEnd = "user_query_end";    // int64 [U]: end row of each user's queries
+constexpr const char* kChunkTokens = "chunk_tokens";       // int32 [C]
+constexpr const char* kChunkAddedS = "chunk_added_s";      // double [C] (files with late chunks)
+constexpr const char* kArrivalS = "query_arrival_s";       // double [Q]
+constexpr const char* kQueryTokens = "query_tokens";       // int32 [Q]
+constexpr const char* kAnswerTokens = "answer_tokens";     // int32 [Q]
+constexpr const char* kRetrievedEnd = "retrieved_end";     // int64 [Q]: end row of each query's ids
+constexpr const char* kRetrievedIds = "retrieved_ids";     // int32 [R]: chunk ids within the user
+constexpr const char* kAnswerEnd = "answer_text_end";      // int64 [Q]: end byte of each reference answer
+constexpr const char* kAnswerText = "answer_text";         // uint8 [B]: the answers' UTF-8 bytes
+// Rows per chunk: the writer appends whole chunks (a chunk is written once, not per user); a
+// reader reads a window of rows at a time.
+constexpr std::size_t kChunkRows = 1024, kTextChunkBytes = 16 * 1024;
+}  // namespace replay
+
+namespace {
+
+// A column appended value by value and written a whole chunk at a time.
+template <class T>
+class BufferedColumn {
+ public:
+  BufferedColumn(const H5::Group& g, const char* name, std::size_t chunk_rows)
+      : ds_(g, name, chunk_rows), chunk_rows_(chunk_rows) {
+    buf_.reserve(chunk_rows);
+  }
+  void push(T v) {
+    buf_.push_back(v);
+    if (buf_.size() == chunk_rows_) flush();
+  }
+  std::size_t rows() const { return ds_.size() + buf_.size(); }
+  void flush() {
+    ds_.append(buf_.data(), buf_.size());
+    buf_.clear();
+  }
+
+ private:
+  h5::AppendableDataset<T> ds_;
+  std::size_t chunk_rows_;
+  std::vector<T> buf_;
+};
+
+}  // namespace
+
+class RagTraceWriter::ReplayColumns {
+ public:
+  ReplayColumns(const H5::Group& root, bool late)
+      : group_(h5::make_group(root, replay::kGroupName)),
+        user_chunk_end_(group_, replay::kUserChunkEnd, replay::kChunkRows),
+        user_query_end_(group_, replay::kUserQueryEnd, replay::kChunkRows),
+        chunk_tokens_(group_, replay::kChunkTokens, replay::kChunkRows),
+        arrival_(group_, replay::kArrivalS, replay::kChunkRows),
+        query_tokens_(group_, replay::kQueryTokens, replay::kChunkRows),
+        answer_tokens_(group_, replay::kAnswerTokens, replay::kChunkRows),
+        retrieved_end_(group_, replay::kRetrievedEnd, replay::kChunkRows),
+        retrieved_ids_(group_, replay::kRetrievedIds, replay::kChunkRows),
+        answer_end_(group_, replay::kAnswerEnd, replay::kChunkRows),
+        answer_text_(group_, replay::kAnswerText, replay::kTextChunkBytes) {
+    if (late) chunk_added_.emplace(group_, replay::kChunkAddedS, replay::kChunkRows);
+  }
+
+  void add_user(const UserTrace& ut) {
+    for (const auto& c : ut.chunks) {
+      chunk_tokens_.push(c.tokens);
+      if (chunk_added_) chunk_added_->push(c.added_s);
+    }
+    for (const auto& q : ut.queries) {
+      arrival_.push(q.arrival_s);
+      query_tokens_.push(q.tokens);
+      answer_tokens_.push(q.answer_tokens);
+      for (std::int32_t id : q.retrieved) retrieved_ids_.push(id);
+      retrieved_end_.push(static_cast<std::int64_t>(retrieved_ids_.rows()));
+      for (char ch : q.answer_text) answer_text_.push(static_cast<std::uint8_t>(ch));
+      answer_end_.push(static_cast<std::int64_t>(answer_text_.rows()));
+    }
+    user_chunk_end_.push(static_cast<std::int64_t>(chunk_tokens_.rows()));
+    user_query_end_.push(static_cast<std::int64_t>(arrival_.rows()));
+  }
+
+  void finish() {
+    for (auto* c : {&user_chunk_end_, &user_query_end_, &retrieved_end_, &answer_end_}) c->flush();
+    for (auto* c : {&chunk_tokens_, &query_tokens_, &answer_tokens_, &retrieved_ids_}) c->flush();
+    arrival_.flush();
+    if (chunk_added_) chunk_added_->flush();
+    answer_text_.flush();
+  }
+
+ private:
+  H5::Group group_;
+  BufferedColumn<std::int64_t> user_chunk_end_, user_query_end_;
+  BufferedColumn<std::int32_t> chunk_tokens_;
+  std::optional<BufferedColumn<double>> chunk_added_;
+  BufferedColumn<double> arrival_;
+  BufferedColumn<std::int32_t> query_tokens_, answer_tokens_;
+  BufferedColumn<std::int64_t> retrieved_end_;
+  BufferedColumn<std::int32_t> retrieved_ids_;
+  BufferedColumn<std::int64_t> answer_end_;
+  BufferedColumn<std::uint8_t> answer_text_;
+};
+
 RagTraceWriter::RagTraceWriter(const std::string& path, const RagTraceMeta& meta, std::size_t num_users,
                                std::int64_t schema_version)
     : writer_(path),
@@ -108,6 +216,7 @@ RagTraceWriter::RagTraceWriter(const std::string& path, const RagTraceMeta& meta
   h5::write_attr(root, "num_users", static_cast<std::int64_t>(num_users));
 
   users_ = h5::make_group(root, "users");
+  replay_ = std::make_unique<ReplayColumns>(root, late_);
 }
 
 RagTraceWriter::~RagTraceWriter() = default;
@@ -174,12 +283,15 @@ void RagTraceWriter::add_user(const UserTrace& ut) {
   h5::write_dataset(ig, "start_s", is, "s");
   h5::write_dataset(ig, "end_s", ie, "s");
   h5::write_dataset(ig, "charging", ch);
+  replay_->add_user(ut);
   ++written_;
 }
 
 void RagTraceWriter::commit() {
   if (written_ != num_users_)
     throw Error(fmt::format("{}: {} users written, {} announced", writer_.path(), written_, num_users_));
+  replay_->finish();
+  replay_.reset();
   users_ = H5::Group();  // every HDF5 handle closed before the file is
   writer_.commit();
 }
@@ -252,6 +364,201 @@ std::int32_t checked_attr(const h5::Reader& r, const char* name, std::int64_t hi
 
 }  // namespace
 
+// ---------------------------------------------------------------------------
+// Reading the replay columns
+// ---------------------------------------------------------------------------
+namespace {
+
+// A column read a window of rows at a time: replays read users in order, so one read serves the
+// next users too, and memory holds one window however long the column is.
+template <class T>
+class WindowedColumn {
+ public:
+  WindowedColumn(const h5::Reader& r, const std::string& path, std::size_t window) : col_(r, path), window_(window) {}
+  std::size_t size() const { return col_.size(); }
+  // Rows [offset, offset + n); valid until the next call on this column.
+  const T* rows(std::size_t offset, std::size_t n) {
+    const bool inside = offset >= lo_ && offset - lo_ <= buf_.size() && n <= buf_.size() - (offset - lo_);
+    if (!inside) {
+      const std::size_t m = offset <= col_.size() ? std::max(n, std::min(window_, col_.size() - offset)) : n;
+      col_.read(offset, m, buf_);  // InputError when [offset, offset + n) leaves the column
+      lo_ = offset;
+    }
+    return buf_.data() + (offset - lo_);
+  }
+
+ private:
+  h5::ColumnReader<T> col_;
+  std::size_t window_, lo_ = 0;
+  std::vector<T> buf_;
+};
+
+std::string replay_path(const char* column) { return fmt::format("{}/{}", replay::kGroup, column); }
+
+// A whole per-user end column: `users` non-decreasing rows ending at `rows`.
+std::vector<std::int64_t> read_user_ends(const h5::Reader& r, const char* column, std::size_t users, std::size_t rows) {
+  const std::string path = replay_path(column);
+  auto ends = r.ints(path, users);
+  std::int64_t prev = 0;
+  for (std::size_t u = 0; u < users; ++u) {
+    if (ends[u] < prev)
+      throw InputError(fmt::format("{}: {}[{}] = {} is below the previous user's end {}", r.path(), path, u, ends[u],
+                                   prev));
+    prev = ends[u];
+  }
+  if (static_cast<std::uint64_t>(prev) != rows)
+    throw InputError(fmt::format("{}: {}: the last user ends at row {}, the columns have {} rows", r.path(), path,
+                                 prev, rows));
+  return ends;
+}
+
+}  // namespace
+
+class RagTraceFile::ReplayColumns {
+ public:
+  static constexpr std::size_t kWindowRows = 4096, kWindowBytes = 64 * 1024;
+
+  ReplayColumns(const h5::Reader& r, std::size_t users, std::int64_t version)
+      : path_(r.path()),
+        chunk_tokens_(r, replay_path(replay::kChunkTokens), kWindowRows),
+        arrival_(r, replay_path(replay::kArrivalS), kWindowRows),
+        query_tokens_(r, replay_path(replay::kQueryTokens), kWindowRows),
+        answer_tokens_(r, replay_path(replay::kAnswerTokens), kWindowRows),
+        retrieved_end_(r, replay_path(replay::kRetrievedEnd), kWindowRows),
+        retrieved_ids_(r, replay_path(replay::kRetrievedIds), kWindowRows),
+        answer_end_(r, replay_path(replay::kAnswerEnd), kWindowRows),
+        answer_text_(r, replay_path(replay::kAnswerText), kWindowBytes) {
+    if (r.exists(replay_path(replay::kChunkAddedS))) {
+      if (version < 2)
+        throw InputError(fmt::format("{}: {} needs schema_version >= 2 (the file says {})", path_,
+                                     replay_path(replay::kChunkAddedS), version));
+      chunk_added_.emplace(r, replay_path(replay::kChunkAddedS), kWindowRows);
+      same_rows(chunk_added_->size(), chunk_tokens_.size(), replay::kChunkAddedS, replay::kChunkTokens);
+    }
+    for (const auto& [rows, name] : {std::pair{query_tokens_.size(), replay::kQueryTokens},
+                                     {answer_tokens_.size(), replay::kAnswerTokens},
+                                     {retrieved_end_.size(), replay::kRetrievedEnd},
+                                     {answer_end_.size(), replay::kAnswerEnd}})
+      same_rows(rows, arrival_.size(), name, replay::kArrivalS);
+    chunk_end_ = read_user_ends(r, replay::kUserChunkEnd, users, chunk_tokens_.size());
+    query_end_ = read_user_ends(r, replay::kUserQueryEnd, users, arrival_.size());
+  }
+
+  // User u's numbers (and reference answers when `answers`), checked as the user's group would
+  // be; nullopt when one of its queries lacks precomputed retrieval (its embeddings are then needed).
+  std::optional<UserTrace> read(std::size_t u, const std::string& user_id, bool answers) {
+    UserTrace ut;
+    ut.user_id = user_id;
+    const std::size_t c0 = u ? static_cast<std::size_t>(chunk_end_[u - 1]) : 0;
+    const std::size_t q0 = u ? static_cast<std::size_t>(query_end_[u - 1]) : 0;
+    read_chunks(ut, c0, static_cast<std::size_t>(chunk_end_[u]) - c0);
+    const std::size_t nq = static_cast<std::size_t>(query_end_[u]) - q0;
+    ut.queries.resize(nq);
+    read_query_numbers(ut, q0);
+    if (!read_retrieved(ut, q0)) return std::nullopt;
+    if (answers) read_answers(ut, q0);
+    return ut;
+  }
+
+ private:
+  void same_rows(std::size_t rows, std::size_t expected, const char* name, const char* like) const {
+    if (rows != expected)
+      throw InputError(fmt::format("{}: {}: {} rows, {} has {}", path_, replay_path(name), rows, replay_path(like),
+                                   expected));
+  }
+
+  void read_chunks(UserTrace& ut, std::size_t c0, std::size_t nc) {
+    ut.chunks.resize(nc);
+    const std::int64_t* tokens = chunk_tokens_.rows(c0, nc);
+    for (std::size_t c = 0; c < nc; ++c)
+      ut.chunks[c].tokens = checked(path_, replay_path(replay::kChunkTokens), c0 + c, tokens[c], 0, kMaxTokens);
+    if (!chunk_added_) return;
+    const double* added = chunk_added_->rows(c0, nc);
+    for (std::size_t c = 0; c < nc; ++c) {
+      if (!std::isfinite(added[c]) || added[c] < 0)
+        throw InputError(fmt::format("{}: {}[{}] = {} is not a finite non-negative time", path_,
+                                     replay_path(replay::kChunkAddedS), c0 + c, added[c]));
+      ut.chunks[c].added_s = added[c];
+    }
+  }
+
+  void read_query_numbers(UserTrace& ut, std::size_t q0) {
+    const std::size_t nq = ut.queries.size();
+    const double* arrival = arrival_.rows(q0, nq);
+    for (std::size_t q = 0; q < nq; ++q) {
+      if (!std::isfinite(arrival[q]) || (q > 0 && arrival[q] < arrival[q - 1]))
+        throw InputError(fmt::format("{}: {}[{}] = {} is not finite or earlier than the previous query", path_,
+                                     replay_path(replay::kArrivalS), q0 + q, arrival[q]));
+      ut.queries[q].arrival_s = arrival[q];
+    }
+    const std::int64_t* tokens = query_tokens_.rows(q0, nq);
+    for (std::size_t q = 0; q < nq; ++q)
+      ut.queries[q].tokens = checked(path_, replay_path(replay::kQueryTokens), q0 + q, tokens[q], 0, kMaxTokens);
+    const std::int64_t* answer_tokens = answer_tokens_.rows(q0, nq);
+    for (std::size_t q = 0; q < nq; ++q)
+      ut.queries[q].answer_tokens =
+          checked(path_, replay_path(replay::kAnswerTokens), q0 + q, answer_tokens[q], 0, kMaxTokens);
+  }
+
+  // The [begin, end) rows of each of the queries' items, from an end column (items counted from
+  // the start of the file): checked non-decreasing and within `items` rows.
+  std::vector<std::size_t> spans(WindowedColumn<std::int64_t>& ends, const char* name, std::size_t q0, std::size_t nq,
+                                 std::size_t items) {
+    const std::size_t back = q0 > 0 ? 1 : 0;
+    const std::int64_t* e = ends.rows(q0 - back, nq + back);
+    std::vector<std::size_t> bounds(nq + 1);
+    std::int64_t prev = back ? e[0] : 0;
+    bounds[0] = static_cast<std::size_t>(std::max<std::int64_t>(prev, 0));
+    for (std::size_t q = 0; q < nq; ++q) {
+      const std::int64_t end = e[back + q];
+      if (end < prev || prev < 0 || static_cast<std::uint64_t>(end) > items)
+        throw InputError(fmt::format("{}: {}[{}] = {} is below the previous end {} or beyond the {} rows of its items",
+                                     path_, replay_path(name), q0 + q, end, prev, items));
+      bounds[q + 1] = static_cast<std::size_t>(end);
+      prev = end;
+    }
+    return bounds;
+  }
+
+  bool read_retrieved(UserTrace& ut, std::size_t q0) {
+    const std::size_t nq = ut.queries.size(), nc = ut.chunks.size();
+    const auto b = spans(retrieved_end_, replay::kRetrievedEnd, q0, nq, retrieved_ids_.size());
+    const std::int64_t* ids = retrieved_ids_.rows(b[0], b[nq] - b[0]);
+    for (std::size_t q = 0; q < nq; ++q) {
+      if (b[q + 1] == b[q]) return false;
+      Query& x = ut.queries[q];
+      for (std::size_t i = b[q]; i < b[q + 1]; ++i) {
+        const std::int64_t id = ids[i - b[0]];
+        if (id < 0 || static_cast<std::size_t>(id) >= nc)
+          throw InputError(fmt::format("{}: {}[{}] = {} is not a chunk id (the user has {} chunks)", path_,
+                                       replay_path(replay::kRetrievedIds), i, id, nc));
+        if (ut.chunks[static_cast<std::size_t>(id)].added_s > x.arrival_s)
+          throw InputError(fmt::format("{}: {}[{}]: query {} (arrival {} s) retrieved chunk {}, added only at {} s",
+                                       path_, replay_path(replay::kRetrievedIds), i, q0 + q, x.arrival_s, id,
+                                       ut.chunks[static_cast<std::size_t>(id)].added_s));
+        x.retrieved.push_back(static_cast<std::int32_t>(id));
+      }
+    }
+    return true;
+  }
+
+  void read_answers(UserTrace& ut, std::size_t q0) {
+    const std::size_t nq = ut.queries.size();
+    const auto b = spans(answer_end_, replay::kAnswerEnd, q0, nq, answer_text_.size());
+    const std::uint8_t* bytes = answer_text_.rows(b[0], b[nq] - b[0]);
+    for (std::size_t q = 0; q < nq; ++q)
+      ut.queries[q].answer_text.assign(reinterpret_cast<const char*>(bytes) + (b[q] - b[0]), b[q + 1] - b[q]);
+  }
+
+  std::string path_;
+  std::vector<std::int64_t> chunk_end_, query_end_;
+  WindowedColumn<std::int64_t> chunk_tokens_;
+  std::optional<WindowedColumn<double>> chunk_added_;
+  WindowedColumn<double> arrival_;
+  WindowedColumn<std::int64_t> query_tokens_, answer_tokens_, retrieved_end_, retrieved_ids_, answer_end_;
+  WindowedColumn<std::uint8_t> answer_text_;
+};
+
 RagTraceFile::RagTraceFile(const std::string& path) : reader_(std::make_unique<h5::Reader>(path)) {
   const h5::Reader& r = *reader_;
   if (!r.has_attr("/", "format") || r.attr_string("/", "format") != kRagTraceFormat)
@@ -298,6 +605,10 @@ RagTraceFile::RagTraceFile(const std::string& path) : reader_(std::make_unique<h
     if (!fresh)
       throw InputError(fmt::format("{}: {}: user_id '{}' repeats user {}'s", path, g, user_ids_[u], it->second));
   }
+  // The replay columns are a copy of the users' numbers: trusted to equal them only where the
+  // bytes are what mobisim wrote.
+  if (r.verified() && r.exists(replay::kGroup))
+    replay_ = std::make_unique<ReplayColumns>(r, user_ids_.size(), version);
 }
 
 RagTraceFile::~RagTraceFile() = default;
@@ -305,6 +616,13 @@ RagTraceFile::~RagTraceFile() = default;
 const std::string& RagTraceFile::path() const { return reader_->path(); }
 
 UserTrace RagTraceFile::read_user(std::size_t u, const UserParts& parts) const {
+  const std::string& id = user_ids_.at(u);
+  if (replay_ && !parts.content && !parts.embeddings)
+    if (auto ut = replay_->read(u, id, parts.answers)) return std::move(*ut);
+  return read_user_group(u, parts);
+}
+
+UserTrace RagTraceFile::read_user_group(std::size_t u, const UserParts& parts) const {
   const h5::Reader& r = *reader_;
   const std::string& path = r.path();
   const std::int64_t version = meta_.schema_version;

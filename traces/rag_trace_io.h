@@ -33,7 +33,8 @@ void write_rag_trace(const std::string& path, const RagTrace& trace);
 RagTrace read_rag_trace(const std::string& path);
 
 // Writes a trace one user at a time (what write_rag_trace does, and the same bytes), so a
-// generator need not hold the whole trace: the root attributes come first, then each user.
+// generator need not hold the whole trace: the root attributes come first, then each user. Each
+// user also goes into the replay columns (`/replay`, traces/SCHEMA.md), buffered a chunk at a time.
 class RagTraceWriter {
  public:
   RagTraceWriter(const std::string& path, const RagTraceMeta& meta, std::size_t num_users,
@@ -43,11 +44,13 @@ class RagTraceWriter {
   void commit();                         // after exactly num_users users
 
  private:
+  class ReplayColumns;
   h5::Writer writer_;
   std::size_t dim_;
   bool late_;
   std::size_t num_users_, written_ = 0;
   H5::Group users_;
+  std::unique_ptr<ReplayColumns> replay_;
 };
 
 // A RAG trace file read one user at a time, so a replay holds one user's working set rather
@@ -58,7 +61,11 @@ class RagTraceWriter {
 // `UserParts` chooses what else is read: a replay whose policies use only the numbers (naive:
 // arrival times, token counts, precomputed retrieval, chunk arrival) skips the texts, labels and
 // idle windows (`content` = false); the reference answers are always read (the driver scores them).
-// Only what is read is checked. One HDF5 library underneath: call from one thread at a time.
+// Such a read (no content, no embeddings) comes from the replay columns (`/replay`: one dataset per
+// field across all users, read a window of rows at a time) when the file has them and its digest
+// matched, so a replay of many short users opens a dozen datasets, not nine per user; otherwise,
+// and for a user with a query lacking precomputed retrieval, from the user's own group. Only what
+// is read is checked. One HDF5 library underneath: call from one thread at a time.
 struct UserParts {
   bool embeddings = true;  // chunk and query embedding matrices (see above)
   bool content = true;     // chunk and query texts, query kinds, topics and relevant ids, the topic list,
@@ -80,11 +87,16 @@ class RagTraceFile {
   std::size_t num_users() const { return user_ids_.size(); }
   const std::string& user_id(std::size_t u) const { return user_ids_.at(u); }
   UserTrace read_user(std::size_t u, const UserParts& parts) const;
+  // True when numbers-only reads come from the replay columns (see above).
+  bool has_replay_columns() const { return replay_ != nullptr; }
 
  private:
+  class ReplayColumns;
+  UserTrace read_user_group(std::size_t u, const UserParts& parts) const;
   std::unique_ptr<h5::Reader> reader_;
   RagTraceMeta meta_;
   std::vector<std::string> user_ids_;
+  std::unique_ptr<ReplayColumns> replay_;  // declared after reader_: closed before the file
 };
 
 // Replaces every chunk and query embedding with vectors from an external model
