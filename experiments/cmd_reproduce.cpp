@@ -149,6 +149,8 @@ int run_sweep_job(const std::string& path, const Job& j, int threads, bool mpi, 
   o.mpi = mpi;
   o.quiet = quiet;
   o.resume = true;  // a rerun keeps the points whose configuration did not change
+  // The figures' points are small and share their workload: one process generates it once.
+  o.in_process = !mpi;
   const int rc = sweep::run_sweep(spec, o);
   if (rc != kExitOk || no_plot) return rc;
   std::string out = spec.output;

@@ -44,7 +44,7 @@ int sweep_plot(const std::vector<std::string>& args) {
 
 int sweep_main(const std::vector<std::string>& args) {
   if (!args.empty() && args.front() == "plot") return sweep_plot({args.begin() + 1, args.end()});
-  cli::ArgParser a("mobisim sweep FILE [--threads N] [--resume] [--dry-run] [--mpi] [-p KEY=VALUE]...\n"
+  cli::ArgParser a("mobisim sweep FILE [--threads N] [--in-process] [--resume] [--dry-run] [--mpi] [-p KEY=VALUE]...\n"
                    "       mobisim sweep plot SWEEP_DIR --metric NAME [--x KEY] [--by KEY|variant]",
                    "Runs a parameter study: an experiment at every point of a grid (and zip) of `-p` keys, at every\n"
                    "seed, each run its own result file, plus an index (index.h5, index.csv: one row per point x\n"
@@ -53,7 +53,9 @@ int sweep_main(const std::vector<std::string>& args) {
                    "Under `mpirun -n K` (or with --mpi) rank 0 hands runs to the other ranks.\n"
                    "Exit 1 when some run failed (the sweep goes on and records it).");
   a.positional("FILE", "sweep YAML (sweep: {base, grid, zip, seeds, set, output, search})")
-      .option("threads", "N", "runs at a time on this machine (each a mobisim process)", "1")
+      .option("threads", "N", "runs at a time on this machine (each a mobisim process); with --in-process, each run's workers", "1")
+      .flag("in-process", "run the points in this process one after another, sharing generated workloads (for many "
+                          "small points: no process start, one workload generation; a crash ends the sweep)")
       .flag("resume", "keep runs already finished with an unchanged configuration; run the rest")
       .flag("dry-run", "validate every run and list them without running")
       .flag("mpi", "distribute runs over MPI ranks (automatic under mpirun)")
@@ -67,7 +69,9 @@ int sweep_main(const std::vector<std::string>& args) {
   o.resume = a.flag_set("resume");
   o.dry_run = a.flag_set("dry-run");
   o.quiet = a.flag_set("quiet");
+  o.in_process = a.flag_set("in-process");
   o.mpi = a.flag_set("mpi") || sweep::launched_by_mpirun();
+  if (o.in_process && o.mpi) throw UsageError("--in-process runs the points here; it cannot be combined with MPI");
   sweep::MpiRole role(o.mpi);
   if (role.worker()) {
     role.serve();

@@ -248,6 +248,7 @@ LoadedExperiment load_experiment(YAML::Node root, const std::string& origin, con
     ctx.timeline = std::make_unique<sim::Timeline>(sim::TimelineFilter::parse(options.timeline_filter, timeline_labels()));
   ctx.quiet = options.quiet;
   ctx.threads = std::max(1, options.threads);  // timelines are per run: any thread count is safe
+  ctx.workloads = options.workloads;
 
   // The resolved configuration: what was simulated, every default filled in. Where the results
   // go (output, timeline) is not part of it, so the stored YAML reruns to an identical file.

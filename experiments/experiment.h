@@ -42,6 +42,8 @@ class Results {
   std::vector<std::unique_ptr<Variant>> variants_;
 };
 
+class WorkloadCache;  // experiments/workload_cache.h
+
 struct RunContext {
   std::string name;
   std::string config_path;
@@ -51,6 +53,7 @@ struct RunContext {
   std::string timeline_path;
   bool quiet = false;
   int threads = 1;          // worker threads for independent simulations (results do not depend on it)
+  WorkloadCache* workloads = nullptr;  // generated workloads shared with the process's other runs, or null
   YAML::Node resolved;      // the fully resolved configuration (stored with the results)
   std::unique_ptr<sim::Timeline> timeline;  // non-null when a timeline was requested
   Results results;
@@ -101,6 +104,9 @@ struct RunOptions {
   std::string timeline_filter;  // --timeline-filter policy=..,user=..,from_s=..,to_s=..
   bool dry_run = false;         // print the resolved configuration and stop
   int threads = 1;
+  // Generated workloads shared by the runs of this process (they run one after another); null:
+  // every run generates its own. Results do not depend on it.
+  WorkloadCache* workloads = nullptr;
   // When set, the plot is queued here instead of drawn (reproduce draws a set's plots together).
   std::vector<PlotJob>* deferred_plots = nullptr;
 };

@@ -25,6 +25,7 @@
 #include "experiments/parallel.h"
 #include "experiments/plugin_list.h"
 #include "experiments/simulation.h"
+#include "experiments/workload_cache.h"
 #include "models/cost_model.h"
 #include "policies/rag/rag_policy.h"
 #include "sim/builtin_configs.h"
@@ -74,7 +75,8 @@ class UserSource {
     return u;
   }
 
-  static UserSource from_params(const Params& w, std::uint64_t seed) {
+  // `cache` (may be null): generated workloads shared with the process's earlier runs.
+  static UserSource from_params(const Params& w, std::uint64_t seed, WorkloadCache* cache) {
     const std::string trace_path = w.text("trace");
     YAML::Node gen = w.node("generate");
     const bool has_gen = gen.IsDefined() && !gen.IsNull();
@@ -100,7 +102,7 @@ class UserSource {
       }
       if (max_users > 0 && src.picked_.size() > max_users) src.picked_.resize(max_users);
     } else {
-      src.memory_ = generate(w, gen, seed);
+      src.memory_ = generate(w, gen, seed, cache);
       auto& users = src.memory_.users;
       if (!ids.empty()) {
         std::vector<traces::UserTrace> picked;
@@ -121,7 +123,7 @@ class UserSource {
   }
 
  private:
-  static traces::RagTrace generate(const Params& w, const YAML::Node& gen, std::uint64_t seed) {
+  static traces::RagTrace generate(const Params& w, const YAML::Node& gen, std::uint64_t seed, WorkloadCache* cache) {
     YAML::Node cfg = gen;
     std::string origin = w.source_of("generate").key_path;
     if (gen.IsScalar()) {
@@ -136,7 +138,11 @@ class UserSource {
     cfg = devices::expand_profile_bases(
         cfg, gen.IsScalar() ? ConfigSource{std::make_shared<std::string>(origin), ""} : w.source_of("generate"),
         "workloads");
-    return traces::generate_rag_trace_from_yaml(cfg, origin, seed);
+    auto make = [&] { return traces::generate_rag_trace_from_yaml(cfg, origin, seed); };
+    if (!cache) return make();
+    // The generator's whole input: its resolved keys, the name it records and the seed.
+    const std::string key = fmt::format("{}\n{}\n{}", yaml_to_string(cfg), origin, seed);
+    return *cache->rag_trace(key, make);  // a copy: the run picks and trims its users
   }
 
   std::unique_ptr<traces::RagTraceFile> file_;
@@ -179,7 +185,7 @@ class RagQaExperiment : public Experiment {
   void prepare(RunContext& ctx) override {
     ParamSchema ws = WorkloadSpec::schema();
     Params wp(workload_node_, ws, params_.source_of("workload"), {});
-    users_ = std::make_unique<UserSource>(UserSource::from_params(wp, ctx.seed));
+    users_ = std::make_unique<UserSource>(UserSource::from_params(wp, ctx.seed, ctx.workloads));
     cost_ = std::make_unique<models::CostModel>(model_);
     std::vector<std::unique_ptr<RagPolicy>> checkers;
     needs_index_ = false;

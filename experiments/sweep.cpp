@@ -17,6 +17,7 @@
 
 #include "experiments/child_process.h"
 #include "experiments/experiment.h"
+#include "experiments/workload_cache.h"
 #include "sim/atomic_file.h"
 #include "sim/error.h"
 #include "sim/params.h"
@@ -517,6 +518,28 @@ void execute_local(const std::string& base, std::vector<Run>& runs, int threads,
       });
 }
 
+void execute_in_process(const std::string& base, std::vector<Run>& runs, int threads,
+                        const std::function<void(Run&)>& done) {
+  WorkloadCache workloads;
+  for (Run& r : runs) {
+    if (r.status == "ok" || r.status == "skipped") continue;
+    fs::create_directories(fs::path(r.log).parent_path());
+    run_in_process(base, r, threads, &workloads);
+    if (r.status == "ok") {
+      try {
+        r.summary = read_summary(r.result);
+        r.error.clear();
+      } catch (const Error& e) {
+        r.status = "failed";
+        r.error = e.what();
+      }
+    }
+    // The log says what a run process would have ended with (its last line is the error).
+    write_file_atomic(r.log, r.status == "ok" ? "ok (in process)\n" : fmt::format("failed: {}\n", r.error));
+    done(r);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // The sweep
 // ---------------------------------------------------------------------------
@@ -589,6 +612,8 @@ class Progress {
 void execute(const Spec& spec, const Options& options, std::vector<Run>& runs, const std::function<void(Run&)>& done) {
   if (options.mpi)
     execute_mpi(spec.base, runs, done);
+  else if (options.in_process)
+    execute_in_process(spec.base, runs, options.threads, done);
   else
     execute_local(spec.base, runs, options.threads, done);
 }
@@ -771,7 +796,9 @@ int run_sweep(const Spec& spec, const Options& options) {
   if (!options.quiet)
     std::cerr << fmt::format("[sweep] {}: {} points, {} runs{}, {}\n", spec.file, points.size(), runs.size(),
                              resumed ? fmt::format(" ({} finished earlier, kept)", resumed) : "",
-                             options.mpi ? "over MPI" : fmt::format("{} at a time", options.threads));
+                             options.mpi          ? std::string("over MPI")
+                             : options.in_process ? fmt::format("in process, {} workers each", options.threads)
+                                                  : fmt::format("{} at a time", options.threads));
   Progress progress(runs.size(), options.quiet);
   IndexWriter index(std::chrono::seconds(2));
   const auto write = [&] { write_index(spec, points, runs, std::nullopt); };

@@ -44,6 +44,10 @@
 
 #include "sim/h5.h"
 
+namespace mobisim::experiments {
+class WorkloadCache;  // experiments/workload_cache.h
+}
+
 namespace mobisim::experiments::sweep {
 
 // One swept key and its values (each value as YAML flow text, ready for `-p key=value`).
@@ -105,6 +109,10 @@ struct Options {
   bool dry_run = false;  // list the runs and stop
   bool quiet = false;
   bool mpi = false;      // distribute runs over MPI ranks (rank 0 coordinates)
+  // Runs in this process, one after another, each on `threads` workers, sharing generated
+  // workloads (experiments/workload_cache.h): for many small points, no process start and one
+  // workload generation. The files are the same as with processes. Not with `mpi`.
+  bool in_process = false;
 };
 
 // Builds and validates every run of `spec` (ConfigError naming the point and the key).
@@ -116,6 +124,9 @@ int run_sweep(const Spec& spec, const Options& options);
 // order). Runs whose status is already "ok"/"skipped" are not executed.
 void execute_local(const std::string& base, std::vector<Run>& runs, int threads,
                    const std::function<void(Run&)>& done);
+// The same in this process (Options::in_process): one run after another, each on `threads` workers.
+void execute_in_process(const std::string& base, std::vector<Run>& runs, int threads,
+                        const std::function<void(Run&)>& done);
 // MPI (built with MOBISIM_MPI, Open MPI through Boost.MPI): rank 0 hands runs out one at a time
 // and writes the index; every other rank runs them in-process and writes the run's own file.
 bool mpi_available();
@@ -142,8 +153,9 @@ class MpiRole {
   std::shared_ptr<void> session_;
   bool use_mpi_ = false, worker_ = false;
 };
-// Runs one run in this process (what an MPI worker does); fills status/error (not the summary).
-void run_in_process(const std::string& base, Run& run);
+// Runs one run in this process (what an MPI worker does) on `threads` workers, with generated
+// workloads shared through `workloads` when given; fills status/error (not the summary).
+void run_in_process(const std::string& base, Run& run, int threads = 1, WorkloadCache* workloads = nullptr);
 
 // Reads a result file's /summary; InputError when unreadable.
 h5::Table read_summary(const std::string& h5_path);

@@ -42,14 +42,15 @@ MpiRole::~MpiRole() {
   if (use_mpi_ && !worker_) mpi_stop_workers();
 }
 
-void run_in_process(const std::string& base, Run& run) {
+void run_in_process(const std::string& base, Run& run, int threads, WorkloadCache* workloads) {
   fs::create_directories(fs::path(run.result).parent_path());
   RunOptions o;
   o.overrides = run.overrides;
   o.output_override = run.result;
   o.quiet = true;
   o.no_plot = true;
-  o.threads = 1;
+  o.threads = threads;
+  o.workloads = workloads;
   try {
     const int rc = run_experiment_file(base, o);
     run.status = rc == kExitOk ? "ok" : "failed";

@@ -12,7 +12,9 @@
 
 #include <fmt/format.h>
 
+#include "experiments/experiment.h"
 #include "experiments/sweep.h"
+#include "experiments/workload_cache.h"
 #include "sim/error.h"
 #include "sim/h5.h"
 #include "test_util.h"
@@ -103,8 +105,11 @@ TEST(Sweep, IndexIsIdenticalForAnyThreadOrProcessCount) {
     auto r = run_mobisim("sweep " + file + " --quiet --threads " + threads + " --output " + dir.file(std::string("t") + threads));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
+  // In process (one run after another, each on two workers, sharing generated workloads).
+  auto in = run_mobisim("sweep " + file + " --quiet --in-process --threads 2 --output " + dir.file("in"));
+  ASSERT_EQ(in.exit_code, 0) << in.output;
   const std::string index = testing::read_bytes(dir.file("t1/index.h5"));
-  for (const char* other : {"t2", "t3"}) {
+  for (const char* other : {"t2", "t3", "in"}) {
     EXPECT_EQ(index, testing::read_bytes(dir.file(std::string(other) + "/index.h5"))) << other;
     EXPECT_EQ(testing::read_bytes(dir.file("t1/runs/p0003_s2.h5")),
               testing::read_bytes(dir.file(std::string(other) + "/runs/p0003_s2.h5")))
@@ -175,15 +180,51 @@ TEST(Sweep, AFailedRunIsRecordedAndTheSweepGoesOn) {
   const auto file = write_sweep(dir,
                                 "  grid:\n    experiment.workload: ['{generate: default, max_users: 1, max_queries_per_user: 2}', "
                                 "'{trace: " + dir.file("missing.h5") + "}']\n");
-  auto r = run_mobisim("sweep " + file + " --quiet --output " + dir.file("out"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  h5::Reader idx(dir.file("out/index.h5"));
-  const auto status = idx.strings("/runs/status");
-  const auto error = idx.strings("/runs/error");
-  ASSERT_EQ(status.size(), 3u);  // two variants of the good run, one row for the failed one
-  EXPECT_EQ(status[0], "ok");
-  EXPECT_EQ(status[2], "failed");
-  EXPECT_NE(error[2].find("missing.h5"), std::string::npos) << error[2];
+  for (const char* mode : {"", " --in-process"}) {
+    SCOPED_TRACE(mode);
+    const std::string out = dir.file(*mode ? "in" : "out");
+    auto r = run_mobisim("sweep " + file + " --quiet" + mode + " --output " + out);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    h5::Reader idx(out + "/index.h5");
+    const auto status = idx.strings("/runs/status");
+    const auto error = idx.strings("/runs/error");
+    ASSERT_EQ(status.size(), 3u);  // two variants of the good run, one row for the failed one
+    EXPECT_EQ(status[0], "ok");
+    EXPECT_EQ(status[2], "failed");
+    EXPECT_NE(error[2].find("missing.h5"), std::string::npos) << error[2];
+    EXPECT_NE(testing::read_bytes(out + "/logs/p0001.log").find("missing.h5"), std::string::npos);
+  }
+  EXPECT_NE(run_mobisim("sweep " + file + " --in-process --mpi").output.find("cannot be combined with MPI"),
+            std::string::npos);
+}
+
+// Runs of one process share the workload they generate alike (WorkloadCache): generated once, with
+// the result bytes of a run that generates its own; another seed generates its own.
+TEST(Sweep, InProcessRunsShareAGeneratedWorkloadWithTheSameResultBytes) {
+  TempDir dir;
+  const std::string base = write_base(dir);
+  experiments::RunOptions o;
+  o.quiet = true;
+  o.no_plot = true;
+  o.output_override = dir.file("alone.h5");
+  ASSERT_EQ(experiments::run_experiment_file(base, o), 0);
+  experiments::WorkloadCache cache;
+  o.workloads = &cache;
+  for (const char* name : {"first.h5", "second.h5"}) {
+    o.output_override = dir.file(name);
+    ASSERT_EQ(experiments::run_experiment_file(base, o), 0);
+    EXPECT_EQ(testing::read_bytes(dir.file("alone.h5")), testing::read_bytes(dir.file(name))) << name;
+  }
+  EXPECT_EQ(cache.generated(), 1u);
+  o.overrides = {"seed=2"};
+  o.output_override = dir.file("seed2.h5");
+  ASSERT_EQ(experiments::run_experiment_file(base, o), 0);
+  EXPECT_EQ(cache.generated(), 2u);
+  EXPECT_NE(testing::read_bytes(dir.file("alone.h5")), testing::read_bytes(dir.file("seed2.h5")));
+  // It keeps the two most recent workloads.
+  auto make = [] { return traces::RagTrace{}; };
+  for (const char* key : {"a", "b", "a", "c", "b"}) (void)cache.rag_trace(key, make);
+  EXPECT_EQ(cache.generated(), 2u + 4u);  // a, b, c, then b again (c and a were the two kept)
 }
 
 TEST(Sweep, SearchBisectsForTheLargestValueMeetingTheTarget) {
