@@ -242,9 +242,25 @@ void attend(const float* q, const Mat& K, const Mat& V, int kvh, int head_dim, c
 // What changes is the memory traffic: the cached keys and values, which every row and every query
 // head of a KV head's group share, are read once for all of them, and the loops over these
 // (row, head) "lanes" are contiguous, so they vectorise without reordering any lane's sums.
-void tree_attention(const Mat& q, const Mat& K, const Mat& V, int c0, const std::vector<std::vector<int>>& chunk_keys,
-                    int n_heads, int kv_mul, int hd, std::vector<float>& buf, Mat& att_out) {
-  constexpr int kBlock = 8;  // lanes per register block (two SSE vectors)
+// On x86-64 it is also compiled for AVX2 and picked at load time where the CPU has it: one register
+// holds a lane block instead of two, and the operations and their order are the same, so are the
+// bits (AVX2 brings no FMA for the compiler to contract into; KernelOracles.TreeAttention* checks
+// whichever version runs). Not under ThreadSanitizer, whose runtime is not up when the load-time
+// resolver runs.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MOBISIM_TSAN 1
+#endif
+#endif
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(MOBISIM_TSAN)
+#define MOBISIM_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
+#else
+#define MOBISIM_AVX2_CLONE
+#endif
+MOBISIM_AVX2_CLONE void tree_attention(const Mat& q, const Mat& K, const Mat& V, int c0,
+                                       const std::vector<std::vector<int>>& chunk_keys, int n_heads, int kv_mul,
+                                       int hd, std::vector<float>& buf, Mat& att_out) {
+  constexpr int kBlock = 8;  // lanes per register block (two SSE vectors, one AVX2 vector)
   const int n = static_cast<int>(q.rows());
   const int lanes = n * kv_mul;  // lane = row * kv_mul + head within the group
   const int padded = (lanes + kBlock - 1) / kBlock * kBlock;  // padding lanes hold zero queries, never read back
