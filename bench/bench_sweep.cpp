@@ -1,8 +1,10 @@
 // Sweep-engine overhead (issue "Sweeps": < 5% per point against running the point alone).
 // Both sides start the same `mobisim` binary for the same eight points of a one-user quick start:
 // BM_PointsRunAlone runs them as eight `mobisim run` commands, BM_PointsThroughSweep as one
-// `mobisim sweep` of four points (validation, index rewrites, progress included). Compare the
-// per-point times they report: (sweep - alone) / alone is the overhead.
+// `mobisim sweep` of the eight points (validation, index rewrites, progress included). Compare the
+// per-point times they report: (sweep - alone) / alone is the overhead. BM_PointsThroughSweepInProcess
+// runs the same sweep with --in-process (the points one after another in the sweep's process, one
+// workload generation for all): what that saves per point.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -62,5 +64,16 @@ void BM_PointsThroughSweep(benchmark::State& state) {
                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_PointsThroughSweep)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+
+void BM_PointsThroughSweepInProcess(benchmark::State& state) {
+  const auto& d = work_dir();
+  for (auto _ : state)
+    run(std::string(MOBISIM_BINARY) + " sweep " + (d / "sweep.yaml").string() + " --quiet --in-process --output " +
+            (d / "sweep_in_process").string(),
+        state);
+  state.counters["s_per_point"] = benchmark::Counter(8.0 * static_cast<double>(state.iterations()),
+                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_PointsThroughSweepInProcess)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 
 }  // namespace
