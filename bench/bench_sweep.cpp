@@ -54,26 +54,21 @@ void BM_PointsRunAlone(benchmark::State& state) {
 }
 BENCHMARK(BM_PointsRunAlone)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 
-void BM_PointsThroughSweep(benchmark::State& state) {
+// The eight points as one `mobisim sweep` with `flags`, into OUTPUT `out`.
+void sweep_points(benchmark::State& state, const std::string& flags, const std::string& out) {
   const auto& d = work_dir();
   for (auto _ : state)
-    run(std::string(MOBISIM_BINARY) + " sweep " + (d / "sweep.yaml").string() + " --quiet --output " +
-            (d / "sweep").string(),
+    run(std::string(MOBISIM_BINARY) + " sweep " + (d / "sweep.yaml").string() + " --quiet" + flags + " --output " +
+            (d / out).string(),
         state);
   state.counters["s_per_point"] = benchmark::Counter(8.0 * static_cast<double>(state.iterations()),
                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
+
+void BM_PointsThroughSweep(benchmark::State& state) { sweep_points(state, "", "sweep"); }
 BENCHMARK(BM_PointsThroughSweep)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 
-void BM_PointsThroughSweepInProcess(benchmark::State& state) {
-  const auto& d = work_dir();
-  for (auto _ : state)
-    run(std::string(MOBISIM_BINARY) + " sweep " + (d / "sweep.yaml").string() + " --quiet --in-process --output " +
-            (d / "sweep_in_process").string(),
-        state);
-  state.counters["s_per_point"] = benchmark::Counter(8.0 * static_cast<double>(state.iterations()),
-                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-}
+void BM_PointsThroughSweepInProcess(benchmark::State& state) { sweep_points(state, " --in-process", "sweep_in_process"); }
 BENCHMARK(BM_PointsThroughSweepInProcess)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 
 }  // namespace
