@@ -480,16 +480,21 @@ pid_t spawn_run(const std::string& base, const Run& r) {
   }
 }
 
+// A run that ended well is ok once its result file's summary reads.
+void take_summary(Run& r) {
+  try {
+    r.summary = read_summary(r.result);
+    r.status = "ok";
+    r.error.clear();
+  } catch (const Error& e) {
+    r.status = "failed";
+    r.error = e.what();
+  }
+}
+
 void finish_run(Run& r, int wait_status) {
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
-    try {
-      r.summary = read_summary(r.result);
-      r.status = "ok";
-      r.error.clear();
-    } catch (const Error& e) {
-      r.status = "failed";
-      r.error = e.what();
-    }
+    take_summary(r);
     return;
   }
   r.status = "failed";
@@ -525,15 +530,7 @@ void execute_in_process(const std::string& base, std::vector<Run>& runs, int thr
     if (r.status == "ok" || r.status == "skipped") continue;
     fs::create_directories(fs::path(r.log).parent_path());
     run_in_process(base, r, threads, &workloads);
-    if (r.status == "ok") {
-      try {
-        r.summary = read_summary(r.result);
-        r.error.clear();
-      } catch (const Error& e) {
-        r.status = "failed";
-        r.error = e.what();
-      }
-    }
+    if (r.status == "ok") take_summary(r);
     // The log says what a run process would have ended with (its last line is the error).
     write_file_atomic(r.log, r.status == "ok" ? "ok (in process)\n" : fmt::format("failed: {}\n", r.error));
     done(r);

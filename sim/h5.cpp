@@ -582,6 +582,17 @@ void write_slab(const H5::DataSet& ds, std::size_t offset, std::size_t n, const 
   const hsize_t count[1] = {n};
   ds.write(buf, mem, H5::DataSpace(1, count), slab(ds, offset, n));
 }
+// The library's type-conversion buffer defaults to 1 MiB, zeroed on every read: most of the cost
+// of reading a short range (a user's 20 query lengths). Sized to the read instead.
+H5::DSetMemXferPropList sized_transfer(std::size_t n) {
+  H5::DSetMemXferPropList xfer;
+  xfer.setBuffer(std::min<std::size_t>(std::size_t{1} << 20, n * 16), nullptr, nullptr);
+  return xfer;
+}
+void read_slab(const H5::DataSet& ds, std::size_t offset, std::size_t n, void* buf, const H5::DataType& mem) {
+  const hsize_t count[1] = {n};
+  ds.read(buf, mem, H5::DataSpace(1, count), slab(ds, offset, n), sized_transfer(n));
+}
 
 }  // namespace
 
@@ -611,8 +622,7 @@ void AppendableDataset<T>::read(std::size_t offset, std::size_t n, T* out) const
   if (offset > size_ || n > size_ - offset)
     throw Error(fmt::format("internal: reading rows [{}, {}) of an appendable dataset of {}", offset, offset + n, size_));
   if (n == 0) return;
-  const hsize_t count[1] = {n};
-  ds_.read(out, TypesOf<T>::mem(), H5::DataSpace(1, count), slab(ds_, offset, n));
+  read_slab(ds_, offset, n, out, TypesOf<T>::mem());
 }
 
 template class AppendableDataset<double>;
@@ -940,11 +950,7 @@ static std::vector<T> read_numeric(const H5::DataSet& ds, const H5::PredType& me
   r.check_extent(path, n, sizeof(T));
   std::vector<T> out(n);
   if (n) {
-    // The library's type-conversion buffer defaults to 1 MiB, zeroed on every read: most of the
-    // cost of reading a short dataset (a user's 20 query lengths). Size it to the read instead.
-    H5::DSetMemXferPropList xfer;
-    xfer.setBuffer(std::min<std::size_t>(std::size_t{1} << 20, n * 16), nullptr, nullptr);
-    ds.read(out.data(), mem, H5::DataSpace::ALL, H5::DataSpace::ALL, xfer);
+    ds.read(out.data(), mem, H5::DataSpace::ALL, H5::DataSpace::ALL, sized_transfer(n));
   }
   return out;
 }
@@ -1152,10 +1158,7 @@ void ColumnReader<T>::read(std::size_t offset, std::size_t n, std::vector<T>& ou
   out.resize(n);
   if (n == 0) return;
   try {
-    const hsize_t count[1] = {n};
-    H5::DSetMemXferPropList xfer;  // conversion buffer sized to the read, as read_numeric's
-    xfer.setBuffer(std::min<std::size_t>(std::size_t{1} << 20, n * 16), nullptr, nullptr);
-    ds_.read(out.data(), TypesOf<T>::mem(), H5::DataSpace(1, count), slab(ds_, offset, n), xfer);
+    read_slab(ds_, offset, n, out.data(), TypesOf<T>::mem());
   } catch (const H5::Exception& e) {
     throw InputError(fmt::format("{}: {}: read failed (truncated or corrupt?): {}", file_path_, path_,
                                  e.getDetailMsg()));

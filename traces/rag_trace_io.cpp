@@ -305,6 +305,40 @@ void write_rag_trace(const std::string& path, const RagTrace& t) {
 
 namespace {
 
+// The checks both read paths (a user's group, the replay columns) make, with one message each;
+// `object` names the dataset and `i` the row in it.
+double checked_added_s(const std::string& path, const std::string& object, std::size_t i, double v) {
+  if (!std::isfinite(v) || v < 0)
+    throw InputError(fmt::format("{}: {}[{}] = {} is not a finite non-negative time", path, object, i, v));
+  return v;
+}
+
+// Arrival `v` of a user's query, after `previous` (null for the user's first).
+double checked_arrival(const std::string& path, const std::string& object, std::size_t i, double v,
+                       const double* previous) {
+  if (!std::isfinite(v) || (previous && v < *previous))
+    throw InputError(
+        fmt::format("{}: {}[{}] = {} is not finite or earlier than the previous query", path, object, i, v));
+  return v;
+}
+
+std::int32_t checked_chunk_id(const std::string& path, const std::string& object, std::size_t i, std::int64_t id,
+                              std::size_t n_chunks) {
+  if (id < 0 || static_cast<std::size_t>(id) >= n_chunks)
+    throw InputError(fmt::format("{}: {}[{}] = {} is not a chunk id (the user has {} chunks)", path, object, i, id,
+                                 n_chunks));
+  return static_cast<std::int32_t>(id);
+}
+
+// A query (`where`, its index `q`) retrieved only chunks already added when it arrived.
+void check_retrieved_present(const std::string& path, const std::string& where, std::size_t q, const Query& x,
+                             const std::vector<Chunk>& chunks) {
+  for (std::int32_t id : x.retrieved)
+    if (chunks[static_cast<std::size_t>(id)].added_s > x.arrival_s)
+      throw InputError(fmt::format("{}: {}: query {} (arrival {} s) retrieved chunk {}, added only at {} s", path,
+                                   where, q, x.arrival_s, id, chunks[static_cast<std::size_t>(id)].added_s));
+}
+
 std::vector<std::vector<std::int32_t>> read_lists(const h5::Reader& r, const std::string& base, std::size_t nq,
                                                   std::size_t n_chunks) {
   auto offsets = r.ints(base + "_offsets", nq + 1);
@@ -316,12 +350,8 @@ std::vector<std::vector<std::int32_t>> read_lists(const h5::Reader& r, const std
   for (std::size_t q = 0; q < nq; ++q) {
     if (offsets[q + 1] < offsets[q])
       throw InputError(fmt::format("{}: {}_offsets: decreasing at query {}", r.path(), base, q));
-    for (auto i = offsets[q]; i < offsets[q + 1]; ++i) {
-      if (ids[i] < 0 || static_cast<std::size_t>(ids[i]) >= n_chunks)
-        throw InputError(fmt::format("{}: {}_ids[{}] = {} is not a chunk id (the user has {} chunks)", r.path(),
-                                     base, i, ids[i], n_chunks));
-      out[q].push_back(static_cast<std::int32_t>(ids[i]));
-    }
+    for (auto i = offsets[q]; i < offsets[q + 1]; ++i)
+      out[q].push_back(checked_chunk_id(r.path(), base + "_ids", static_cast<std::size_t>(i), ids[i], n_chunks));
   }
   return out;
 }
@@ -474,23 +504,16 @@ class RagTraceFile::ReplayColumns {
       ut.chunks[c].tokens = checked(path_, replay_path(replay::kChunkTokens), c0 + c, tokens[c], 0, kMaxTokens);
     if (!chunk_added_) return;
     const double* added = chunk_added_->rows(c0, nc);
-    for (std::size_t c = 0; c < nc; ++c) {
-      if (!std::isfinite(added[c]) || added[c] < 0)
-        throw InputError(fmt::format("{}: {}[{}] = {} is not a finite non-negative time", path_,
-                                     replay_path(replay::kChunkAddedS), c0 + c, added[c]));
-      ut.chunks[c].added_s = added[c];
-    }
+    for (std::size_t c = 0; c < nc; ++c)
+      ut.chunks[c].added_s = checked_added_s(path_, replay_path(replay::kChunkAddedS), c0 + c, added[c]);
   }
 
   void read_query_numbers(UserTrace& ut, std::size_t q0) {
     const std::size_t nq = ut.queries.size();
     const double* arrival = arrival_.rows(q0, nq);
-    for (std::size_t q = 0; q < nq; ++q) {
-      if (!std::isfinite(arrival[q]) || (q > 0 && arrival[q] < arrival[q - 1]))
-        throw InputError(fmt::format("{}: {}[{}] = {} is not finite or earlier than the previous query", path_,
-                                     replay_path(replay::kArrivalS), q0 + q, arrival[q]));
-      ut.queries[q].arrival_s = arrival[q];
-    }
+    for (std::size_t q = 0; q < nq; ++q)
+      ut.queries[q].arrival_s =
+          checked_arrival(path_, replay_path(replay::kArrivalS), q0 + q, arrival[q], q > 0 ? &arrival[q - 1] : nullptr);
     const std::int64_t* tokens = query_tokens_.rows(q0, nq);
     for (std::size_t q = 0; q < nq; ++q)
       ut.queries[q].tokens = checked(path_, replay_path(replay::kQueryTokens), q0 + q, tokens[q], 0, kMaxTokens);
@@ -527,17 +550,9 @@ class RagTraceFile::ReplayColumns {
     for (std::size_t q = 0; q < nq; ++q) {
       if (b[q + 1] == b[q]) return false;
       Query& x = ut.queries[q];
-      for (std::size_t i = b[q]; i < b[q + 1]; ++i) {
-        const std::int64_t id = ids[i - b[0]];
-        if (id < 0 || static_cast<std::size_t>(id) >= nc)
-          throw InputError(fmt::format("{}: {}[{}] = {} is not a chunk id (the user has {} chunks)", path_,
-                                       replay_path(replay::kRetrievedIds), i, id, nc));
-        if (ut.chunks[static_cast<std::size_t>(id)].added_s > x.arrival_s)
-          throw InputError(fmt::format("{}: {}[{}]: query {} (arrival {} s) retrieved chunk {}, added only at {} s",
-                                       path_, replay_path(replay::kRetrievedIds), i, q0 + q, x.arrival_s, id,
-                                       ut.chunks[static_cast<std::size_t>(id)].added_s));
-        x.retrieved.push_back(static_cast<std::int32_t>(id));
-      }
+      for (std::size_t i = b[q]; i < b[q + 1]; ++i)
+        x.retrieved.push_back(checked_chunk_id(path_, replay_path(replay::kRetrievedIds), i, ids[i - b[0]], nc));
+      check_retrieved_present(path_, replay_path(replay::kRetrievedIds), q0 + q, x, ut.chunks);
     }
     return true;
   }
@@ -647,12 +662,7 @@ UserTrace RagTraceFile::read_user_group(std::size_t u, const UserParts& parts) c
   }
   ut.chunks.resize(nc);
   for (std::size_t c = 0; c < nc; ++c) {
-    if (!cadded.empty()) {
-      if (!std::isfinite(cadded[c]) || cadded[c] < 0)
-        throw InputError(fmt::format("{}: {}/chunks/added_s[{}] = {} is not a finite non-negative time", path, g,
-                                     c, cadded[c]));
-      ut.chunks[c].added_s = cadded[c];
-    }
+    if (!cadded.empty()) ut.chunks[c].added_s = checked_added_s(path, g + "/chunks/added_s", c, cadded[c]);
     if (parts.content) ut.chunks[c].text = std::move(ctext[c]);
     ut.chunks[c].tokens = checked(path, g + "/chunks/tokens", c, ctok[c], 0, kMaxTokens);
   }
@@ -694,10 +704,7 @@ UserTrace RagTraceFile::read_user_group(std::size_t u, const UserParts& parts) c
   ut.queries.resize(nq);
   for (std::size_t q = 0; q < nq; ++q) {
     Query& x = ut.queries[q];
-    x.arrival_s = arrival[q];
-    if (!std::isfinite(x.arrival_s) || (q > 0 && x.arrival_s < arrival[q - 1]))
-      throw InputError(fmt::format("{}: {}/arrival_s[{}] = {} is not finite or earlier than the previous query",
-                                   path, qg, q, x.arrival_s));
+    x.arrival_s = checked_arrival(path, qg + "/arrival_s", q, arrival[q], q > 0 ? &arrival[q - 1] : nullptr);
     x.tokens = checked(path, qg + "/tokens", q, qtok[q], 0, kMaxTokens);
     if (!atext.empty()) x.answer_text = std::move(atext[q]);
     x.answer_tokens = checked(path, qg + "/answer_tokens", q, atok[q], 0, kMaxTokens);
@@ -710,10 +717,7 @@ UserTrace RagTraceFile::read_user_group(std::size_t u, const UserParts& parts) c
     }
     if (need_embeddings) x.embedding = std::move(qemb[q]);
     x.retrieved = std::move(retrieved[q]);
-    for (std::int32_t id : x.retrieved)
-      if (ut.chunks[static_cast<std::size_t>(id)].added_s > x.arrival_s)
-        throw InputError(fmt::format("{}: {}: query {} (arrival {} s) retrieved chunk {}, added only at {} s", path,
-                                     qg, q, x.arrival_s, id, ut.chunks[static_cast<std::size_t>(id)].added_s));
+    check_retrieved_present(path, qg, q, x, ut.chunks);
   }
 
   if (!parts.content) return ut;
