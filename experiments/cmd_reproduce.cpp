@@ -240,8 +240,8 @@ int reproduce_in_children(const std::vector<Selected>& selected, int threads, co
     for (; printed < children.size() && children[printed].done; ++printed) {
       const Child& c = children[printed];
       const Selected& sel = selected[printed];
-      if (fs::exists(c.log)) std::cout << read_file(c.log);
-      if (!no_plot && fs::exists(c.plots_file)) {
+      if (path_exists(c.log)) std::cout << read_file(c.log);
+      if (!no_plot && path_exists(c.plots_file)) {
         auto more = plots_from_text(read_file(c.plots_file), c.plots_file);
         plots.insert(plots.end(), more.begin(), more.end());
       }

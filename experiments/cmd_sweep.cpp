@@ -29,8 +29,8 @@ int sweep_plot(const std::vector<std::string>& args) {
       .option("out", "FILE.png", "output image (default SWEEP_DIR/<metric>.png)");
   if (!a.parse(args)) return kExitOk;
   std::string index = a.get("SWEEP_DIR");
-  if (fs::is_directory(index)) index = (fs::path(index) / "index.h5").string();
-  if (!fs::exists(index)) throw InputError(fmt::format("{}: no sweep index here (run mobisim sweep first)", index));
+  if (is_dir(index)) index = (fs::path(index) / "index.h5").string();
+  if (!path_exists(index)) throw InputError(fmt::format("{}: no sweep index here (run mobisim sweep first)", index));
   const std::string out =
       a.maybe("out").value_or((fs::path(index).parent_path() / (a.get("metric").substr(0, a.get("metric").find(',')) + ".png")).string());
   std::string error;

@@ -222,7 +222,7 @@ int cag_generate_cmd(const std::vector<std::string>& args) {
   o.output_tokens = static_cast<int>(a.get_int("output-tokens"));
   o.top_n = static_cast<int>(a.get_int("top-n"));
   const std::string model_path = a.get("model");
-  if (!std::filesystem::exists(model_path)) throw UsageError(fmt::format("--model: no checkpoint '{}'", model_path));
+  if (!path_exists(model_path)) throw UsageError(fmt::format("--model: no checkpoint '{}'", model_path));
   const auto model = kernel::load_model(model_path);
   const auto f = policies::specdec::make_kernel_requests(
       model, o, fmt::format("kernel:{} greedy, task {}", std::filesystem::path(model_path).filename().string(), o.task));
@@ -273,7 +273,7 @@ std::string plot_script() {
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   for (auto dir = exe.parent_path(); !ec && !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
-    if (std::filesystem::exists(dir / "plots" / "trace_stats.py")) return (dir / "plots" / "trace_stats.py").string();
+    if (path_exists((dir / "plots" / "trace_stats.py").string())) return (dir / "plots" / "trace_stats.py").string();
   throw UsageError("cannot find plots/trace_stats.py next to the mobisim binary; set MOBISIM_PLOTS_DIR");
 }
 

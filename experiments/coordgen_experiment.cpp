@@ -49,6 +49,7 @@
 #include "models/kernel/checkpoint.h"
 #include "models/tokenizer.h"
 #include "policies/specdec/sd_policies.h"
+#include "sim/atomic_file.h"
 #include "sim/error.h"
 #include "sim/registry.h"
 #include "sim/simulator.h"
@@ -146,11 +147,11 @@ class CoordGenExperiment : public Experiment {
     if (w.has("synthetic")) return prepare_synthetic();
     if (w.text("tokenizer").empty()) w.fail("tokenizer", "a trace workload needs the SentencePiece tokenizer");
     const std::string trace_path = w.text("trace"), tok_path = expand_shared(w.text("tokenizer"));
-    if (!std::filesystem::exists(trace_path))
+    if (!path_exists(trace_path))
       w.fail("trace", fmt::format("no trace file '{}' (create it with: mobisim trace import qmsum --dir "
                                   "../shared/data/qmsum --split val --tokenizer TOKENIZER --out {})",
                                   trace_path, trace_path));
-    if (!std::filesystem::exists(tok_path))
+    if (!path_exists(tok_path))
       w.fail("tokenizer", fmt::format("no tokenizer model at '{}' ({{shared}} stands for --shared, $MOBISIM_SHARED_DIR "
                                       "or <source>/../shared)", tok_path));
     const traces::RagTrace trace = traces::read_rag_trace(trace_path);
@@ -209,7 +210,7 @@ class CoordGenExperiment : public Experiment {
   void prepare_kernel(RunContext& ctx) {
     const Params& w = *workload_;
     const std::string path = expand_shared(w.text("kernel_model"));
-    if (!std::filesystem::exists(path))
+    if (!path_exists(path))
       w.fail("kernel_model", fmt::format("no checkpoint '{}' ({{shared}} stands for --shared, $MOBISIM_SHARED_DIR or "
                                          "<source>/../shared)", path));
     kernel_model_ = std::make_shared<const kernel::Model>(kernel::load_model(path));
@@ -243,7 +244,7 @@ class CoordGenExperiment : public Experiment {
   void prepare_requests() {
     const Params& w = *workload_;
     const std::string path = w.text("requests");
-    if (!std::filesystem::exists(path))
+    if (!path_exists(path))
       w.fail("requests", fmt::format("no request file '{}' (make one with: mobisim trace cag-generate --model "
                                      "../shared/models/stories260K.bin --task ui --out {})",
                                      path, path));

@@ -135,7 +135,7 @@ namespace {
 std::string python_command() {
   const char* py = std::getenv("MOBISIM_PYTHON");
   // Debian installs matplotlib/h5py for /usr/bin/python3; another python3 on PATH may lack them.
-  return py ? py : (std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
+  return py ? py : (path_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
 }
 
 std::string shell_quote(const std::string& s) {
@@ -155,7 +155,7 @@ std::string shell_quote(const std::string& s) {
 bool run_plots(const std::vector<PlotJob>& jobs, int processes, std::string& error) {
   if (jobs.empty()) return true;
   const std::string batch = source_root() + "/plots/batch.py";
-  if (!std::filesystem::exists(batch)) {
+  if (!path_exists(batch)) {
     error = fmt::format("plot script {} not found (set MOBISIM_HOME to the mobisim source tree)", batch);
     return false;
   }
@@ -193,7 +193,7 @@ bool run_plots(const std::vector<PlotJob>& jobs, int processes, std::string& err
 bool run_plot(const std::string& script, const std::string& h5_path, const std::string& png_path, std::string& error,
               const std::vector<std::string>& extra) {
   const std::string script_path = source_root() + "/plots/" + script;
-  if (!std::filesystem::exists(script_path)) {
+  if (!path_exists(script_path)) {
     error = fmt::format("plot script {} not found (set MOBISIM_HOME to the mobisim source tree)", script_path);
     return false;
   }

@@ -91,11 +91,11 @@ std::vector<std::pair<std::string, std::vector<std::string>>> keyed_lists(const 
 }
 
 std::string find_base(const std::string& base, const std::string& sweep_file) {
-  if (fs::exists(base)) return base;
+  if (path_exists(base)) return base;
   const fs::path beside = fs::path(sweep_file).parent_path() / base;
-  if (fs::exists(beside)) return beside.string();
+  if (path_exists(beside.string())) return beside.string();
   const fs::path in_source = fs::path(source_root()) / base;
-  if (fs::exists(in_source)) return in_source.string();
+  if (path_exists(in_source.string())) return in_source.string();
   return base;
 }
 
@@ -116,7 +116,7 @@ Spec Spec::load(const std::string& path, const std::vector<std::string>& cli_ove
   Spec s;
   s.file = path;
   s.base = find_base(p.text("base"), path);
-  if (!fs::exists(s.base)) p.fail("base", fmt::format("experiment file '{}' not found", p.text("base")));
+  if (!path_exists(s.base)) p.fail("base", fmt::format("experiment file '{}' not found", p.text("base")));
   for (const auto& [key, values] : keyed_lists(p, "grid")) {
     Axis axis;
     axis.keys.push_back(key);
@@ -548,7 +548,7 @@ namespace {
 std::size_t resume_from_results(std::vector<Run>& runs) {
   std::size_t resumed = 0;
   for (auto& run : runs) {
-    if (run.status != "pending" || !fs::exists(run.result)) continue;
+    if (run.status != "pending" || !path_exists(run.result)) continue;
     try {
       h5::Reader r(run.result);
       if (config_hash(r.attr_string("/", "mobisim_version"), r.attr_string("/", "config")) != run.config_hash)

@@ -10,6 +10,7 @@
 #include "experiments/experiment.h"
 #include "models/kernel/checkpoint.h"
 #include "policies/specdec/kernel_requests.h"
+#include "sim/atomic_file.h"
 #include "traces/cag_requests.h"
 #include "sim/error.h"
 #include "traces/qmsum.h"
@@ -47,9 +48,9 @@ std::string workload_trace(const YAML::Node& root) {
 }
 
 void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared) {
-  if (fs::exists(trace_path)) return;
+  if (path_exists(trace_path)) return;
   const std::string dir = shared + "/data/qmsum";
-  if (!fs::is_directory(dir + "/val"))
+  if (!is_dir(dir + "/val"))
     throw InputError(fmt::format(
         "{} is missing and cannot be imported: no QMSum data at {} (pass --shared DIR or set MOBISIM_SHARED_DIR to "
         "the folder holding data/qmsum/val)",
@@ -58,7 +59,7 @@ void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared
   o.dir = dir;
   o.split = "val";
   const std::string tok = shared + "/models/llama2-tokenizer.model";
-  if (fs::exists(tok)) o.tokenizer_path = tok;
+  if (path_exists(tok)) o.tokenizer_path = tok;
   std::cout << fmt::format("importing QMSum val from {} -> {}\n", dir, trace_path);
   const auto t = traces::import_qmsum(o);
   if (fs::path(trace_path).has_parent_path()) fs::create_directories(fs::path(trace_path).parent_path());
@@ -69,8 +70,8 @@ void ensure_example_requests(const std::string& dir, const std::string& shared) 
   const std::string model_path = shared + "/models/stories260K.bin";
   for (const auto& e : kExampleRequests) {
     const std::string out = fmt::format("{}/{}_stories260K.jsonl", dir, e.task);
-    if (fs::exists(out)) continue;
-    if (!fs::exists(model_path))
+    if (path_exists(out)) continue;
+    if (!path_exists(model_path))
       throw InputError(fmt::format("{} is missing and cannot be made: no checkpoint at {} (pass --shared DIR or set "
                                    "MOBISIM_SHARED_DIR to the folder holding models/stories260K.bin)",
                                    out, model_path));

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "models/sentencepiece_check.h"
+#include "sim/atomic_file.h"
 #include "sim/error.h"
 #include "sim/rng.h"
 
@@ -27,7 +28,7 @@ std::string read_file(const std::string& path) {
 class SentencePieceTokenizer : public Tokenizer {
  public:
   explicit SentencePieceTokenizer(const std::string& path) : path_(path) {
-    if (!std::filesystem::exists(path)) throw InputError(fmt::format("{}: tokenizer model not found", path));
+    if (!path_exists(path)) throw InputError(fmt::format("{}: tokenizer model not found", path));
     const std::string bytes = read_file(path);
     check_sentencepiece_model(bytes, path);  // what the library itself trusts (its normalizer's trie)
     auto status = sp_.LoadFromSerializedProto(bytes);

@@ -9,6 +9,13 @@ namespace mobisim {
 
 void write_file_atomic(const std::string& path, std::string_view content);
 std::string read_file(const std::string& path);  // InputError when unreadable
+// Whether `path` names an existing object / a regular file / a directory. False, never an
+// exception, for a name the system refuses (too long, a component that is not a directory): paths
+// come from configs and command lines, and such a name then reads as missing, with the caller's
+// error naming it.
+bool path_exists(const std::string& path);
+bool is_file(const std::string& path);
+bool is_dir(const std::string& path);
 
 // `<path>.tmp-<pid of this process>`.
 std::string temp_path_for(const std::string& path);

@@ -20,7 +20,7 @@ std::vector<std::string> builtin_names(const std::string& folder) {
 bool find_config(const std::string& folder, const std::string& name_or_path, std::string& text,
                  std::string& origin) {
   if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".yaml")) {
-    if (!std::filesystem::is_regular_file(name_or_path)) return false;
+    if (!is_file(name_or_path)) return false;
     text = read_file(name_or_path);
     origin = name_or_path;
     return true;

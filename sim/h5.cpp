@@ -864,7 +864,7 @@ void reseal(const std::string& path) {
 // ---------------------------------------------------------------------------
 Reader::Reader(std::string path) : path_(std::move(path)) {
   silence_hdf5();
-  if (!std::filesystem::exists(path_)) throw InputError(fmt::format("{}: no such file", path_));
+  if (!path_exists(path_)) throw InputError(fmt::format("{}: no such file", path_));
   std::error_code ec;
   file_bytes_ = std::filesystem::file_size(path_, ec);
   if (ec) throw InputError(fmt::format("{}: cannot read: {}", path_, ec.message()));

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "sim/atomic_file.h"
+#include "sim/builtin_configs.h"
 #include "sim/error.h"
 #include "sim/h5.h"
 #include "test_util.h"
@@ -327,6 +328,26 @@ TEST(HostileInputs, RemoveStaleTempsMatchesOnlyPidSuffixes) {
   EXPECT_TRUE(std::filesystem::exists(dir.file("f.txt.tmp-" + dead + "x")));
   write_file_atomic(target, "content");
   EXPECT_EQ(read_file(target), "content");
+}
+
+// A path the system refuses (a name over NAME_MAX, as a fuzzed config's model or trace name can
+// be) reads as missing: the caller's clear error, not std::filesystem's exception, and from the
+// CLI exit 3 naming the key (found by the `config` fuzz target; the CLI said "internal error:
+// filesystem error", exit 1).
+TEST(HostileInputs, APathTheSystemRefusesIsMissingNotAnException) {
+  const std::string refused = "models/" + std::string(300, 'a') + ".yaml";
+  EXPECT_FALSE(path_exists(refused));
+  EXPECT_FALSE(is_file(refused));
+  EXPECT_FALSE(is_dir(refused));
+  std::string text, origin;
+  EXPECT_FALSE(find_config("models", refused, text, origin));
+  EXPECT_THROW(h5::Reader{refused}, InputError);
+  TempDir dir;
+  const auto r = testing::run_mobisim("run '" + testing::source_dir() + "/experiments/quickstart.yaml' -p 'experiment.model.base=" +
+                                      refused + "' --no-plot --quiet --output '" + dir.file("r.h5") + "'");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("key 'experiment.model.base': unknown base model"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("filesystem error"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -130,7 +130,7 @@ RagTrace import_qmsum(const QmsumOptions& opt) {
   std::vector<std::string> splits;
   if (opt.split == "all") {
     for (const char* s : {"train", "val", "test"})
-      if (fs::is_directory(fs::path(opt.dir) / s)) splits.push_back(s);
+      if (is_dir((fs::path(opt.dir) / s).string())) splits.push_back(s);
   } else if (opt.split == "train" || opt.split == "val" || opt.split == "test") {
     splits.push_back(opt.split);
   } else {
@@ -139,7 +139,7 @@ RagTrace import_qmsum(const QmsumOptions& opt) {
   std::vector<std::pair<std::string, fs::path>> files;
   for (const auto& s : splits) {
     const fs::path d = fs::path(opt.dir) / s;
-    if (!fs::is_directory(d)) throw InputError(fmt::format("{}: no such QMSum split directory", d.string()));
+    if (!is_dir(d.string())) throw InputError(fmt::format("{}: no such QMSum split directory", d.string()));
     std::vector<fs::path> names;
     for (const auto& e : fs::directory_iterator(d))
       if (e.is_regular_file() && e.path().extension() == ".json") names.push_back(e.path());

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "experiments/experiment.h"
+#include "sim/atomic_file.h"
 #include "sim/error.h"
 #include "sim/params.h"
 #include "sim/version.h"
@@ -471,7 +472,7 @@ Target profile_target(const FreeParameter& f) {
 // the way (`generate: percache_doc_calibrated`) takes the rest of the path: `base: NAME` + the keys.
 Target experiment_target(const FreeParameter& f, const std::string& experiment) {
   const auto steps = override_path_steps(f.key + "=0");
-  const std::string path = fs::path(experiment).is_absolute() || fs::exists(experiment) ? experiment
+  const std::string path = fs::path(experiment).is_absolute() || path_exists(experiment) ? experiment
                                                                                          : source_root() + "/" + experiment;
   YAML::Node node = yaml_clone(load_yaml_file(path));
   for (std::size_t i = 0; i < steps.size(); ++i) {

@@ -15,6 +15,7 @@
 #include "experiments/fidelity/probe.h"
 #include "experiments/sweep.h"
 #include "experiments/workload_inputs.h"
+#include "sim/atomic_file.h"
 #include "sim/error.h"
 #include "sim/registry.h"
 #include "sim/rng.h"
@@ -26,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string absolute_experiment(const std::string& experiment) {
-  if (fs::path(experiment).is_absolute() || fs::exists(experiment)) return experiment;
+  if (fs::path(experiment).is_absolute() || path_exists(experiment)) return experiment;
   return source_root() + "/" + experiment;
 }
 
@@ -77,7 +78,7 @@ std::string RunCache::request(const std::string& experiment, const std::vector<s
     e.hash = resolved_hash(kVersion, yaml_to_string(resolved));
     e.outcome.result = (fs::path(o_.dir) / "runs" / (fs::path(base).stem().string() + "-" + e.hash + ".h5")).string();
     e.outcome.status = "planned";
-    if (!o_.force && fs::exists(e.outcome.result)) {
+    if (!o_.force && path_exists(e.outcome.result)) {
       try {
         h5::Reader r(e.outcome.result);
         if (resolved_hash(r.attr_string("/", "mobisim_version"), r.attr_string("/", "config")) == e.hash)

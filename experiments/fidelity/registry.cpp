@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "sim/atomic_file.h"
 #include "sim/error.h"
 #include "sim/params.h"
 
@@ -196,7 +197,7 @@ std::vector<Point> load_registry_file(const std::string& path) {
 }
 
 std::vector<Point> load_registry(const std::string& dir, const std::vector<std::string>& sets) {
-  if (!fs::is_directory(dir)) throw ConfigError(fmt::format("{}: no such registry directory", dir));
+  if (!is_dir(dir)) throw ConfigError(fmt::format("{}: no such registry directory", dir));
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_regular_file() && e.path().extension() == ".yaml" && e.path().filename() != "calibration.yaml")

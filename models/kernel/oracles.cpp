@@ -14,6 +14,7 @@
 #include "models/kernel/checkpoint.h"
 #include "models/kernel/drafters.h"
 #include "models/kernel/kmeans.h"
+#include "sim/atomic_file.h"
 #include "sim/error.h"
 #include "sim/rng.h"
 
@@ -389,9 +390,9 @@ std::vector<std::vector<std::string>> load_qmsum_meetings(const std::string& dir
 std::vector<OracleRow> oracle_tokenization(const std::string& tokenizer_path, const std::string& qmsum_dir, int pairs,
                                            std::uint64_t seed) {
   const std::string what = "tokenization at chunk boundaries (PerCache B.2)";
-  if (tokenizer_path.empty() || !std::filesystem::exists(tokenizer_path))
+  if (tokenizer_path.empty() || !path_exists(tokenizer_path))
     return {skipped("5", what, "tokenizer not found: " + tokenizer_path)};
-  if (qmsum_dir.empty() || !std::filesystem::is_directory(qmsum_dir))
+  if (qmsum_dir.empty() || !is_dir(qmsum_dir))
     return {skipped("5", what, "qmsum data not found: " + qmsum_dir)};
   sentencepiece::SentencePieceProcessor sp;
   if (!sp.Load(tokenizer_path).ok()) throw InputError(fmt::format("{}: not a SentencePiece model", tokenizer_path));
