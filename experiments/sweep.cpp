@@ -430,7 +430,7 @@ void write_index(const Spec& spec, const std::vector<Point>& points, const std::
       pt.add(metrics[m] + "_ci95", ci[m]);
     }
   }
-  fs::create_directories(spec.output);
+  create_dirs(spec.output);
   const std::string index = (fs::path(spec.output) / "index.h5").string();
   h5::Writer w(index);
   {
@@ -512,8 +512,8 @@ void execute_local(const std::string& base, std::vector<Run>& runs, int threads,
       [&](std::size_t i) -> pid_t {
         Run& r = runs[i];
         if (r.status == "ok" || r.status == "skipped") return -1;
-        fs::create_directories(fs::path(r.result).parent_path());
-        fs::create_directories(fs::path(r.log).parent_path());
+        create_dirs(fs::path(r.result).parent_path().string());
+        create_dirs(fs::path(r.log).parent_path().string());
         return spawn_run(base, r);
       },
       [&](std::size_t i, int status) {
@@ -528,7 +528,7 @@ void execute_in_process(const std::string& base, std::vector<Run>& runs, int thr
   WorkloadCache workloads;
   for (Run& r : runs) {
     if (r.status == "ok" || r.status == "skipped") continue;
-    fs::create_directories(fs::path(r.log).parent_path());
+    create_dirs(fs::path(r.log).parent_path().string());
     run_in_process(base, r, threads, &workloads);
     if (r.status == "ok") take_summary(r);
     // The log says what a run process would have ended with (its last line is the error).

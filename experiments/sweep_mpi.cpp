@@ -15,6 +15,7 @@
 
 #include "experiments/experiment.h"
 #include "experiments/sweep.h"
+#include "sim/atomic_file.h"
 #include "sim/error.h"
 #include "sim/params.h"
 
@@ -43,7 +44,7 @@ MpiRole::~MpiRole() {
 }
 
 void run_in_process(const std::string& base, Run& run, int threads, WorkloadCache* workloads) {
-  fs::create_directories(fs::path(run.result).parent_path());
+  create_dirs(fs::path(run.result).parent_path().string());
   RunOptions o;
   o.overrides = run.overrides;
   o.output_override = run.result;

@@ -62,7 +62,7 @@ void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared
   if (path_exists(tok)) o.tokenizer_path = tok;
   std::cout << fmt::format("importing QMSum val from {} -> {}\n", dir, trace_path);
   const auto t = traces::import_qmsum(o);
-  if (fs::path(trace_path).has_parent_path()) fs::create_directories(fs::path(trace_path).parent_path());
+  create_dirs(fs::path(trace_path).parent_path().string());
   traces::write_rag_trace(trace_path, t);
 }
 
@@ -82,7 +82,7 @@ void ensure_example_requests(const std::string& dir, const std::string& shared) 
     o.context_tokens = e.context_tokens;
     o.output_tokens = e.output_tokens;
     const auto model = kernel::load_model(model_path);
-    fs::create_directories(dir);
+    create_dirs(dir);
     std::cout << fmt::format("making {} from {}\n", out, model_path);
     traces::write_cag_requests(
         out, policies::specdec::make_kernel_requests(model, o, fmt::format("kernel:stories260K.bin greedy, task {}", e.task)));

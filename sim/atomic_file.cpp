@@ -100,6 +100,12 @@ bool is_dir(const std::string& path) {
   std::error_code ec;
   return std::filesystem::is_directory(path, ec);
 }
+void create_dirs(const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(fmt::format("{}: cannot create the directory: {}", dir, ec.message()));
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

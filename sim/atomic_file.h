@@ -16,6 +16,9 @@ std::string read_file(const std::string& path);  // InputError when unreadable
 bool path_exists(const std::string& path);
 bool is_file(const std::string& path);
 bool is_dir(const std::string& path);
+// Creates `dir` and its parents; Error naming it and the system's reason when that fails (a name
+// too long, a file in the way, no permission), never std::filesystem's exception.
+void create_dirs(const std::string& dir);
 
 // `<path>.tmp-<pid of this process>`.
 std::string temp_path_for(const std::string& path);

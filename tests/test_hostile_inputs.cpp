@@ -334,7 +334,7 @@ TEST(HostileInputs, RemoveStaleTempsMatchesOnlyPidSuffixes) {
 // be) reads as missing: the caller's clear error, not std::filesystem's exception, and from the
 // CLI exit 3 naming the key (found by the `config` fuzz target; the CLI said "internal error:
 // filesystem error", exit 1).
-TEST(HostileInputs, APathTheSystemRefusesIsMissingNotAnException) {
+TEST(HostileInputs, APathTheSystemRefusesIsMissingOrAClearErrorNotAnException) {
   const std::string refused = "models/" + std::string(300, 'a') + ".yaml";
   EXPECT_FALSE(path_exists(refused));
   EXPECT_FALSE(is_file(refused));
@@ -348,6 +348,14 @@ TEST(HostileInputs, APathTheSystemRefusesIsMissingNotAnException) {
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("key 'experiment.model.base': unknown base model"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("filesystem error"), std::string::npos) << r.output;
+  // An output directory the system refuses: an error naming it, not "internal error".
+  EXPECT_THROW(create_dirs(dir.file(std::string(300, 'b')) + "/out"), Error);
+  testing::write_text(dir.file("sweep.yaml"), "sweep:\n  base: '" + testing::source_dir() +
+                                                  "/experiments/quickstart.yaml'\n  grid: {experiment.pipeline.top_k: [2]}\n"
+                                                  "  output: '" + dir.file(std::string(300, 'b')) + "/out'\n");
+  const auto sweep = testing::run_mobisim("sweep '" + dir.file("sweep.yaml") + "' --quiet");
+  EXPECT_NE(sweep.output.find("cannot create the directory"), std::string::npos) << sweep.output;
+  EXPECT_EQ(sweep.output.find("internal error"), std::string::npos) << sweep.output;
 }
 
 }  // namespace

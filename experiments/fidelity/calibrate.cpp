@@ -502,7 +502,7 @@ Target experiment_target(const FreeParameter& f, const std::string& experiment) 
 }  // namespace
 
 std::vector<std::string> write_fitted_profiles(const CalibrationSpec& spec, const FitResult& fit, const std::string& dir) {
-  fs::create_directories(dir);
+  create_dirs(dir);
   struct Output {
     std::string base, what;
     YamlTree tree;

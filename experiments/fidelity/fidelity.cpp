@@ -473,7 +473,7 @@ std::string markdown(const std::vector<Evaluation>& ev, const Summary& s) {
 }  // namespace
 
 void write_report(const std::vector<Evaluation>& ev, const std::string& out_dir, bool no_plot, bool quiet) {
-  fs::create_directories(out_dir);
+  create_dirs(out_dir);
   const Summary s = summarize(ev);
   const h5::Table t = report_table(ev);
   const std::string h5_path = (fs::path(out_dir) / "fidelity.h5").string();
