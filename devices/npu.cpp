@@ -39,13 +39,14 @@ NpuSpec NpuSpec::from_params(const Params& p) {
   return n;
 }
 
-double NpuSpec::exec_seconds(const models::Work& work, double chunk, models::DType weight_dtype) const {
+double NpuSpec::exec_seconds(const models::Work& work, double chunk, models::DType weight_dtype,
+                             double overhead_share) const {
   const bool integer = weight_dtype == models::DType::kInt8 || weight_dtype == models::DType::kInt4 ||
                        weight_dtype == models::DType::kF8;
   const double peak = (integer ? peak_tops_int8 : peak_tflops_fp16) * 1e12;
   const double compute = work.flops() / (peak * utilization(chunk));
   const double memory = work.bytes() / (mem_bandwidth_gbps * 1e9);
-  return exec_overhead_ms * 1e-3 + std::max(compute, memory);
+  return overhead_share * exec_overhead_ms * 1e-3 + std::max(compute, memory);
 }
 
 double NpuSpec::run_seconds(std::int64_t n_tokens, std::int64_t chunk, const models::Work& work_of_chunk,

@@ -52,7 +52,11 @@ struct NpuSpec {
 
   double utilization(double chunk) const { return max_utilization * chunk / (chunk + half_utilization_chunk); }
   // One execution of a graph of `chunk` tokens doing `work` (the work of exactly `chunk` tokens).
-  double exec_seconds(const models::Work& work_of_chunk, double chunk, models::DType weight_dtype) const;
+  // `overhead_share` is the part of the model the graph covers: exec_overhead_ms is a cost per
+  // pass through the whole model (it is fitted to whole-model decode steps), so a graph of one
+  // block of layers out of B carries its share of it, and B block executions cost one pass's.
+  double exec_seconds(const models::Work& work_of_chunk, double chunk, models::DType weight_dtype,
+                      double overhead_share = 1.0) const;
   // n tokens on a graph of chunk c: ceil(n/c) padded executions (work_of_chunk as above).
   double run_seconds(std::int64_t n_tokens, std::int64_t chunk, const models::Work& work_of_chunk,
                      models::DType weight_dtype) const;

@@ -180,14 +180,30 @@ TEST(GraphSchedule, PaddedExecutionsCountedAsTheDocumentDescribes) {
   const models::CostModel cost(tiny_model(4));
   const auto npu = overhead_bound_npu();
   // 300 tokens on G_p(256): 2 padded executions per block; G_d(48) repeats ceil(256/48) = 6 times per chunk.
+  // The execution overhead is a cost per pass through the whole model (it is fitted to whole-model
+  // decode steps): each of the 2 blocks of 2 layers carries half of it, so one chunk through both
+  // blocks costs what one whole-model execution costs (1 s), not twice that.
   const ScheduleProblem p = make_schedule_problem(npu, fast_cpu(), cost, 300, GraphShapes{2, 256, 48});
   ASSERT_EQ(p.chunks, 2);
   ASSERT_EQ(p.blocks, 2);
   for (int b = 0; b < 2; ++b) {
     EXPECT_DOUBLE_EQ(p.load_s[b], 1.0);  // 2 layers x 500 ms
     for (int c = 0; c < 2; ++c) {
-      EXPECT_NEAR(p.prefill_s[b][c], 1.0, 1e-3);
-      EXPECT_NEAR(p.decode_s[b][c], 6.0, 1e-3);
+      EXPECT_NEAR(p.prefill_s[b][c], 0.5, 1e-3);
+      EXPECT_NEAR(p.decode_s[b][c], 3.0, 1e-3);
+    }
+  }
+  // The same model cut into 1 and 4 blocks: a chunk through all blocks costs the same.
+  for (const int blocks : {1, 4}) {
+    const ScheduleProblem q = make_schedule_problem(npu, fast_cpu(), cost, 300, GraphShapes{blocks, 256, 48});
+    for (int c = 0; c < 2; ++c) {
+      double pre = 0, dec = 0;
+      for (int b = 0; b < blocks; ++b) {
+        pre += q.prefill_s[b][c];
+        dec += q.decode_s[b][c];
+      }
+      EXPECT_NEAR(pre, 1.0, 1e-3) << blocks << " blocks";
+      EXPECT_NEAR(dec, 6.0, 1e-3) << blocks << " blocks";
     }
   }
   // run_seconds: n tokens on a chunk-c graph are ceil(n / c) executions.

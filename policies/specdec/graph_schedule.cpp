@@ -314,9 +314,9 @@ ScheduleProblem make_schedule_problem(const devices::NpuSpec& npu, const devices
       const models::Work chunk_work = cost.prefill(models::PrefillShape{cp, cached, 0, 0}).scaled(frac);
       const double attn = cpu.seconds(cpu_attention_part(chunk_work), spec.activation_dtype);
       att.push_back(attn);
-      pre.push_back(npu.exec_seconds(npu_part(chunk_work), cp, spec.weight_dtype) + attn);
+      pre.push_back(npu.exec_seconds(npu_part(chunk_work), cp, spec.weight_dtype, frac) + attn);
       const models::Work sub_work = cost.prefill(models::PrefillShape{cd, cached, 0, 0}).scaled(frac);
-      dec.push_back(static_cast<double>(repeats) * npu.exec_seconds(npu_part(sub_work), cd, spec.weight_dtype) +
+      dec.push_back(static_cast<double>(repeats) * npu.exec_seconds(npu_part(sub_work), cd, spec.weight_dtype, frac) +
                     attn);
     }
     p.prefill_s.push_back(std::move(pre));
