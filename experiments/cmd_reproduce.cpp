@@ -79,7 +79,7 @@ std::vector<Job> coordgen_jobs() {
                   "results/coordgen/cag_requests_summary.h5"});
   // The K70 Pro keeps its own NPU fit (section 2.3's verification speeds): only the graph load is shared.
   jobs.push_back({"fig10_oneplus13",
-                  {"experiment.device.base=redmi-k70-pro", "experiment.device.npu.half_utilization_chunk=94.47"},
+                  {"experiment.device.base=redmi-k70-pro", "experiment.device.npu.half_utilization_chunk=75.53"},
                   "results/coordgen/fig10_redmi-k70-pro.h5"});
   // The synthetic workload calibrated to Table 4's summary acceptance (traces/cag_synth.h): Table 4
   // (summary = calibration, rag = validation), Table 3 for the three models and Figure 10 on the three
@@ -97,7 +97,7 @@ std::vector<Job> coordgen_jobs() {
   jobs.push_back({"fig10_calibrated_workload", {"experiment.device.base=redmi-k60-pro"},
                   "results/coordgen/fig10_calibrated_workload_redmi-k60-pro.h5"});
   jobs.push_back({"fig10_calibrated_workload",
-                  {"experiment.device.base=redmi-k70-pro", "experiment.device.npu.half_utilization_chunk=94.47"},
+                  {"experiment.device.base=redmi-k70-pro", "experiment.device.npu.half_utilization_chunk=75.53"},
                   "results/coordgen/fig10_calibrated_workload_redmi-k70-pro.h5"});
   return jobs;
 }

@@ -15,6 +15,8 @@
 #include "experiments/fidelity/ondevice_registry.h"
 #include "experiments/fidelity/registry.h"
 #include "models/cost_model.h"
+#include "models/model_spec.h"
+#include "policies/specdec/specdec_policy.h"
 #include "sim/error.h"
 #include "sim/event.h"
 
@@ -220,6 +222,41 @@ TEST(OnDevice, ProbeAppliesOverridesAndRefusesUnknownPaths) {
   q.unit = "npu";
   q.phase = "decode";
   EXPECT_GT(ondevice_prediction(q), 0.0);  // decode on the NPU has a path
+}
+
+// The verify-32 calibration point fits the NPU curve that the speculative-decoding policies then
+// use for their verifications: the probe must cost a verification exactly as they do (logits for
+// every row), or the fitted curve leaves the policies off the very measurement it was fitted to.
+TEST(OnDevice, VerifyPhaseCostsAVerificationAsTheSpecdecPoliciesDo) {
+  const devices::DeviceProfile device = devices::load_device_profile("redmi-k70-pro");
+  models::ModelSpec model = models::load_model_spec("qwen2.5-1.5b");
+  model.weight_dtype = models::DType::kInt8;
+  OnDeviceQuery q;
+  q.device = "redmi-k70-pro";
+  q.model = "qwen2.5-1.5b";
+  q.unit = "npu";
+  q.phase = "verify";
+  q.tokens = 32;
+  q.chunk = 32;
+  q.metric = "ms";
+  const models::CostModel cost(model);
+  const policies::specdec::SpecDecEnv env{device.require_npu("test"), device.unit("cpu", "test"), 0.0, cost};
+  EXPECT_DOUBLE_EQ(ondevice_prediction(q, device, model), 1e3 * policies::specdec::npu_verify_split(env, 32, 0, 32).first);
+  q.context = 500;
+  EXPECT_DOUBLE_EQ(ondevice_prediction(q, device, model), 1e3 * policies::specdec::npu_verify_split(env, 32, 500, 32).first);
+  // 33 rows on a chunk-32 graph: two padded executions.
+  q.tokens = 33;
+  EXPECT_DOUBLE_EQ(ondevice_prediction(q, device, model), 1e3 * policies::specdec::npu_verify_split(env, 33, 500, 32).first);
+  EXPECT_NEAR(ondevice_prediction(q, device, model), 2e3 * policies::specdec::npu_verify_split(env, 32, 500, 32).first, 1e-9);
+  // A verification computes 32 logit rows where a 32-token prefill computes one: it costs more.
+  q.tokens = 32;
+  q.context = -1;
+  const double verify_ms = ondevice_prediction(q, device, model);
+  q.phase = "prefill";
+  EXPECT_GT(verify_ms, ondevice_prediction(q, device, model));
+  q.phase = "verify";
+  q.unit = "cpu";
+  EXPECT_THROW(ondevice_prediction(q, device, model), ConfigError);
 }
 
 TEST(OnDevice, RegistryCoversPhonesRuntimesUnitsWithDisjointRoles) {

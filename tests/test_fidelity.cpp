@@ -328,6 +328,38 @@ TEST(FidelityCalibrate, CandidatesReachEveryFittedPointOfTheSameRun) {
   EXPECT_EQ(experiment_overrides(b, o.at("b")).front(), "experiment.devices.0.device.compute.gpu.compute_efficiency=0.5");
 }
 
+// A probe has no run: a profile value reaches it through the probe's own device (or engine) profile,
+// or one that inherits from it (`base:`). Fitting two values of one NPU to two probes jointly must
+// move both probes with both values: the K70 Pro's execution overhead changes its verify-32 point too.
+TEST(FidelityCalibrate, ProfileCandidatesReachEveryProbeOfTheProfile) {
+  auto probe = [](const std::string& id, const std::string& yaml) {
+    Point p;
+    p.id = id;
+    p.probe = YAML::Load(yaml);
+    return p;
+  };
+  const Point decode = probe("decode", "{impl: ondevice, device: redmi-k70-pro, engine: mllm, unit: npu, phase: decode}");
+  const Point verify = probe("verify", "{impl: ondevice, device: redmi-k70-pro, unit: npu, phase: verify}");
+  const Point heir = probe("heir", "{impl: ondevice, device: xiaomi-14, engine: mlc, unit: gpu, phase: decode}");
+  const Point other = probe("other", "{impl: ondevice, device: oneplus-12, engine: mllm, unit: cpu, phase: decode}");
+  CalibrationSpec spec;
+  FreeParameter overhead;
+  overhead.key = "device.npu.exec_overhead_ms";
+  overhead.profile = "redmi-k70-pro";
+  overhead.points = {"decode"};
+  FreeParameter mllm;
+  mllm.key = "engine.npu.graph_chunk";
+  mllm.profile = "mllm";
+  mllm.points = {"decode"};
+  spec.parameters = {overhead, mllm};
+  const auto o = candidates_for(spec, {31, 64}, {decode, verify, heir, other});
+  EXPECT_EQ(o.at("decode"), (std::vector<std::string>{"device.npu.exec_overhead_ms=31", "engine.npu.graph_chunk=64"}));
+  // No engine named: the default engine (mllm) is the one it reads.
+  EXPECT_EQ(o.at("verify"), (std::vector<std::string>{"device.npu.exec_overhead_ms=31", "engine.npu.graph_chunk=64"}));
+  EXPECT_EQ(o.at("heir"), (std::vector<std::string>{"device.npu.exec_overhead_ms=31"}));  // xiaomi-14: base redmi-k70-pro
+  EXPECT_EQ(o.at("other"), (std::vector<std::string>{"engine.npu.graph_chunk=64"}));
+}
+
 // `mobisim calibrate` end to end on a made-up published value: Table 1's prefill at 50 s instead of
 // 62.14 s must pull the Pixel 7 CPU efficiency up by 62.4/50 and reproduce 50 s; the written profile
 // names the point.

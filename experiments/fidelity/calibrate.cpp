@@ -16,8 +16,10 @@
 #include <set>
 #include <unistd.h>
 
+#include "devices/engine.h"
 #include "experiments/experiment.h"
 #include "sim/atomic_file.h"
+#include "sim/builtin_configs.h"
 #include "sim/error.h"
 #include "sim/params.h"
 #include "sim/version.h"
@@ -214,10 +216,33 @@ struct Receiver {
   std::string id;
   std::string key;  // the candidate's key, as written for that point
 };
+// True when built-in profile `name` of `folder` is `profile` or inherits from it (its `base:` chain).
+bool profile_inherits(const std::string& folder, std::string name, const std::string& profile) {
+  for (int depth = 0; depth < 16 && !name.empty(); ++depth) {
+    if (name == profile) return true;
+    std::string text, origin;
+    if (!find_config(folder, name, text, origin)) return false;
+    const YAML::Node base = load_yaml_string(text, origin)["base"];
+    name = base.IsScalar() ? base.as<std::string>() : std::string();
+  }
+  return false;
+}
+// True when `p` is an on-device probe that reads the profile `f` belongs to: a probe has no
+// experiment, so it receives the candidate through its own device / engine profile.
+bool probe_reads_profile(const Point& p, const FreeParameter& f) {
+  if (!f.profile_field() || !p.probe.IsMap() || !p.experiment.empty()) return false;
+  const bool device = f.key.starts_with("device.");
+  const YAML::Node name = p.probe[device ? "device" : "engine"];
+  if (!device && !name.IsDefined()) return profile_inherits("engines", devices::kDefaultEngine, f.profile);
+  if (!name.IsScalar()) return false;
+  return profile_inherits(device ? "devices" : "engines", name.as<std::string>(), f.profile);
+}
 std::vector<Receiver> receivers_of(const FreeParameter& f, const std::vector<Point>& points) {
   std::vector<Receiver> out;
   for (const auto& id : f.points) out.push_back({id, f.key});
   const auto own = [&](const Point& p) { return std::find(f.points.begin(), f.points.end(), p.id) != f.points.end(); };
+  for (const auto& p : points)
+    if (!own(p) && probe_reads_profile(p, f)) out.push_back({p.id, f.key});
   std::map<std::string, std::string> key_in_experiment;  // experiment -> key resolved in it
   for (const auto& p : points)
     if (own(p) && !p.experiment.empty() && !key_in_experiment.count(p.experiment))

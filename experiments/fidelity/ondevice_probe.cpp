@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "models/cost_model.h"
+#include "policies/specdec/specdec_policy.h"
 #include "sim/builtin_configs.h"
 #include "sim/error.h"
 #include "sim/registry.h"
@@ -41,20 +42,27 @@ void set_path(YAML::Node root, const std::vector<std::string>& path, const YAML:
 double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile& device, const models::ModelSpec& model) {
   const models::CostModel cost(model);
   const std::string who = fmt::format("ondevice probe ({} {} {})", q.device, q.unit, q.phase);
-  const std::int64_t context = q.context >= 0 ? q.context : q.tokens;
+  const std::int64_t context = q.context >= 0 ? q.context : q.phase == "verify" ? 0 : q.tokens;
   double seconds = 0;
   if (q.unit == "npu") {
     const devices::NpuSpec& npu = device.require_npu(who);
-    seconds = q.phase == "prefill"
-                  ? npu.chunked_prefill_seconds(cost, q.tokens, 0, q.chunk > 0 ? q.chunk : npu.graph_chunk)
-                  : npu.decode_seconds(cost.decode(context), model.weight_dtype, model.activation_dtype);
+    const std::int64_t chunk = q.chunk > 0 ? q.chunk : npu.graph_chunk;
+    if (q.phase == "prefill") {
+      seconds = npu.chunked_prefill_seconds(cost, q.tokens, 0, chunk);
+    } else if (q.phase == "verify") {
+      const policies::specdec::SpecDecEnv env{npu, device.unit("cpu", who), 0.0, cost};
+      seconds = policies::specdec::npu_verify_split(env, q.tokens, context, static_cast<int>(chunk)).first;
+    } else {
+      seconds = npu.decode_seconds(cost.decode(context), model.weight_dtype, model.activation_dtype);
+    }
   } else {
+    if (q.phase == "verify") throw ConfigError(fmt::format("{}: phase verify is an NPU graph pass (unit: npu)", who));
     const devices::ComputeUnitSpec& u = device.unit(q.unit, who);
     seconds = u.seconds(q.phase == "prefill" ? cost.prefill(models::PrefillShape{q.tokens, 0, 0, 1}) : cost.decode(context),
                         model.weight_dtype);
   }
   if (q.metric == "ms") return seconds * 1e3;
-  return (q.phase == "prefill" ? static_cast<double>(q.tokens) : 1.0) / seconds;
+  return (q.phase == "decode" ? 1.0 : static_cast<double>(q.tokens)) / seconds;
 }
 
 double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string>& overrides) {
@@ -100,10 +108,11 @@ ParamSchema OnDeviceProbe::schema() {
   s.text("engine", std::string(devices::kDefaultEngine), "engine profile: mllm, llama.cpp, mnn, mlc, qnn, executorch");
   s.text("model", std::nullopt, "built-in model profile (or YAML path)");
   s.text("unit", std::nullopt, "compute unit: cpu, gpu or npu (any compute unit name of the device)");
-  s.text("phase", std::nullopt, "prefill or decode").in({"prefill", "decode"});
-  s.integer("tokens", std::nullopt, "prompt tokens (prefill) or context length (decode)").range(1, 1 << 20);
-  s.integer("context", -1, "decode: context before the token (-1: tokens)").range(-1, 1 << 20);
-  s.integer("chunk", 0, "npu prefill graph chunk (0: the engine's graph_chunk)").range(0, 1 << 16);
+  s.text("phase", std::nullopt, "prefill, decode or verify (npu: a draft verification)").in({"prefill", "decode", "verify"});
+  s.integer("tokens", std::nullopt, "prompt tokens (prefill), context length (decode) or draft tokens (verify)").range(1, 1 << 20);
+  s.integer("context", -1, "decode: context before the token (-1: tokens); verify: before the draft (-1: 0)")
+      .range(-1, 1 << 20);
+  s.integer("chunk", 0, "npu prefill / verify graph chunk (0: the engine's graph_chunk)").range(0, 1 << 16);
   s.text("dtype", std::string(""), "weight dtype of the published run (\"\": the model profile's)");
   s.text("activation_dtype", std::string(""), "activation dtype of the published run (\"\": the model profile's)");
   s.text("kv_dtype", std::string(""), "KV-cache dtype of the published run (\"\": the model profile's)");
