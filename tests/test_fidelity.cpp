@@ -295,6 +295,14 @@ TEST(FidelityReport, ExperimentOverridesGoWhereThePointSays) {
                                          "experiment.engine.cpu.x=2", "seed=3"}));
 }
 
+FreeParameter free_parameter(const std::string& key, const std::string& profile, std::vector<std::string> points) {
+  FreeParameter f;
+  f.key = key;
+  f.profile = profile;
+  f.points = std::move(points);
+  return f;
+}
+
 // A profile value changes every run that holds the profile: its candidate must reach the other fitted
 // points of its own point's experiment too (else a joint fit evaluates them at the old value), written
 // where the profile sits in that run (device 0 here), not where the receiving point's own device sits
@@ -310,14 +318,8 @@ TEST(FidelityCalibrate, CandidatesReachEveryFittedPointOfTheSameRun) {
   c.id = "c";
   c.experiment = "other.yaml";
   CalibrationSpec spec;
-  FreeParameter gpu;
-  gpu.key = "device.compute.gpu.compute_efficiency";
-  gpu.profile = "phone0";
-  gpu.points = {"a"};
-  FreeParameter suffix;
-  suffix.key = "experiment.workload.user_tokens_median";
-  suffix.points = {"b"};
-  spec.parameters = {gpu, suffix};
+  spec.parameters = {free_parameter("device.compute.gpu.compute_efficiency", "phone0", {"a"}),
+                     free_parameter("experiment.workload.user_tokens_median", "", {"b"})};
   const auto o = candidates_for(spec, {0.5, 16}, {a, b, c});
   EXPECT_EQ(o.at("a"), (std::vector<std::string>{"device.compute.gpu.compute_efficiency=0.5",
                                                  "experiment.workload.user_tokens_median=16"}));
@@ -343,15 +345,8 @@ TEST(FidelityCalibrate, ProfileCandidatesReachEveryProbeOfTheProfile) {
   const Point heir = probe("heir", "{impl: ondevice, device: xiaomi-14, engine: mlc, unit: gpu, phase: decode}");
   const Point other = probe("other", "{impl: ondevice, device: oneplus-12, engine: mllm, unit: cpu, phase: decode}");
   CalibrationSpec spec;
-  FreeParameter overhead;
-  overhead.key = "device.npu.exec_overhead_ms";
-  overhead.profile = "redmi-k70-pro";
-  overhead.points = {"decode"};
-  FreeParameter mllm;
-  mllm.key = "engine.npu.graph_chunk";
-  mllm.profile = "mllm";
-  mllm.points = {"decode"};
-  spec.parameters = {overhead, mllm};
+  spec.parameters = {free_parameter("device.npu.exec_overhead_ms", "redmi-k70-pro", {"decode"}),
+                     free_parameter("engine.npu.graph_chunk", "mllm", {"decode"})};
   const auto o = candidates_for(spec, {31, 64}, {decode, verify, heir, other});
   EXPECT_EQ(o.at("decode"), (std::vector<std::string>{"device.npu.exec_overhead_ms=31", "engine.npu.graph_chunk=64"}));
   // No engine named: the default engine (mllm) is the one it reads.
