@@ -301,8 +301,14 @@ std::vector<double> fit_continuous(Problem& pb, const std::vector<double>& start
                                          o.evaluate.runs.quiet ? nullptr : progress_cb, &pb, &info, w.get());
   gsl_set_error_handler(old);
   if (!pb.failure.empty()) throw Error("calibration stopped: " + pb.failure);
+  // GSL's driver reports a first iteration without progress as GSL_EMAXITER with info GSL_ENOPROG:
+  // no trial step from the start lowered the cost, which is not running out of iterations.
+  const bool stuck_at_start = status == GSL_EMAXITER && info == GSL_ENOPROG;
   r.status = status == GSL_SUCCESS ? (info == 1 ? "converged (step)" : info == 2 ? "converged (gradient)" : "converged")
-                                   : fmt::format("stopped: {}", gsl_strerror(status));
+             : stuck_at_start
+                 ? std::string("stopped: no step from the start lowered the cost (a flat or non-smooth objective "
+                               "there: a grid search (method: grid) may do better)")
+                 : fmt::format("stopped: {}", gsl_strerror(status));
   r.iterations += gsl_multifit_nlinear_niter(w.get());
   return pb.values_of(gsl_multifit_nlinear_position(w.get()));
 }
