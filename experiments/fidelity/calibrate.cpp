@@ -222,7 +222,8 @@ bool profile_inherits(const std::string& folder, std::string name, const std::st
     if (name == profile) return true;
     std::string text, origin;
     if (!find_config(folder, name, text, origin)) return false;
-    const YAML::Node base = load_yaml_string(text, origin)["base"];
+    const YAML::Node root = load_yaml_string(text, origin);
+    const YAML::Node base = root.IsMap() ? root["base"] : YAML::Node();
     name = base.IsScalar() ? base.as<std::string>() : std::string();
   }
   return false;
