@@ -21,9 +21,11 @@
 //
 // A candidate value reaches a point's experiment as `-p <device_at>.compute.cpu.compute_efficiency=V`
 // (registry.h: device_at, default experiment.device), a probe as ProbeContext override
-// "device.compute.cpu.compute_efficiency=V", and an experiment key as `-p KEY=V`. A profile field's
-// candidates reach only the points its parameter lists; an experiment key's reach every fitted point of
-// the same experiment (it changes that run: e.g. two workload keys both shape every hit rate of it).
+// "device.compute.cpu.compute_efficiency=V", and an experiment key as `-p KEY=V`. A candidate reaches
+// the points its parameter lists and every other fitted point of the same experiments (it changes that
+// run: e.g. two workload keys both shape every hit rate of it); a profile field's also reaches every
+// probe that reads its profile, by name or through `base:` (a joint fit of two values of one NPU to two
+// probes moves both probes with both values).
 // On a named config, `-p experiment.workload.generate.queries.x=V` turns `generate: NAME` into
 // `{base: NAME, queries: {x: V}}` (sim/params.h apply_override; the rag_qa driver expands `base:`).
 // Residual of a point: ln(simulated / published) (a range: its midpoint), so points of different
