@@ -344,10 +344,12 @@ TEST(FidelityCalibrate, ProfileCandidatesReachEveryProbeOfTheProfile) {
   const Point verify = probe("verify", "{impl: ondevice, device: redmi-k70-pro, unit: npu, phase: verify}");
   const Point heir = probe("heir", "{impl: ondevice, device: xiaomi-14, engine: mlc, unit: gpu, phase: decode}");
   const Point other = probe("other", "{impl: ondevice, device: oneplus-12, engine: mllm, unit: cpu, phase: decode}");
+  const Point nameless = probe("nameless", "{impl: ondevice, engine: mlc, unit: npu}");  // no device: no device value
   CalibrationSpec spec;
   spec.parameters = {free_parameter("device.npu.exec_overhead_ms", "redmi-k70-pro", {"decode"}),
                      free_parameter("engine.npu.graph_chunk", "mllm", {"decode"})};
-  const auto o = candidates_for(spec, {31, 64}, {decode, verify, heir, other});
+  const auto o = candidates_for(spec, {31, 64}, {decode, verify, heir, other, nameless});
+  EXPECT_EQ(o.count("nameless"), 0u);
   EXPECT_EQ(o.at("decode"), (std::vector<std::string>{"device.npu.exec_overhead_ms=31", "engine.npu.graph_chunk=64"}));
   // No engine named: the default engine (mllm) is the one it reads.
   EXPECT_EQ(o.at("verify"), (std::vector<std::string>{"device.npu.exec_overhead_ms=31", "engine.npu.graph_chunk=64"}));

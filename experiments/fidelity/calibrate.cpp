@@ -223,8 +223,9 @@ bool profile_inherits(const std::string& folder, std::string name, const std::st
     std::string text, origin;
     if (!find_config(folder, name, text, origin)) return false;
     const YAML::Node root = load_yaml_string(text, origin);
+    // (A missing key of a const node is an invalid node: ask IsDefined before its type.)
     const YAML::Node base = root.IsMap() ? root["base"] : YAML::Node();
-    name = base.IsScalar() ? base.as<std::string>() : std::string();
+    name = base.IsDefined() && base.IsScalar() ? base.as<std::string>() : std::string();
   }
   return false;
 }
@@ -235,7 +236,7 @@ bool probe_reads_profile(const Point& p, const FreeParameter& f) {
   const bool device = f.key.starts_with("device.");
   const YAML::Node name = p.probe[device ? "device" : "engine"];
   if (!device && !name.IsDefined()) return profile_inherits("engines", devices::kDefaultEngine, f.profile);
-  if (!name.IsScalar()) return false;
+  if (!name.IsDefined() || !name.IsScalar()) return false;
   return profile_inherits(device ? "devices" : "engines", name.as<std::string>(), f.profile);
 }
 std::vector<Receiver> receivers_of(const FreeParameter& f, const std::vector<Point>& points) {
