@@ -166,6 +166,20 @@ YAML::Node expand_profile_bases(const YAML::Node& node, const ConfigSource& sour
   return expand_bases(node, source, folder, 0);
 }
 
+bool profile_inherits_from(const std::string& folder, const std::string& name, const std::string& ancestor) {
+  std::string current = name;
+  for (int depth = 0; depth <= kMaxBaseDepth && !current.empty(); ++depth) {
+    if (current == ancestor) return true;
+    std::string text, origin;
+    if (!find_config(folder, current, text, origin)) return false;
+    const YAML::Node root = load_yaml_string(text, origin);
+    // (A missing key of a const node is an invalid node: ask IsDefined before its type.)
+    const YAML::Node base = root.IsMap() ? root["base"] : YAML::Node();
+    current = base.IsDefined() && base.IsScalar() ? base.Scalar() : std::string();
+  }
+  return false;
+}
+
 DeviceProfile DeviceProfile::from_yaml(const YAML::Node& given, const ConfigSource& source) {
   const YAML::Node root = expand_bases(given, source, "devices", 0);
   ParamSchema ps = profile_schema();

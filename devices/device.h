@@ -85,6 +85,9 @@ std::vector<std::string> builtin_device_names();
 // Expands a `base: NAME` chain of profiles in configs/<folder>/ (maps merge key by key, the derived
 // profile wins); used by device and engine profiles.
 YAML::Node expand_profile_bases(const YAML::Node& node, const ConfigSource& source, const std::string& folder);
+// Whether profile `name` of `folder` ("devices" or "engines") is `ancestor` or inherits from it
+// through its `base:` chain (what expand_profile_bases would merge). False for an unknown name.
+bool profile_inherits_from(const std::string& folder, const std::string& name, const std::string& ancestor);
 
 class Device {
  public:

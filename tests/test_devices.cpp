@@ -145,6 +145,16 @@ TEST(Devices, RedmiK70ProNpuReproducesCoordGenVerificationSpeeds) {
   EXPECT_NEAR(npu.decode_seconds(cm.decode(512), m.weight_dtype, m.activation_dtype) * 1e3, 51.1, 0.05);
 }
 
+// configs/devices/xiaomi-14.yaml says `base: redmi-k70-pro`: a value of the K70 Pro profile is one of its values.
+TEST(Devices, ProfileInheritanceFollowsTheBaseChain) {
+  EXPECT_TRUE(profile_inherits_from("devices", "xiaomi-14", "redmi-k70-pro"));
+  EXPECT_TRUE(profile_inherits_from("devices", "redmi-k70-pro", "redmi-k70-pro"));
+  EXPECT_FALSE(profile_inherits_from("devices", "redmi-k70-pro", "xiaomi-14"));
+  EXPECT_FALSE(profile_inherits_from("devices", "oneplus-12", "redmi-k70-pro"));
+  EXPECT_FALSE(profile_inherits_from("devices", "no-such-phone", "redmi-k70-pro"));
+  EXPECT_TRUE(profile_inherits_from("engines", "mllm", "mllm"));
+}
+
 TEST(Devices, PixelSevenReproducesPerCacheTableOne) {
   // The profile was fitted to PerCache Table 1: prefill 62.14 s for the 349-token query, decode
   // 10.95 s for its 136 output tokens (Llama-3.2-3B, int4 weights, fp32 activations, mllm).

@@ -16,10 +16,10 @@
 #include <set>
 #include <unistd.h>
 
+#include "devices/device.h"
 #include "devices/engine.h"
 #include "experiments/experiment.h"
 #include "sim/atomic_file.h"
-#include "sim/builtin_configs.h"
 #include "sim/error.h"
 #include "sim/params.h"
 #include "sim/version.h"
@@ -216,28 +216,15 @@ struct Receiver {
   std::string id;
   std::string key;  // the candidate's key, as written for that point
 };
-// True when built-in profile `name` of `folder` is `profile` or inherits from it (its `base:` chain).
-bool profile_inherits(const std::string& folder, std::string name, const std::string& profile) {
-  for (int depth = 0; depth < 16 && !name.empty(); ++depth) {
-    if (name == profile) return true;
-    std::string text, origin;
-    if (!find_config(folder, name, text, origin)) return false;
-    const YAML::Node root = load_yaml_string(text, origin);
-    // (A missing key of a const node is an invalid node: ask IsDefined before its type.)
-    const YAML::Node base = root.IsMap() ? root["base"] : YAML::Node();
-    name = base.IsDefined() && base.IsScalar() ? base.as<std::string>() : std::string();
-  }
-  return false;
-}
 // True when `p` is an on-device probe that reads the profile `f` belongs to: a probe has no
 // experiment, so it receives the candidate through its own device / engine profile.
 bool probe_reads_profile(const Point& p, const FreeParameter& f) {
   if (!f.profile_field() || !p.probe.IsMap() || !p.experiment.empty()) return false;
   const bool device = f.key.starts_with("device.");
   const YAML::Node name = p.probe[device ? "device" : "engine"];
-  if (!device && !name.IsDefined()) return profile_inherits("engines", devices::kDefaultEngine, f.profile);
+  if (!device && !name.IsDefined()) return devices::profile_inherits_from("engines", devices::kDefaultEngine, f.profile);
   if (!name.IsDefined() || !name.IsScalar()) return false;
-  return profile_inherits(device ? "devices" : "engines", name.as<std::string>(), f.profile);
+  return devices::profile_inherits_from(device ? "devices" : "engines", name.as<std::string>(), f.profile);
 }
 std::vector<Receiver> receivers_of(const FreeParameter& f, const std::vector<Point>& points) {
   std::vector<Receiver> out;
