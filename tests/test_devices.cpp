@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "devices/device.h"
+#include "devices/engine.h"
 #include "models/cost_model.h"
 #include "policies/specdec/specdec_policy.h"
 #include "sim/error.h"
@@ -173,22 +174,41 @@ TEST(Devices, PixelSevenReproducesPerCacheTableOne) {
 TEST(Devices, PrefixNoteProfilesReproduceUncachedPrefill) {
   // The prefix-caching note: its 74 MB (180-token) prefix loads in 18-24 ms on the iPhone 14 Pro,
   // "3-4% of the original prefill cost", so that prefix's prefill takes 18 / 0.04 = 450 to
-  // 24 / 0.03 = 800 ms. `mobisim calibrate` fits the GPU efficiency to another point (the median
-  // uncached TTFT of the replayed sessions inside "650-900 ms", jointly with the sessions' user
-  // message length): the 180-token prefill must land in the note's implied range all the same.
-  // The mid-tier Android is fitted to its median uncached TTFT (1.1 s over prompts longer than the
-  // prefix), so its prefix prefill is below 1.1 s and, on a phone slower than the iPhone, above 0.65 s.
+  // 24 / 0.03 = 800 ms. `mobisim calibrate` fits the note's runtime (engine prefix-note) to another
+  // point (the median uncached TTFT of the replayed sessions inside "650-900 ms"): the 180-token
+  // prefill must land in the note's implied range all the same. The mid-tier Android runs the same
+  // engine, fitted on the iPhone alone: its prefix prefill is below its 1.1 s median uncached TTFT
+  // (prompts longer than the prefix) and, on a slower GPU, above the iPhone's.
   models::ModelSpec spec = models::load_model_spec("generic-3b");
   spec.weight_dtype = models::DType::kInt4;  // the note's runtimes hold the 3B weights in int4
   const models::CostModel cm(spec);
   const models::Work w = cm.prefill(180);
-  const double iphone = load_device_profile("iphone-14-pro").unit("gpu", "test").seconds(w, models::DType::kInt4);
+  const EngineProfile note = load_engine_profile("prefix-note");
+  const auto prefill_s = [&](const char* device) {
+    return note.apply(load_device_profile(device)).unit("gpu", "test").seconds(w, models::DType::kInt4);
+  };
+  const double iphone = prefill_s("iphone-14-pro");
   EXPECT_GT(iphone, 0.450);
   EXPECT_LT(iphone, 0.800);
-  const double android = load_device_profile("midtier-android-ufs21").unit("gpu", "test").seconds(w, models::DType::kInt4);
-  EXPECT_GT(android, 0.650);
-  EXPECT_LT(android, 1.100);
+  const double android = prefill_s("midtier-android-ufs21");
   EXPECT_GT(android, iphone);
+  EXPECT_LT(android, 1.100);
+}
+
+TEST(Devices, PrefixNotePhonesWithoutAnEngineRunTheNotesRuntime) {
+  // The two phones' own GPU prefill efficiency is the prefix-note engine's fitted value (what an
+  // experiment naming no engine, e.g. kvpr_cake phones, sees); a refit of the engine must carry over.
+  const EngineProfile note = load_engine_profile("prefix-note");
+  const double fitted = note.units.at("gpu").prefill_efficiency.by_dtype.at(models::DType::kInt4);
+  for (const char* name : {"iphone-14-pro", "midtier-android-ufs21"}) {
+    SCOPED_TRACE(name);
+    const DeviceProfile d = load_device_profile(name);
+    EXPECT_DOUBLE_EQ(d.unit("gpu", "test").compute_efficiency, fitted);
+    EXPECT_DOUBLE_EQ(note.apply(d).unit("gpu", "test").efficiency(models::DType::kInt4, false), fitted);
+  }
+  // The A16's GPU has no double-rate fp16: fp16 runs at the fp32 peak.
+  const auto& peak = load_device_profile("iphone-14-pro").unit("gpu", "test").peak_tflops;
+  EXPECT_DOUBLE_EQ(peak.at(models::DType::kF16), peak.at(models::DType::kF32));
 }
 
 TEST(Devices, EveryBuiltinProfileLoads) {
