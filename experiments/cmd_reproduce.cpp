@@ -89,10 +89,15 @@ std::vector<Job> coordgen_jobs() {
                                         "experiment.workload.synthetic.task=rag"};
   jobs.push_back({"table4_calibrated_workload", {}, ""});
   jobs.push_back({"table4_calibrated_workload", rag, "results/coordgen/table4_calibrated_workload_rag.h5"});
+  // Table 4's LLaMA3.2-1B column on the workload calibrated to it (the Llama family's acceptance).
+  jobs.push_back({"table4_calibrated_workload_llama", {}, ""});
+  jobs.push_back({"table4_calibrated_workload_llama", rag, "results/coordgen/table4_calibrated_workload_llama_rag.h5"});
   jobs.push_back({"table3_k60_calibrated_workload", {}, ""});
-  for (const char* m : {"qwen2.5-0.5b", "llama-3.2-3b"})
-    jobs.push_back({"table3_k60_calibrated_workload", {fmt::format("experiment.model.base={}", m)},
-                    fmt::format("results/coordgen/table3_k60_calibrated_workload_{}.h5", m)});
+  jobs.push_back({"table3_k60_calibrated_workload", {"experiment.model.base=qwen2.5-0.5b"},
+                  "results/coordgen/table3_k60_calibrated_workload_qwen2.5-0.5b.h5"});
+  jobs.push_back({"table3_k60_calibrated_workload",
+                  {"experiment.model.base=llama-3.2-3b", "experiment.workload.synthetic=cag_calibrated_llama"},
+                  "results/coordgen/table3_k60_calibrated_workload_llama-3.2-3b.h5"});
   jobs.push_back({"fig10_calibrated_workload", {}, ""});
   jobs.push_back({"fig10_calibrated_workload", {"experiment.device.base=redmi-k60-pro"},
                   "results/coordgen/fig10_calibrated_workload_redmi-k60-pro.h5"});

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "experiments/workload_inputs.h"
 #include "sim/atomic_file.h"
 #include "sim/cli.h"
 #include "sim/error.h"
@@ -257,7 +258,10 @@ int cag_synth_cmd(const std::vector<std::string>& args) {
     node = w["synthetic"];
     src = src.child("experiment").child("workload").child("synthetic");
   }
-  const Params y(node, traces::cag_synth_schema(), src, {});
+  std::string origin;
+  const YAML::Node resolved = experiments::resolve_workload_config(node, src, origin);
+  if (node.IsScalar()) src = ConfigSource{std::make_shared<const std::string>(origin), ""};
+  const Params y(resolved, traces::cag_synth_schema(), src, {});
   traces::CagSynthStats st;
   const auto f = traces::synthesize_cag_requests(traces::cag_synth_params(y), &st);
   const std::string out = a.get("out");

@@ -26,6 +26,7 @@
 #include "experiments/plugin_list.h"
 #include "experiments/simulation.h"
 #include "experiments/workload_cache.h"
+#include "experiments/workload_inputs.h"
 #include "models/cost_model.h"
 #include "policies/rag/rag_policy.h"
 #include "sim/builtin_configs.h"
@@ -124,20 +125,10 @@ class UserSource {
 
  private:
   static traces::RagTrace generate(const Params& w, const YAML::Node& gen, std::uint64_t seed, WorkloadCache* cache) {
-    YAML::Node cfg = gen;
-    std::string origin = w.source_of("generate").key_path;
-    if (gen.IsScalar()) {
-      std::string text;
-      if (!find_config("workloads", gen.Scalar() == "default" ? "rag_default" : gen.Scalar(), text, origin))
-        w.fail("generate", fmt::format("no generator config '{}' (built-in: {})", gen.Scalar(),
-                                       fmt::join(builtin_names("workloads"), ", ")));
-      cfg = load_yaml_string(text, origin);
-    }
-    // `{base: NAME, section: {key: V}}` (what `-p experiment.workload.generate.section.key=V` makes of
-    // `generate: NAME`, and what `mobisim calibrate` writes for a fitted workload): NAME's keys, these win.
-    cfg = devices::expand_profile_bases(
-        cfg, gen.IsScalar() ? ConfigSource{std::make_shared<std::string>(origin), ""} : w.source_of("generate"),
-        "workloads");
+    std::string origin;
+    // `generate: default` is the built-in rag_default.
+    const YAML::Node named = gen.IsScalar() && gen.Scalar() == "default" ? YAML::Node("rag_default") : gen;
+    const YAML::Node cfg = resolve_workload_config(named, w.source_of("generate"), origin);
     auto make = [&] { return traces::generate_rag_trace_from_yaml(cfg, origin, seed); };
     if (!cache) return make();
     // The generator's whole input: its resolved keys, the name it records and the seed.

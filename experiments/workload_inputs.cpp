@@ -1,16 +1,19 @@
 #include "experiments/workload_inputs.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string_view>
 
+#include "devices/device.h"
 #include "experiments/experiment.h"
 #include "models/kernel/checkpoint.h"
 #include "policies/specdec/kernel_requests.h"
 #include "sim/atomic_file.h"
+#include "sim/builtin_configs.h"
 #include "traces/cag_requests.h"
 #include "sim/error.h"
 #include "traces/qmsum.h"
@@ -35,6 +38,17 @@ std::string expand_shared(const std::string& path) {
 void export_shared_flag(const std::string& flag) {
   if (flag.empty()) return;
   setenv("MOBISIM_SHARED_DIR", fs::absolute(flag).string().c_str(), 1);
+}
+
+YAML::Node resolve_workload_config(const YAML::Node& node, const ConfigSource& source, std::string& origin) {
+  origin = source.key_path;
+  if (!node.IsScalar()) return devices::expand_profile_bases(node, source, "workloads");
+  std::string text;
+  if (!find_config("workloads", node.Scalar(), text, origin))
+    throw ConfigError(fmt::format("{}: no workload config '{}' (built-in: {}; or give a path to a YAML file)",
+                                  source.where(node), node.Scalar(), fmt::join(builtin_names("workloads"), ", ")));
+  return devices::expand_profile_bases(load_yaml_string(text, origin),
+                                       ConfigSource{std::make_shared<const std::string>(origin), ""}, "workloads");
 }
 
 std::string workload_trace(const YAML::Node& root) {

@@ -190,23 +190,67 @@ TEST(CagSynth, EveryRequestReplaysLosslessly) {
   EXPECT_GT(accepted_ours, accepted_plain * 1.03) << accepted_plain;
 }
 
-// The calibrated workload reproduces its three calibration points (Table 4, summary, Qwen2.5-1.5B:
-// PLD 2.53, SAM 3.60, SAM+ours 4.21) within 3%, run by the driver as `reproduce coordgen` does.
-TEST(CagSynth, CalibratedWorkloadMatchesItsCalibrationPoints) {
+// Each calibrated workload reproduces its three calibration points within 3%, run by the driver as
+// `reproduce coordgen` does: Table 4, summary, Qwen2.5-1.5B (PLD 2.53, SAM 3.60, SAM+ours 4.21) and
+// LLaMA3.2-1B (PLD 1.42, SAM 1.68, SAM+ours 2.07).
+TEST(CagSynth, CalibratedWorkloadsMatchTheirCalibrationPoints) {
   mobisim::testing::TempDir dir("cag-synth");
-  const std::string yaml = mobisim::testing::source_dir() + "/experiments/coordgen/table4_calibrated_workload.yaml";
-  const auto r = mobisim::testing::run_mobisim("run '" + yaml + "' --no-plot --output '" + dir.file("t4.h5") + "'");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto accepted = [&](const std::string& label) {
-    const auto at = r.output.find(fmt::format("{:>14}: ", label));
-    EXPECT_NE(at, std::string::npos) << label << "\n" << r.output;
-    if (at == std::string::npos) return 0.0;
-    const auto comma = r.output.find(", ", at);
-    return std::stod(r.output.substr(comma + 2));
+  struct Column {
+    const char* file;
+    double pld, sam, sam_ours;
   };
-  EXPECT_NEAR(accepted("PLD"), 2.53, 0.03 * 2.53);
-  EXPECT_NEAR(accepted("SAM"), 3.60, 0.03 * 3.60);
-  EXPECT_NEAR(accepted("SAM+ours"), 4.21, 0.03 * 4.21);
+  for (const Column& c : {Column{"table4_calibrated_workload", 2.53, 3.60, 4.21},
+                          Column{"table4_calibrated_workload_llama", 1.42, 1.68, 2.07}}) {
+    SCOPED_TRACE(c.file);
+    const std::string yaml = mobisim::testing::source_dir() + "/experiments/coordgen/" + c.file + ".yaml";
+    const auto r = mobisim::testing::run_mobisim("run '" + yaml + "' --no-plot --output '" + dir.file("t4.h5") + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto accepted = [&](const std::string& label) {
+      const auto at = r.output.find(fmt::format("{:>14}: ", label));
+      EXPECT_NE(at, std::string::npos) << label << "\n" << r.output;
+      if (at == std::string::npos) return 0.0;
+      const auto comma = r.output.find(", ", at);
+      return std::stod(r.output.substr(comma + 2));
+    };
+    EXPECT_NEAR(accepted("PLD"), c.pld, 0.03 * c.pld);
+    EXPECT_NEAR(accepted("SAM"), c.sam, 0.03 * c.sam);
+    EXPECT_NEAR(accepted("SAM+ours"), c.sam_ours, 0.03 * c.sam_ours);
+  }
+}
+
+// A named synthetic workload (configs/workloads/) is the same requests as its keys written inline; a
+// `base:` chain merges with the later keys winning; an unknown name is an error naming the key.
+TEST(CagSynth, NamedWorkloadResolvesLikeItsKeysInline) {
+  mobisim::testing::TempDir dir("cag-synth-named");
+  const std::string yaml = mobisim::testing::source_dir() + "/experiments/coordgen/table4_calibrated_workload.yaml";
+  const std::string small = " -p experiment.workload.synthetic.users=2 -p experiment.workload.synthetic.requests_per_user=2";
+  const auto acceptance_lines = [](const std::string& out) {
+    std::string kept;
+    std::istringstream in(out);
+    for (std::string l; std::getline(in, l);)
+      if (l.find("accepted/step") != std::string::npos) kept += l.substr(l.find(']') + 1) + "\n";
+    return kept;
+  };
+  const auto named = mobisim::testing::run_mobisim("run '" + yaml + "' --no-plot --output '" + dir.file("a.h5") + "'" + small);
+  ASSERT_EQ(named.exit_code, 0) << named.output;
+  const std::string inline_keys =
+      " -p 'experiment.workload.synthetic={seed: 1, users: 2, requests_per_user: 2, context_tokens: 384, output_tokens: 136,"
+      " task: summary, copy_start_prob: 0.5, zipf_exponent: 1.0, top_n: 3, mean_span_tokens: 24, variant_prob: 0.065,"
+      " history_fraction: 0.48, variant_in_top_n_prob: 0.5664}'";
+  const auto given = mobisim::testing::run_mobisim("run '" + yaml + "' --no-plot --output '" + dir.file("b.h5") + "'" + inline_keys);
+  ASSERT_EQ(given.exit_code, 0) << given.output;
+  EXPECT_FALSE(acceptance_lines(named.output).empty()) << named.output;
+  EXPECT_EQ(acceptance_lines(named.output), acceptance_lines(given.output));
+  // The Llama config inherits the Qwen one and replaces its acceptance keys: different requests.
+  const auto llama = mobisim::testing::run_mobisim("run '" + yaml + "' --no-plot --output '" + dir.file("c.h5") +
+                                                   "' -p experiment.workload.synthetic=cag_calibrated_llama" + small);
+  ASSERT_EQ(llama.exit_code, 0) << llama.output;
+  EXPECT_NE(acceptance_lines(named.output), acceptance_lines(llama.output));
+  const auto bad = mobisim::testing::run_mobisim("run '" + yaml + "' --no-plot --output '" + dir.file("d.h5") +
+                                                 "' -p experiment.workload.synthetic=no_such_workload");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("no workload config 'no_such_workload'"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("experiment.workload.synthetic"), std::string::npos) << bad.output;
 }
 
 // Issue 10's must-show on the calibrated workload (context fitted to Figure 13, acceptance to Table 4;

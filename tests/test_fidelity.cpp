@@ -65,6 +65,37 @@ TEST(FidelityRegistry, CheckCalibrationRefusesAValidationPoint) {
   EXPECT_TRUE(named);
 }
 
+// One workload key may be fitted once per experiment (one named workload per model family), never
+// twice in one experiment: one run cannot take two candidates for the same key.
+TEST(FidelityRegistry, AnExperimentKeyIsFittedOncePerExperiment) {
+  Point a, b, c;
+  a.id = "a";
+  a.role = b.role = c.role = "calibration";
+  a.experiment = "qwen.yaml";
+  b.id = "b";
+  b.experiment = "llama.yaml";
+  c.id = "c";
+  c.experiment = "qwen.yaml";
+  for (Point* p : {&a, &b, &c}) p->fitted = {"experiment.workload.synthetic.variant_prob"};
+  CalibrationSpec spec;
+  FreeParameter f;
+  f.key = "experiment.workload.synthetic.variant_prob";
+  f.points = {"a"};
+  FreeParameter g = f;
+  g.points = {"b"};
+  spec.parameters = {f, g};
+  EXPECT_TRUE(check_calibration(spec, {a, b}).empty());
+  spec.parameters[1].points = {"c"};
+  const auto problems = check_calibration(spec, {a, c});
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems.front().find("listed twice for experiment qwen.yaml"), std::string::npos) << problems.front();
+  // In the spec file the same key with the same points is still a duplicate.
+  TempDir dir("fidelity-dup");
+  const std::string param = "  - {key: experiment.workload.x, initial: 1, method: grid, values: [1, 2], points: [p]}\n";
+  write_text(dir.file("c.yaml"), "parameters:\n" + param + param);
+  EXPECT_THROW(CalibrationSpec::load(dir.file("c.yaml")), ConfigError);
+}
+
 std::string one_point_file(const std::string& extra) {
   return "document: test\nset: t\npoints:\n  - id: t.a\n    source: x\n    quantity: q\n    unit: s\n"
          "    experiment: experiments/percache/table1.yaml\n    extract: {column: c}\n" + extra;

@@ -156,7 +156,9 @@ CalibrationSpec CalibrationSpec::load(const std::string& path) {
       if (f.initial < f.lo || f.initial > f.hi) q.fail("initial", "must lie within bounds");
     }
     f.points = q.text_list("points");
-    if (!seen.insert(f.profile + ":" + f.key).second)
+    // An experiment key may be listed once per experiment it is fitted in (check_calibration: the
+    // experiments of its points differ), e.g. one workload key per named workload config.
+    if (!seen.insert(f.profile + ":" + f.key + (f.profile_field() ? "" : ":" + fmt::format("{}", fmt::join(f.points, ",")))).second)
       q.fail("key", f.profile.empty() ? fmt::format("{} is listed twice", f.key)
                                       : fmt::format("{} of {} is listed twice", f.key, f.profile));
     spec.parameters.push_back(std::move(f));
@@ -202,6 +204,21 @@ std::vector<std::string> check_calibration(const CalibrationSpec& spec, const st
   for (const auto& p : registry)
     if (p.calibration() && !covered.count(p.id))
       problems.push_back(fmt::format("calibration point {} is fitted by no parameter of {}", p.id, spec.file));
+  // One experiment key listed twice must be fitted in different experiments: in one run the two
+  // candidates would both be applied to the same key.
+  std::map<std::string, std::string> key_experiment_owner;  // key + experiment -> first point
+  for (const auto& f : spec.parameters) {
+    if (f.profile_field()) continue;
+    std::set<std::string> experiments;
+    for (const auto& id : f.points)
+      if (by_id.count(id)) experiments.insert(by_id.at(id)->experiment);
+    for (const auto& e : experiments) {
+      const auto [it, fresh] = key_experiment_owner.emplace(f.key + "\n" + e, f.points.front());
+      if (!fresh && it->second != f.points.front())
+        problems.push_back(fmt::format("{} is listed twice for experiment {} (points {} and {})", f.key, e, it->second,
+                                       f.points.front()));
+    }
+  }
   return problems;
 }
 
