@@ -69,6 +69,7 @@ int fidelity_main(const std::vector<std::string>& args) {
     for (const auto& l : per_set_lines(ev)) std::cout << "  " << l << "\n";
   if (const auto od = ondevice_coverage(ev).line(); !od.empty()) std::cout << od << "\n";
   std::cout << s.causes_line() << "\n";
+  if (const auto f = fitted_value_line(ev); !f.empty()) std::cout << f << "\n";
   std::cout << s.line() << "\n";
   return s.failed ? kExitFailure : kExitOk;
 }

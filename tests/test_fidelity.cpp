@@ -96,6 +96,35 @@ TEST(FidelityRegistry, AnExperimentKeyIsFittedOncePerExperiment) {
   EXPECT_THROW(CalibrationSpec::load(dir.file("c.yaml")), ConfigError);
 }
 
+// A validation point that reads the very value a calibration point is fitted to is not independent
+// of the fit: the report names it. Same run and extractor (or the same probe) -> shared; another
+// row, another run override or another probe -> not.
+TEST(FidelityRegistry, ValidationReadingAFittedValueIsNamed) {
+  const auto registry = validation_reading_a_fitted_value(load_registry(kRegistry));
+  ASSERT_TRUE(registry.count("prefix.iphone.uncached_ttft_ms"));
+  EXPECT_EQ(registry.at("prefix.iphone.uncached_ttft_ms"), "prefix.iphone.prefill_range_ms");
+  EXPECT_FALSE(registry.count("prefix.android.uncached_ttft_ms"));  // another device's row
+  TempDir dir("fidelity-shared");
+  write_text(dir.file("t.yaml"),
+             "document: test\nset: t\npoints:\n"
+             "  - {id: t.cal, source: x, quantity: q, unit: s, role: calibration, published: 1, fitted: [device.x],\n"
+             "     experiment: e.yaml, extract: {dataset: /summary, where: {device: a}, column: c}}\n"
+             "  - {id: t.same, source: x, quantity: q, unit: s, role: validation, published: 2,\n"
+             "     experiment: e.yaml, extract: {dataset: /summary, where: {device: a}, column: c}}\n"
+             "  - {id: t.row, source: x, quantity: q, unit: s, role: validation, published: 2,\n"
+             "     experiment: e.yaml, extract: {dataset: /summary, where: {device: b}, column: c}}\n"
+             "  - {id: t.run, source: x, quantity: q, unit: s, role: validation, published: 2, set: [experiment.k=2],\n"
+             "     experiment: e.yaml, extract: {dataset: /summary, where: {device: a}, column: c}}\n"
+             "  - {id: t.pcal, source: x, quantity: q, unit: s, role: calibration, published: 1, fitted: [engine.y],\n"
+             "     probe: {impl: ondevice, device: d, model: m, phase: decode}}\n"
+             "  - {id: t.psame, source: x, quantity: q, unit: s, role: validation, published: 2,\n"
+             "     probe: {impl: ondevice, device: d, model: m, phase: decode}}\n"
+             "  - {id: t.pother, source: x, quantity: q, unit: s, role: validation, published: 2,\n"
+             "     probe: {impl: ondevice, device: d, model: m, phase: prefill}}\n");
+  const auto shared = validation_reading_a_fitted_value(load_registry_file(dir.file("t.yaml")));
+  EXPECT_EQ(shared, (std::map<std::string, std::string>{{"t.same", "t.cal"}, {"t.psame", "t.pcal"}}));
+}
+
 std::string one_point_file(const std::string& extra) {
   return "document: test\nset: t\npoints:\n  - id: t.a\n    source: x\n    quantity: q\n    unit: s\n"
          "    experiment: experiments/percache/table1.yaml\n    extract: {column: c}\n" + extra;

@@ -391,9 +391,28 @@ std::string format_report(const std::vector<Evaluation>& ev) {
   return out;
 }
 
+namespace {
+std::vector<Point> points_of(const std::vector<Evaluation>& ev) {
+  std::vector<Point> points;
+  for (const auto& e : ev) points.push_back(*e.point);
+  return points;
+}
+}  // namespace
+
+std::string fitted_value_line(const std::vector<Evaluation>& ev) {
+  const auto shared = validation_reading_a_fitted_value(points_of(ev));
+  if (shared.empty()) return "";
+  std::vector<std::string> pairs;
+  for (const auto& [validation, calibration] : shared) pairs.push_back(fmt::format("{} (= {})", validation, calibration));
+  return fmt::format("validation points that read the value a calibration point is fitted to (not independent of "
+                     "the fit): {}: {}",
+                     shared.size(), fmt::join(pairs, ", "));
+}
+
 h5::Table report_table(const std::vector<Evaluation>& ev) {
+  const auto shared = validation_reading_a_fitted_value(points_of(ev));
   std::vector<std::string> id, document, set, source, quantity, unit, role, kind, verdict, status, cause, cause_kind, experiment,
-      run_file, error;
+      run_file, error, reads_fitted;
   std::vector<double> published, lo, hi, simulated, rel, abs_rel, tol;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const auto& e : ev) {
@@ -421,6 +440,7 @@ h5::Table report_table(const std::vector<Evaluation>& ev) {
     experiment.push_back(p.experiment.empty() ? "probe:" + p.probe["impl"].as<std::string>() : p.experiment);
     run_file.push_back(e.run_file);
     error.push_back(e.error);
+    reads_fitted.push_back(shared.count(p.id) ? shared.at(p.id) : std::string());
   }
   h5::Table t;
   t.add("id", id);
@@ -445,6 +465,7 @@ h5::Table report_table(const std::vector<Evaluation>& ev) {
   t.add("experiment", experiment);
   t.add("run_file", run_file);
   t.add("error", error);
+  t.add("reads_value_fitted_by", reads_fitted);
   return t;
 }
 
@@ -456,6 +477,7 @@ std::string markdown(const std::vector<Evaluation>& ev, const Summary& s) {
                     "fitted to them, validation points did not.\n\n**{}**\n\n",
                     kVersion, s.line());
   md += fmt::format("**{}**\n\n", s.causes_line());
+  if (const auto f = fitted_value_line(ev); !f.empty()) md += fmt::format("**{}**\n\n", f);
   if (const auto od = ondevice_coverage(ev).line(); !od.empty()) md += fmt::format("**{}**\n\n", od);
   md += "Per document:\n\n";
   for (const auto& l : per_set_lines(ev)) md += "* " + l + "\n";
@@ -483,6 +505,7 @@ void write_report(const std::vector<Evaluation>& ev, const std::string& out_dir,
     h5::write_attr(root, "mobisim_version", kVersion);
     h5::write_attr(root, "summary", s.line());
     h5::write_attr(root, "causes_summary", s.causes_line());
+    h5::write_attr(root, "fitted_value_summary", fitted_value_line(ev));
     h5::write_attr(root, "median_validation_error_not_workload", s.median_not_workload);
     h5::write_attr(root, "ondevice_summary", ondevice_coverage(ev).line());
     h5::write_attr(root, "median_validation_error", s.median_validation);

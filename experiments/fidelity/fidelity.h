@@ -108,6 +108,10 @@ struct OnDeviceCoverage {
 };
 OnDeviceCoverage ondevice_coverage(const std::vector<Evaluation>& ev);
 
+// The validation points among `ev` that read the value a calibration point is fitted to (registry.h
+// validation_reading_a_fitted_value): one line naming each with its calibration point ("" when none).
+std::string fitted_value_line(const std::vector<Evaluation>& ev);
+
 // One summary per document set, in first-appearance order ("percache: validation: ...").
 std::vector<std::string> per_set_lines(const std::vector<Evaluation>& ev);
 

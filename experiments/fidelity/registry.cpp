@@ -220,6 +220,28 @@ std::vector<Point> load_registry(const std::string& dir, const std::vector<std::
   return all;
 }
 
+namespace {
+// What determines a point's simulated value: its run (experiment, overrides, varied key) and its
+// extractor as written, or its probe.
+std::string value_signature(const Point& p) {
+  if (!p.experiment.empty())
+    return fmt::format("{}\n{}\n{}={}\n{}", p.experiment, fmt::join(p.run_overrides, ","), p.vary_key,
+                       fmt::join(p.vary_values, ","), yaml_to_string(p.extract.args));
+  return "probe\n" + yaml_to_string(p.probe);
+}
+}  // namespace
+
+std::map<std::string, std::string> validation_reading_a_fitted_value(const std::vector<Point>& points) {
+  std::map<std::string, std::string> fitted;  // signature -> first calibration point
+  for (const auto& p : points)
+    if (p.calibration()) fitted.emplace(value_signature(p), p.id);
+  std::map<std::string, std::string> out;
+  for (const auto& p : points)
+    if (!p.calibration())
+      if (auto it = fitted.find(value_signature(p)); it != fitted.end()) out[p.id] = it->second;
+  return out;
+}
+
 std::vector<std::string> check_roles(const std::vector<Point>& points) {
   std::vector<std::string> problems;
   std::size_t numeric = 0, calibration = 0;

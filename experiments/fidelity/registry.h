@@ -32,6 +32,7 @@
 //
 // Loading checks every key: unknown keys, a missing value, a role outside {calibration,
 // validation}, fitted on a validation point, duplicate ids are ConfigErrors naming file and key.
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -88,6 +89,11 @@ struct Point {
 std::vector<Point> load_registry(const std::string& dir, const std::vector<std::string>& sets = {});
 // One registry file (`default_set`: the set when the file names none).
 std::vector<Point> load_registry_file(const std::string& path);
+
+// Validation points whose mobisim value is the very quantity a calibration point is fitted to (the
+// same run and extractor, or the same probe): their error follows from the fit and the two published
+// numbers, not from the model. Validation id -> the calibration point's id (the first, in registry order).
+std::map<std::string, std::string> validation_reading_a_fitted_value(const std::vector<Point>& points);
 
 // Counts by role and the disjointness rule: a point has exactly one role, at most a third of
 // the numeric points calibrate. Returns the problems found (empty when the registry is sound).
