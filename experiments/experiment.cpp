@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "sim/atomic_file.h"
+#include "sim/build_id.h"
 #include "sim/error.h"
 #include "sim/registry.h"
 #include "sim/version.h"
@@ -97,6 +98,7 @@ std::string write_results(const RunContext& ctx) {
   {  // every HDF5 handle must be closed before commit() so the file is really closed
   H5::Group root = w.root();
   h5::write_attr(root, "mobisim_version", kVersion);
+  h5::write_attr(root, "mobisim_build", build_id());
   h5::write_attr(root, "format", "mobisim-results/1");
   h5::write_attr(root, "name", ctx.name);
   h5::write_attr(root, "seed", static_cast<std::int64_t>(ctx.seed));

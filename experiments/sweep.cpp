@@ -19,6 +19,7 @@
 #include "experiments/experiment.h"
 #include "experiments/workload_cache.h"
 #include "sim/atomic_file.h"
+#include "sim/build_id.h"
 #include "sim/error.h"
 #include "sim/params.h"
 #include "sim/rng.h"
@@ -437,6 +438,7 @@ void write_index(const Spec& spec, const std::vector<Point>& points, const std::
     H5::Group root = w.root();
     h5::write_attr(root, "format", "mobisim-sweep-index/1");
     h5::write_attr(root, "mobisim_version", kVersion);
+    h5::write_attr(root, "mobisim_build", build_id());
     h5::write_attr(root, "sweep", spec.file);
     h5::write_attr(root, "base", spec.base);
     h5::write_attr(root, "parameters", keys);
@@ -551,8 +553,9 @@ std::size_t resume_from_results(std::vector<Run>& runs) {
     if (run.status != "pending" || !path_exists(run.result)) continue;
     try {
       h5::Reader r(run.result);
-      if (config_hash(r.attr_string("/", "mobisim_version"), r.attr_string("/", "config")) != run.config_hash)
-        continue;  // simulated another configuration: run it again
+      if (config_hash(r.attr_string("/", "mobisim_version"), r.attr_string("/", "config")) != run.config_hash ||
+          r.attr_string("/", "mobisim_build") != build_id())
+        continue;  // simulated another configuration, or by another build (sim/build_id.h): run it again
       run.summary = read_summary(run.result);
       run.status = "skipped";
       ++resumed;

@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+
+#include <H5Cpp.h>
 
 #include "devices/device.h"
 #include "devices/storage.h"
@@ -454,6 +457,21 @@ TEST(FidelityCalibrate, FitsAParameterToItsCalibrationPoint) {
   // A second report reuses the runs (same configuration hash): nothing runs again.
   const auto again = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --runs rep --no-plot");
   EXPECT_EQ(again.output.find("[fidelity]"), std::string::npos) << again.output;
+  // A run written by another build (sim/build_id.h) is not reused: the configuration alone does not
+  // say which model simulated it.
+  std::vector<std::string> runs;
+  for (const auto& f : std::filesystem::directory_iterator(dir.file("rep/runs")))
+    if (f.path().extension() == ".h5") runs.push_back(f.path().string());
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(h5::Reader(runs[0]).attr_string("/", "mobisim_build").size(), 16u);
+  {
+    H5::H5File f(runs[0], H5F_ACC_RDWR);
+    h5::write_attr(f.openGroup("/"), "mobisim_build", std::string("0000000000000000"));
+  }
+  h5::reseal(runs[0]);
+  const auto other_build = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --runs rep --no-plot");
+  EXPECT_NE(other_build.output.find("[fidelity] 1/1 runs"), std::string::npos) << other_build.output;
+  EXPECT_NE(h5::Reader(runs[0]).attr_string("/", "mobisim_build"), "0000000000000000");
   // Rerun everything at another thread count: the same report, byte for byte.
   const auto rerun = testing::run_mobisim_in(dir.path().string(),
                                              "fidelity --registry reg --out rep2 --runs rep2 --no-plot --quiet --run --threads 3");

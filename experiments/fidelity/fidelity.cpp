@@ -16,6 +16,7 @@
 #include "experiments/sweep.h"
 #include "experiments/workload_inputs.h"
 #include "sim/atomic_file.h"
+#include "sim/build_id.h"
 #include "sim/error.h"
 #include "sim/registry.h"
 #include "sim/rng.h"
@@ -81,7 +82,9 @@ std::string RunCache::request(const std::string& experiment, const std::vector<s
     if (!o_.force && path_exists(e.outcome.result)) {
       try {
         h5::Reader r(e.outcome.result);
-        if (resolved_hash(r.attr_string("/", "mobisim_version"), r.attr_string("/", "config")) == e.hash)
+        // The same configuration simulated by this very build (sim/build_id.h): a rebuilt model reruns.
+        if (resolved_hash(r.attr_string("/", "mobisim_version"), r.attr_string("/", "config")) == e.hash &&
+            r.attr_string("/", "mobisim_build") == build_id())
           e.outcome.status = "reused";
       } catch (const Error&) {
         // unreadable: run it again
