@@ -258,10 +258,8 @@ int cag_synth_cmd(const std::vector<std::string>& args) {
     node = w["synthetic"];
     src = src.child("experiment").child("workload").child("synthetic");
   }
-  std::string origin;
-  const YAML::Node resolved = experiments::resolve_workload_config(node, src, origin);
-  if (node.IsScalar()) src = ConfigSource{std::make_shared<const std::string>(origin), ""};
-  const Params y(resolved, traces::cag_synth_schema(), src, {});
+  const auto synthetic = experiments::resolve_workload_config(node, src);
+  const Params y(synthetic.config, traces::cag_synth_schema(), synthetic.source, {});
   traces::CagSynthStats st;
   const auto f = traces::synthesize_cag_requests(traces::cag_synth_params(y), &st);
   const std::string out = a.get("out");

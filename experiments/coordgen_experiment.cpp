@@ -255,9 +255,8 @@ class CoordGenExperiment : public Experiment {
   // variants, prefill top-n carrying them; replayed like a request file.
   void prepare_synthetic() {
     const Params& w = *workload_;
-    std::string origin;
-    const YAML::Node cfg = resolve_workload_config(w.node("synthetic"), w.source_of("synthetic"), origin);
-    const Params y(cfg, traces::cag_synth_schema(), w.node("synthetic").IsScalar() ? ConfigSource{std::make_shared<const std::string>(origin), ""} : w.source_of("synthetic"), {});
+    const ResolvedWorkload synthetic = resolve_workload_config(w.node("synthetic"), w.source_of("synthetic"));
+    const Params y(synthetic.config, traces::cag_synth_schema(), synthetic.source, {});
     use_request_file(traces::synthesize_cag_requests(traces::cag_synth_params(y)));
   }
 

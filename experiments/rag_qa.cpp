@@ -125,10 +125,11 @@ class UserSource {
 
  private:
   static traces::RagTrace generate(const Params& w, const YAML::Node& gen, std::uint64_t seed, WorkloadCache* cache) {
-    std::string origin;
     // `generate: default` is the built-in rag_default.
     const YAML::Node named = gen.IsScalar() && gen.Scalar() == "default" ? YAML::Node("rag_default") : gen;
-    const YAML::Node cfg = resolve_workload_config(named, w.source_of("generate"), origin);
+    const ResolvedWorkload resolved = resolve_workload_config(named, w.source_of("generate"));
+    const YAML::Node& cfg = resolved.config;
+    const std::string& origin = resolved.origin;
     auto make = [&] { return traces::generate_rag_trace_from_yaml(cfg, origin, seed); };
     if (!cache) return make();
     // The generator's whole input: its resolved keys, the name it records and the seed.

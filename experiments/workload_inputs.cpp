@@ -40,15 +40,14 @@ void export_shared_flag(const std::string& flag) {
   setenv("MOBISIM_SHARED_DIR", fs::absolute(flag).string().c_str(), 1);
 }
 
-YAML::Node resolve_workload_config(const YAML::Node& node, const ConfigSource& source, std::string& origin) {
-  origin = source.key_path;
-  if (!node.IsScalar()) return devices::expand_profile_bases(node, source, "workloads");
-  std::string text;
+ResolvedWorkload resolve_workload_config(const YAML::Node& node, const ConfigSource& source) {
+  if (!node.IsScalar()) return {devices::expand_profile_bases(node, source, "workloads"), source.key_path, source};
+  std::string text, origin;
   if (!find_config("workloads", node.Scalar(), text, origin))
     throw ConfigError(fmt::format("{}: no workload config '{}' (built-in: {}; or give a path to a YAML file)",
                                   source.where(node), node.Scalar(), fmt::join(builtin_names("workloads"), ", ")));
-  return devices::expand_profile_bases(load_yaml_string(text, origin),
-                                       ConfigSource{std::make_shared<const std::string>(origin), ""}, "workloads");
+  const ConfigSource file{std::make_shared<const std::string>(origin), ""};
+  return {devices::expand_profile_bases(load_yaml_string(text, origin), file, "workloads"), origin, file};
 }
 
 std::string workload_trace(const YAML::Node& root) {

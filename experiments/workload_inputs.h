@@ -13,10 +13,13 @@ namespace mobisim::experiments {
 // A workload generator's config as an experiment gives it (a RAG workload's `generate:`, a CAG
 // workload's `synthetic:`): a mapping, the name of a config in configs/workloads/ (or a YAML path),
 // or `{base: NAME, key: V, ...}` (what `-p ...generate.key=V` makes of a name, and what
-// `mobisim calibrate` writes for a fitted workload). Returns the mapping with its `base:` chain merged,
-// the later keys winning; `origin` becomes the named config's origin ("builtin:workloads/x.yaml" or
-// its path), else `source`'s key path. ConfigError naming `source` for an unknown name.
-YAML::Node resolve_workload_config(const YAML::Node& node, const ConfigSource& source, std::string& origin);
+// `mobisim calibrate` writes for a fitted workload). ConfigError naming `source` for an unknown name.
+struct ResolvedWorkload {
+  YAML::Node config;    // the mapping, its `base:` chain merged (the later keys win)
+  std::string origin;   // the named config's origin ("builtin:workloads/x.yaml" or its path), else the key path
+  ConfigSource source;  // where its keys come from, for validating them (the named file, else `source`)
+};
+ResolvedWorkload resolve_workload_config(const YAML::Node& node, const ConfigSource& source);
 
 // The folder holding data/ and models/: `flag` when given, else $MOBISIM_SHARED_DIR, else
 // <source>/../shared.
