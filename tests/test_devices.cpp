@@ -207,7 +207,8 @@ TEST(Devices, PrefixNotePhonesWithoutAnEngineRunTheNotesRuntime) {
     EXPECT_DOUBLE_EQ(note.apply(d).unit("gpu", "test").efficiency(models::DType::kInt4, false), fitted);
   }
   // The A16's GPU has no double-rate fp16: fp16 runs at the fp32 peak.
-  const auto& peak = load_device_profile("iphone-14-pro").unit("gpu", "test").peak_tflops;
+  const DeviceProfile iphone = load_device_profile("iphone-14-pro");
+  const auto& peak = iphone.unit("gpu", "test").peak_tflops;
   EXPECT_DOUBLE_EQ(peak.at(models::DType::kF16), peak.at(models::DType::kF32));
 }
 
