@@ -14,6 +14,7 @@
 
 #include "devices/device.h"
 #include "devices/storage.h"
+#include "experiments/experiment.h"
 #include "experiments/fidelity/calibrate.h"
 #include "experiments/fidelity/extract.h"
 #include "experiments/fidelity/fidelity.h"
@@ -582,6 +583,30 @@ TEST(FidelityMechanisms, LoadCostPerByteFollowsTheIo) {
   EXPECT_NEAR(sim::to_seconds(sim.now()), s.read_seconds(174e6), 0.0005);
   // Built-in profiles other than the one fitted to it keep 0 (their results do not change).
   EXPECT_EQ(devices::load_device_profile("oneplus-12").storage->load_ns_per_byte, 0.0);
+}
+
+// PerCache Figure 13's per-layer projections as the Table 1 driver reports them: each is the roofline
+// time of one layer's operator in the 349-token prefill on the Pixel 7 CPU, compute-bound at the fitted
+// 0.031 of the 1.03 TOPS int8 peak, plus the 20 us per-operator overhead. By hand: Q is 2 x 349 x 3072
+// x 3072 FLOP = 206.3 ms; K and V (3072 x 1024, 8 KV heads of 128) a third of that, 68.8 ms each.
+TEST(FidelityMechanisms, TableOneProjectionsArePerLayerRooflineTimes) {
+  TempDir dir("fidelity-projections");
+  experiments::RunOptions o;
+  o.output_override = dir.file("t1.h5");
+  o.no_plot = true;
+  o.quiet = true;
+  ASSERT_EQ(experiments::run_experiment_file(std::string(MOBISIM_SOURCE_DIR) + "/experiments/percache/table1.yaml", o), 0);
+  h5::Reader r(dir.file("t1.h5"));
+  EXPECT_EQ(r.strings("tables/projections/operation"),
+            (std::vector<std::string>{"q_proj (one layer, 349 tokens)", "k_proj (one layer, 349 tokens)",
+                                      "v_proj (one layer, 349 tokens)"}));
+  const double rate = 1.03e12 * 0.031;  // FLOP/s
+  const auto ms = r.doubles("tables/projections/simulated_ms");
+  ASSERT_EQ(ms.size(), 3u);
+  EXPECT_NEAR(ms[0], 1e3 * 2.0 * 349 * 3072 * 3072 / rate + 0.02, 0.01);
+  EXPECT_NEAR(ms[1], 1e3 * 2.0 * 349 * 3072 * 1024 / rate + 0.02, 0.01);
+  EXPECT_DOUBLE_EQ(ms[2], ms[1]);
+  EXPECT_EQ(r.doubles("tables/projections/document_ms"), (std::vector<double>{162, 55, 113}));
 }
 
 }  // namespace
