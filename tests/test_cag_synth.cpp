@@ -4,6 +4,7 @@
 // parameters are refused by key, and the calibrated Table 4 workload reproduces its calibration
 // points (experiments/coordgen/table4_calibrated_workload.yaml).
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <fmt/format.h>
 
@@ -233,10 +234,13 @@ TEST(CagSynth, NamedWorkloadResolvesLikeItsKeysInline) {
   };
   const auto named = mobisim::testing::run_mobisim("run '" + yaml + "' --no-plot --output '" + dir.file("a.h5") + "'" + small);
   ASSERT_EQ(named.exit_code, 0) << named.output;
-  const std::string inline_keys =
-      " -p 'experiment.workload.synthetic={seed: 1, users: 2, requests_per_user: 2, context_tokens: 384, output_tokens: 136,"
-      " task: summary, copy_start_prob: 0.5, zipf_exponent: 1.0, top_n: 3, mean_span_tokens: 24, variant_prob: 0.065,"
-      " history_fraction: 0.48, variant_in_top_n_prob: 0.5664}'";
+  // The config's own keys, written inline (read from the file, so a refit changes both sides alike).
+  YAML::Node keys = YAML::LoadFile(mobisim::testing::source_dir() + "/configs/workloads/cag_calibrated_qwen.yaml");
+  keys["users"] = 2;
+  keys["requests_per_user"] = 2;
+  YAML::Emitter flow;
+  flow << YAML::Flow << keys;
+  const std::string inline_keys = std::string(" -p 'experiment.workload.synthetic=") + flow.c_str() + "'";
   const auto given = mobisim::testing::run_mobisim("run '" + yaml + "' --no-plot --output '" + dir.file("b.h5") + "'" + inline_keys);
   ASSERT_EQ(given.exit_code, 0) << given.output;
   EXPECT_FALSE(acceptance_lines(named.output).empty()) << named.output;
