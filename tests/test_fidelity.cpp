@@ -301,6 +301,8 @@ std::string write_result(const TempDir& dir) {
   return path;
 }
 
+sim::Task<void> read_once(devices::Storage& st, double bytes);
+
 Extract function_extract(const std::string& yaml) {
   Extract e;
   e.args = YAML::Load(yaml);
@@ -349,6 +351,87 @@ TEST(FidelityExtract, TableRowsFunctionsAndErrors) {
   EXPECT_THROW(extract_value(path, function_extract("{function: ratio, column: latency_s, key: policy, numerator: x, "
                                                     "denominator: naive}")),
                InputError);
+}
+
+// `ratios` divides inside each group of rows (DynaKV's speed-ups per model and precision); `columns_ratio`
+// gives one value per selected row; `reduce` combines either. By hand on a 2 x 2 grid of (model, policy).
+TEST(FidelityExtract, GroupedRatiosAndRowRatiosReduce) {
+  TempDir dir("fidelity_groups");
+  const std::string path = dir.file("g.h5");
+  {
+    h5::Writer w(path);
+    h5::Table t;
+    t.add("model", std::vector<std::string>{"s", "s", "s", "m", "m", "m"});
+    t.add("policy", std::vector<std::string>{"dynakv", "pqcache", "clusterkv", "dynakv", "pqcache", "clusterkv"});
+    t.add("latency", std::vector<double>{100, 150, 120, 200, 500, 260});
+    t.add("memory_all", std::vector<double>{10, 30, 40, 20, 50, 60});
+    t.add("memory_layer", std::vector<double>{5, 10, 8, 4, 25, 20});
+    t.write(w.root(), "summary");
+    w.commit();
+  }
+  // One numerator: one ratio per group, in the order the groups first appear.
+  EXPECT_EQ(extract_series(path, function_extract("{function: ratios, column: latency, key: policy, numerator: pqcache, "
+                                                  "denominator: dynakv, group_by: [model]}")),
+            (std::vector<double>{1.5, 2.5}));
+  // Several numerators, then the mean: (1.5 + 1.2 + 2.5 + 1.3) / 4.
+  Extract mean = function_extract("{function: ratios, column: latency, key: policy, numerator: [pqcache, clusterkv], "
+                                  "denominator: dynakv, group_by: [model]}");
+  mean.reduce = "mean";
+  EXPECT_DOUBLE_EQ(extract_value(path, mean), (1.5 + 1.2 + 2.5 + 1.3) / 4);
+  mean.reduce = "";
+  EXPECT_THROW(extract_value(path, mean), InputError);  // four values, no reduce
+  // Without group_by the key must pick one row: two dynakv rows is an error naming them.
+  EXPECT_THROW(extract_value(path, function_extract("{function: ratios, column: latency, key: policy, "
+                                                    "numerator: pqcache, denominator: dynakv}")),
+               InputError);
+  // `where` narrows the groups: the m model alone.
+  EXPECT_EQ(extract_series(path, function_extract("{function: ratios, column: latency, key: policy, numerator: clusterkv, "
+                                                  "denominator: dynakv, where: {model: m}, group_by: [model]}")),
+            (std::vector<double>{1.3}));
+  // columns_ratio over every row of a policy, the largest kept: max(10/5, 20/4).
+  Extract rows = function_extract("{function: columns_ratio, where: {policy: dynakv}, numerator_column: memory_all, "
+                                  "denominator_column: memory_layer}");
+  EXPECT_EQ(extract_series(path, rows), (std::vector<double>{2.0, 5.0}));
+  rows.reduce = "max";
+  EXPECT_DOUBLE_EQ(extract_value(path, rows), 5.0);
+}
+
+// "Over 10^4" is a range open above: inside it there is no error, below it the error is against its low end.
+TEST(FidelityReport, OpenRangeCountsFromItsLowEnd) {
+  TempDir dir("fidelity_open");
+  const std::string file = dir.file("d.yaml");
+  write_text(file,
+             "document: d\nset: d\npoints:\n"
+             "  - {id: d.over, source: s, quantity: q, published_over: 10000, unit: x, role: validation,\n"
+             "     experiment: e.yaml, extract: {dataset: /summary, column: c}}\n"
+             "  - {id: d.ratio, source: s, quantity: q, published: 2, unit: x, role: validation,\n"
+             "     experiment: e.yaml, extract: {function: ratios, column: c, key: k, numerator: a, denominator: b,\n"
+             "                                   group_by: [g], reduce: mean}}\n");
+  const auto points = load_registry(dir.path().string());
+  ASSERT_EQ(points.size(), 2u);
+  const Point& over = points[0];
+  EXPECT_EQ(over.kind, PublishedKind::kRange);
+  EXPECT_TRUE(std::isinf(over.hi));
+  EXPECT_DOUBLE_EQ(over.reference(), 10000.0);
+  EXPECT_EQ(over.published_text(), ">1e+04");
+  EXPECT_EQ(relative_error(over, 25000.0), 0.0);
+  EXPECT_NEAR(relative_error(over, 430.0), (430.0 - 10000.0) / 10000.0, 1e-12);
+  EXPECT_EQ(points[1].extract.reduce, "mean");  // a function's reduce is the point's
+  // A range starting at 0 ("under 500 MB") measures a shortfall against its high end.
+  Point under;
+  under.kind = PublishedKind::kRange;
+  under.lo = 0;
+  under.hi = 5e8;
+  EXPECT_NEAR(relative_error(under, -1e8), -0.2, 1e-12);
+  // Two kinds at once, a non-positive bound, or a function's unknown reduce are refused with the key.
+  for (const std::string bad : {"published_over: 10, published: 3", "published_over: 0",
+                                "published: 2, extract: {function: ratios, reduce: median}"}) {
+    write_text(file, "document: d\nset: d\npoints:\n  - {id: d.x, source: s, quantity: q, " + bad +
+                         ", unit: x, role: validation, experiment: e.yaml" +
+                         (bad.find("extract") == std::string::npos ? ", extract: {dataset: /summary, column: c}" : "") +
+                         "}\n");
+    EXPECT_THROW(load_registry(dir.path().string()), ConfigError) << bad;
+  }
 }
 
 TEST(FidelityReport, ExperimentOverridesGoWhereThePointSays) {

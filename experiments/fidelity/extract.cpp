@@ -103,13 +103,20 @@ std::string dataset_of(const Extract& e) {
   return e.args["dataset"].IsDefined() ? e.args["dataset"].as<std::string>() : "/summary";
 }
 
+// A named extractor's optional `where: {column: value}` row filter.
+std::vector<std::pair<std::string, std::string>> function_where(const Extract& e) {
+  std::vector<std::pair<std::string, std::string>> where;
+  const YAML::Node w = e.args["where"];
+  if (w.IsDefined() && w.IsMap())
+    for (const auto& kv : w) where.emplace_back(kv.first.as<std::string>(), kv.second.as<std::string>());
+  return where;
+}
+
 // The one row matching the extractor's `where` plus `extra`.
 std::size_t one_row(const h5::Reader& r, const Extract& e, std::vector<std::pair<std::string, std::string>> extra,
                     std::size_t n_rows) {
   const std::string dataset = dataset_of(e);
-  const YAML::Node w = e.args["where"];
-  if (w.IsDefined() && w.IsMap())
-    for (const auto& kv : w) extra.emplace_back(kv.first.as<std::string>(), kv.second.as<std::string>());
+  for (auto& condition : function_where(e)) extra.push_back(std::move(condition));
   const auto rows = selected_rows(r, dataset, extra, n_rows);
   if (rows.size() != 1)
     throw InputError(fmt::format("{}: {} rows of '{}' match {} (expected one)", r.path(), rows.size(), dataset,
@@ -117,51 +124,108 @@ std::size_t one_row(const h5::Reader& r, const Extract& e, std::vector<std::pair
   return rows[0];
 }
 
-// Sum of `column`(s) in the row selected by `where` (and, when `name` is given, `key` = name).
-double cell(const h5::Reader& r, const Extract& e, const char* column_key, const std::string& name = "") {
+// Sum of `column`(s) in the row whose `key` column equals `name` (and which matches `where` and `group`).
+double keyed(const h5::Reader& r, const Extract& e, const std::string& name,
+             const std::vector<std::pair<std::string, std::string>>& group = {}) {
   const std::string dataset = dataset_of(e);
   double sum = 0;
-  for (const auto& column : column_names(e, column_key)) {
+  for (const auto& column : column_names(e, "column")) {
     const auto values = numeric_column(r, dataset, column);
-    std::vector<std::pair<std::string, std::string>> extra;
-    if (!name.empty()) extra.emplace_back(arg_text(e, "key"), name);
+    auto extra = group;
+    extra.emplace_back(arg_text(e, "key"), name);
     sum += values[one_row(r, e, extra, values.size())];
   }
   return sum;
 }
 
-double keyed(const h5::Reader& r, const Extract& e, const std::string& name) { return cell(r, e, "column", name); }
+// A cell as text that selected_rows() matches again (numbers at full precision).
+std::string cell_text(const ColumnData& c, std::size_t row) {
+  return c.is_text ? c.text[row] : fmt::format("{:.17g}", c.num[row]);
+}
 
-double run_function(const h5::Reader& r, const Extract& e) {
+// The distinct value combinations of the `group_by` columns among the rows matching `where`, in
+// order of first appearance; one empty group when there is no group_by.
+std::vector<std::vector<std::pair<std::string, std::string>>> groups_of(const h5::Reader& r, const Extract& e) {
+  if (!e.args["group_by"].IsDefined()) return {{}};
+  const auto columns = arg_list(e, "group_by");
+  const std::string dataset = dataset_of(e);
+  std::vector<ColumnData> data;
+  for (const auto& c : columns) data.push_back(read_column(r, dataset, c));
+  const auto where = function_where(e);
+  std::vector<std::vector<std::pair<std::string, std::string>>> groups;
+  for (auto row : selected_rows(r, dataset, where, data.front().size())) {
+    std::vector<std::pair<std::string, std::string>> g;
+    for (std::size_t i = 0; i < columns.size(); ++i) g.emplace_back(columns[i], cell_text(data[i], row));
+    if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(std::move(g));
+  }
+  if (groups.empty()) throw InputError(fmt::format("{}: no row of '{}' matches {}", r.path(), dataset, where_text(where)));
+  return groups;
+}
+
+// `ratios`: x[numerator] / x[denominator] inside every group, for every numerator (group-major).
+std::vector<double> grouped_ratios(const h5::Reader& r, const Extract& e, double scale) {
+  const YAML::Node n = e.args["numerator"];
+  const std::vector<std::string> numerators = n.IsDefined() && n.IsSequence() ? arg_list(e, "numerator")
+                                                                              : std::vector{arg_text(e, "numerator")};
+  const std::string denominator = arg_text(e, "denominator");
+  std::vector<double> out;
+  for (const auto& g : groups_of(r, e))
+    for (const auto& num : numerators) out.push_back(scale * keyed(r, e, num, g) / keyed(r, e, denominator, g));
+  return out;
+}
+
+// `columns_ratio`: numerator_column(s) / denominator_column(s) in every row matching `where`.
+std::vector<double> row_ratios(const h5::Reader& r, const Extract& e, double scale) {
+  const std::string dataset = dataset_of(e);
+  auto sum_of = [&](const char* key) {
+    std::vector<double> total;
+    for (const auto& column : column_names(e, key)) {
+      const auto values = numeric_column(r, dataset, column);
+      if (total.empty()) total.assign(values.size(), 0.0);
+      for (std::size_t i = 0; i < values.size() && i < total.size(); ++i) total[i] += values[i];
+    }
+    return total;
+  };
+  const auto num = sum_of("numerator_column"), den = sum_of("denominator_column");
+  const auto where = function_where(e);
+  std::vector<double> out;
+  for (auto row : selected_rows(r, dataset, where, std::min(num.size(), den.size())))
+    out.push_back(scale * num[row] / den[row]);
+  if (out.empty()) throw InputError(fmt::format("{}: no row of '{}' matches {}", r.path(), dataset, where_text(where)));
+  return out;
+}
+
+std::vector<double> run_function(const h5::Reader& r, const Extract& e) {
   for (const auto& kv : e.args) {
     static const std::vector<std::string> known{"function", "dataset", "column", "key", "where", "numerator",
                                                 "denominator", "of", "vs", "rows", "minus", "scale",
-                                                "numerator_column", "denominator_column"};
+                                                "numerator_column", "denominator_column", "group_by", "reduce"};
     const std::string k = kv.first.as<std::string>();
     if (std::find(known.begin(), known.end(), k) == known.end())
       throw ConfigError(fmt::format("extract function '{}': unknown argument '{}'", e.function, k));
   }
   const double scale = e.args["scale"].IsDefined() ? e.args["scale"].as<double>() : 1.0;
-  if (e.function == "ratio") return scale * keyed(r, e, arg_text(e, "numerator")) / keyed(r, e, arg_text(e, "denominator"));
+  if (e.function == "ratio") return {scale * keyed(r, e, arg_text(e, "numerator")) / keyed(r, e, arg_text(e, "denominator"))};
+  if (e.function == "ratios") return grouped_ratios(r, e, scale);
   if (e.function == "reduction_pct") {
     double best = std::numeric_limits<double>::infinity();
     for (const auto& v : arg_list(e, "vs")) best = std::min(best, keyed(r, e, v));
-    return 100.0 * (1.0 - keyed(r, e, arg_text(e, "of")) / best);
+    return {100.0 * (1.0 - keyed(r, e, arg_text(e, "of")) / best)};
   }
-  if (e.function == "difference") return scale * (keyed(r, e, arg_text(e, "of")) - keyed(r, e, arg_text(e, "minus")));
+  if (e.function == "difference") return {scale * (keyed(r, e, arg_text(e, "of")) - keyed(r, e, arg_text(e, "minus")))};
   if (e.function == "sum") {
     double s = 0;
     for (const auto& v : arg_list(e, "rows")) s += keyed(r, e, v);
-    return scale * s;
+    return {scale * s};
   }
   if (e.function == "share") {
     const auto values = numeric_column(r, dataset_of(e), arg_text(e, "column"));
     double total = 0;
     for (double v : values) total += v;
-    return scale * keyed(r, e, arg_text(e, "of")) / total;
+    return {scale * keyed(r, e, arg_text(e, "of")) / total};
   }
-  if (e.function == "columns_ratio") return scale * cell(r, e, "numerator_column") / cell(r, e, "denominator_column");
-  throw ConfigError(fmt::format("unknown extract function '{}' (known: ratio, reduction_pct, difference, sum, "
+  if (e.function == "columns_ratio") return row_ratios(r, e, scale);
+  throw ConfigError(fmt::format("unknown extract function '{}' (known: ratio, ratios, reduction_pct, difference, sum, "
                                 "share, columns_ratio)", e.function));
 }
 
@@ -169,7 +233,7 @@ double run_function(const h5::Reader& r, const Extract& e) {
 
 std::vector<double> extract_series(const std::string& h5_path, const Extract& e) {
   const h5::Reader r(h5_path);
-  if (!e.function.empty()) return {run_function(r, e)};
+  if (!e.function.empty()) return run_function(r, e);
   const auto values = numeric_column(r, e.dataset, e.column);
   auto rows = selected_rows(r, e.dataset, e.where, values.size());
   if (!e.order_by.empty()) {
@@ -187,8 +251,11 @@ double extract_value(const std::string& h5_path, const Extract& e) {
   const auto v = extract_series(h5_path, e);
   if (e.reduce.empty() || e.reduce == "first") {
     if (e.reduce.empty() && v.size() != 1)
-      throw InputError(fmt::format("{}: {} rows of '{}' match {} (expected one; add where keys or reduce:)", h5_path,
-                                   v.size(), e.dataset, where_text(e.where)));
+      throw InputError(e.function.empty()
+                           ? fmt::format("{}: {} rows of '{}' match {} (expected one; add where keys or reduce:)",
+                                         h5_path, v.size(), e.dataset, where_text(e.where))
+                           : fmt::format("{}: extract function '{}' gives {} values (expected one; add reduce:)",
+                                         h5_path, e.function, v.size()));
     return v.front();
   }
   if (e.reduce == "last") return v.back();

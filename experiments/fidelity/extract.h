@@ -9,13 +9,18 @@
 //
 // Named extractors, `{function: NAME, ...}`, for values that are a combination of rows:
 //   ratio          {dataset, column, key, numerator: A, denominator: B}         x[A] / x[B]
+//   ratios         {dataset, column, key, numerator: A | [A, ...], denominator: B, group_by: [C, ...]}
+//                  x_g[A] / x_g[B] inside every group g of rows sharing the group_by columns' values
+//                  (in order of first appearance), for every numerator: a series
 //   reduction_pct  {dataset, column, key, of: A, vs: [B, C, ...]}              100 (1 - x[A] / min x[vs])
 //   difference     {dataset, column, key, of: A, minus: B}                      x[A] - x[B]
 //   sum            {dataset, column, key, rows: [A, B]}                         x[A] + x[B]
 //   share          {dataset, column, key, of: A}                                x[A] / sum of the column
-//   columns_ratio  {dataset, where, numerator_column: C, denominator_column: D} C / D in one row
+//   columns_ratio  {dataset, where, numerator_column: C, denominator_column: D} C / D in every selected row
 // where x[A] is `column` (a name, or a list of names summed) in the row whose `key` column equals A
-// (and which matches the optional `where`); `scale: S` multiplies the result (100 for percent).
+// (and which matches the optional `where`); `scale: S` multiplies the result (100 for percent). A function
+// giving several values needs `reduce: mean | min | max | first | last` for a numeric point (a trend reads
+// them in order).
 #include <string>
 #include <vector>
 

@@ -140,7 +140,8 @@ const RunCache::Outcome& RunCache::outcome(const std::string& key) const { retur
 // ---------------------------------------------------------------------------
 double relative_error(const Point& p, double simulated) {
   if (p.kind == PublishedKind::kRange) {
-    if (simulated < p.lo) return (simulated - p.lo) / p.lo;
+    // Relative to the nearer end (to the high end when the low one is 0, as in "under hi").
+    if (simulated < p.lo) return (simulated - p.lo) / (p.lo != 0 ? p.lo : p.hi);
     if (simulated > p.hi) return (simulated - p.hi) / p.hi;
     return 0.0;
   }

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 #include "sim/atomic_file.h"
@@ -22,6 +24,7 @@ ParamSchema point_schema() {
   s.text("quantity", std::nullopt, "what the number is");
   s.real("published", std::nullopt, "the published value").optional();
   s.real_list("published_range", std::nullopt, "[low, high] when the document gives a range").optional();
+  s.real("published_over", std::nullopt, "when the document says only 'over X' (a range open above)").optional();
   s.text("trend", std::nullopt, "increasing | decreasing (checked pass/fail)").optional().in({"increasing", "decreasing"});
   s.text("unit", std::nullopt, "unit of the published and simulated values");
   s.text("role", std::nullopt, "calibration (a parameter is fitted to it) or validation").in({"calibration", "validation"});
@@ -60,11 +63,11 @@ Extract parse_extract(const Params& p) {
   if (node["function"].IsDefined()) {
     e.function = node["function"].as<std::string>();
     // Checked here, at load, so a typo names the registry file and line (extract.h lists them).
-    static const std::vector<std::string> functions{"ratio", "reduction_pct", "difference", "sum", "share",
+    static const std::vector<std::string> functions{"ratio", "ratios", "reduction_pct", "difference", "sum", "share",
                                                     "columns_ratio"};
     static const std::vector<std::string> args{"function", "dataset", "column", "key", "where", "numerator",
                                                "denominator", "of", "vs", "rows", "minus", "scale",
-                                               "numerator_column", "denominator_column"};
+                                               "numerator_column", "denominator_column", "group_by", "reduce"};
     if (std::find(functions.begin(), functions.end(), e.function) == functions.end())
       throw ConfigError(fmt::format("{}: unknown extract function '{}' (known: {})", src.where(node), e.function,
                                     fmt::join(functions, ", ")));
@@ -72,6 +75,13 @@ Extract parse_extract(const Params& p) {
       if (std::find(args.begin(), args.end(), kv.first.as<std::string>()) == args.end())
         throw ConfigError(fmt::format("{}: unknown argument '{}' of extract function '{}'", src.where(node),
                                       kv.first.as<std::string>(), e.function));
+    if (node["reduce"].IsDefined()) {
+      static const std::vector<std::string> reductions{"mean", "min", "max", "first", "last"};
+      e.reduce = node["reduce"].IsScalar() ? node["reduce"].Scalar() : std::string();
+      if (std::find(reductions.begin(), reductions.end(), e.reduce) == reductions.end())
+        throw ConfigError(fmt::format("{}: extract function '{}': reduce must be one of {}", src.where(node["reduce"]),
+                                      e.function, fmt::join(reductions, ", ")));
+    }
     return e;
   }
   Params x(node, table_extract_schema(), src, {});
@@ -109,8 +119,9 @@ Point parse_point(const YAML::Node& node, const ConfigSource& src, const std::st
   if (!pt.cause.empty() && pt.cause_kind.empty() && pt.role == "validation")
     p.fail("cause_kind", "a validation point's cause says its kind: workload, mechanism or document");
   pt.tolerance_rel = p.real("tolerance_rel");
-  const int kinds = int(p.has("published")) + int(p.has("published_range")) + int(p.has("trend"));
-  if (kinds != 1) p.fail("published", "give exactly one of published, published_range or trend");
+  const int kinds = int(p.has("published")) + int(p.has("published_range")) + int(p.has("published_over")) +
+                    int(p.has("trend"));
+  if (kinds != 1) p.fail("published", "give exactly one of published, published_range, published_over or trend");
   if (p.has("published")) {
     pt.kind = PublishedKind::kValue;
     pt.published = p.real("published");
@@ -121,6 +132,11 @@ Point parse_point(const YAML::Node& node, const ConfigSource& src, const std::st
     if (r.size() != 2 || !(r[0] < r[1])) p.fail("published_range", "expected [low, high] with low < high");
     pt.lo = r[0];
     pt.hi = r[1];
+  } else if (p.has("published_over")) {
+    pt.kind = PublishedKind::kRange;  // open above: "over lo"
+    pt.lo = p.real("published_over");
+    pt.hi = std::numeric_limits<double>::infinity();
+    if (pt.lo <= 0) p.fail("published_over", "a relative error needs a positive lower bound");
   } else {
     pt.kind = PublishedKind::kTrend;
     pt.trend = p.text("trend");
@@ -170,7 +186,7 @@ std::string set_of_file(const fs::path& path) {
 std::string Point::published_text() const {
   switch (kind) {
     case PublishedKind::kValue: return fmt::format("{:.4g}", published);
-    case PublishedKind::kRange: return fmt::format("{:.4g}-{:.4g}", lo, hi);
+    case PublishedKind::kRange: return std::isinf(hi) ? fmt::format(">{:.4g}", lo) : fmt::format("{:.4g}-{:.4g}", lo, hi);
     case PublishedKind::kTrend: return trend;
   }
   return "";

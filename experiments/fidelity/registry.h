@@ -9,7 +9,8 @@
 //     - id: percache.table1.prefill_s     # unique over the registry, dotted
 //       source: "Table 1"                 # figure/table, or a citation
 //       quantity: "LLM prefilling of a 349-token query"
-//       published: 62.14                  # or published_range: [lo, hi], or trend: increasing|decreasing
+//       published: 62.14                  # or published_range: [lo, hi], published_over: lo ("over lo"),
+//                                         # or trend: increasing|decreasing
 //       unit: s
 //       role: calibration                 # or validation (never both: see calibration.yaml)
 //       tolerance_rel: 0.10               # verdict threshold (default 0.10; trends pass/fail)
@@ -32,6 +33,7 @@
 //
 // Loading checks every key: unknown keys, a missing value, a role outside {calibration,
 // validation}, fitted on a validation point, duplicate ids are ConfigErrors naming file and key.
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -80,7 +82,11 @@ struct Point {
 
   bool calibration() const { return role == "calibration"; }
   // The published value a numeric comparison uses: the value, or the range's midpoint.
-  double reference() const { return kind == PublishedKind::kRange ? 0.5 * (lo + hi) : published; }
+  // The value errors and plots refer to: a range's middle, or its low end when it is open ("over lo").
+  double reference() const {
+    if (kind != PublishedKind::kRange) return published;
+    return std::isinf(hi) ? lo : 0.5 * (lo + hi);
+  }
   std::string published_text() const;
 };
 
