@@ -18,6 +18,18 @@ ParamSchema engine_top_schema() {
   s.node("cpu", "the runtime on the device's `cpu` unit");
   s.node("gpu", "the runtime on the device's `gpu` unit");
   s.node("npu", "the runtime on the device's npu");
+  s.node("storage", "the runtime's reads from the device's storage");
+  return s;
+}
+
+ParamSchema engine_storage_schema() {
+  ParamSchema s;
+  s.real("read_command_overhead_us", std::nullopt,
+         "host time per read command of the runtime's loader, serial with the storage controller")
+      .non_negative()
+      .with_unit("us")
+      .optional();
+  s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
 
@@ -133,6 +145,11 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     e.npu.decode_bandwidth_efficiency = opt_real(np, "decode_bandwidth_efficiency");
     e.npu.mixed_precision_fraction = opt_real(np, "mixed_precision_fraction");
   }
+  if (const YAML::Node n = p.node("storage"); n.IsDefined() && !n.IsNull()) {
+    ParamSchema ss = engine_storage_schema();
+    const Params sp(n, ss, source.child("storage"), {});
+    e.storage.read_command_overhead_us = opt_real(sp, "read_command_overhead_us");
+  }
   return e;
 }
 
@@ -156,6 +173,7 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     if (npu.decode_bandwidth_efficiency) n.decode_bandwidth_efficiency = *npu.decode_bandwidth_efficiency;
     if (npu.mixed_precision_fraction) n.mixed_precision_fraction = *npu.mixed_precision_fraction;
   }
+  if (d.storage && storage.read_command_overhead_us) d.storage->read_command_overhead_us = *storage.read_command_overhead_us;
   return d;
 }
 
@@ -181,7 +199,9 @@ std::vector<ProfileSection> engine_profile_schema() {
   return {{"", "the engine", engine_top_schema(), false},
           {"cpu | gpu", "the runtime on that compute unit of the device (absent keys keep the device's value)",
            engine_unit_schema(), false},
-          {"npu", "the runtime on the npu (absent keys keep the device's value)", engine_npu_schema(), false}};
+          {"npu", "the runtime on the npu (absent keys keep the device's value)", engine_npu_schema(), false},
+          {"storage", "the runtime's reads from storage (absent keys keep the device's value)", engine_storage_schema(),
+           false}};
 }
 
 void add_engine_param(ParamSchema& schema) {
@@ -189,18 +209,17 @@ void add_engine_param(ParamSchema& schema) {
                         "qnn, executorch, a YAML path, or a mapping {base: NAME, ...}");
 }
 
-DeviceProfile load_device_for_engine(const Params& p, const std::string& device_key) {
-  const DeviceProfile device = load_device_profile(p.node(device_key), p.source_of(device_key));
+EngineProfile experiment_engine(const Params& p) {
   const YAML::Node e = p.node("engine");
-  if (!e.IsDefined() || e.IsNull()) return load_engine_profile(kDefaultEngine).apply(device);
-  return load_engine_profile(e, p.source_of("engine")).apply(device);
+  if (!e.IsDefined() || e.IsNull()) return load_engine_profile(kDefaultEngine);
+  return load_engine_profile(e, p.source_of("engine"));
 }
 
-YAML::Node resolved_engine(const Params& p) {
-  const YAML::Node e = p.node("engine");
-  if (!e.IsDefined() || e.IsNull()) return load_engine_profile(kDefaultEngine).resolved;
-  return load_engine_profile(e, p.source_of("engine")).resolved;
+DeviceProfile load_device_for_engine(const Params& p, const std::string& device_key) {
+  return experiment_engine(p).apply(load_device_profile(p.node(device_key), p.source_of(device_key)));
 }
+
+YAML::Node resolved_engine(const Params& p) { return experiment_engine(p).resolved; }
 
 YAML::Node with_engine(const YAML::Node& config, const YAML::Node& engine) {
   YAML::Node out(YAML::NodeType::Map);

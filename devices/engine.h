@@ -12,6 +12,8 @@
 //               call_overhead_us     fixed cost per operator per layer
 //   npu:        max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
 //               decode_bandwidth_efficiency, mixed_precision_fraction (see devices/npu.h)
+//   storage:    read_command_overhead_us  host time per read command of the runtime's loader
+//               (devices/storage.h)
 //
 // Every key is optional: an absent key keeps the device profile's value. The device profiles were
 // fitted to mllm (PerCache Table 1), so `mllm` sets nothing and reproduces earlier results exactly.
@@ -44,10 +46,15 @@ struct EngineNpuSpec {
       decode_bandwidth_efficiency, mixed_precision_fraction;
 };
 
+struct EngineStorageSpec {
+  std::optional<double> read_command_overhead_us;
+};
+
 struct EngineProfile {
   std::string name, description, origin;
   std::map<std::string, EngineUnitSpec> units;  // "cpu", "gpu": applied to the device unit of that name
   EngineNpuSpec npu;
+  EngineStorageSpec storage;
   YAML::Node resolved;  // every given field (bases expanded), stored with results
 
   static EngineProfile from_yaml(const YAML::Node& root, const ConfigSource& source);
@@ -66,6 +73,8 @@ std::vector<ProfileSection> engine_profile_schema();
 
 // The `engine` key every experiment driver accepts (default mllm).
 void add_engine_param(ParamSchema& schema);
+// The experiment's `engine` (absent: mllm, which changes nothing).
+EngineProfile experiment_engine(const Params& p);
 // Loads `device` and applies the experiment's `engine` (absent: mllm, which changes nothing).
 DeviceProfile load_device_for_engine(const Params& p, const std::string& device_key = "device");
 // The resolved engine of an experiment's parameters (for resolved_config).

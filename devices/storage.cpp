@@ -33,6 +33,10 @@ ParamSchema StorageSpec::schema() {
          "runtime cost per byte read, after the I/O (deserialisation, conversion, copies); 0 = none")
       .non_negative()
       .with_unit("ns/B");
+  s.real("read_command_overhead_us", 0.0,
+         "host time per read command on the serial submission path (the runtime's loader); 0 = none")
+      .non_negative()
+      .with_unit("us");
   s.integer("lanes", 1, "interface lanes (UFS 2.x-4.0: 2)").range(1, 16);
   s.real("lane_gbps", 0.0, "payload rate per lane (UFS 4.0 HS-G5: 2.9; 0: unchecked)").non_negative().with_unit("GB/s");
   s.text("source", std::string(""), "where these numbers come from");
@@ -56,6 +60,7 @@ StorageSpec StorageSpec::from_params(const Params& p) {
   s.write_energy_nj_per_byte = p.real("write_energy_nj_per_byte");
   s.capacity_gb = p.real("capacity_gb");
   s.load_ns_per_byte = p.real("load_ns_per_byte");
+  s.read_command_overhead_us = p.real("read_command_overhead_us");
   s.lanes = static_cast<int>(p.integer("lanes"));
   s.lane_gbps = p.real("lane_gbps");
   if (s.interface_gbps() > 0 && s.seq_read_gbps > s.interface_gbps() * (1 + 1e-9))
@@ -71,12 +76,12 @@ double StorageSpec::written_bytes(double bytes) const {
 
 // Idle-device time: commands pipeline through controller, flash and bus; the
 // slowest stage paces them, the first command pays every stage once.
-static double pipeline_seconds(double bytes, double iops, double latency_s, double bw_bps, double max_cmd,
+static double pipeline_seconds(double bytes, double ctrl, double latency_s, double bw_bps, double max_cmd,
                                int queue_depth) {
   if (bytes <= 0) return 0.0;
   const double n_cmd = std::ceil(bytes / max_cmd);
   const double cmd_bytes = bytes / n_cmd;
-  const double ctrl = 1.0 / iops, xfer = cmd_bytes / bw_bps;
+  const double xfer = cmd_bytes / bw_bps;
   // With queue_depth slots, a slot turns over every (ctrl + latency + xfer) at best.
   const double slot_pace = (ctrl + latency_s + xfer) / queue_depth;
   const double pace = std::max({ctrl, xfer, slot_pace});
@@ -84,19 +89,19 @@ static double pipeline_seconds(double bytes, double iops, double latency_s, doub
 }
 
 double StorageSpec::read_seconds(double bytes) const {
-  return pipeline_seconds(bytes, random_read_iops, access_latency_us * 1e-6, seq_read_gbps * 1e9,
+  return pipeline_seconds(bytes, read_command_seconds(), access_latency_us * 1e-6, seq_read_gbps * 1e9,
                           max_transfer_kb * 1024.0, queue_depth) +
          bytes * load_ns_per_byte * 1e-9;
 }
 
 double StorageSpec::write_seconds(double bytes) const {
-  return pipeline_seconds(written_bytes(bytes), random_write_iops, access_latency_us * 1e-6, seq_write_gbps * 1e9,
+  return pipeline_seconds(written_bytes(bytes), 1.0 / random_write_iops, access_latency_us * 1e-6, seq_write_gbps * 1e9,
                           max_transfer_kb * 1024.0, queue_depth);
 }
 
 double StorageSpec::sustained_read_bps(double request_bytes) const {
   const double cmd = std::min(request_bytes, max_transfer_kb * 1024.0);
-  const double ctrl = 1.0 / random_read_iops, xfer = cmd / (seq_read_gbps * 1e9);
+  const double ctrl = read_command_seconds(), xfer = cmd / (seq_read_gbps * 1e9);
   const double slot_pace = (ctrl + access_latency_us * 1e-6 + xfer) / queue_depth;
   return cmd / std::max({ctrl, xfer, slot_pace});
 }
@@ -107,7 +112,7 @@ double StorageSpec::read_bps(double request_bytes, int qd) const {
   const double n_cmd = std::ceil(request_bytes / max_cmd);
   const double cmd = request_bytes / n_cmd;
   const double in_flight = std::min<double>(queue_depth, qd * n_cmd);
-  const double ctrl = 1.0 / random_read_iops, xfer = cmd / (seq_read_gbps * 1e9);
+  const double ctrl = read_command_seconds(), xfer = cmd / (seq_read_gbps * 1e9);
   const double slot_pace = (ctrl + access_latency_us * 1e-6 + xfer) / in_flight;
   return cmd / std::max({ctrl, xfer, slot_pace});
 }
@@ -141,7 +146,7 @@ sim::Task<void> Storage::command(double bytes, bool is_write) {
   auto slot = co_await slots_.acquire();
   {
     auto ctrl = co_await controller_.acquire();
-    co_await sim_.timeout(sim::from_seconds(1.0 / (is_write ? spec_.random_write_iops : spec_.random_read_iops)));
+    co_await sim_.timeout(sim::from_seconds(is_write ? 1.0 / spec_.random_write_iops : spec_.read_command_seconds()));
   }
   co_await sim_.timeout(sim::from_seconds(spec_.access_latency_us * 1e-6));
   auto bus = co_await bus_.acquire();

@@ -15,6 +15,12 @@
 // A read may also pay `load_ns_per_byte` after its I/O: what the runtime spends turning the bytes
 // into tensors (deserialisation, conversion, copies into its buffers). It is a property of the
 // software stack on this phone, 0 (none) unless a profile sets it.
+// A read command may also cost the host `read_command_overhead_us` on the serial submission path,
+// beside the controller (a command holds it for 1/iops + the overhead): what the runtime's loader
+// spends per read (system call or io_uring round trip, file-system lookup, waiting on it before
+// the next). Like load_ns_per_byte it belongs to the software stack, 0 unless a profile or an
+// engine (devices/engine.h `storage:`) sets it; with it the sustained command rate of one stream
+// is 1 / (1/iops + overhead) however deep the queue.
 // The curve as a function of request size AND queue depth (read_bps): with `qd` requests kept
 // outstanding, a command slot turns over every (1/iops + latency + transfer), so shallow queues are
 // latency-bound (QD1 4 KB: ~1 / (latency + 1/iops)), deep ones IOPS- or bandwidth-bound. Storage-class
@@ -55,6 +61,7 @@ struct StorageSpec {
   double write_energy_nj_per_byte = 0;  // energy per byte programmed (whole pages)
   double capacity_gb = 0;
   double load_ns_per_byte = 0;          // runtime cost per byte read, after the I/O (0: none)
+  double read_command_overhead_us = 0;  // host time per read command, serial with the controller (0: none)
   int lanes = 1;                    // interface lanes (UFS: 2)
   double lane_gbps = 0;             // per-lane payload rate in GB/s (0: not given, no ceiling check)
 
@@ -73,6 +80,8 @@ struct StorageSpec {
   // (each split into commands of at most max_transfer_kb; at most this->queue_depth commands in flight).
   double read_bps(double request_bytes, int queue_depth) const;
   double interface_gbps() const { return lane_gbps > 0 ? lanes * lane_gbps : 0.0; }
+  // Serial submission-path time of one read command: the controller's 1/iops plus the host's overhead.
+  double read_command_seconds() const { return 1.0 / random_read_iops + read_command_overhead_us * 1e-6; }
 };
 
 // The simulated device instance: processes `co_await storage.read(bytes)`.

@@ -21,7 +21,7 @@ sim::Task<void> last_command(sim::Simulator& sim, sim::Time bus_start, sim::Time
 
 sim::Task<void> Storage::analytic_transfer(std::size_t n, double cmd_bytes, bool is_write) {
   // The per-command model's durations, rounded to nanoseconds the same way (Storage::command).
-  const sim::Time ctrl = sim::from_seconds(1.0 / (is_write ? spec_.random_write_iops : spec_.random_read_iops));
+  const sim::Time ctrl = sim::from_seconds(is_write ? 1.0 / spec_.random_write_iops : spec_.read_command_seconds());
   const sim::Time latency = sim::from_seconds(spec_.access_latency_us * 1e-6);
   const double bw = (is_write ? spec_.seq_write_gbps : spec_.seq_read_gbps) * 1e9;
   const sim::Time xfer = sim::from_seconds(cmd_bytes / bw);

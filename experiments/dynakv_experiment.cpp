@@ -94,6 +94,7 @@ struct VariantSpec {
   policies::kvcluster::Placement placement = policies::kvcluster::Placement::kInterCluster;
   double cache_ratio = 0;
   std::shared_ptr<const policies::kvcluster::ClusterReplacement> replacement;
+  std::string replacement_impl;  // its registry name (summary column `replacement`)
   std::string policy_impl;
   double top_k_percent = 0;
   models::ModelSpec model;
@@ -123,8 +124,9 @@ struct StatRows {
 class DynaKvExperiment : public Experiment {
  public:
   explicit DynaKvExperiment(const Params& p) {
-    device_ = devices::load_device_for_engine(p);
-    engine_ = devices::resolved_engine(p);
+    const devices::EngineProfile engine = devices::experiment_engine(p);
+    device_ = engine.apply(devices::load_device_profile(p.node("device"), p.source_of("device")));
+    engine_ = engine.resolved;
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     dtype_ = models::parse_dtype(p.text("precision"));
     decode_lengths_ = p.int_list("decode_lengths");
@@ -181,8 +183,12 @@ class DynaKvExperiment : public Experiment {
       spec.placement = policies::kvcluster::placement_from_string(vp.text("placement"));
       spec.cache_ratio = vp.real("cache_ratio");
       spec.replacement = policies::kvcluster::make_replacement(vp.node("replacement"), vs.child("replacement"));
+      const YAML::Node rep = vp.node("replacement");
+      spec.replacement_impl = rep.IsMap() && rep["impl"].IsDefined() ? rep["impl"].as<std::string>() : "cluster_aligned";
       spec.model = vp.has("model") ? models::load_model_spec(vp.node("model"), vs.child("model")) : model_;
-      spec.device = vp.has("device") ? devices::load_device_profile(vp.node("device"), vs.child("device")) : device_;
+      // A variant's own phone runs the experiment's engine too (Figure 17: one runtime, four phones).
+      spec.device = vp.has("device") ? engine.apply(devices::load_device_profile(vp.node("device"), vs.child("device")))
+                                     : device_;
       spec.dtype = vp.has("precision") ? models::parse_dtype(vp.text("precision")) : dtype_;
       spec.device.require_storage("dynakv experiment");
       spec.device.unit("cpu", "dynakv experiment");
@@ -240,7 +246,7 @@ class DynaKvExperiment : public Experiment {
   }
 
   void run(RunContext& ctx) override {
-    std::vector<std::string> names, impls, model_names, device_names, precisions, placements;
+    std::vector<std::string> names, impls, model_names, device_names, precisions, placements, replacements;
     std::vector<std::int64_t> lengths;
     std::vector<double> cache_ratios, top_ks;
     std::vector<Row> rows;
@@ -298,6 +304,7 @@ class DynaKvExperiment : public Experiment {
         rows.push_back(std::move(t_rows[i]));
         names.push_back(v.name);
         impls.push_back(v.policy_impl);
+        replacements.push_back(v.cache_ratio > 0 ? v.replacement_impl : "none");
         model_names.push_back(v.model.name);
         device_names.push_back(v.device.name);
         precisions.push_back(models::to_string(v.dtype));
@@ -323,6 +330,7 @@ class DynaKvExperiment : public Experiment {
       sm.add("placement", placements);
       sm.add("decode_length", lengths, "tokens");
       sm.add("cache_ratio", cache_ratios);
+      sm.add("replacement", replacements);
       sm.add("top_k_percent", top_ks, "%");
       col("latency_per_token", &Row::latency_ms, "ms");
       col("compute_per_token", &Row::compute_ms, "ms");

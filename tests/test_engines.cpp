@@ -142,6 +142,27 @@ TEST(Engines, BadEnginesAreRefusedWithTheirLocation) {
   EXPECT_TRUE(e.units.at("cpu").prefill_efficiency.by_dtype.count(DType::kInt4));  // inherited
 }
 
+// An engine's `storage:` section sets the runtime's per-read cost on the device's storage and nothing
+// else; the DynaKV runtime is the only built-in engine that sets it.
+TEST(Engines, StorageSectionSetsTheLoadersReadCost) {
+  const DeviceProfile phone = load_device_profile("oneplus-12");
+  const EngineProfile dynakv = load_engine_profile("dynakv");
+  ASSERT_TRUE(dynakv.storage.read_command_overhead_us.has_value());
+  const DeviceProfile run = dynakv.apply(phone);
+  EXPECT_DOUBLE_EQ(run.storage->read_command_overhead_us, *dynakv.storage.read_command_overhead_us);
+  EXPECT_DOUBLE_EQ(run.storage->random_read_iops, phone.storage->random_read_iops);  // the device keeps its IOPS
+  EXPECT_DOUBLE_EQ(run.compute.at("cpu").compute_efficiency, phone.compute.at("cpu").compute_efficiency);
+  for (const auto& name : builtin_engine_names())
+    if (name != "dynakv") {
+      EXPECT_FALSE(load_engine_profile(name).storage.read_command_overhead_us) << name;
+    }
+  auto inline_engine = [](const std::string& text) {
+    return load_engine_profile(YAML::Load(text), ConfigSource{std::make_shared<std::string>("inline.yaml"), "engine"});
+  };
+  EXPECT_THROW(inline_engine("{name: x, storage: {read_command_overhead_us: -1}}"), ConfigError);
+  EXPECT_THROW(inline_engine("{name: x, storage: {iops: 5}}"), ConfigError);
+}
+
 // ---------------------------------------------------------------------------
 // Storage: the request-size x queue-depth curve of the storage classes
 // ---------------------------------------------------------------------------

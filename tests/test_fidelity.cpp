@@ -434,6 +434,33 @@ TEST(FidelityReport, OpenRangeCountsFromItsLowEnd) {
   }
 }
 
+// A read command's host overhead (the DynaKV runtime's loader) sits on the serial submission path beside
+// the controller: n commands of one request take n x (1/iops + overhead) there, then the access
+// latency and the last transfer; the per-command and the analytic models agree, and 0 changes nothing.
+TEST(FidelityMechanisms, ReadCommandOverheadSerialisesTheLoadersReads) {
+  devices::StorageSpec s = devices::load_device_profile("oneplus-12").storage.value();
+  EXPECT_EQ(s.read_command_overhead_us, 0.0);  // the device profile's own reads are unchanged
+  const double base = s.read_seconds(16 * 16384.0);
+  s.read_command_overhead_us = 200;
+  s.max_transfer_kb = 16;  // one 16 KB command per page: 16 commands
+  const double by_hand = 16 * (1.0 / 120000 + 200e-6) + 70e-6 + 16384 / 2.9e9;
+  EXPECT_NEAR(s.read_seconds(16 * 16384.0), by_hand, 1e-9);
+  for (auto model : {devices::StorageCommandModel::kAnalytic, devices::StorageCommandModel::kPerCommand}) {
+    sim::Simulator sim;
+    sim::StatGroup stats("dev");
+    devices::Storage st(sim, s, "ufs", stats);
+    st.set_command_model(model);
+    sim.start(read_once(st, 16 * 16384.0));
+    sim.run();
+    EXPECT_NEAR(sim::to_seconds(sim.now()), by_hand, 1e-7);
+  }
+  // One stream's sustained rate is capped at 1 / (1/iops + overhead) commands per second, at any depth.
+  EXPECT_NEAR(s.read_bps(16384.0, 32), 16384.0 / (1.0 / 120000 + 200e-6), 1e-3);
+  s.read_command_overhead_us = 0;
+  s.max_transfer_kb = devices::load_device_profile("oneplus-12").storage->max_transfer_kb;
+  EXPECT_EQ(s.read_seconds(16 * 16384.0), base);
+}
+
 TEST(FidelityReport, ExperimentOverridesGoWhereThePointSays) {
   Point p;
   p.device_at = "experiment.devices.1.device";
