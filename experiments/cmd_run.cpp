@@ -103,7 +103,11 @@ void list_engines() {
     const auto e = devices::load_engine_profile(name);
     std::vector<std::string> units;
     for (const auto& [u, spec] : e.units) units.push_back(u);
-    if (e.npu.max_utilization || e.npu.decode_bandwidth_efficiency || e.npu.exec_overhead_ms) units.push_back("npu");
+    const auto& n = e.npu;
+    if (n.max_utilization || n.half_utilization_chunk || n.exec_overhead_ms || n.graph_chunk ||
+        n.decode_bandwidth_efficiency || n.mixed_precision_fraction)
+      units.push_back("npu");
+    if (e.storage.read_command_overhead_us) units.push_back("storage");
     std::cout << fmt::format("  {:<12} {} [sets: {}]\n", name, e.description,
                              units.empty() ? std::string("nothing: the device profiles' values") : fmt::format("{}", fmt::join(units, ", ")));
   }

@@ -185,6 +185,10 @@ TEST(H5Results, CliHelpVersionListAndValidate) {
                            "llama-3.2-3b", "qwen1.5-1.8b", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b",
                            "qwen2.5-7b", "mistral-7b", "generic-3b", "naive", "rag_qa"})
     EXPECT_NE(l.output.find(name), std::string::npos) << name;
+  // Each engine says which of the device's parts it changes (DynaKV's runtime: only its reads).
+  const auto engines = testing::run_mobisim("list engines");
+  for (const char* line : {"dynakv", "[sets: storage]", "qnn", "[sets: npu]", "executorch", "[sets: cpu]"})
+    EXPECT_NE(engines.output.find(line), std::string::npos) << line << "\n" << engines.output;
   EXPECT_EQ(testing::run_mobisim("frobnicate").exit_code, 2);
   EXPECT_EQ(testing::run_mobisim("run").exit_code, 2);
   auto v = testing::run_mobisim("validate " + testing::source_dir() + "/experiments/quickstart.yaml");
