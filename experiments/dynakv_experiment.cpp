@@ -184,7 +184,8 @@ class DynaKvExperiment : public Experiment {
       spec.cache_ratio = vp.real("cache_ratio");
       spec.replacement = policies::kvcluster::make_replacement(vp.node("replacement"), vs.child("replacement"));
       const YAML::Node rep = vp.node("replacement");
-      spec.replacement_impl = rep.IsMap() && rep["impl"].IsDefined() ? rep["impl"].as<std::string>() : "cluster_aligned";
+      spec.replacement_impl = rep.IsMap() && rep["impl"].IsDefined() ? rep["impl"].as<std::string>()
+                                                                      : policies::kvcluster::kDefaultReplacement;
       spec.model = vp.has("model") ? models::load_model_spec(vp.node("model"), vs.child("model")) : model_;
       // A variant's own phone runs the experiment's engine too (Figure 17: one runtime, four phones).
       spec.device = vp.has("device") ? engine.apply(devices::load_device_profile(vp.node("device"), vs.child("device")))

@@ -554,7 +554,7 @@ std::size_t resume_from_results(std::vector<Run>& runs) {
     try {
       h5::Reader r(run.result);
       if (config_hash(r.attr_string("/", "mobisim_version"), r.attr_string("/", "config")) != run.config_hash ||
-          r.attr_string("/", "mobisim_build") != build_id())
+          !is_this_build(r.attr_string("/", "mobisim_build")))
         continue;  // simulated another configuration, or by another build (sim/build_id.h): run it again
       run.summary = read_summary(run.result);
       run.status = "skipped";

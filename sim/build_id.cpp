@@ -25,4 +25,6 @@ const std::string& build_id() {
   return id;
 }
 
+bool is_this_build(const std::string& recorded) { return build_id() != "unknown" && recorded == build_id(); }
+
 }  // namespace mobisim

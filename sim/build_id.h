@@ -10,5 +10,7 @@ namespace mobisim {
 
 // Computed once per process (a few milliseconds for the mobisim binary); the same for every thread.
 const std::string& build_id();
+// Whether a result file's recorded `mobisim_build` is this build (never when this build is "unknown").
+bool is_this_build(const std::string& recorded);
 
 }  // namespace mobisim

@@ -20,6 +20,7 @@
 #include "experiments/fidelity/fidelity.h"
 #include "experiments/fidelity/registry.h"
 #include "experiments/workload_inputs.h"
+#include "sim/build_id.h"
 #include "sim/error.h"
 #include "sim/h5.h"
 #include "sim/simulator.h"
@@ -583,6 +584,10 @@ TEST(FidelityCalibrate, FitsAParameterToItsCalibrationPoint) {
   const auto other_build = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --runs rep --no-plot");
   EXPECT_NE(other_build.output.find("[fidelity] 1/1 runs"), std::string::npos) << other_build.output;
   EXPECT_NE(h5::Reader(runs[0]).attr_string("/", "mobisim_build"), "0000000000000000");
+  // A build that cannot read its own executable is "unknown": no file counts as its own.
+  EXPECT_TRUE(is_this_build(build_id()));
+  EXPECT_FALSE(is_this_build("unknown"));
+  EXPECT_FALSE(is_this_build(""));
   // Rerun everything at another thread count: the same report, byte for byte.
   const auto rerun = testing::run_mobisim_in(dir.path().string(),
                                              "fidelity --registry reg --out rep2 --runs rep2 --no-plot --quiet --run --threads 3");

@@ -84,7 +84,7 @@ std::string RunCache::request(const std::string& experiment, const std::vector<s
         h5::Reader r(e.outcome.result);
         // The same configuration simulated by this very build (sim/build_id.h): a rebuilt model reruns.
         if (resolved_hash(r.attr_string("/", "mobisim_version"), r.attr_string("/", "config")) == e.hash &&
-            r.attr_string("/", "mobisim_build") == build_id())
+            is_this_build(r.attr_string("/", "mobisim_build")))
           e.outcome.status = "reused";
       } catch (const Error&) {
         // unreadable: run it again

@@ -43,13 +43,18 @@ ParamSchema point_schema() {
   return s;
 }
 
+// How several values of one extractor combine into a point's number (extract.h).
+const std::vector<std::string> kReductions{"mean", "min", "max", "first", "last"};
+
 ParamSchema table_extract_schema() {
   ParamSchema s;
   s.text("dataset", std::string("/summary"), "table (HDF5 group) of the result file");
   s.node("where", "row filter: {column: value, ...}");
   s.text("column", std::nullopt, "the column giving the value");
+  std::vector<std::string> reductions{""};
+  reductions.insert(reductions.end(), kReductions.begin(), kReductions.end());
   s.text("reduce", std::string(), "several matching rows: mean, min, max, first or last (default: exactly one row)")
-      .in({"", "mean", "min", "max", "first", "last"});
+      .in(reductions);
   s.text("order_by", std::string(), "trends: order the selected rows by this column (default: file order)");
   return s;
 }
@@ -76,11 +81,10 @@ Extract parse_extract(const Params& p) {
         throw ConfigError(fmt::format("{}: unknown argument '{}' of extract function '{}'", src.where(node),
                                       kv.first.as<std::string>(), e.function));
     if (node["reduce"].IsDefined()) {
-      static const std::vector<std::string> reductions{"mean", "min", "max", "first", "last"};
       e.reduce = node["reduce"].IsScalar() ? node["reduce"].Scalar() : std::string();
-      if (std::find(reductions.begin(), reductions.end(), e.reduce) == reductions.end())
+      if (std::find(kReductions.begin(), kReductions.end(), e.reduce) == kReductions.end())
         throw ConfigError(fmt::format("{}: extract function '{}': reduce must be one of {}", src.where(node["reduce"]),
-                                      e.function, fmt::join(reductions, ", ")));
+                                      e.function, fmt::join(kReductions, ", ")));
     }
     return e;
   }

@@ -72,7 +72,7 @@ void ClusterCache::erase(Key k) {
 }
 
 std::shared_ptr<const ClusterReplacement> make_replacement(const YAML::Node& node, const ConfigSource& source) {
-  return Registry<ClusterReplacement>::instance().create(node, source, "cluster_aligned");
+  return Registry<ClusterReplacement>::instance().create(node, source, kDefaultReplacement);
 }
 
 }  // namespace mobisim::policies::kvcluster

@@ -63,6 +63,8 @@ class ClusterCache {
   std::int64_t used_ = 0, hits_ = 0, misses_ = 0, peak_ = 0;
 };
 
+// The replacement a variant gets when its config names none.
+inline constexpr const char* kDefaultReplacement = "cluster_aligned";
 std::shared_ptr<const ClusterReplacement> make_replacement(const YAML::Node& node, const ConfigSource& source);
 
 }  // namespace mobisim::policies::kvcluster
