@@ -105,6 +105,11 @@ double ComputeUnitSpec::efficiency(DType t, bool single_token) const {
   return single_token ? gemv_compute_efficiency : compute_efficiency;
 }
 
+double ComputeUnitSpec::bandwidth_efficiency_for(DType t) const {
+  if (auto it = bandwidth_efficiency_by_dtype.find(t); it != bandwidth_efficiency_by_dtype.end()) return it->second;
+  return bandwidth_efficiency;
+}
+
 // The roofline terms that depend only on the unit and the dtype, looked up once per Work rather
 // than once per operator (the same values, so the same sums).
 struct ComputeUnitSpec::Roofline {
@@ -114,7 +119,7 @@ struct ComputeUnitSpec::Roofline {
         gemv_efficiency(u.efficiency(dtype, true)),
         batched_efficiency(u.efficiency(dtype, false)),
         attention_efficiency(u.attention_compute_efficiency),
-        bandwidth(u.mem_bandwidth_gbps * 1e9 * u.bandwidth_efficiency),
+        bandwidth(u.mem_bandwidth_gbps * 1e9 * u.bandwidth_efficiency_for(dtype)),
         overhead_s(u.call_overhead_us * 1e-6) {}
   double op_seconds(const models::Op& op) const {
     const double eff = attention_efficiency > 0 && models::is_attention(op.kind) ? attention_efficiency

@@ -3,7 +3,7 @@
 // `Work` into time with a per-operator roofline,
 //
 //   t(op) = max( flops / (peak[dtype] * efficiency(op)),
-//                bytes / (mem_bandwidth * bandwidth_efficiency) ) + call_overhead * layers,
+//                bytes / (mem_bandwidth * bandwidth_efficiency[dtype]) ) + call_overhead * layers,
 //
 // summed over operators; efficiency(op) is `gemv_compute_efficiency` for
 // single-token operators (decode runs different kernels than batched prefill)
@@ -33,6 +33,9 @@ struct ComputeUnitSpec {
   // Set by an engine profile (devices/engine.h): efficiencies for particular weight dtypes (e.g. a
   // runtime's int4 kernels beside its fp16 ones); dtypes not listed use the scalars above.
   std::map<models::DType, double> efficiency_by_dtype, gemv_efficiency_by_dtype;
+  // The same for the achieved DRAM bandwidth: a runtime's int4 decode kernels unpack and scale every
+  // weight they stream, so they reach less of the bus than its bf16 ones.
+  std::map<models::DType, double> bandwidth_efficiency_by_dtype;
   double active_power_w = 0;
   double idle_power_w = 0;
   int cores = 1;
@@ -43,6 +46,8 @@ struct ComputeUnitSpec {
   double peak_flops(models::DType t) const;  // FLOP/s, throws ConfigError when none applies
   // Achieved fraction of peak for batched (tokens > 1) or single-token work on weights of `t`.
   double efficiency(models::DType t, bool single_token) const;
+  // Achieved fraction of the memory bandwidth streaming weights of `t`.
+  double bandwidth_efficiency_for(models::DType t) const;
   // Roofline time of one operator and of a whole Work.
   double op_seconds(const models::Op& op, models::DType dtype) const;
   double seconds(const models::Work& w, models::DType dtype) const;

@@ -37,7 +37,7 @@ ParamSchema engine_unit_schema() {
   ParamSchema s;
   s.node("prefill_efficiency", "fraction of peak on batched (GEMM) work: a number, or {dtype: number, ...} per weight dtype");
   s.node("decode_efficiency", "fraction of peak on single-token (GEMV) work: a number or a mapping per weight dtype");
-  s.real("bandwidth_efficiency", std::nullopt, "achieved fraction of DRAM bandwidth").range(1e-6, 1.0).optional();
+  s.node("bandwidth_efficiency", "achieved fraction of DRAM bandwidth: a number or a mapping per weight dtype");
   s.real("call_overhead_us", std::nullopt, "fixed cost per operator per layer").non_negative().with_unit("us").optional();
   s.text("source", std::string(""), "where these numbers come from");
   return s;
@@ -131,7 +131,7 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     EngineUnitSpec u;
     u.prefill_efficiency = parse_per_dtype(up, "prefill_efficiency");
     u.decode_efficiency = parse_per_dtype(up, "decode_efficiency");
-    u.bandwidth_efficiency = opt_real(up, "bandwidth_efficiency");
+    u.bandwidth_efficiency = parse_per_dtype(up, "bandwidth_efficiency");
     u.call_overhead_us = opt_real(up, "call_overhead_us");
     e.units.emplace(unit, u);
   }
@@ -161,7 +161,7 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     ComputeUnitSpec& u = it->second;
     apply_per_dtype(spec.prefill_efficiency, u.compute_efficiency, u.efficiency_by_dtype);
     apply_per_dtype(spec.decode_efficiency, u.gemv_compute_efficiency, u.gemv_efficiency_by_dtype);
-    if (spec.bandwidth_efficiency) u.bandwidth_efficiency = *spec.bandwidth_efficiency;
+    apply_per_dtype(spec.bandwidth_efficiency, u.bandwidth_efficiency, u.bandwidth_efficiency_by_dtype);
     if (spec.call_overhead_us) u.call_overhead_us = *spec.call_overhead_us;
   }
   if (d.npu) {

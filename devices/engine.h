@@ -8,7 +8,8 @@
 //   cpu / gpu:  prefill_efficiency   fraction of the unit's peak on batched (GEMM) work, a number or
 //                                    a mapping per weight dtype ({int4: 0.2, fp16: 0.1})
 //               decode_efficiency    the same for single-token (GEMV) work
-//               bandwidth_efficiency achieved fraction of DRAM bandwidth
+//               bandwidth_efficiency achieved fraction of DRAM bandwidth, a number or a mapping per
+//                                    weight dtype
 //               call_overhead_us     fixed cost per operator per layer
 //   npu:        max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
 //               decode_bandwidth_efficiency, mixed_precision_fraction (see devices/npu.h)
@@ -37,8 +38,8 @@ struct PerDtype {
 };
 
 struct EngineUnitSpec {
-  PerDtype prefill_efficiency, decode_efficiency;
-  std::optional<double> bandwidth_efficiency, call_overhead_us;
+  PerDtype prefill_efficiency, decode_efficiency, bandwidth_efficiency;
+  std::optional<double> call_overhead_us;
 };
 
 struct EngineNpuSpec {

@@ -69,7 +69,7 @@ void CostModel::add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_q
   const ModelSpec& m = spec_;
   const double L = m.n_layers, d = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn_hidden;
   const double hd = m.head_dim, H = m.n_heads;
-  const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype), kb = dtype_bytes(m.kv_dtype);
+  const double wb = m.linear_weight_bytes(), ab = dtype_bytes(m.activation_dtype), kb = dtype_bytes(m.kv_dtype);
   const double np = static_cast<double>(n_proj_qkv), nq = static_cast<double>(n_queries);
   const double pr = static_cast<double>(pairs);
   const int layers = m.n_layers;
@@ -103,7 +103,8 @@ void CostModel::add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_q
 // then the final norm and LM head of the `logit_tokens` positions whose logits are needed.
 static void add_embed_op(Work& w, const ModelSpec& m, std::int64_t n_tokens) {
   const double d = m.hidden;
-  const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype);
+  const double wb = m.tied_embeddings ? m.classifier_weight_bytes() : m.linear_weight_bytes();
+  const double ab = dtype_bytes(m.activation_dtype);
   const double n = static_cast<double>(n_tokens);
   // Embedding rows are gathered, not streamed: only the rows used are read.
   w.ops.push_back(Op{OpKind::kEmbed, 0, n * d * wb, n * d * ab, 0, 0, 1, n_tokens});
@@ -111,11 +112,11 @@ static void add_embed_op(Work& w, const ModelSpec& m, std::int64_t n_tokens) {
 
 static void add_logit_ops(Work& w, const ModelSpec& m, std::int64_t logit_tokens) {
   const double d = m.hidden, V = m.vocab;
-  const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype);
+  const double wb = m.linear_weight_bytes(), head_wb = m.classifier_weight_bytes(), ab = dtype_bytes(m.activation_dtype);
   const double t = static_cast<double>(logit_tokens);
   if (logit_tokens > 0) {
     w.ops.push_back(Op{OpKind::kFinalNorm, 4 * t * d, d * wb, 2 * t * d * ab, 0, 0, 1, logit_tokens});
-    w.ops.push_back(Op{OpKind::kLmHead, 2 * t * d * V, d * V * wb, t * (d + V) * ab, 0, 0, 1, logit_tokens});
+    w.ops.push_back(Op{OpKind::kLmHead, 2 * t * d * V, d * V * head_wb, t * (d + V) * ab, 0, 0, 1, logit_tokens});
   }
 }
 
@@ -156,7 +157,7 @@ Work CostModel::kv_recompute(std::int64_t l) const {
   if (l <= 0) return w;
   const ModelSpec& m = spec_;
   const double L = m.n_layers, d = m.hidden, kv = m.kv_dim(), n = static_cast<double>(l);
-  const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype), kb = dtype_bytes(m.kv_dtype);
+  const double wb = m.linear_weight_bytes(), ab = dtype_bytes(m.activation_dtype), kb = dtype_bytes(m.kv_dtype);
   const double bias = m.qkv_bias ? 1.0 : 0.0;
   auto add = [&](OpKind k, double flops, double weights, double act, double kv_write = 0) {
     w.ops.push_back(Op{k, L * flops, L * weights, L * act, 0, L * kv_write, m.n_layers, l});
@@ -173,7 +174,7 @@ Work CostModel::q_projection(std::int64_t s) const {
   if (s <= 0) return w;
   const ModelSpec& m = spec_;
   const double L = m.n_layers, d = m.hidden, q = m.q_dim(), n = static_cast<double>(s);
-  const double wb = dtype_bytes(m.weight_dtype), ab = dtype_bytes(m.activation_dtype);
+  const double wb = m.linear_weight_bytes(), ab = dtype_bytes(m.activation_dtype);
   const double bias = m.qkv_bias ? 1.0 : 0.0;
   // Q is projected from the stored (un-normalised) layer inputs, so their RMSNorm runs first.
   w.ops.push_back(Op{OpKind::kAttnNorm, L * 4 * n * d, L * d * wb, L * 2 * n * d * ab, 0, 0, m.n_layers, s});

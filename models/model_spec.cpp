@@ -61,6 +61,24 @@ std::int64_t ModelSpec::total_params() const {
   return static_cast<std::int64_t>(n_layers) * params_per_layer() + params_outside_layers();
 }
 
+double ModelSpec::linear_weight_bytes() const {
+  const double scales = weight_group_size > 0 ? dtype_bytes(weight_scale_dtype) / weight_group_size : 0.0;
+  return dtype_bytes(weight_dtype) + scales;
+}
+
+double ModelSpec::classifier_weight_bytes() const {
+  // A separately quantised classifier is per-channel: one scale per row of `hidden` weights (negligible).
+  return classifier_dtype_set ? dtype_bytes(classifier_dtype) : linear_weight_bytes();
+}
+
+double ModelSpec::weight_bytes() const {
+  const double embed = static_cast<double>(vocab) * hidden;
+  const double blocks = static_cast<double>(n_layers) * static_cast<double>(params_per_layer());
+  const double table = embed * (tied_embeddings ? classifier_weight_bytes() : linear_weight_bytes());
+  const double head = tied_embeddings ? 0.0 : embed * classifier_weight_bytes();
+  return blocks * linear_weight_bytes() + table + head + hidden * linear_weight_bytes();
+}
+
 ParamSchema ModelSpec::schema() {
   ParamSchema s;
   s.text("name", std::nullopt, "model name");
@@ -79,6 +97,10 @@ ParamSchema ModelSpec::schema() {
   s.text("weight_dtype", std::string("fp16"), "dtype of weights").in(dtype_names());
   s.text("activation_dtype", std::string("fp16"), "dtype of activations").in(dtype_names());
   s.text("kv_dtype", std::string("fp16"), "dtype of the K/V cache").in(dtype_names());
+  s.integer("weight_group_size", 0, "weights per quantisation scale in the linear layers (0: scales not counted)")
+      .range(0, 1 << 20);
+  s.text("weight_scale_dtype", std::string("fp32"), "dtype of a group's scale").in(dtype_names());
+  s.text("classifier_dtype", std::string(""), "dtype of the LM head (and tied embedding) when it differs (\"\": weight_dtype)");
   return s;
 }
 
@@ -99,6 +121,16 @@ ModelSpec ModelSpec::from_params(const Params& p) {
   m.weight_dtype = parse_dtype(p.text("weight_dtype"));
   m.activation_dtype = parse_dtype(p.text("activation_dtype"));
   m.kv_dtype = parse_dtype(p.text("kv_dtype"));
+  m.weight_group_size = static_cast<int>(p.integer("weight_group_size"));
+  m.weight_scale_dtype = parse_dtype(p.text("weight_scale_dtype"));
+  if (const std::string c = p.text("classifier_dtype"); !c.empty()) {
+    try {
+      m.classifier_dtype = parse_dtype(c);
+    } catch (const ConfigError& e) {
+      p.fail("classifier_dtype", e.what());
+    }
+    m.classifier_dtype_set = true;
+  }
   if (m.n_heads % m.n_kv_heads != 0)
     p.fail("n_kv_heads", fmt::format("n_heads ({}) must be a multiple of n_kv_heads ({})", m.n_heads, m.n_kv_heads));
   m.resolved = p.resolved();

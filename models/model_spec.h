@@ -32,6 +32,16 @@ struct ModelSpec {
   DType weight_dtype = DType::kF16;
   DType activation_dtype = DType::kF16;
   DType kv_dtype = DType::kF16;
+  // Groupwise weight quantisation (int4/int8 schemes such as ExecuTorch's 8da4w or GGUF's Q4_0): one
+  // scale of `weight_scale_dtype` per `weight_group_size` weights of every linear layer. 0 counts the
+  // dtype's bytes alone (the profiles fitted before this existed). Scales are 1/g of a 4-bit weight's
+  // bytes times 8 at fp32, so group 32 reads 25% more than group 128's 6%: decode streams them all.
+  int weight_group_size = 0;
+  DType weight_scale_dtype = DType::kF32;
+  // The classifier (LM head, and the embedding it is tied to) when a scheme keeps it at another
+  // precision (ExecuTorch's SpinQuant / QAT+LoRA exports: 8-bit output layer over 4-bit linears).
+  DType classifier_dtype = DType::kF16;
+  bool classifier_dtype_set = false;  // false: the classifier uses weight_dtype (and its groups)
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
@@ -40,7 +50,12 @@ struct ModelSpec {
   // Embedding table + (untied) classifier + final norm.
   std::int64_t params_outside_layers() const;
   std::int64_t total_params() const;
-  double weight_bytes() const { return static_cast<double>(total_params()) * dtype_bytes(weight_dtype); }
+  // Bytes per weight of a linear layer inside the blocks, group scales included.
+  double linear_weight_bytes() const;
+  // Bytes per weight of the classifier (and of the embedding table when tied).
+  double classifier_weight_bytes() const;
+  // Every weight at its stored precision (blocks, embedding table, classifier).
+  double weight_bytes() const;
   // K and V of one token across all layers.
   double kv_bytes_per_token(DType t) const { return 2.0 * n_layers * kv_dim() * dtype_bytes(t); }
   double kv_bytes_per_token() const { return kv_bytes_per_token(kv_dtype); }

@@ -96,6 +96,30 @@ TEST(CostModel, QkvReuseSkipsOnlyProjectionsAndRope) {
   EXPECT_DOUBLE_EQ(skip.flops_of(OpKind::kFfnGate), full.flops_of(OpKind::kFfnGate) * 200.0 / 500.0);
 }
 
+TEST(CostModel, GroupScalesAndAnEightBitClassifierAreStreamedWithTheWeights) {
+  // ExecuTorch's SpinQuant export of Llama 3.2 1B: int4 linears with one fp32 scale per 32 weights
+  // (0.5 + 4/32 = 0.625 bytes per weight), an 8-bit classifier tied to the embedding table.
+  ModelSpec m = load_model_spec("llama-3.2-1b");
+  m.weight_dtype = DType::kInt4;
+  const double plain_block = CostModel(m).decode(0).ops[size_t(0)].weight_bytes;  // the embedding row
+  m.weight_group_size = 32;
+  m.classifier_dtype = DType::kInt8;
+  m.classifier_dtype_set = true;
+  EXPECT_DOUBLE_EQ(m.linear_weight_bytes(), 0.625);
+  EXPECT_DOUBLE_EQ(m.classifier_weight_bytes(), 1.0);
+  const Work d = CostModel(m).decode(0);
+  const double d_ = m.hidden, ffn = m.ffn_hidden, q = m.q_dim(), kv = m.kv_dim();
+  const double linears = m.n_layers * (d_ * q + 2 * d_ * kv + q * d_ + 3 * d_ * ffn + 2 * d_);
+  EXPECT_DOUBLE_EQ(d.ops.front().weight_bytes, 2 * plain_block);  // the gathered row is 8-bit, not 4-bit
+  EXPECT_NEAR(d.weight_bytes(), linears * 0.625 + d_ * 0.625 + double(m.vocab) * d_ * 1.0 + d_ * 1.0, 1.0);
+  // The model's footprint counts the tied table once, at the classifier's precision.
+  EXPECT_NEAR(m.weight_bytes(), linears * 0.625 + d_ * 0.625 + double(m.vocab) * d_, 1.0);
+  // Group 128 streams 0.53125 bytes per linear weight: the linear layers' bytes shrink by 0.85.
+  m.weight_group_size = 128;
+  EXPECT_NEAR(CostModel(m).decode(0).weight_bytes() - double(m.vocab) * d_ - d_,
+              (d.weight_bytes() - double(m.vocab) * d_ - d_) * 0.53125 / 0.625, 1.0);
+}
+
 TEST(CostModel, DecodeReadsEveryWeightOnceAndTheWholeKvCache) {
   ModelSpec m = load_model_spec("llama-3.2-3b");
   const CostModel cm(m);
@@ -138,6 +162,11 @@ TEST(CostModel, BadModelSpecsAreRejected) {
   YAML::Node neg = YAML::Load("{name: x, n_layers: -2, hidden: 8, n_heads: 2, n_kv_heads: 2, head_dim: 2, "
                               "ffn_hidden: 8, vocab: 10}");
   EXPECT_THROW(load_model_spec(neg, ConfigSource{}), ConfigError);
+  const std::string ok = "{name: x, n_layers: 2, hidden: 8, n_heads: 2, n_kv_heads: 2, head_dim: 4, ffn_hidden: 8, vocab: 10, ";
+  EXPECT_THROW(load_model_spec(YAML::Load(ok + "classifier_dtype: int3}"), ConfigSource{}), ConfigError);
+  EXPECT_THROW(load_model_spec(YAML::Load(ok + "weight_group_size: -32}"), ConfigSource{}), ConfigError);
+  EXPECT_THROW(load_model_spec(YAML::Load(ok + "weight_scale_dtype: half}"), ConfigSource{}), ConfigError);
+  EXPECT_NO_THROW(load_model_spec(YAML::Load(ok + "weight_group_size: 32, classifier_dtype: int8}"), ConfigSource{}));
 }
 
 }  // namespace

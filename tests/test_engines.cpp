@@ -80,6 +80,21 @@ TEST(Engines, RuntimeSwapChangesPrefillAsItsProfileSays) {
   EXPECT_LT(ratio, 1.05 * et_eff / 0.031);
 }
 
+TEST(Engines, BandwidthEfficiencyPerWeightDtype) {
+  // executorch: bf16 decode at the `default` share of 76.8 GB/s, int4 decode at its own share.
+  const DeviceProfile d = load_device_profile("oneplus-12");
+  const EngineProfile et = load_engine_profile("executorch");
+  const PerDtype& bw = et.units.at("cpu").bandwidth_efficiency;
+  ASSERT_TRUE(bw.fallback && bw.by_dtype.count(DType::kInt4));
+  const ComputeUnitSpec cpu = et.apply(d).unit("cpu", "t");
+  EXPECT_DOUBLE_EQ(cpu.bandwidth_efficiency_for(DType::kInt4), bw.by_dtype.at(DType::kInt4));
+  EXPECT_DOUBLE_EQ(cpu.bandwidth_efficiency_for(DType::kBF16), *bw.fallback);
+  // An int4 GEMV that is memory-bound takes its bytes over the int4 bandwidth.
+  models::Op gemv{models::OpKind::kFfnGate, 1e6, 64e6, 0, 0, 0, 1, 1};
+  EXPECT_NEAR(cpu.op_seconds(gemv, DType::kInt4), 64e6 / (76.8e9 * bw.by_dtype.at(DType::kInt4)) + 5e-6, 1e-12);
+  EXPECT_NEAR(cpu.op_seconds(gemv, DType::kBF16), 64e6 / (76.8e9 * *bw.fallback) + 5e-6, 1e-12);
+}
+
 TEST(Engines, NpuDecodeTimeIsWeightBytesOverBandwidth) {
   NpuSpec n;
   n.peak_tops_int8 = 80;
@@ -135,10 +150,12 @@ TEST(Engines, BadEnginesAreRefusedWithTheirLocation) {
   };
   EXPECT_THROW(inline_engine("{name: x, cpu: {prefill_efficiency: 1.5}}"), ConfigError);
   EXPECT_THROW(inline_engine("{name: x, cpu: {prefill_efficiency: {int3: 0.2}}}"), ConfigError);
+  EXPECT_THROW(inline_engine("{name: x, cpu: {bandwidth_efficiency: {int4: 1.5}}}"), ConfigError);
+  EXPECT_THROW(inline_engine("{name: x, cpu: {bandwidth_efficiency: {int4: fast}}}"), ConfigError);
   EXPECT_THROW(inline_engine("{name: x, cpu: {no_such_key: 1}}"), ConfigError);
   EXPECT_THROW(inline_engine("{name: x, base: no-such-engine}"), ConfigError);
   const EngineProfile e = inline_engine("{base: executorch, name: mine, cpu: {bandwidth_efficiency: 0.3}}");
-  EXPECT_DOUBLE_EQ(*e.units.at("cpu").bandwidth_efficiency, 0.3);
+  EXPECT_DOUBLE_EQ(*e.units.at("cpu").bandwidth_efficiency.fallback, 0.3);
   EXPECT_TRUE(e.units.at("cpu").prefill_efficiency.by_dtype.count(DType::kInt4));  // inherited
 }
 

@@ -73,6 +73,8 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
   if (!q.dtype.empty()) mod["weight_dtype"] = q.dtype;
   if (!q.activation_dtype.empty()) mod["activation_dtype"] = q.activation_dtype;
   if (!q.kv_dtype.empty()) mod["kv_dtype"] = q.kv_dtype;
+  if (!q.classifier_dtype.empty()) mod["classifier_dtype"] = q.classifier_dtype;
+  if (q.group_size > 0) mod["weight_group_size"] = q.group_size;
   for (const auto& o : overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -116,6 +118,9 @@ ParamSchema OnDeviceProbe::schema() {
   s.text("dtype", std::string(""), "weight dtype of the published run (\"\": the model profile's)");
   s.text("activation_dtype", std::string(""), "activation dtype of the published run (\"\": the model profile's)");
   s.text("kv_dtype", std::string(""), "KV-cache dtype of the published run (\"\": the model profile's)");
+  s.text("classifier_dtype", std::string(""), "LM head dtype of the published run (\"\": the model profile's)");
+  s.integer("group_size", 0, "weights per quantisation scale in the published run (0: the model profile's)")
+      .range(0, 1 << 20);
   s.text("metric", std::string("tokens_per_s"), "tokens_per_s or ms").in({"tokens_per_s", "ms"});
   return s;
 }
@@ -132,8 +137,10 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.dtype = p.text("dtype");
   q_.activation_dtype = p.text("activation_dtype");
   q_.kv_dtype = p.text("kv_dtype");
+  q_.classifier_dtype = p.text("classifier_dtype");
+  q_.group_size = p.integer("group_size");
   q_.metric = p.text("metric");
-  for (const auto* key : {"dtype", "activation_dtype", "kv_dtype"}) {
+  for (const auto* key : {"dtype", "activation_dtype", "kv_dtype", "classifier_dtype"}) {
     const std::string v = p.text(key);
     if (v.empty()) continue;
     try {

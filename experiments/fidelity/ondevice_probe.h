@@ -17,7 +17,9 @@
 //            the policies run it on the CPU (mllm, CoordGen footnote 2), beside this NPU time.
 //            tokens_per_s = tokens / time, ms = time.
 //   dtype / activation_dtype override the model profile's weight / activation dtypes (the published
-//   run's quantisation, e.g. int4 for Q4_0 / q4f16 / w4a16).
+//   run's quantisation, e.g. int4 for Q4_0 / q4f16 / w4a16); group_size and classifier_dtype
+//   complete it where the scheme says (ExecuTorch SpinQuant: int4 in groups of 32, 8-bit classifier),
+//   since decode streams the scales and the classifier with the weights.
 #include <cstdint>
 #include <string>
 
@@ -32,7 +34,8 @@ namespace mobisim::fidelity {
 struct OnDeviceQuery {
   std::string device, engine = devices::kDefaultEngine, model, unit, phase, metric = "tokens_per_s";
   std::int64_t tokens = 0, context = -1, chunk = 0;
-  std::string dtype, activation_dtype, kv_dtype;  // "" keeps the model profile's
+  std::string dtype, activation_dtype, kv_dtype, classifier_dtype;  // "" keeps the model profile's
+  std::int64_t group_size = 0;                                        // 0 keeps the model profile's
 };
 
 // The prediction for `q` with `overrides` ("device.KEY=V", "engine.KEY=V", "model.KEY=V") applied

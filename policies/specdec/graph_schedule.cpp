@@ -298,8 +298,8 @@ ScheduleProblem make_schedule_problem(const devices::NpuSpec& npu, const devices
   ScheduleProblem p;
   p.blocks = shapes.blocks;
   p.chunks = static_cast<int>((prompt_tokens + shapes.prefill_chunk - 1) / shapes.prefill_chunk);
-  const double bytes = models::dtype_bytes(spec.weight_dtype);
-  p.other_weight_bytes = static_cast<double>(spec.params_outside_layers()) * bytes;
+  const double bytes = spec.linear_weight_bytes();
+  p.other_weight_bytes = spec.weight_bytes() - static_cast<double>(spec.params_per_layer()) * spec.n_layers * bytes;
   const int cp = shapes.prefill_chunk, cd = shapes.decode_chunk;
   const std::int64_t repeats = (cp + cd - 1) / cd;
   for (int b = 0; b < p.blocks; ++b) {
