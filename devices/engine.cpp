@@ -29,6 +29,11 @@ ParamSchema engine_storage_schema() {
       .non_negative()
       .with_unit("us")
       .optional();
+  s.real("load_ns_per_byte", std::nullopt,
+         "host time per byte the runtime loads: turning read bytes into its tensors (conversion, copies)")
+      .non_negative()
+      .with_unit("ns")
+      .optional();
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -149,6 +154,7 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     ParamSchema ss = engine_storage_schema();
     const Params sp(n, ss, source.child("storage"), {});
     e.storage.read_command_overhead_us = opt_real(sp, "read_command_overhead_us");
+    e.storage.load_ns_per_byte = opt_real(sp, "load_ns_per_byte");
   }
   return e;
 }
@@ -174,6 +180,7 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     if (npu.mixed_precision_fraction) n.mixed_precision_fraction = *npu.mixed_precision_fraction;
   }
   if (d.storage && storage.read_command_overhead_us) d.storage->read_command_overhead_us = *storage.read_command_overhead_us;
+  if (d.storage && storage.load_ns_per_byte) d.storage->load_ns_per_byte = *storage.load_ns_per_byte;
   return d;
 }
 

@@ -14,6 +14,7 @@
 //   npu:        max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
 //               decode_bandwidth_efficiency, mixed_precision_fraction (see devices/npu.h)
 //   storage:    read_command_overhead_us  host time per read command of the runtime's loader
+//               load_ns_per_byte          host time per byte it loads (conversion, copies)
 //               (devices/storage.h)
 //
 // Every key is optional: an absent key keeps the device profile's value. The device profiles were
@@ -48,7 +49,7 @@ struct EngineNpuSpec {
 };
 
 struct EngineStorageSpec {
-  std::optional<double> read_command_overhead_us;
+  std::optional<double> read_command_overhead_us, load_ns_per_byte;
 };
 
 struct EngineProfile {

@@ -470,7 +470,12 @@ class DynaKvExperiment : public Experiment {
     const devices::ComputeUnitSpec cpu = v.device.unit("cpu", "dynakv experiment");
     const double scale = static_cast<double>(model.n_layers) / session.n_layers;
     const double elem_bytes = models::dtype_bytes(v.dtype);
-    const models::CostModel cost(model);
+    // The variant's precision is the weights' too (seed 003: "all experiments are conducted in FP8
+    // precision"): decode streams them at that width, not at the model profile's fp16.
+    models::ModelSpec at_precision = model;
+    at_precision.weight_dtype = v.dtype;
+    at_precision.kv_dtype = v.dtype;
+    const models::CostModel cost(at_precision);
     const double cluster_flops_per_s = cpu.peak_flops(models::DType::kF32) * cpu.gemv_compute_efficiency;
     double lat = 0, io = 0, exposed = 0, prefetch = 0, rep_io = 0, comp = 0, bytes = 0, wanted = 0, c = 0, m = 0,
            forced = 0, written = 0, working = 0, att = 0;

@@ -167,16 +167,20 @@ TEST(Engines, StorageSectionSetsTheLoadersReadCost) {
   ASSERT_TRUE(dynakv.storage.read_command_overhead_us.has_value());
   const DeviceProfile run = dynakv.apply(phone);
   EXPECT_DOUBLE_EQ(run.storage->read_command_overhead_us, *dynakv.storage.read_command_overhead_us);
+  ASSERT_TRUE(dynakv.storage.load_ns_per_byte.has_value());
+  EXPECT_DOUBLE_EQ(run.storage->load_ns_per_byte, *dynakv.storage.load_ns_per_byte);
   EXPECT_DOUBLE_EQ(run.storage->random_read_iops, phone.storage->random_read_iops);  // the device keeps its IOPS
   EXPECT_DOUBLE_EQ(run.compute.at("cpu").compute_efficiency, phone.compute.at("cpu").compute_efficiency);
   for (const auto& name : builtin_engine_names())
     if (name != "dynakv") {
       EXPECT_FALSE(load_engine_profile(name).storage.read_command_overhead_us) << name;
+      EXPECT_FALSE(load_engine_profile(name).storage.load_ns_per_byte) << name;
     }
   auto inline_engine = [](const std::string& text) {
     return load_engine_profile(YAML::Load(text), ConfigSource{std::make_shared<std::string>("inline.yaml"), "engine"});
   };
   EXPECT_THROW(inline_engine("{name: x, storage: {read_command_overhead_us: -1}}"), ConfigError);
+  EXPECT_THROW(inline_engine("{name: x, storage: {load_ns_per_byte: -0.5}}"), ConfigError);
   EXPECT_THROW(inline_engine("{name: x, storage: {iops: 5}}"), ConfigError);
 }
 

@@ -97,12 +97,15 @@ TEST(DynaKvExperiment, AccuracyEverySamplesTheMassAndLeavesLatencyIdentical) {
 // run), and the token 2 x 36 = 72 commands of 16 KB, 72 x 16384 B = 1.179648 MB, whatever share
 // of the layers is replayed. On the OnePlus 12's UFS 4.0 (120k IOPS, 70 us, 2.9 GB/s, one
 // controller and one bus) a layer's two commands finish at 2/120000 + 70e-6 + 16384/2.9e9 s
-// (the second waits one controller slot behind the first, then its own latency and transfer).
+// (the second waits one controller slot behind the first, then its own latency and transfer). Then
+// the loading thread converts the layer's 2 x 64 entries of 256 B, one byte after another.
 TEST(DynaKvExperiment, ReadsPerTokenByHandScaleHeadsAndLayers) {
   // Two commands per layer (one per KV head) pass the serial submission path one after the other:
   // the controller's 1/iops plus the DynaKV runtime's loader cost per read (configs/engines/dynakv.yaml).
-  const double overhead_s = devices::load_engine_profile("dynakv").storage.read_command_overhead_us.value() * 1e-6;
-  const double layer_s = 2 * (1.0 / 120000 + overhead_s) + 70e-6 + 16384 / 2.9e9;
+  const devices::EngineProfile dynakv = devices::load_engine_profile("dynakv");
+  const double overhead_s = dynakv.storage.read_command_overhead_us.value() * 1e-6;
+  const double load_s = 2 * 64 * 256 * dynakv.storage.load_ns_per_byte.value() * 1e-9;
+  const double layer_s = 2 * (1.0 / 120000 + overhead_s) + 70e-6 + 16384 / 2.9e9 + load_s;
   // The third run names the variant's phone itself: it runs the experiment's engine too (Figure 17).
   for (const std::string sim_layers : {"1", "2", "1 device"}) {
     const bool own_device = sim_layers.ends_with("device");

@@ -175,6 +175,7 @@ void SessionReplay::step(ExactAttention& exact) {
   const bool measure_mass = opt.accuracy_every > 0 && step % opt.accuracy_every == 0;
   for (int layer = 0; layer < s.n_layers; ++layer) {
     std::vector<ReadRun> layer_runs, prefetch_runs;
+    std::int64_t layer_entry_bytes = 0, prefetch_entry_bytes = 0;  // what the loading thread converts
     for (int kvh = 0; kvh < s.n_kv_heads; ++kvh) {
       const int ti = layer * s.n_kv_heads + kvh;
       auto& ts = tabs[ti];
@@ -207,7 +208,9 @@ void SessionReplay::step(ExactAttention& exact) {
       auto runs = ts.layout.read_runs_of(wanted);
       // Cached clusters live on flash too (layer-wise virtualization): prefetched, not on the critical path.
       if (!hit.empty()) {
-        const auto pre = ts.layout.read_runs_of(ts.table.positions_of(hit));
+        const std::vector<int> hit_positions = ts.table.positions_of(hit);
+        prefetch_entry_bytes += static_cast<std::int64_t>(hit_positions.size()) * opt.entry_bytes;
+        const auto pre = ts.layout.read_runs_of(hit_positions);
         prefetch_runs.insert(prefetch_runs.end(), pre.begin(), pre.end());
       }
       // A forced load reads the cluster as it was on flash before its split.
@@ -230,6 +233,7 @@ void SessionReplay::step(ExactAttention& exact) {
         rec.commands += 1;
       }
       rec.wanted_bytes += static_cast<std::int64_t>(wanted.size()) * opt.entry_bytes;
+      layer_entry_bytes += static_cast<std::int64_t>(wanted.size() + forced.size()) * opt.entry_bytes;
       layer_runs.insert(layer_runs.end(), runs.begin(), runs.end());
       layer_runs.insert(layer_runs.end(), forced_runs.begin(), forced_runs.end());
       const FlashStats before = ts.layout.stats();
@@ -260,8 +264,13 @@ void SessionReplay::step(ExactAttention& exact) {
       }
     }
     if (opt.storage) {
-      rec.layer_io_seconds[layer] = simulated_read_seconds(*opt.storage, layer_runs);
-      rec.layer_prefetch_seconds[layer] = simulated_read_seconds(*opt.storage, prefetch_runs);
+      devices::StorageSpec flash = *opt.storage;
+      flash.load_ns_per_byte = 0;  // paid once per layer by the single loading thread, below
+      const double load_s_per_byte = opt.storage->load_ns_per_byte * 1e-9;
+      rec.layer_io_seconds[layer] =
+          simulated_read_seconds(flash, layer_runs) + static_cast<double>(layer_entry_bytes) * load_s_per_byte;
+      rec.layer_prefetch_seconds[layer] =
+          simulated_read_seconds(flash, prefetch_runs) + static_cast<double>(prefetch_entry_bytes) * load_s_per_byte;
     }
     sum.max_representatives = std::max<std::int64_t>(sum.max_representatives, rec.layer_representatives[layer]);
     rec.io_seconds += rec.layer_io_seconds[layer];

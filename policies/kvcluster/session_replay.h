@@ -37,7 +37,10 @@ struct ReplayOptions {
   // Exact attention over the whole context (O(context) per table and query head) for the
   // attention mass captured, on every N-th decode step (steps 0, N, 2N, ...); 0: never.
   int accuracy_every = 0;
-  // With a storage spec, every layer's reads are timed on a simulated device.
+  // With a storage spec, every layer's reads are timed on a simulated device. Its load_ns_per_byte
+  // is the loading thread's: DynaKV loads with one dedicated thread (seed 003, section 7), which turns
+  // the entries it fetched into the runtime's KV buffers one after another, so a layer pays it
+  // serially on the entry bytes it reads for (page padding is dropped), after the flash reads.
   std::optional<devices::StorageSpec> storage;
 };
 
