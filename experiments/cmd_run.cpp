@@ -107,7 +107,7 @@ void list_engines() {
     if (n.max_utilization || n.half_utilization_chunk || n.exec_overhead_ms || n.graph_chunk ||
         n.decode_bandwidth_efficiency || n.mixed_precision_fraction)
       units.push_back("npu");
-    if (e.storage.read_command_overhead_us) units.push_back("storage");
+    if (e.storage.read_command_overhead_us || e.storage.load_ns_per_byte) units.push_back("storage");
     std::cout << fmt::format("  {:<12} {} [sets: {}]\n", name, e.description,
                              units.empty() ? std::string("nothing: the device profiles' values") : fmt::format("{}", fmt::join(units, ", ")));
   }
