@@ -129,6 +129,34 @@ TEST(DynaKvExperiment, ReadsPerTokenByHandScaleHeadsAndLayers) {
   }
 }
 
+// The CPU decode streams the weights at the run's precision (seed 003: FP8 throughout), not at the
+// model profile's fp16: Qwen2.5-3B's 3.09 B weights are 3.09 GB at FP8, 1.55 GB at INT4, through the
+// OnePlus 12's 76.8 GB/s at the CPU's 0.5 (38.4 GB/s): at least 80 ms and 40 ms per token. At FP8
+// the per-operator overheads add a few ms, never the 80 ms that fp16 bytes would; at INT4 the
+// int8-peak GEMVs bind instead (6.2 GFLOP at 0.0898 of 1.228 TOPS: 56 ms), still below FP8.
+TEST(DynaKvExperiment, DecodeStreamsWeightsAtTheRunsPrecision) {
+  const models::ModelSpec m = models::load_model_spec("qwen2.5-3b");
+  const double params = static_cast<double>(m.total_params()) - double(m.vocab) * m.hidden;  // the table is gathered
+  const double bw = 76.8e9 * 0.5;
+  std::map<std::string, double> compute;
+  for (const std::string precision : {"fp8", "int4"}) {
+    const std::string out = temp_out("precision_" + precision);
+    ASSERT_EQ(run_yaml("fig12.yaml", out,
+                       {"experiment.decode_lengths=[1]", "experiment.prefill=64", "experiment.sim_layers=1",
+                        "experiment.precision=" + precision,
+                        "experiment.variants=[{name: d, policy: {impl: dynakv, top_k_percent: 10}, placement: inter}]"}),
+              0);
+    h5::Reader r(out);
+    const double streamed_ms = params * (precision == "fp8" ? 1.0 : 0.5) / bw * 1e3;
+    const double compute_ms = r.doubles("summary/compute_per_token")[0];
+    compute[precision] = compute_ms;
+    EXPECT_GT(compute_ms, streamed_ms) << precision;
+    remove_result(out);
+  }
+  EXPECT_LT(compute["fp8"], params * 1.0 / bw * 1e3 + 20.0);
+  EXPECT_LT(compute["int4"], compute["fp8"]);
+}
+
 // Unmerged reads (read_commands: contiguous) issue one command per byte-contiguous range, so each
 // command's entries are one piece; merged page runs (the default) issue fewer, longer commands over
 // the same entries.
