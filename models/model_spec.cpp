@@ -68,7 +68,7 @@ double ModelSpec::linear_weight_bytes() const {
 
 double ModelSpec::classifier_weight_bytes() const {
   // A separately quantised classifier is per-channel: one scale per row of `hidden` weights (negligible).
-  return classifier_dtype_set ? dtype_bytes(classifier_dtype) : linear_weight_bytes();
+  return classifier_dtype ? dtype_bytes(*classifier_dtype) : linear_weight_bytes();
 }
 
 double ModelSpec::weight_bytes() const {
@@ -129,7 +129,6 @@ ModelSpec ModelSpec::from_params(const Params& p) {
     } catch (const ConfigError& e) {
       p.fail("classifier_dtype", e.what());
     }
-    m.classifier_dtype_set = true;
   }
   if (m.n_heads % m.n_kv_heads != 0)
     p.fail("n_kv_heads", fmt::format("n_heads ({}) must be a multiple of n_kv_heads ({})", m.n_heads, m.n_kv_heads));

@@ -3,6 +3,7 @@
 // configs/models/*.yaml. The same spec drives the cost model (how much work a
 // step is) and, for small models, the real kernel (doing the work).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,14 +35,15 @@ struct ModelSpec {
   DType kv_dtype = DType::kF16;
   // Groupwise weight quantisation (int4/int8 schemes such as ExecuTorch's 8da4w or GGUF's Q4_0): one
   // scale of `weight_scale_dtype` per `weight_group_size` weights of every linear layer. 0 counts the
-  // dtype's bytes alone (the profiles fitted before this existed). Scales are 1/g of a 4-bit weight's
-  // bytes times 8 at fp32, so group 32 reads 25% more than group 128's 6%: decode streams them all.
+  // dtype's bytes alone (the profiles fitted before this existed). With fp32 scales, int4 in groups
+  // of 32 reads 0.625 bytes per weight (25% over the 0.5 of the weights alone), in groups of 128
+  // 0.531 (6%): decode streams the scales with the weights.
   int weight_group_size = 0;
   DType weight_scale_dtype = DType::kF32;
   // The classifier (LM head, and the embedding it is tied to) when a scheme keeps it at another
-  // precision (ExecuTorch's SpinQuant / QAT+LoRA exports: 8-bit output layer over 4-bit linears).
-  DType classifier_dtype = DType::kF16;
-  bool classifier_dtype_set = false;  // false: the classifier uses weight_dtype (and its groups)
+  // precision (ExecuTorch's SpinQuant / QAT+LoRA exports: 8-bit output layer over 4-bit linears);
+  // unset, it is stored like the linear layers.
+  std::optional<DType> classifier_dtype;
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

@@ -104,7 +104,6 @@ TEST(CostModel, GroupScalesAndAnEightBitClassifierAreStreamedWithTheWeights) {
   const double plain_block = CostModel(m).decode(0).ops[size_t(0)].weight_bytes;  // the embedding row
   m.weight_group_size = 32;
   m.classifier_dtype = DType::kInt8;
-  m.classifier_dtype_set = true;
   EXPECT_DOUBLE_EQ(m.linear_weight_bytes(), 0.625);
   EXPECT_DOUBLE_EQ(m.classifier_weight_bytes(), 1.0);
   const Work d = CostModel(m).decode(0);
