@@ -191,6 +191,10 @@ class DynaKvExperiment : public Experiment {
       spec.device = vp.has("device") ? engine.apply(devices::load_device_profile(vp.node("device"), vs.child("device")))
                                      : device_;
       spec.dtype = vp.has("precision") ? models::parse_dtype(vp.text("precision")) : dtype_;
+      // The variant's precision is its weights' and KV's (seed 003: "all experiments are conducted in
+      // FP8 precision"): decode streams the weights at that width, not at the model profile's fp16.
+      spec.model.weight_dtype = spec.dtype;
+      spec.model.kv_dtype = spec.dtype;
       spec.device.require_storage("dynakv experiment");
       spec.device.unit("cpu", "dynakv experiment");
       variants_.push_back(std::move(spec));
@@ -470,12 +474,7 @@ class DynaKvExperiment : public Experiment {
     const devices::ComputeUnitSpec cpu = v.device.unit("cpu", "dynakv experiment");
     const double scale = static_cast<double>(model.n_layers) / session.n_layers;
     const double elem_bytes = models::dtype_bytes(v.dtype);
-    // The variant's precision is the weights' too (seed 003: "all experiments are conducted in FP8
-    // precision"): decode streams them at that width, not at the model profile's fp16.
-    models::ModelSpec at_precision = model;
-    at_precision.weight_dtype = v.dtype;
-    at_precision.kv_dtype = v.dtype;
-    const models::CostModel cost(at_precision);
+    const models::CostModel cost(model);
     const double cluster_flops_per_s = cpu.peak_flops(models::DType::kF32) * cpu.gemv_compute_efficiency;
     double lat = 0, io = 0, exposed = 0, prefetch = 0, rep_io = 0, comp = 0, bytes = 0, wanted = 0, c = 0, m = 0,
            forced = 0, written = 0, working = 0, att = 0;

@@ -118,6 +118,9 @@ struct SessionReplay::State {
   double within_total = 0;
   std::map<std::pair<int, int>, int> pending_update{};  // (table, cluster) -> step of its last unresolved update
   int next_step = 0;
+  // opt.storage without its load cost, which the single loading thread pays serially per layer (step).
+  std::optional<devices::StorageSpec> flash{};
+  double load_s_per_byte = 0;
 };
 
 SessionReplay::SessionReplay(const traces::KvSession& s, const KvClusterPolicy& policy, ReplayOptions opt) {
@@ -129,6 +132,11 @@ SessionReplay::SessionReplay(const traces::KvSession& s, const KvClusterPolicy& 
   State& x = *st_;
   std::vector<TableState>& tabs = x.tabs;
   const ReplayOptions& o = x.opt;
+  if (o.storage) {
+    x.flash = *o.storage;
+    x.flash->load_ns_per_byte = 0;
+    x.load_s_per_byte = o.storage->load_ns_per_byte * 1e-9;
+  }
   tabs.reserve(s.tables());
   for (int i = 0; i < s.tables(); ++i) {
     tabs.push_back({ClusterTable(s.head_dim, i), FlashLayout(o.placement, o.entry_bytes, o.page_bytes, o.hot_buffers, o.read_merge)});
@@ -263,14 +271,11 @@ void SessionReplay::step(ExactAttention& exact) {
         }
       }
     }
-    if (opt.storage) {
-      devices::StorageSpec flash = *opt.storage;
-      flash.load_ns_per_byte = 0;  // paid once per layer by the single loading thread, below
-      const double load_s_per_byte = opt.storage->load_ns_per_byte * 1e-9;
+    if (x.flash) {
       rec.layer_io_seconds[layer] =
-          simulated_read_seconds(flash, layer_runs) + static_cast<double>(layer_entry_bytes) * load_s_per_byte;
-      rec.layer_prefetch_seconds[layer] =
-          simulated_read_seconds(flash, prefetch_runs) + static_cast<double>(prefetch_entry_bytes) * load_s_per_byte;
+          simulated_read_seconds(*x.flash, layer_runs) + static_cast<double>(layer_entry_bytes) * x.load_s_per_byte;
+      rec.layer_prefetch_seconds[layer] = simulated_read_seconds(*x.flash, prefetch_runs) +
+                                          static_cast<double>(prefetch_entry_bytes) * x.load_s_per_byte;
     }
     sum.max_representatives = std::max<std::int64_t>(sum.max_representatives, rec.layer_representatives[layer]);
     rec.io_seconds += rec.layer_io_seconds[layer];
