@@ -31,9 +31,17 @@
 //   capture_prefill   int    64           prefill of the captured session
 //   capture_seed      int    11           sampling seed of the captured sequence
 //   generator         node   {}           drifting-generator parameters overriding traces::DriftingSpec's
+//                                         (a mapping, or the name of a config in configs/workloads/ such
+//                                         as dynakv_drifting, or {base: NAME, key: V})
 //                                         defaults (initial_centres, centre_scale, drift_per_step, key_noise,
 //                                         birth_every, split_offset, p_recent, recent_centres, query_gain,
-//                                         p_query_local, query_noise)
+//                                         p_query_local, query_noise, query_persistence,
+//                                         query_head_correlation); generated
+//                                         sessions carry the model's query heads per KV head (its GQA group)
+//                                         when gqa_selection is union, one otherwise
+//   gqa_selection     text   union        how a GQA group retrieves (policies/kvcluster/session_replay.h):
+//                                         union (every query head selects its top clusters, the KV head
+//                                         reads their union) or first_head (the group's first head selects)
 //   read_commands     text   page_runs    how scattered reads become commands (policies/kvcluster/flash_layout.h):
 //                                         page_runs (the model: neighbouring page reads merge into
 //                                         one command, as buffered reads through the page cache and the
@@ -63,6 +71,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "devices/device.h"
 #include "devices/engine.h"
@@ -150,7 +159,11 @@ class DynaKvExperiment : public Experiment {
     session_stats_ = p.boolean("session_stats");
     accuracy_every_ = static_cast<int>(p.integer("accuracy_every"));
     read_merge_ = policies::kvcluster::read_merge_from_string(p.text("read_commands"));
-    if (p.has("generator")) read_generator(p.node("generator"), p.source_of("generator"));
+    gqa_ = policies::kvcluster::gqa_selection_from_string(p.text("gqa_selection"));
+    if (p.has("generator")) {
+      const ResolvedWorkload g = resolve_workload_config(p.node("generator"), p.source_of("generator"));
+      read_generator(g.config, g.source);
+    }
     footprint_lengths_ = p.int_list("footprint_lengths");
     for (auto l : footprint_lengths_)
       if (l <= 0) p.fail("footprint_lengths", fmt::format("lengths must be positive (got {})", l));
@@ -219,6 +232,8 @@ class DynaKvExperiment : public Experiment {
     s.text("read_commands", std::string("page_runs"), "reads as commands: page_runs or contiguous")
         .in({"page_runs", "contiguous"});
     s.integer("accuracy_every", 1, "exact attention mass on every N-th decode step; 0: never").non_negative();
+    s.text("gqa_selection", "union", "how a GQA group retrieves: union of every query head's top clusters, or first_head")
+        .in({"union", "first_head"});
     s.boolean("session_stats", false, "write the calibration statistics of every session");
     s.int_list("footprint_lengths", std::vector<std::int64_t>{}, "Table 1: sequence lengths of the KV footprint");
     s.text_list("footprint_models", std::vector<std::string>{}, "Table 1: models of the KV footprint");
@@ -269,11 +284,11 @@ class DynaKvExperiment : public Experiment {
     };
     std::vector<Unit> units;
     for (const auto t : decode_lengths_) {
-      using SessionKey = std::pair<int, int>;  // (KV heads, head_dim)
+      using SessionKey = std::tuple<int, int, int>;  // (KV heads, head_dim, query heads per KV head)
       std::map<SessionKey, std::size_t> unit_of;  // sessions in order of first use
       for (std::size_t i = 0; i < variants_.size(); ++i) {
         const auto& v = variants_[i];
-        const SessionKey key{v.model.n_kv_heads, v.model.head_dim};
+        const SessionKey key{v.model.n_kv_heads, v.model.head_dim, v.model.n_heads / v.model.n_kv_heads};
         auto [it, fresh] = unit_of.try_emplace(key, units.size());
         if (fresh) {
           units.push_back({t, make_session(v.model, static_cast<int>(t)), {}, {}, {}});
@@ -404,6 +419,10 @@ class DynaKvExperiment : public Experiment {
     g.real("query_gain", d.query_gain, "query = gain x centre + noise").non_negative();
     g.real("p_query_local", d.p_query_local, "probability a query targets the current token's centre").range(0.0, 1.0);
     g.real("query_noise", d.query_noise, "std of query noise").non_negative();
+    g.real("query_persistence", d.query_persistence,
+           "probability a query head keeps its previous step's centre").range(0.0, 1.0);
+    g.real("query_head_correlation", d.query_head_correlation,
+           "probability a GQA group's further query head targets its first head's centre").range(0.0, 1.0);
     const Params gp(node, g, where, {});
     generator_.initial_centres = static_cast<int>(gp.integer("initial_centres"));
     generator_.centre_scale = gp.real("centre_scale");
@@ -416,6 +435,8 @@ class DynaKvExperiment : public Experiment {
     generator_.query_gain = gp.real("query_gain");
     generator_.p_query_local = gp.real("p_query_local");
     generator_.query_noise = gp.real("query_noise");
+    generator_.query_persistence = gp.real("query_persistence");
+    generator_.query_head_correlation = gp.real("query_head_correlation");
   }
 
   void add_session_stats(StatRows& rows, const traces::KvSession& s, std::int64_t t) const {
@@ -462,6 +483,7 @@ class DynaKvExperiment : public Experiment {
     opt.cache_ratio = v.cache_ratio;
     opt.replacement = v.cache_ratio > 0 ? v.replacement : nullptr;
     opt.accuracy_every = accuracy_every_;
+    opt.gqa = gqa_;
     opt.storage = v.device.require_storage("dynakv experiment");
     return opt;
   }
@@ -576,7 +598,8 @@ class DynaKvExperiment : public Experiment {
     traces::DriftingSpec s = generator_;
     s.n_layers = sim_layers_;
     s.n_kv_heads = model.n_kv_heads;
-    s.group = 1;  // one query per KV head: the replay selects with the group's first head
+    // The model's GQA group when every query head selects; one query per KV head otherwise.
+    s.group = gqa_ == policies::kvcluster::GqaSelection::kUnion ? model.n_heads / model.n_kv_heads : 1;
     s.head_dim = model.head_dim;
     s.prefill = prefill_;
     s.decode = decode;
@@ -598,6 +621,7 @@ class DynaKvExperiment : public Experiment {
   bool session_stats_ = false;
   int accuracy_every_ = 1;
   policies::kvcluster::ReadMerge read_merge_ = policies::kvcluster::ReadMerge::kPageRuns;
+  policies::kvcluster::GqaSelection gqa_ = policies::kvcluster::GqaSelection::kUnion;
 
   std::vector<VariantSpec> variants_;
 };

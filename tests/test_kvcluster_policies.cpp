@@ -75,6 +75,26 @@ TEST(KvClusterSelect, RanksCentroidsByDotProductAndCoversThePercentage) {
   (void)left;
 }
 
+TEST(KvClusterSelect, GqaUnionKeepsTheFirstHeadsRankingThenAddsEachFurtherHeadsNewClusters) {
+  ClusterTable t(2);
+  for (auto k : {rows({{10, 0}}), rows({{11, 0}}), rows({{0, 10}}), rows({{-10, 0}}), rows({{-9, 1}}), rows({{-11, -1}})})
+    t.append_key(k.data());
+  const int right = t.make_cluster({0, 1}), up = t.make_cluster({2}), left = t.make_cluster({3, 4, 5});
+  const float east[2] = {1, 0.1f}, west[2] = {-1, 0}, north[2] = {0, 1};
+  // One cluster per head: east -> right, west -> left, north -> up.
+  const float* two[2] = {east, west};
+  EXPECT_EQ(t.select_union(QueryGroup(two), TopK{1, 0}), (std::vector<int>{right, left}));
+  const float* three[3] = {west, east, north};
+  EXPECT_EQ(t.select_union(QueryGroup(three), TopK{1, 0}), (std::vector<int>{left, right, up}));
+  // Two per head: east -> {right, up}, north -> {up, right (5.5 vs left's -9.3)}: nothing new.
+  const float* overlapping[2] = {east, north};
+  EXPECT_EQ(t.select_union(QueryGroup(overlapping), TopK{2, 0}), (std::vector<int>{right, up}));
+  // A group of one (or of one query repeated) is the plain selection.
+  const float* same[3] = {east, east, east};
+  EXPECT_EQ(t.select_union(QueryGroup(same), TopK{0, 40.0}), t.select(east, TopK{0, 40.0}));
+  EXPECT_TRUE(t.select_union(QueryGroup(), TopK{1, 0}).empty());
+}
+
 TEST(KvClusterPrefill, KMeansPartitionHasCentroidRepresentatives) {
   DriftingKeys gen(8, 4, 3);
   auto p = make("{impl: pqcache, tokens_per_cluster: 16}");

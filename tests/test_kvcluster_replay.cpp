@@ -193,14 +193,57 @@ TEST(KvClusterReplay, ReplayingPoliciesTogetherEqualsReplayingEachAlone) {
   }
 }
 
+// GQA: when every query head of a group asks the same (followers without noise), the union is the
+// first head's selection, so union and first_head replays read, attend and count the same; with
+// independent heads the union attends far more, and counts more updated clusters as retrieved.
+TEST(KvClusterReplay, GqaUnionOfAgreeingHeadsEqualsTheFirstHeadsAndGrowsWithDisagreement) {
+  auto spec = replay_spec();
+  spec.decode = 128;
+  spec.group = 4;
+  spec.query_noise = 0;
+  spec.query_head_correlation = 1;
+  const auto agreeing = traces::generate_drifting_session(spec);
+  spec.query_head_correlation = 0;
+  spec.query_noise = 0.5;
+  const auto independent = traces::generate_drifting_session(spec);
+  auto p = make("{impl: dynakv, top_k_percent: 10}");
+  ReplayOptions uni, first;
+  first.gqa = GqaSelection::kFirstHead;
+  const auto a = replay_session(agreeing, *p, uni);
+  const auto b = replay_session(agreeing, *p, first);
+  for (std::size_t i = 0; i < a.steps.size(); ++i) {
+    EXPECT_EQ(a.steps[i].read_bytes, b.steps[i].read_bytes) << i;
+    EXPECT_EQ(a.steps[i].commands, b.steps[i].commands) << i;
+    EXPECT_EQ(a.steps[i].attended, b.steps[i].attended) << i;
+  }
+  EXPECT_EQ(a.updated_retrieved_within, b.updated_retrieved_within);
+  const auto c = replay_session(independent, *p, uni);
+  const auto d = replay_session(independent, *p, first);
+  std::int64_t attended_union = 0, attended_first = 0;
+  for (std::size_t i = 0; i < c.steps.size(); ++i) {
+    EXPECT_GE(c.steps[i].attended, d.steps[i].attended) << i;
+    attended_union += c.steps[i].attended;
+    attended_first += d.steps[i].attended;
+  }
+  EXPECT_GT(2 * attended_union, 3 * attended_first);  // four heads: more than 1.5x the first head's
+  EXPECT_GT(c.updated_retrieved_within[0], d.updated_retrieved_within[0]);
+  EXPECT_EQ(gqa_selection_from_string("first_head"), GqaSelection::kFirstHead);
+  EXPECT_THROW(gqa_selection_from_string("every_head"), InputError);
+}
+
+// As Figure 10 runs them: the baselines keep token order on flash, DynaKV its cluster layout
+// (inter-cluster placement), and its threshold sits at the mean prefill variance (tau_scale 1) so
+// that the short session splits.
 TEST(KvClusterReplay, DynaKvReadsLessAndFasterThanBaselinesOnTheDriftingGenerator) {
   const auto session = traces::generate_drifting_session(replay_spec());
-  ReplayOptions opt;
-  opt.accuracy_every = 1;
-  opt.storage = devices::load_device_profile("oneplus-12").require_storage("test");
   std::map<std::string, double> io, mass, cmds;
   for (const char* impl : {"no_cluster", "pqcache", "clusterkv", "dynakv"}) {
-    auto p = make(fmt::format("{{impl: {}, top_k_percent: 10}}", impl));
+    const bool dynakv = std::string(impl) == "dynakv";
+    auto p = make(fmt::format("{{impl: {}, top_k_percent: 10{}}}", impl, dynakv ? ", tau_scale: 1.0" : ""));
+    ReplayOptions opt;
+    opt.accuracy_every = 1;
+    opt.placement = dynakv ? Placement::kInterCluster : Placement::kSequence;
+    opt.storage = devices::load_device_profile("oneplus-12").require_storage("test");
     const auto r = replay_session(session, *p, opt);
     for (const auto& st : r.steps) {
       io[impl] += st.io_seconds / r.steps.size();
@@ -217,14 +260,21 @@ TEST(KvClusterReplay, DynaKvReadsLessAndFasterThanBaselinesOnTheDriftingGenerato
   EXPECT_GE(mass["no_cluster"], mass["dynakv"]);  // token-level top-k is the upper bound
 }
 
+// A threshold at the mean prefill variance (tau_scale 1) so that the short session splits often.
 TEST(KvClusterReplay, DelayedSplitReadsLessThanImmediateSplit) {
   const auto session = traces::generate_drifting_session(replay_spec());
   ReplayOptions opt;
   std::int64_t forced_immediate = 0, forced_delayed = 0;
   for (int b_max : {0, 16}) {
-    auto p = make(fmt::format("{{impl: dynakv, top_k_percent: 10, b_max: {}}}", b_max));
+    auto p = make(fmt::format("{{impl: dynakv, top_k_percent: 10, b_max: {}, tau_scale: 1.0}}", b_max));
     const auto r = replay_session(session, *p, opt);
-    for (const auto& st : r.steps) (b_max == 0 ? forced_immediate : forced_delayed) += st.forced_bytes;
+    int splits = 0;
+    for (const auto& st : r.steps) {
+      (b_max == 0 ? forced_immediate : forced_delayed) += st.forced_bytes;
+      splits += st.splits;
+    }
+    RecordProperty(fmt::format("splits_bmax{}", b_max), std::to_string(splits));
+    EXPECT_GT(splits, 5) << b_max;
   }
   RecordProperty("forced_bytes_bmax0", std::to_string(forced_immediate));
   RecordProperty("forced_bytes_bmax16", std::to_string(forced_delayed));

@@ -49,6 +49,50 @@ TEST(KvSession, DriftingGeneratorIsDeterministicAndShaped) {
   EXPECT_THROW(generate_drifting_session(spec), ConfigError);
 }
 
+// Query heads (traces/kv_session.h): without noise or drift a query is exactly its centre, so a head
+// that always keeps its centre (persistence 1) repeats one query, heads that always follow the first
+// head (correlation 1) repeat its queries, and neither key changes the keys (their own stream).
+TEST(KvSession, QueryHeadsPersistAndFollowTheirGroupsFirstHead) {
+  auto spec = small_spec();
+  spec.group = 3;
+  spec.query_noise = 0;
+  spec.drift_per_step = 0;
+  spec.query_gain = 1;
+  const auto free_heads = generate_drifting_session(spec);
+  auto follow = spec;
+  follow.query_head_correlation = 1;
+  const auto followers = generate_drifting_session(follow);
+  auto persist = spec;
+  persist.query_persistence = 1;
+  const auto persistent = generate_drifting_session(persist);
+  auto single = spec;
+  single.group = 1;
+  const auto one_head = generate_drifting_session(single);
+  for (int i = 0; i < free_heads.tables(); ++i) {
+    EXPECT_TRUE(free_heads.keys[i] == followers.keys[i]) << i;
+    EXPECT_TRUE(free_heads.keys[i] == persistent.keys[i]) << i;
+    EXPECT_TRUE(free_heads.keys[i] == one_head.keys[i]) << i;
+  }
+  auto changes = [](const kernel::Mat& q) {
+    int n = 0;
+    for (Eigen::Index t = 1; t < q.rows(); ++t) n += !(q.row(t) == q.row(t - 1));
+    return n;
+  };
+  for (int table = 0; table < free_heads.tables(); ++table) {
+    const std::size_t first = static_cast<std::size_t>(table) * 3;  // layer-major, 3 heads per KV head
+    for (int g = 1; g < 3; ++g) {
+      EXPECT_TRUE(followers.queries[first + g] == followers.queries[first]) << table << "/" << g;
+      EXPECT_FALSE(free_heads.queries[first + g] == free_heads.queries[first]) << table << "/" << g;
+    }
+    for (int g = 0; g < 3; ++g) {
+      EXPECT_EQ(changes(persistent.queries[first + g]), 0) << table << "/" << g;
+      EXPECT_GT(changes(free_heads.queries[first + g]), 100) << table << "/" << g;  // 300 steps, ~16-22 centres
+    }
+  }
+  persist.query_persistence = 1.5;
+  EXPECT_THROW(generate_drifting_session(persist), ConfigError);
+}
+
 TEST(KvSession, Hdf5RoundTripIsExact) {
   kernel::testing::TempFile f(".h5");
   const auto a = generate_drifting_session(small_spec());

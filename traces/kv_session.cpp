@@ -79,7 +79,7 @@ void DriftingSpec::validate() const {
   if (n_layers <= 0 || n_kv_heads <= 0 || group <= 0 || head_dim <= 0 || prefill <= 0 || decode < 0 ||
       initial_centres <= 0 || birth_every <= 0 || recent_centres <= 0)
     throw ConfigError("drifting session: layer, head, dimension, length, centre and period counts must be positive");
-  for (double p : {p_recent, p_query_local})
+  for (double p : {p_recent, p_query_local, query_head_correlation, query_persistence})
     if (!(p >= 0 && p <= 1)) throw ConfigError(fmt::format("drifting session: probability {} outside [0, 1]", p));
   for (double x : {centre_scale, drift_per_step, key_noise, split_offset, query_gain, query_noise})
     if (!(x >= 0) || !std::isfinite(x)) throw ConfigError(fmt::format("drifting session: scale {} must be >= 0", x));
@@ -114,6 +114,9 @@ KvSession generate_drifting_session(const DriftingSpec& spec) {
   for (int l = 0; l < spec.n_layers; ++l)
     for (int h = 0; h < spec.n_kv_heads; ++h) {
       sim::Rng rng(spec.seed, 0, "traces/kv_session", fmt::format("l{}h{}", l, h));
+      // Queries draw from their own stream, so the keys of a (layer, KV head) are the same whatever
+      // the GQA group size and query parameters (models that differ only there share their keys).
+      sim::Rng qrng(spec.seed, 0, "traces/kv_session", fmt::format("l{}h{}/queries", l, h));
       std::vector<Centre> centres;
       for (int i = 0; i < spec.initial_centres; ++i)
         centres.push_back({gaussian(rng, d, spec.centre_scale), gaussian(rng, d, spec.drift_per_step), 0});
@@ -124,6 +127,7 @@ KvSession generate_drifting_session(const DriftingSpec& spec) {
         q.resize(spec.decode, d);
         qs.push_back(&q);
       }
+      std::vector<int> targets(static_cast<std::size_t>(spec.group), -1);  // each query head's centre at the last step
       for (int p = 0; p < n; ++p) {
         const int step = std::max(0, p - spec.prefill);
         if (p >= spec.prefill && step > 0 && step % spec.birth_every == 0) {
@@ -143,14 +147,18 @@ KvSession generate_drifting_session(const DriftingSpec& spec) {
         }
         k.row(p) = (centres[pick].at(step) + gaussian(rng, d, spec.key_noise)).transpose();
         v.row(p) = gaussian(rng, d, 1.0).transpose();
-        if (p >= spec.prefill)
-          for (auto* q : qs) {
-            const int target =
-                rng.bernoulli(spec.p_query_local) ? pick : static_cast<int>(rng.uniform_int(centres.size()));
-            q->row(step) = (static_cast<float>(spec.query_gain) * centres[target].at(step) +
-                            gaussian(rng, d, spec.query_noise))
-                               .transpose();
+        if (p >= spec.prefill) {
+          for (int g = 0; g < spec.group; ++g) {
+            int& target = targets[g];
+            if (g > 0 && qrng.bernoulli(spec.query_head_correlation))
+              target = targets[0];
+            else if (target < 0 || !qrng.bernoulli(spec.query_persistence))
+              target = qrng.bernoulli(spec.p_query_local) ? pick : static_cast<int>(qrng.uniform_int(centres.size()));
+            qs[g]->row(step) = (static_cast<float>(spec.query_gain) * centres[target].at(step) +
+                                gaussian(qrng, d, spec.query_noise))
+                                   .transpose();
           }
+        }
       }
       s.keys.push_back(std::move(k));
       s.values.push_back(std::move(v));

@@ -51,7 +51,13 @@ KvSession capture_kv_session(const kernel::Model& m, const std::vector<int>& tok
 //     key = centre + N(0, key_noise^2 I); value ~ N(0, I);
 //   - a query is `query_gain` x the centre of the current token's cluster with
 //     probability `p_query_local`, else of a uniformly chosen centre, plus
-//     N(0, query_noise^2 I): queries attend mostly to a few clusters.
+//     N(0, query_noise^2 I): queries attend mostly to a few clusters;
+//   - a query head keeps its previous step's centre with probability
+//     `query_persistence` (a head attends the same region over many steps), else
+//     draws a centre as above;
+//   - GQA (`group` query heads per KV head): each further head of the group takes
+//     the first head's centre with probability `query_head_correlation`, else
+//     follows its own centre as above; every head has its own noise.
 // Its defaults are not calibrated on a real capture (see the issue 9 report).
 struct DriftingSpec {
   int n_layers = 8, n_kv_heads = 8, group = 1, head_dim = 64;
@@ -63,6 +69,7 @@ struct DriftingSpec {
   double p_recent = 0.5;
   int recent_centres = 4;
   double query_gain = 0.5, p_query_local = 0.7, query_noise = 0.5;
+  double query_persistence = 0, query_head_correlation = 0;
   std::uint64_t seed = 1;
   void validate() const;  // ConfigError for non-positive sizes or probabilities outside [0, 1]
 };

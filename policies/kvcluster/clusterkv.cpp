@@ -19,15 +19,15 @@ ParamSchema ClusterKv::schema() {
   return s;
 }
 
-StepOutcome ClusterKv::decode_step(ClusterTable& t, const float* q, const float* k_new) const {
+StepOutcome ClusterKv::decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const {
   StepOutcome out;
   const int m = t.n_alive();
-  out.selected = t.select(q, top_k());
+  out.selected = t.select_union(qs, top_k());
   const int w = t.local_window();
   out.attended = t.positions_of(out.selected);
   const auto& recent = t.cluster(w).members;
   out.attended.insert(out.attended.end(), recent.begin(), recent.end());
-  out.cluster_flops = cluster_scan_flops(m, t.head_dim());
+  out.cluster_flops = cluster_scan_flops(m, t.head_dim()) * static_cast<double>(qs.size());
   const int pos = t.append_key(k_new);
   t.add_entry(w, pos);
   if (t.cluster(w).size() >= window_) {

@@ -18,7 +18,8 @@ class ClusterKv : public KvClusterPolicy {
  public:
   explicit ClusterKv(const Params& p);
   static ParamSchema schema();
-  StepOutcome decode_step(ClusterTable& t, const float* q, const float* k_new) const override;
+  using KvClusterPolicy::decode_step;
+  StepOutcome decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const override;
 
  private:
   int window_;

@@ -32,7 +32,8 @@ class DynaKv : public KvClusterPolicy {
   static ParamSchema schema();
   void check_heads(int n_heads) const override;
   void prefill(ClusterTable& t, const kernel::Mat& keys) const override;
-  StepOutcome decode_step(ClusterTable& t, const float* q, const float* k_new) const override;
+  using KvClusterPolicy::decode_step;
+  StepOutcome decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const override;
   int b_max() const { return b_max_; }
 
  private:

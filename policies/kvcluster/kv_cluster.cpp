@@ -344,6 +344,21 @@ void KvClusterPolicy::prefill(ClusterTable& t, const kernel::Mat& keys) const {
   t.initial_partition(tokens_per_cluster_, kmeans_iters_, seed_);
 }
 
+std::vector<int> ClusterTable::select_union(QueryGroup qs, const TopK& top) const {
+  if (qs.empty()) return {};
+  std::vector<int> out = select(qs[0], top);
+  if (qs.size() == 1) return out;
+  std::vector<char> taken(clusters_.size(), 0);
+  for (int c : out) taken[c] = 1;
+  for (std::size_t g = 1; g < qs.size(); ++g)
+    for (int c : select(qs[g], top))
+      if (!taken[c]) {
+        taken[c] = 1;
+        out.push_back(c);
+      }
+  return out;
+}
+
 std::vector<int> KvClusterPolicy::attended_positions(const ClusterTable& t, const float* q) const {
   std::vector<int> out = t.positions_of(t.select(q, top_));
   if (t.local_window_id() >= 0) {

@@ -27,6 +27,7 @@
 //   similarity of query q to cluster j = q . r_j (the attention score of the centroid);
 //   nearest cluster of a new key = smallest ||k - r_j||^2 (the K-means assignment rule).
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ struct Cluster {
   bool local_window = false;     // ClusterKV's not-yet-clustered recent entries (DRAM, always attended)
   int size() const { return static_cast<int>(members.size() + buffered.size()); }
 };
+
+// The queries of one KV head's GQA group at one decode step: one pointer per query head (head_dim
+// floats each), the group's first head first.
+using QueryGroup = std::span<const float* const>;
 
 struct TopK {
   int clusters = 0;        // > 0: a fixed count of clusters
@@ -110,6 +115,9 @@ class ClusterTable {
   double similarity(int c, const float* q) const;
   // Live clusters ranked by q . r_j (ties: lower id), cut by `top`.
   std::vector<int> select(const float* q, const TopK& top) const;
+  // GQA: every query head of the group selects its own top clusters and the KV head retrieves
+  // the union: the first head's selection in rank order, then each further head's new clusters.
+  std::vector<int> select_union(QueryGroup qs, const TopK& top) const;
   // Positions of the given clusters (members and buffered).
   std::vector<int> positions_of(const std::vector<int>& cs) const;
   // Mean variance over live clusters with at least two entries (Table 5), weighted by size.
@@ -164,8 +172,14 @@ class KvClusterPolicy {
   virtual void check_heads(int n_heads) const { (void)n_heads; }
   // The prefill: `keys` [L0, head_dim] become positions 0..L0-1 and are partitioned.
   virtual void prefill(ClusterTable& t, const kernel::Mat& keys) const;
-  // One decode step (Algorithm 1's loop body): select with q, then place k_new.
-  virtual StepOutcome decode_step(ClusterTable& t, const float* q, const float* k_new) const = 0;
+  // One decode step (Algorithm 1's loop body): select with the group's queries (the union of every
+  // query head's top clusters, ClusterTable::select_union), then place k_new.
+  virtual StepOutcome decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const = 0;
+  // The same for a group of one query head.
+  StepOutcome decode_step(ClusterTable& t, const float* q, const float* k_new) const {
+    const float* one[1] = {q};
+    return decode_step(t, QueryGroup(one), k_new);
+  }
   const TopK& top_k() const { return top_; }
   // What attention reads for query q: the top-k clusters (members and buffered
   // entries) plus ClusterKV's local window, which is always resident.

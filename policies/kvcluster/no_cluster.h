@@ -15,7 +15,8 @@ class NoCluster : public KvClusterPolicy {
   explicit NoCluster(const Params& p);
   static ParamSchema schema();
   void prefill(ClusterTable& t, const kernel::Mat& keys) const override;
-  StepOutcome decode_step(ClusterTable& t, const float* q, const float* k_new) const override;
+  using KvClusterPolicy::decode_step;
+  StepOutcome decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const override;
 };
 
 }  // namespace mobisim::policies::kvcluster

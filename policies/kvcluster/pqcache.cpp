@@ -7,10 +7,10 @@ namespace mobisim::policies::kvcluster {
 PqCache::PqCache(const Params& p) : KvClusterPolicy(p) {}
 ParamSchema PqCache::schema() { return common_cluster_schema(); }
 
-StepOutcome PqCache::decode_step(ClusterTable& t, const float* q, const float* k_new) const {
+StepOutcome PqCache::decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const {
   StepOutcome out;
   const int m = t.n_alive();
-  out.selected = t.select(q, top_k());
+  out.selected = t.select_union(qs, top_k());
   out.attended = t.positions_of(out.selected);
   const int pos = t.append_key(k_new);
   const int j = t.nearest_cluster(k_new);
@@ -21,7 +21,8 @@ StepOutcome PqCache::decode_step(ClusterTable& t, const float* q, const float* k
     t.mark_updated(j);
     out.updated.push_back(j);
   }
-  out.cluster_flops = cluster_scan_flops(m, t.head_dim()) * 2.5;  // q . r_j, then ||k - r_j||^2
+  // q . r_j per query head, then ||k - r_j||^2
+  out.cluster_flops = cluster_scan_flops(m, t.head_dim()) * (static_cast<double>(qs.size()) + 1.5);
   t.next_step();
   return out;
 }

@@ -13,7 +13,8 @@ class PqCache : public KvClusterPolicy {
  public:
   explicit PqCache(const Params& p);
   static ParamSchema schema();
-  StepOutcome decode_step(ClusterTable& t, const float* q, const float* k_new) const override;
+  using KvClusterPolicy::decode_step;
+  StepOutcome decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const override;
 };
 
 }  // namespace mobisim::policies::kvcluster

@@ -97,14 +97,25 @@ struct TableState {
   FlashLayout layout;
 };
 
-const float* group_query(const traces::KvSession& s, int layer, int kv_head, int step) {
+// The queries that select for (layer, kv_head) at `step`: every head of the group, or its first.
+std::vector<const float*> group_queries(const traces::KvSession& s, GqaSelection gqa, int layer, int kv_head, int step) {
   const int group = s.n_heads / s.n_kv_heads;
-  return s.queries[static_cast<std::size_t>(layer) * s.n_heads + kv_head * group].row(step).data();
+  const int heads = gqa == GqaSelection::kUnion ? group : 1;
+  std::vector<const float*> qs(static_cast<std::size_t>(heads));
+  for (int g = 0; g < heads; ++g)
+    qs[g] = s.queries[static_cast<std::size_t>(layer) * s.n_heads + kv_head * group + g].row(step).data();
+  return qs;
 }
 
 constexpr int kHorizons[] = {1, 2, 4, 8, 16};
 
 }  // namespace
+
+GqaSelection gqa_selection_from_string(const std::string& s) {
+  if (s == "union") return GqaSelection::kUnion;
+  if (s == "first_head") return GqaSelection::kFirstHead;
+  throw InputError(fmt::format("unknown GQA selection '{}' (expected union or first_head)", s));
+}
 
 // One policy's replay in progress: its tables and layouts, its DRAM cache and the Table 2 bookkeeping.
 struct SessionReplay::State {
@@ -122,6 +133,16 @@ struct SessionReplay::State {
   std::optional<devices::StorageSpec> flash{};
   double load_s_per_byte = 0;
 };
+
+namespace {
+// The loading thread's own time for a layer's reads: every byte it read, page padding included
+// (a buffered read copies whole pages out of the page cache, the path whose merging page_runs models).
+double loading_seconds(double s_per_byte, const std::vector<ReadRun>& runs) {
+  std::int64_t bytes = 0;
+  for (const auto& r : runs) bytes += r.bytes;
+  return static_cast<double>(bytes) * s_per_byte;
+}
+}  // namespace
 
 SessionReplay::SessionReplay(const traces::KvSession& s, const KvClusterPolicy& policy, ReplayOptions opt) {
   s.validate("replay");
@@ -144,9 +165,13 @@ SessionReplay::SessionReplay(const traces::KvSession& s, const KvClusterPolicy& 
     policy.prefill(ts.table, s.keys[i].topRows(s.prefill));
     const int layer = i / s.n_kv_heads, kvh = i % s.n_kv_heads;
     const int nq = std::min(o.coretrieval_steps, s.decode);
-    kernel::Mat queries(nq, s.head_dim);
-    for (int t = 0; t < nq; ++t)
-      queries.row(t) = Eigen::Map<const Eigen::RowVectorXf>(group_query(s, layer, kvh, t), s.head_dim);
+    const int heads = static_cast<int>(group_queries(s, o.gqa, layer, kvh, 0).size());
+    kernel::Mat queries(static_cast<Eigen::Index>(nq) * heads, s.head_dim);
+    for (int t = 0; t < nq; ++t) {
+      const auto qs = group_queries(s, o.gqa, layer, kvh, t);
+      for (int g = 0; g < heads; ++g)
+        queries.row(static_cast<Eigen::Index>(t) * heads + g) = Eigen::Map<const Eigen::RowVectorXf>(qs[g], s.head_dim);
+    }
     ts.layout.place_initial(ts.table, co_retrieval_counts(ts.table, queries, policy.top_k()));
   }
   const std::int64_t total_bytes = static_cast<std::int64_t>(s.positions()) * s.tables() * o.entry_bytes;
@@ -183,13 +208,12 @@ void SessionReplay::step(ExactAttention& exact) {
   const bool measure_mass = opt.accuracy_every > 0 && step % opt.accuracy_every == 0;
   for (int layer = 0; layer < s.n_layers; ++layer) {
     std::vector<ReadRun> layer_runs, prefetch_runs;
-    std::int64_t layer_entry_bytes = 0, prefetch_entry_bytes = 0;  // what the loading thread converts
     for (int kvh = 0; kvh < s.n_kv_heads; ++kvh) {
       const int ti = layer * s.n_kv_heads + kvh;
       auto& ts = tabs[ti];
-      const float* q = group_query(s, layer, kvh, step);
+      const std::vector<const float*> qs = group_queries(s, opt.gqa, layer, kvh, step);
       // Retrieval: P_req, minus what the DRAM cache holds.
-      const std::vector<int> sel = ts.table.select(q, policy.top_k());
+      const std::vector<int> sel = ts.table.select_union(qs, policy.top_k());
       rec.layer_representatives[layer] += ts.table.n_alive();
       std::vector<int> missed, hit;
       for (int c : sel) {
@@ -211,13 +235,12 @@ void SessionReplay::step(ExactAttention& exact) {
       }
       std::vector<int> wanted = ts.table.positions_of(missed);
       const int n_before = ts.table.n_entries();
-      const StepOutcome out = policy.decode_step(ts.table, q, s.keys[ti].row(s.prefill + step).data());
+      const StepOutcome out = policy.decode_step(ts.table, QueryGroup(qs), s.keys[ti].row(s.prefill + step).data());
       // The layout still has the pre-step offsets: reads resolve against what was on flash.
       auto runs = ts.layout.read_runs_of(wanted);
       // Cached clusters live on flash too (layer-wise virtualization): prefetched, not on the critical path.
       if (!hit.empty()) {
         const std::vector<int> hit_positions = ts.table.positions_of(hit);
-        prefetch_entry_bytes += static_cast<std::int64_t>(hit_positions.size()) * opt.entry_bytes;
         const auto pre = ts.layout.read_runs_of(hit_positions);
         prefetch_runs.insert(prefetch_runs.end(), pre.begin(), pre.end());
       }
@@ -241,7 +264,6 @@ void SessionReplay::step(ExactAttention& exact) {
         rec.commands += 1;
       }
       rec.wanted_bytes += static_cast<std::int64_t>(wanted.size()) * opt.entry_bytes;
-      layer_entry_bytes += static_cast<std::int64_t>(wanted.size() + forced.size()) * opt.entry_bytes;
       layer_runs.insert(layer_runs.end(), runs.begin(), runs.end());
       layer_runs.insert(layer_runs.end(), forced_runs.begin(), forced_runs.end());
       const FlashStats before = ts.layout.stats();
@@ -272,10 +294,8 @@ void SessionReplay::step(ExactAttention& exact) {
       }
     }
     if (x.flash) {
-      rec.layer_io_seconds[layer] =
-          simulated_read_seconds(*x.flash, layer_runs) + static_cast<double>(layer_entry_bytes) * x.load_s_per_byte;
-      rec.layer_prefetch_seconds[layer] = simulated_read_seconds(*x.flash, prefetch_runs) +
-                                          static_cast<double>(prefetch_entry_bytes) * x.load_s_per_byte;
+      rec.layer_io_seconds[layer] = simulated_read_seconds(*x.flash, layer_runs) + loading_seconds(x.load_s_per_byte, layer_runs);
+      rec.layer_prefetch_seconds[layer] = simulated_read_seconds(*x.flash, prefetch_runs) + loading_seconds(x.load_s_per_byte, prefetch_runs);
     }
     sum.max_representatives = std::max<std::int64_t>(sum.max_representatives, rec.layer_representatives[layer]);
     rec.io_seconds += rec.layer_io_seconds[layer];

@@ -7,14 +7,16 @@
 // retrieved entries capture.
 //
 // Choices the document leaves open, made here:
-//   - GQA: a KV head's table selects with the query of the group's first query
-//     head (every head of the group attends the same retrieved entries);
+//   - GQA (ReplayOptions::gqa): every query head of a KV head's group selects its own
+//     top clusters and the KV head retrieves their union (the group attends the union),
+//     or the group's first query head selects for all;
 //   - the co-retrieval matrix (eq. 8) is built from the first
 //     `coretrieval_steps` decode queries, before any of them is replayed;
 //   - the cache budget is cache_ratio x the KV bytes of the whole session.
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "devices/storage.h"
@@ -25,7 +27,12 @@
 
 namespace mobisim::policies::kvcluster {
 
+enum class GqaSelection { kUnion, kFirstHead };
+// "union" or "first_head"; InputError otherwise.
+GqaSelection gqa_selection_from_string(const std::string& s);
+
 struct ReplayOptions {
+  GqaSelection gqa = GqaSelection::kUnion;
   Placement placement = Placement::kInterCluster;
   std::int64_t entry_bytes = 256;  // K + V of one position of one KV head (2 x head_dim x bytes per element)
   std::int64_t page_bytes = 4096;
@@ -38,9 +45,10 @@ struct ReplayOptions {
   // attention mass captured, on every N-th decode step (steps 0, N, 2N, ...); 0: never.
   int accuracy_every = 0;
   // With a storage spec, every layer's reads are timed on a simulated device. Its load_ns_per_byte
-  // is the loading thread's: DynaKV loads with one dedicated thread (seed 003, section 7), which turns
-  // the entries it fetched into the runtime's KV buffers one after another, so a layer pays it
-  // serially on the entry bytes it reads for (page padding is dropped), after the flash reads.
+  // is the loading thread's: DynaKV loads with one dedicated thread (seed 003, section 7), which
+  // copies what it read into the runtime's KV buffers one read after another, so a layer pays it
+  // serially on every byte it reads (whole pages: a buffered read copies the pages it brought into
+  // the page cache, the path whose merging ReadMerge::kPageRuns models), after the flash reads.
   std::optional<devices::StorageSpec> storage;
 };
 
