@@ -97,10 +97,15 @@ struct TableState {
   FlashLayout layout;
 };
 
+// How many query heads of a group select: all of them, or the first.
+int selecting_heads(const traces::KvSession& s, GqaSelection gqa) {
+  return gqa == GqaSelection::kUnion ? s.n_heads / s.n_kv_heads : 1;
+}
+
 // The queries that select for (layer, kv_head) at `step`: every head of the group, or its first.
 std::vector<const float*> group_queries(const traces::KvSession& s, GqaSelection gqa, int layer, int kv_head, int step) {
   const int group = s.n_heads / s.n_kv_heads;
-  const int heads = gqa == GqaSelection::kUnion ? group : 1;
+  const int heads = selecting_heads(s, gqa);
   std::vector<const float*> qs(static_cast<std::size_t>(heads));
   for (int g = 0; g < heads; ++g)
     qs[g] = s.queries[static_cast<std::size_t>(layer) * s.n_heads + kv_head * group + g].row(step).data();
@@ -165,7 +170,7 @@ SessionReplay::SessionReplay(const traces::KvSession& s, const KvClusterPolicy& 
     policy.prefill(ts.table, s.keys[i].topRows(s.prefill));
     const int layer = i / s.n_kv_heads, kvh = i % s.n_kv_heads;
     const int nq = std::min(o.coretrieval_steps, s.decode);
-    const int heads = static_cast<int>(group_queries(s, o.gqa, layer, kvh, 0).size());
+    const int heads = selecting_heads(s, o.gqa);
     kernel::Mat queries(static_cast<Eigen::Index>(nq) * heads, s.head_dim);
     for (int t = 0; t < nq; ++t) {
       const auto qs = group_queries(s, o.gqa, layer, kvh, t);
