@@ -1,5 +1,7 @@
 #include "policies/kvcluster/clusterkv.h"
 
+#include <utility>
+
 #include <algorithm>
 
 #include "models/kernel/kmeans.h"
@@ -19,15 +21,15 @@ ParamSchema ClusterKv::schema() {
   return s;
 }
 
-StepOutcome ClusterKv::decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const {
+StepOutcome ClusterKv::decode_selected(ClusterTable& t, std::vector<int> selected, int heads, const float* k_new) const {
   StepOutcome out;
   const int m = t.n_alive();
-  out.selected = t.select_union(qs, top_k());
+  out.selected = std::move(selected);
   const int w = t.local_window();
   out.attended = t.positions_of(out.selected);
   const auto& recent = t.cluster(w).members;
   out.attended.insert(out.attended.end(), recent.begin(), recent.end());
-  out.cluster_flops = cluster_scan_flops(m, t.head_dim()) * static_cast<double>(qs.size());
+  out.cluster_flops = cluster_scan_flops(m, t.head_dim()) * static_cast<double>(heads);
   const int pos = t.append_key(k_new);
   t.add_entry(w, pos);
   if (t.cluster(w).size() >= window_) {

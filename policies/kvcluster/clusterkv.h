@@ -18,8 +18,7 @@ class ClusterKv : public KvClusterPolicy {
  public:
   explicit ClusterKv(const Params& p);
   static ParamSchema schema();
-  using KvClusterPolicy::decode_step;
-  StepOutcome decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const override;
+  StepOutcome decode_selected(ClusterTable& t, std::vector<int> selected, int heads, const float* k_new) const override;
 
  private:
   int window_;

@@ -1,5 +1,7 @@
 #include "policies/kvcluster/dynakv.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -61,13 +63,13 @@ int DynaKv::split_cluster(ClusterTable& t, int c, StepOutcome& out) const {
   return child;
 }
 
-StepOutcome DynaKv::decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const {
+StepOutcome DynaKv::decode_selected(ClusterTable& t, std::vector<int> selected, int heads, const float* k_new) const {
   StepOutcome out;
   const int m = t.n_alive();
-  out.selected = t.select_union(qs, top_k());
+  out.selected = std::move(selected);
   out.attended = t.positions_of(out.selected);
   // q . r_j per query head, then the new key's distances and variance update.
-  out.cluster_flops = cluster_scan_flops(m, t.head_dim()) * (static_cast<double>(qs.size()) + 1.5) + 4.0 * t.head_dim();
+  out.cluster_flops = cluster_scan_flops(m, t.head_dim()) * (static_cast<double>(heads) + 1.5) + 4.0 * t.head_dim();
   const auto in_dram = [&](int c) { return std::find(out.selected.begin(), out.selected.end(), c) != out.selected.end(); };
 
   const int pos = t.append_key(k_new);

@@ -32,8 +32,7 @@ class DynaKv : public KvClusterPolicy {
   static ParamSchema schema();
   void check_heads(int n_heads) const override;
   void prefill(ClusterTable& t, const kernel::Mat& keys) const override;
-  using KvClusterPolicy::decode_step;
-  StepOutcome decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const override;
+  StepOutcome decode_selected(ClusterTable& t, std::vector<int> selected, int heads, const float* k_new) const override;
   int b_max() const { return b_max_; }
 
  private:

@@ -172,9 +172,14 @@ class KvClusterPolicy {
   virtual void check_heads(int n_heads) const { (void)n_heads; }
   // The prefill: `keys` [L0, head_dim] become positions 0..L0-1 and are partitioned.
   virtual void prefill(ClusterTable& t, const kernel::Mat& keys) const;
-  // One decode step (Algorithm 1's loop body): select with the group's queries (the union of every
-  // query head's top clusters, ClusterTable::select_union), then place k_new.
-  virtual StepOutcome decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const = 0;
+  // One decode step (Algorithm 1's loop body) on the clusters `selected` for it: the union of the
+  // top clusters of the group's `heads` query heads (ClusterTable::select_union), taken by the caller
+  // before the table changes (the replay needs the same selection for its cache); then place k_new.
+  virtual StepOutcome decode_selected(ClusterTable& t, std::vector<int> selected, int heads, const float* k_new) const = 0;
+  // The same, selecting with the group's queries first.
+  StepOutcome decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const {
+    return decode_selected(t, t.select_union(qs, top_k()), static_cast<int>(qs.size()), k_new);
+  }
   // The same for a group of one query head.
   StepOutcome decode_step(ClusterTable& t, const float* q, const float* k_new) const {
     const float* one[1] = {q};

@@ -1,5 +1,7 @@
 #include "policies/kvcluster/no_cluster.h"
 
+#include <utility>
+
 #include "sim/registry.h"
 
 namespace mobisim::policies::kvcluster {
@@ -11,12 +13,12 @@ void NoCluster::prefill(ClusterTable& t, const kernel::Mat& keys) const {
   for (Eigen::Index i = 0; i < keys.rows(); ++i) t.make_cluster({t.append_key(keys.row(i).data())});
 }
 
-StepOutcome NoCluster::decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const {
+StepOutcome NoCluster::decode_selected(ClusterTable& t, std::vector<int> selected, int heads, const float* k_new) const {
   StepOutcome out;
   // A singleton's representative is the key itself, so ranking clusters is exact top-k.
-  out.selected = t.select_union(qs, top_k());
+  out.selected = std::move(selected);
   out.attended = t.positions_of(out.selected);
-  out.cluster_flops = cluster_scan_flops(t.n_entries(), t.head_dim()) * static_cast<double>(qs.size());
+  out.cluster_flops = cluster_scan_flops(t.n_entries(), t.head_dim()) * static_cast<double>(heads);
   const int c = t.make_cluster({t.append_key(k_new)});
   out.created.push_back(c);
   t.next_step();

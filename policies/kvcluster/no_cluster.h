@@ -15,8 +15,7 @@ class NoCluster : public KvClusterPolicy {
   explicit NoCluster(const Params& p);
   static ParamSchema schema();
   void prefill(ClusterTable& t, const kernel::Mat& keys) const override;
-  using KvClusterPolicy::decode_step;
-  StepOutcome decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const override;
+  StepOutcome decode_selected(ClusterTable& t, std::vector<int> selected, int heads, const float* k_new) const override;
 };
 
 }  // namespace mobisim::policies::kvcluster

@@ -1,5 +1,7 @@
 #include "policies/kvcluster/pqcache.h"
 
+#include <utility>
+
 #include "sim/registry.h"
 
 namespace mobisim::policies::kvcluster {
@@ -7,10 +9,10 @@ namespace mobisim::policies::kvcluster {
 PqCache::PqCache(const Params& p) : KvClusterPolicy(p) {}
 ParamSchema PqCache::schema() { return common_cluster_schema(); }
 
-StepOutcome PqCache::decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const {
+StepOutcome PqCache::decode_selected(ClusterTable& t, std::vector<int> selected, int heads, const float* k_new) const {
   StepOutcome out;
   const int m = t.n_alive();
-  out.selected = t.select_union(qs, top_k());
+  out.selected = std::move(selected);
   out.attended = t.positions_of(out.selected);
   const int pos = t.append_key(k_new);
   const int j = t.nearest_cluster(k_new);
@@ -22,7 +24,7 @@ StepOutcome PqCache::decode_step(ClusterTable& t, QueryGroup qs, const float* k_
     out.updated.push_back(j);
   }
   // q . r_j per query head, then ||k - r_j||^2
-  out.cluster_flops = cluster_scan_flops(m, t.head_dim()) * (static_cast<double>(qs.size()) + 1.5);
+  out.cluster_flops = cluster_scan_flops(m, t.head_dim()) * (static_cast<double>(heads) + 1.5);
   t.next_step();
   return out;
 }

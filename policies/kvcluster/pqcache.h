@@ -13,8 +13,7 @@ class PqCache : public KvClusterPolicy {
  public:
   explicit PqCache(const Params& p);
   static ParamSchema schema();
-  using KvClusterPolicy::decode_step;
-  StepOutcome decode_step(ClusterTable& t, QueryGroup qs, const float* k_new) const override;
+  StepOutcome decode_selected(ClusterTable& t, std::vector<int> selected, int heads, const float* k_new) const override;
 };
 
 }  // namespace mobisim::policies::kvcluster

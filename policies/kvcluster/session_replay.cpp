@@ -240,13 +240,13 @@ void SessionReplay::step(ExactAttention& exact) {
       }
       std::vector<int> wanted = ts.table.positions_of(missed);
       const int n_before = ts.table.n_entries();
-      const StepOutcome out = policy.decode_step(ts.table, QueryGroup(qs), s.keys[ti].row(s.prefill + step).data());
+      const StepOutcome out =
+          policy.decode_selected(ts.table, sel, static_cast<int>(qs.size()), s.keys[ti].row(s.prefill + step).data());
       // The layout still has the pre-step offsets: reads resolve against what was on flash.
       auto runs = ts.layout.read_runs_of(wanted);
       // Cached clusters live on flash too (layer-wise virtualization): prefetched, not on the critical path.
       if (!hit.empty()) {
-        const std::vector<int> hit_positions = ts.table.positions_of(hit);
-        const auto pre = ts.layout.read_runs_of(hit_positions);
+        const auto pre = ts.layout.read_runs_of(ts.table.positions_of(hit));
         prefetch_runs.insert(prefetch_runs.end(), pre.begin(), pre.end());
       }
       // A forced load reads the cluster as it was on flash before its split.
