@@ -132,14 +132,15 @@ struct ComputeUnitSpec::Roofline {
 };
 
 double ComputeUnitSpec::op_seconds(const models::Op& op, DType dtype) const {
-  return Roofline(*this, dtype).op_seconds(op);
+  return Roofline(*this, op.dtype.value_or(dtype)).op_seconds(op);
 }
 
 double ComputeUnitSpec::seconds(const models::Work& w, DType dtype) const {
   if (w.ops.empty()) return 0.0;
   const Roofline roofline(*this, dtype);
   double s = 0;
-  for (const auto& op : w.ops) s += roofline.op_seconds(op);
+  for (const auto& op : w.ops)
+    s += op.dtype && *op.dtype != dtype ? Roofline(*this, *op.dtype).op_seconds(op) : roofline.op_seconds(op);
   return s;
 }
 

@@ -10,7 +10,9 @@
 // and `compute_efficiency` otherwise, except the attention operators (scores, softmax, weighted
 // values), which use `attention_compute_efficiency` when it is set (runtimes such as mllm run them
 // on other kernels than the quantised linear layers, e.g. in floating point on the CPU). `peak[dtype]` is the unit's peak for arithmetic on
-// weights of that dtype (int4/fp8 fall back to int8, bf16 to fp16, then fp32).
+// weights of that dtype (int4/fp8 fall back to int8, bf16 to fp16, then fp32). An operator that names
+// its own dtype (LoRA adapters beside int4 linears) is charged at that dtype's peak, efficiency and
+// bandwidth instead of the pass's.
 // Energy is active power while busy plus idle power otherwise (see Device).
 #include <map>
 #include <string>

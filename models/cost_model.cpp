@@ -1,5 +1,7 @@
 #include "models/cost_model.h"
 
+#include <algorithm>
+
 #include "sim/error.h"
 
 namespace mobisim::models {
@@ -7,7 +9,8 @@ namespace mobisim::models {
 const char* to_string(OpKind k) {
   static constexpr const char* kNames[] = {
       "embed",  "attn_norm", "q_proj",  "k_proj",   "v_proj",  "rope",     "attn_score", "softmax",    "attn_context",
-      "o_proj", "residual",  "ffn_norm", "ffn_gate", "ffn_up", "ffn_act", "ffn_down",   "final_norm", "lm_head"};
+      "o_proj", "residual",  "ffn_norm", "ffn_gate", "ffn_up", "ffn_act", "ffn_down",   "final_norm", "lm_head",
+      "lora"};
   static_assert(std::size(kNames) == static_cast<std::size_t>(OpKind::kCount));
   return kNames[static_cast<int>(k)];
 }
@@ -74,7 +77,7 @@ void CostModel::add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_q
   const double pr = static_cast<double>(pairs);
   const int layers = m.n_layers;
   auto add = [&](OpKind k, double flops, double weights, double act, double kv_read = 0, double kv_write = 0) {
-    w.ops.push_back(Op{k, L * flops, L * weights, L * act, L * kv_read, L * kv_write, layers, n_queries});
+    w.ops.push_back(Op{k, L * flops, L * weights, L * act, L * kv_read, L * kv_write, layers, n_queries, std::nullopt});
   };
   const double bias = m.qkv_bias ? 1.0 : 0.0;
 
@@ -97,6 +100,40 @@ void CostModel::add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_q
   add(OpKind::kFfnUp, 2 * nq * d * f, d * f * wb, nq * (d + f) * ab);
   add(OpKind::kFfnAct, 5 * nq * f, 0, 3 * nq * f * ab);
   add(OpKind::kFfnDown, 2 * nq * f * d, f * d * wb, nq * (f + d) * ab);
+  add_lora_op(w, n_proj_qkv, n_proj_qkv, n_queries);
+}
+
+// The adapters beside the projections, for `n_q` positions through Wq, `n_kv` through Wk and Wv and
+// `n_rest` through Wo and the FFN (a full pass: the projected positions, then every query). Each
+// adapted linear [in -> out] is two products (x A, then (x A) B) and an add of the update into the
+// linear's output, at the adapters' own precision.
+void CostModel::add_lora_op(Work& w, std::int64_t n_q, std::int64_t n_kv, std::int64_t n_rest) const {
+  const ModelSpec& m = spec_;
+  if (m.lora_rank == 0) return;
+  struct Adapted {
+    double positions, in, out;
+    int count;
+  };
+  const double d = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn_hidden, r = m.lora_rank;
+  const Adapted groups[] = {{static_cast<double>(n_q), d, q, 1},
+                            {static_cast<double>(n_kv), d, kv, 2},
+                            {static_cast<double>(n_rest), q, d, 1},
+                            {static_cast<double>(n_rest), d, f, 2},
+                            {static_cast<double>(n_rest), f, d, 1}};
+  const double ab = dtype_bytes(m.activation_dtype), wb = dtype_bytes(m.lora_dtype);
+  double flops = 0, weights = 0, act = 0;
+  int calls = 0;
+  for (const Adapted& g : groups) {
+    if (g.positions <= 0) continue;
+    flops += g.count * g.positions * (2 * r * (g.in + g.out) + g.out);
+    weights += g.count * r * (g.in + g.out) * wb;
+    act += g.count * g.positions * (g.in + 2 * r + 2 * g.out) * ab;  // x; x A out and back in; update, sum
+    calls += 2 * g.count;
+  }
+  if (calls == 0) return;
+  const double L = m.n_layers;
+  const std::int64_t tokens = std::max({n_q, n_kv, n_rest});
+  w.ops.push_back(Op{OpKind::kLora, L * flops, L * weights, L * act, 0, 0, m.n_layers * calls, tokens, m.lora_dtype});
 }
 
 // The operators before and after the layers: the embedding gather of the `n_tokens` new positions,
@@ -107,7 +144,7 @@ static void add_embed_op(Work& w, const ModelSpec& m, std::int64_t n_tokens) {
   const double ab = dtype_bytes(m.activation_dtype);
   const double n = static_cast<double>(n_tokens);
   // Embedding rows are gathered, not streamed: only the rows used are read.
-  w.ops.push_back(Op{OpKind::kEmbed, 0, n * d * wb, n * d * ab, 0, 0, 1, n_tokens});
+  w.ops.push_back(Op{OpKind::kEmbed, 0, n * d * wb, n * d * ab, 0, 0, 1, n_tokens, std::nullopt});
 }
 
 static void add_logit_ops(Work& w, const ModelSpec& m, std::int64_t logit_tokens) {
@@ -115,13 +152,13 @@ static void add_logit_ops(Work& w, const ModelSpec& m, std::int64_t logit_tokens
   const double wb = m.linear_weight_bytes(), head_wb = m.classifier_weight_bytes(), ab = dtype_bytes(m.activation_dtype);
   const double t = static_cast<double>(logit_tokens);
   if (logit_tokens > 0) {
-    w.ops.push_back(Op{OpKind::kFinalNorm, 4 * t * d, d * wb, 2 * t * d * ab, 0, 0, 1, logit_tokens});
-    w.ops.push_back(Op{OpKind::kLmHead, 2 * t * d * V, d * V * head_wb, t * (d + V) * ab, 0, 0, 1, logit_tokens});
+    w.ops.push_back(Op{OpKind::kFinalNorm, 4 * t * d, d * wb, 2 * t * d * ab, 0, 0, 1, logit_tokens, std::nullopt});
+    w.ops.push_back(Op{OpKind::kLmHead, 2 * t * d * V, d * V * head_wb, t * (d + V) * ab, 0, 0, 1, logit_tokens, std::nullopt});
   }
 }
 
-// At most: embedding, 15 layer operators, final norm and LM head.
-static constexpr std::size_t kMaxPassOps = 18;
+// At most: embedding, 15 layer operators, the adapters, final norm and LM head.
+static constexpr std::size_t kMaxPassOps = 19;
 
 void CostModel::prefill(const PrefillShape& s, Work& w) const {
   if (s.n_new < 0 || s.n_cached < 0 || s.n_reused_qkv < 0 || s.n_reused_qkv > s.n_new || s.logit_tokens < 0 ||
@@ -160,12 +197,13 @@ Work CostModel::kv_recompute(std::int64_t l) const {
   const double wb = m.linear_weight_bytes(), ab = dtype_bytes(m.activation_dtype), kb = dtype_bytes(m.kv_dtype);
   const double bias = m.qkv_bias ? 1.0 : 0.0;
   auto add = [&](OpKind k, double flops, double weights, double act, double kv_write = 0) {
-    w.ops.push_back(Op{k, L * flops, L * weights, L * act, 0, L * kv_write, m.n_layers, l});
+    w.ops.push_back(Op{k, L * flops, L * weights, L * act, 0, L * kv_write, m.n_layers, l, std::nullopt});
   };
   add(OpKind::kAttnNorm, 4 * n * d, d * wb, 2 * n * d * ab);
   add(OpKind::kKProj, 2 * n * d * kv + bias * n * kv, (d * kv + bias * kv) * wb, n * d * ab, n * kv * kb);
   add(OpKind::kVProj, 2 * n * d * kv + bias * n * kv, (d * kv + bias * kv) * wb, n * d * ab, n * kv * kb);
   add(OpKind::kRope, 3 * n * kv, 0, 2 * n * kv * ab);
+  add_lora_op(w, 0, l, 0);
   return w;
 }
 
@@ -177,10 +215,11 @@ Work CostModel::q_projection(std::int64_t s) const {
   const double wb = m.linear_weight_bytes(), ab = dtype_bytes(m.activation_dtype);
   const double bias = m.qkv_bias ? 1.0 : 0.0;
   // Q is projected from the stored (un-normalised) layer inputs, so their RMSNorm runs first.
-  w.ops.push_back(Op{OpKind::kAttnNorm, L * 4 * n * d, L * d * wb, L * 2 * n * d * ab, 0, 0, m.n_layers, s});
+  w.ops.push_back(Op{OpKind::kAttnNorm, L * 4 * n * d, L * d * wb, L * 2 * n * d * ab, 0, 0, m.n_layers, s, std::nullopt});
   w.ops.push_back(Op{OpKind::kQProj, L * (2 * n * d * q + bias * n * q), L * (d * q + bias * q) * wb,
-                     L * n * (d + q) * ab, 0, 0, m.n_layers, s});
-  w.ops.push_back(Op{OpKind::kRope, L * 3 * n * q, 0, L * 2 * n * q * ab, 0, 0, m.n_layers, s});
+                     L * n * (d + q) * ab, 0, 0, m.n_layers, s, std::nullopt});
+  w.ops.push_back(Op{OpKind::kRope, L * 3 * n * q, 0, L * 2 * n * q * ab, 0, 0, m.n_layers, s, std::nullopt});
+  add_lora_op(w, s, 0, 0);
   return w;
 }
 

@@ -16,6 +16,7 @@
 //   SwiGLU activation silu(g)*u     5*m*ffn
 //   embedding lookup                0 FLOPs        (bytes only)
 //   LM head                         2*t*d*vocab    for the t positions whose logits are needed
+//   LoRA adapters (rank r)          2*m*r*(in+out) per adapted linear, + m*out to add the update
 // Causal attention: query i of a chunk of n new tokens after c cached ones
 // attends c+i+1 keys (itself included), n*c + n(n+1)/2 pairs in total.
 //
@@ -24,6 +25,7 @@
 // written once, activations read and written once per operator.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,7 @@ enum class OpKind : int {
   kFfnDown,
   kFinalNorm,
   kLmHead,
+  kLora,  // low-rank adapters of all seven projections of a layer (ModelSpec::lora_rank > 0 only)
   kCount
 };
 const char* to_string(OpKind k);
@@ -68,8 +71,12 @@ struct Op {
   double act_bytes = 0;
   double kv_read_bytes = 0;
   double kv_write_bytes = 0;
-  int layers = 1;  // how many layer instances are summed here (for per-call overheads)
+  int layers = 1;  // kernel calls summed here (for per-call overheads): one per layer instance, or more
+                   // where an operator is several kernels per layer (LoRA: A and B of seven linears)
   std::int64_t tokens = 0;  // query tokens processed per layer (1 = matrix-vector work)
+  // The precision it computes at when that differs from the pass's weights (adapters in floating
+  // point beside int4 linears); unset, the pass's.
+  std::optional<DType> dtype;
   double bytes() const { return weight_bytes + act_bytes + kv_read_bytes + kv_write_bytes; }
 };
 
@@ -126,6 +133,7 @@ class CostModel {
  private:
   void add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_queries, std::int64_t kv_read_tokens,
                      std::int64_t pairs) const;
+  void add_lora_op(Work& w, std::int64_t n_q, std::int64_t n_kv, std::int64_t n_rest) const;
   ModelSpec spec_;
 };
 

@@ -57,8 +57,15 @@ std::int64_t ModelSpec::params_outside_layers() const {
   return embed + (tied_embeddings ? 0 : embed) + hidden;
 }
 
+std::int64_t ModelSpec::lora_params_per_layer() const {
+  const std::int64_t d = hidden, q = q_dim(), kv = kv_dim(), f = ffn_hidden;
+  const std::int64_t in_plus_out = (d + q) + 2 * (d + kv) + (q + d) + 3 * (d + f);  // Wq, Wk, Wv, Wo, FFN
+  return static_cast<std::int64_t>(lora_rank) * in_plus_out;
+}
+
 std::int64_t ModelSpec::total_params() const {
-  return static_cast<std::int64_t>(n_layers) * params_per_layer() + params_outside_layers();
+  return static_cast<std::int64_t>(n_layers) * (params_per_layer() + lora_params_per_layer()) +
+         params_outside_layers();
 }
 
 double ModelSpec::linear_weight_bytes() const {
@@ -76,7 +83,9 @@ double ModelSpec::weight_bytes() const {
   const double blocks = static_cast<double>(n_layers) * static_cast<double>(params_per_layer());
   const double table = embed * (tied_embeddings ? classifier_weight_bytes() : linear_weight_bytes());
   const double head = tied_embeddings ? 0.0 : embed * classifier_weight_bytes();
-  return blocks * linear_weight_bytes() + table + head + hidden * linear_weight_bytes();
+  const double adapters = static_cast<double>(n_layers) * static_cast<double>(lora_params_per_layer()) *
+                          dtype_bytes(lora_dtype);
+  return blocks * linear_weight_bytes() + adapters + table + head + hidden * linear_weight_bytes();
 }
 
 ParamSchema ModelSpec::schema() {
@@ -101,6 +110,8 @@ ParamSchema ModelSpec::schema() {
       .range(0, 1 << 20);
   s.text("weight_scale_dtype", std::string("fp32"), "dtype of a group's scale").in(dtype_names());
   s.text("classifier_dtype", std::string(""), "dtype of the LM head (and tied embedding) when it differs (\"\": weight_dtype)");
+  s.integer("lora_rank", 0, "rank of low-rank adapters on every projection of every block (0: none)").range(0, 65536);
+  s.text("lora_dtype", std::string("fp32"), "dtype of the adapters' weights and arithmetic").in(dtype_names());
   return s;
 }
 
@@ -130,6 +141,8 @@ ModelSpec ModelSpec::from_params(const Params& p) {
       p.fail("classifier_dtype", e.what());
     }
   }
+  m.lora_rank = static_cast<int>(p.integer("lora_rank"));
+  m.lora_dtype = parse_dtype(p.text("lora_dtype"));
   if (m.n_heads % m.n_kv_heads != 0)
     p.fail("n_kv_heads", fmt::format("n_heads ({}) must be a multiple of n_kv_heads ({})", m.n_heads, m.n_kv_heads));
   m.resolved = p.resolved();

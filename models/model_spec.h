@@ -44,6 +44,12 @@ struct ModelSpec {
   // precision (ExecuTorch's SpinQuant / QAT+LoRA exports: 8-bit output layer over 4-bit linears);
   // unset, it is stored like the linear layers.
   std::optional<DType> classifier_dtype;
+  // Low-rank adapters kept beside quantised linears (Meta's QAT+LoRA Llama 3.2 exports: rank 16 on all
+  // seven projections of every block, in floating point over int4 weights). Each adapted linear
+  // [in -> out] adds A [in -> r] and B [r -> out]: r * (in + out) weights of `lora_dtype`, two more
+  // matrix products per token, and two more kernel calls. 0: no adapters.
+  int lora_rank = 0;
+  DType lora_dtype = DType::kF32;
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
@@ -52,11 +58,13 @@ struct ModelSpec {
   // Embedding table + (untied) classifier + final norm.
   std::int64_t params_outside_layers() const;
   std::int64_t total_params() const;
+  // Adapter weights of one block (0 without adapters): r * (in + out) over the seven projections.
+  std::int64_t lora_params_per_layer() const;
   // Bytes per weight of a linear layer inside the blocks, group scales included.
   double linear_weight_bytes() const;
   // Bytes per weight of the classifier (and of the embedding table when tied).
   double classifier_weight_bytes() const;
-  // Every weight at its stored precision (blocks, embedding table, classifier).
+  // Every weight at its stored precision (blocks, adapters, embedding table, classifier).
   double weight_bytes() const;
   // K and V of one token across all layers.
   double kv_bytes_per_token(DType t) const { return 2.0 * n_layers * kv_dim() * dtype_bytes(t); }

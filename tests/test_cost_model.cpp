@@ -2,6 +2,7 @@
 // from the source documents.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "models/cost_model.h"
@@ -117,6 +118,48 @@ TEST(CostModel, GroupScalesAndAnEightBitClassifierAreStreamedWithTheWeights) {
   m.weight_group_size = 128;
   EXPECT_NEAR(CostModel(m).decode(0).weight_bytes() - double(m.vocab) * d_ - d_,
               (d.weight_bytes() - double(m.vocab) * d_ - d_) * 0.53125 / 0.625, 1.0);
+}
+
+TEST(CostModel, LoraAdaptersAddTheirWeightsFlopsAndCallsAtTheirOwnDtype) {
+  // Meta's QAT+LoRA Llama 3.2 1B, as ExecuTorch exports it (`-lora 16`, `-d fp32`): rank-16 adapters on
+  // Wq, Wk, Wv, Wo, gate, up and down of each of the 16 blocks. Llama 3.2 1B: d 2048, q 2048, kv 512,
+  // ffn 8192, so r * (in + out) per block = 16 * (4096 + 2 * 2560 + 4096 + 2 * 10240 + 10240) = 704,512.
+  ModelSpec m = load_model_spec("llama-3.2-1b");
+  m.weight_dtype = DType::kInt4;
+  m.weight_group_size = 32;
+  m.classifier_dtype = DType::kInt8;
+  const double plain_bytes = m.weight_bytes();
+  const Work plain = CostModel(m).decode(63);
+  m.lora_rank = 16;
+  m.lora_dtype = DType::kF32;
+  EXPECT_EQ(m.lora_params_per_layer(), 704512);
+  // 16 blocks x 704,512 x 4 bytes = 45,088,768 bytes (43.0 MiB). The published PTE files differ by 44 MiB
+  // (1B QAT+LoRA 1,127 MiB against SpinQuant 1,083 MiB, ExecuTorch's llama README): fp32 adapters.
+  EXPECT_DOUBLE_EQ(m.weight_bytes() - plain_bytes, 45088768.0);
+  const Work lora = CostModel(m).decode(63);
+  ASSERT_EQ(lora.ops.size(), plain.ops.size() + 1);
+  const auto it = std::find_if(lora.ops.begin(), lora.ops.end(), [](const Op& o) { return o.kind == OpKind::kLora; });
+  ASSERT_NE(it, lora.ops.end());
+  EXPECT_EQ(it->dtype, DType::kF32);
+  EXPECT_EQ(it->layers, 16 * 14);  // A and B of seven linears, every block
+  EXPECT_DOUBLE_EQ(it->weight_bytes, 45088768.0);
+  // One token: 2 r (in + out) per adapted linear, plus the update's add (out: 2048 + 2*512 + 2048 + 2*8192 + 2048).
+  EXPECT_DOUBLE_EQ(it->flops, 16 * (2.0 * 704512 + 23552));
+  EXPECT_DOUBLE_EQ(lora.weight_bytes() - plain.weight_bytes(), 45088768.0);
+  // Fully reused Q/K/V (PerCache) skips their adapters too; K/V recomputation (KVPR) runs only those two.
+  auto lora_bytes = [](const Work& w) {
+    double b = 0;
+    for (const Op& o : w.ops)
+      if (o.kind == OpKind::kLora) b += o.weight_bytes;
+    return b;
+  };
+  const double r_bytes = 16 * 4;  // rank x fp32
+  EXPECT_DOUBLE_EQ(lora_bytes(CostModel(m).prefill(PrefillShape{8, 0, 8, 1})),
+                   16 * r_bytes * ((2048 + 2048) + 2 * (2048 + 8192) + (8192 + 2048)));  // Wo, gate, up, down
+  EXPECT_DOUBLE_EQ(lora_bytes(CostModel(m).kv_recompute(10)), 16 * r_bytes * 2 * (2048 + 512));
+  EXPECT_DOUBLE_EQ(lora_bytes(CostModel(m).q_projection(10)), 16 * r_bytes * (2048 + 2048));
+  EXPECT_THROW(load_model_spec(YAML::Load("{base: llama-3.2-1b, lora_dtype: int3}"), ConfigSource{}), ConfigError);
+  EXPECT_THROW(load_model_spec(YAML::Load("{base: llama-3.2-1b, lora_rank: -1}"), ConfigSource{}), ConfigError);
 }
 
 TEST(CostModel, DecodeReadsEveryWeightOnceAndTheWholeKvCache) {

@@ -264,7 +264,7 @@ TEST(Devices, EnergyIsActiveWhileBusyIdleOtherwise) {
   sim::StatGroup stats("toy");
   Device dev(sim, p, stats);
   models::Work w;
-  w.ops.push_back(models::Op{models::OpKind::kFfnUp, 2e12, 0, 0, 0, 0, 1, 100});  // 2 s at 1 TFLOP/s
+  w.ops.push_back(models::Op{models::OpKind::kFfnUp, 2e12, 0, 0, 0, 0, 1, 100, std::nullopt});  // 2 s at 1 TFLOP/s
   sim.start(run_work(dev, w));
   sim.schedule_call(sim::from_seconds(10), [] {});
   sim.run();

@@ -90,9 +90,17 @@ TEST(Engines, BandwidthEfficiencyPerWeightDtype) {
   EXPECT_DOUBLE_EQ(cpu.bandwidth_efficiency_for(DType::kInt4), bw.by_dtype.at(DType::kInt4));
   EXPECT_DOUBLE_EQ(cpu.bandwidth_efficiency_for(DType::kBF16), *bw.fallback);
   // An int4 GEMV that is memory-bound takes its bytes over the int4 bandwidth.
-  models::Op gemv{models::OpKind::kFfnGate, 1e6, 64e6, 0, 0, 0, 1, 1};
+  models::Op gemv{models::OpKind::kFfnGate, 1e6, 64e6, 0, 0, 0, 1, 1, std::nullopt};
   EXPECT_NEAR(cpu.op_seconds(gemv, DType::kInt4), 64e6 / (76.8e9 * bw.by_dtype.at(DType::kInt4)) + 5e-6, 1e-12);
   EXPECT_NEAR(cpu.op_seconds(gemv, DType::kBF16), 64e6 / (76.8e9 * *bw.fallback) + 5e-6, 1e-12);
+  // An operator naming its own dtype (adapters in fp32 beside int4 linears) takes that dtype's
+  // bandwidth inside an int4 pass, alone and summed in a Work; 14 calls, 14 overheads.
+  models::Op adapters{models::OpKind::kLora, 1e6, 64e6, 0, 0, 0, 14, 1, DType::kF32};
+  const double fp32_s = 64e6 / (76.8e9 * *bw.fallback) + 14 * 5e-6;
+  EXPECT_NEAR(cpu.op_seconds(adapters, DType::kInt4), fp32_s, 1e-12);
+  models::Work pass;
+  pass.ops = {gemv, adapters};
+  EXPECT_NEAR(cpu.seconds(pass, DType::kInt4), 64e6 / (76.8e9 * bw.by_dtype.at(DType::kInt4)) + 5e-6 + fp32_s, 1e-12);
 }
 
 TEST(Engines, NpuDecodeTimeIsWeightBytesOverBandwidth) {
@@ -264,6 +272,32 @@ TEST(OnDevice, ProbeAppliesOverridesAndRefusesUnknownPaths) {
   q.unit = "npu";
   q.phase = "decode";
   EXPECT_GT(ondevice_prediction(q), 0.0);  // decode on the NPU has a path
+}
+
+// ExecuTorch's QAT+LoRA Llama 3.2 1B against its SpinQuant twin (same int4 g32 linears, 8-bit classifier):
+// decode pays the fp32 adapters' bytes over the fp32 (default) bandwidth plus two more kernel calls per
+// adapted linear. By hand: 45,088,768 adapter bytes + 1,084,928 activation bytes (int8: per block
+// x, x A out and back, update and sum of the seven linears = 67,808), at 76.8 GB/s x 0.6365, plus
+// 16 blocks x 14 calls x 5 us.
+TEST(OnDevice, LoraAdaptersCostTheirBytesAtTheirOwnBandwidthAndTheirCalls) {
+  OnDeviceQuery q;
+  q.device = "oneplus-12";
+  q.engine = "executorch";
+  q.model = "llama-3.2-1b";
+  q.unit = "cpu";
+  q.phase = "decode";
+  q.tokens = 96;
+  q.dtype = "int4";
+  q.activation_dtype = "int8";
+  q.classifier_dtype = "int8";
+  q.group_size = 32;
+  const double spinquant_s = 1.0 / ondevice_prediction(q);
+  q.lora_rank = 16;
+  q.lora_dtype = "fp32";
+  const double qatlora_s = 1.0 / ondevice_prediction(q);
+  EXPECT_NEAR(qatlora_s - spinquant_s, (45088768.0 + 1084928.0) / (76.8e9 * 0.6365) + 16 * 14 * 5e-6, 1e-9);
+  q.lora_dtype = "int3";
+  EXPECT_THROW(ondevice_prediction(q), ConfigError);
 }
 
 // The verify-32 calibration point fits the NPU curve that the speculative-decoding policies then

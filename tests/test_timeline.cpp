@@ -22,7 +22,7 @@ TEST(Timeline, ExportsOneTrackPerUnitWithExactSpans) {
   sim::Timeline tl;
   devices::Device dev(sim, p, stats, tl.process("pixel7 run", {{"policy", "naive"}}));
   models::Work w;
-  w.ops.push_back(models::Op{models::OpKind::kFfnUp, 1e10, 0, 0, 0, 0, 1, 10});
+  w.ops.push_back(models::Op{models::OpKind::kFfnUp, 1e10, 0, 0, 0, 0, 1, 10, std::nullopt});
   sim.start(two_jobs(dev, w));
   sim.run();
   const auto doc = traces::json::parse(tl.to_json(), "timeline");

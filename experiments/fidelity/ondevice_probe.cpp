@@ -75,6 +75,8 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
   if (!q.kv_dtype.empty()) mod["kv_dtype"] = q.kv_dtype;
   if (!q.classifier_dtype.empty()) mod["classifier_dtype"] = q.classifier_dtype;
   if (q.group_size > 0) mod["weight_group_size"] = q.group_size;
+  if (q.lora_rank > 0) mod["lora_rank"] = q.lora_rank;
+  if (!q.lora_dtype.empty()) mod["lora_dtype"] = q.lora_dtype;
   for (const auto& o : overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -121,6 +123,9 @@ ParamSchema OnDeviceProbe::schema() {
   s.text("classifier_dtype", std::string(""), "LM head dtype of the published run (\"\": the model profile's)");
   s.integer("group_size", 0, "weights per quantisation scale in the published run (0: the model profile's)")
       .range(0, 1 << 20);
+  s.integer("lora_rank", 0, "rank of the published run's adapters on every projection (0: the model profile's)")
+      .range(0, 1 << 16);
+  s.text("lora_dtype", std::string(""), "dtype of those adapters (\"\": the model profile's)");
   s.text("metric", std::string("tokens_per_s"), "tokens_per_s or ms").in({"tokens_per_s", "ms"});
   return s;
 }
@@ -139,8 +144,10 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.kv_dtype = p.text("kv_dtype");
   q_.classifier_dtype = p.text("classifier_dtype");
   q_.group_size = p.integer("group_size");
+  q_.lora_rank = p.integer("lora_rank");
+  q_.lora_dtype = p.text("lora_dtype");
   q_.metric = p.text("metric");
-  for (const auto* key : {"dtype", "activation_dtype", "kv_dtype", "classifier_dtype"}) {
+  for (const auto* key : {"dtype", "activation_dtype", "kv_dtype", "classifier_dtype", "lora_dtype"}) {
     const std::string v = p.text(key);
     if (v.empty()) continue;
     try {

@@ -19,7 +19,9 @@
 //   dtype / activation_dtype override the model profile's weight / activation dtypes (the published
 //   run's quantisation, e.g. int4 for Q4_0 / q4f16 / w4a16); group_size and classifier_dtype
 //   complete it where the scheme says (ExecuTorch SpinQuant: int4 in groups of 32, 8-bit classifier),
-//   since decode streams the scales and the classifier with the weights.
+//   since decode streams the scales and the classifier with the weights. lora_rank / lora_dtype add
+//   the adapters a scheme keeps beside its quantised linears (ExecuTorch QAT+LoRA: `-lora 16`,
+//   exported with `-d fp32`), which every token streams and computes too.
 #include <cstdint>
 #include <string>
 
@@ -34,8 +36,8 @@ namespace mobisim::fidelity {
 struct OnDeviceQuery {
   std::string device, engine = devices::kDefaultEngine, model, unit, phase, metric = "tokens_per_s";
   std::int64_t tokens = 0, context = -1, chunk = 0;
-  std::string dtype, activation_dtype, kv_dtype, classifier_dtype;  // "" keeps the model profile's
-  std::int64_t group_size = 0;                                        // 0 keeps the model profile's
+  std::string dtype, activation_dtype, kv_dtype, classifier_dtype, lora_dtype;  // "": the model profile's
+  std::int64_t group_size = 0, lora_rank = 0;                                    // 0: the model profile's
 };
 
 // The prediction for `q` with `overrides` ("device.KEY=V", "engine.KEY=V", "model.KEY=V") applied
