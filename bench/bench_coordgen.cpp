@@ -22,7 +22,8 @@ using namespace mobisim;
 
 policies::specdec::SpecDecEnv k60_env() {
   const auto dev = devices::load_device_profile("redmi-k60-pro");
-  return {*dev.npu, dev.unit("cpu", "bench"), dev.base_power_w, models::CostModel(models::load_model_spec("qwen2.5-1.5b"))};
+  const models::CostModel qwen(models::load_model_spec("qwen2.5-1.5b"));
+  return {*dev.npu, dev.unit("cpu", "bench"), dev.base_power_w, qwen, qwen};
 }
 
 void BM_VerificationSteps(benchmark::State& state) {

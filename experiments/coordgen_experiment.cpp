@@ -111,12 +111,27 @@ ParamSchema workload_schema() {
 
 std::vector<int> tokens_of(const models::Tokenizer& tok, const std::string& text) { return tok.encode(text); }
 
+// `cpu_model`: field overrides over the resolved `model` (same architecture, the CPU copy's format).
+models::ModelSpec cpu_decoding_model(const Params& p) {
+  const YAML::Node overrides = p.node("cpu_model");
+  if (!overrides.IsMap() || overrides.size() == 0)
+    p.fail("cpu_model", "expected a mapping of model fields, e.g. {weight_dtype: int4, weight_group_size: 32}");
+  YAML::Node spec = yaml_clone(models::load_model_spec(p.node("model"), p.source_of("model")).resolved);
+  for (const auto& kv : overrides) {
+    const std::string key = kv.first.as<std::string>();
+    if (!spec[key]) p.fail("cpu_model", fmt::format("'{}' is not a model field", key));
+    spec[key] = yaml_clone(kv.second);
+  }
+  return models::load_model_spec(spec, p.source_of("cpu_model"));
+}
+
 class CoordGenExperiment : public Experiment {
  public:
   explicit CoordGenExperiment(const Params& p) : params_(p) {
     device_ = devices::load_device_for_engine(p);
     engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
+    cpu_model_ = p.has("cpu_model") ? cpu_decoding_model(p) : model_;
     device_.require_npu("the coordgen experiment");
     device_.unit("cpu", "the coordgen experiment (decode / attention)");
     policies_ = parse_labelled_plugins<SpecDecPolicy>(p, "policies");
@@ -129,6 +144,11 @@ class CoordGenExperiment : public Experiment {
     s.node("device", "device profile with an npu and a cpu unit: built-in name, YAML path or mapping");
     devices::add_engine_param(s);
     s.node("model", "model: built-in name, YAML path, or {base: NAME, field: override}");
+    s.node("cpu_model",
+           "the weights the CPU decodes with (cpu_vanilla, cpu_sam, cpu_eagle) when the runtime keeps its own CPU "
+           "copy: {field: override} over `model`, e.g. mllm's Q4_0_4x4 file {weight_dtype: int4, "
+           "weight_group_size: 32, weight_scale_dtype: fp16} (absent: the NPU model's weights)")
+        .optional();
     s.node("workload", "{trace, tokenizer, task, max_users, max_requests_per_user, max_context_tokens, ...}");
     s.node("policies", "list of specdec policies: [{impl: npu_vanilla}, {impl: coordgen}, ...]");
     return s;
@@ -310,7 +330,7 @@ class CoordGenExperiment : public Experiment {
     ctx.progress(fmt::format("{} users, {} on {}, {} policies", users_.size(), model_.name, device_.name,
                              policies_.size()));
     const policies::specdec::SpecDecEnv env{*device_.npu, device_.unit("cpu", "coordgen"), device_.base_power_w,
-                                            models::CostModel(model_)};
+                                            models::CostModel(model_), models::CostModel(cpu_model_)};
     struct Job {
       std::size_t policy, user;
       std::unique_ptr<SpecDecPolicy> impl;
@@ -357,6 +377,7 @@ class CoordGenExperiment : public Experiment {
     YAML::Node out = yaml_clone(given);
     out["device"] = yaml_clone(device_.resolved);
     out["model"] = yaml_clone(model_.resolved);
+    if (params_.has("cpu_model")) out["cpu_model"] = yaml_clone(cpu_model_.resolved);
     out["workload"] = workload_->resolved();
     out["policies"] = resolved_plugins(policies_);
     return devices::with_engine(out, engine_);
@@ -592,6 +613,7 @@ class CoordGenExperiment : public Experiment {
   devices::DeviceProfile device_;
   YAML::Node engine_;  // the resolved engine profile (stored with results)
   models::ModelSpec model_;
+  models::ModelSpec cpu_model_;  // what the CPU decodes with (= model_ unless `cpu_model` is given)
   std::vector<PolicyEntry> policies_;
   std::unique_ptr<Params> workload_;
   std::vector<CagUser> users_;

@@ -286,6 +286,21 @@ TEST(CagSynth, NamedWorkloadResolvesLikeItsKeysInline) {
 // Issue 10's must-show on the calibrated workload (context fitted to Figure 13, acceptance to Table 4;
 // nothing fitted to Figure 10): CoordGen has the lowest per-token latency of all ten policies on the
 // OnePlus 13 and the Redmi K60 Pro (the K70 Pro's slow NPU prefill keeps it behind cpu_vanilla there).
+// The per-policy "NAME: X ms/token" progress lines of a coordgen run.
+std::map<std::string, double> ms_per_token_by_policy(const std::string& output) {
+  std::map<std::string, double> ms;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(": ", line.find(']') + 1);
+    const auto unit = line.find(" ms/token");
+    if (line.find(']') == std::string::npos || colon == std::string::npos || unit == std::string::npos) continue;
+    std::string name = line.substr(line.find(']') + 1, colon - line.find(']') - 1);
+    name.erase(0, name.find_first_not_of(' '));
+    ms[name] = std::stod(line.substr(colon + 2, unit - colon - 2));
+  }
+  return ms;
+}
+
 TEST(CagSynth, CoordGenIsFastestOnTheCalibratedWorkload) {
   mobisim::testing::TempDir dir("cag-synth-fig10");
   const std::string yaml = mobisim::testing::source_dir() + "/experiments/coordgen/fig10_calibrated_workload.yaml";
@@ -293,22 +308,40 @@ TEST(CagSynth, CoordGenIsFastestOnTheCalibratedWorkload) {
     const auto r = mobisim::testing::run_mobisim(fmt::format("run '{}' --no-plot --output '{}' -p experiment.device.base={}",
                                                              yaml, dir.file(fmt::format("{}.h5", device)), device));
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    std::map<std::string, double> ms;
-    std::istringstream in(r.output);
-    for (std::string line; std::getline(in, line);) {
-      const auto colon = line.find(": ", line.find(']') + 1);
-      const auto unit = line.find(" ms/token");
-      if (line.find(']') == std::string::npos || colon == std::string::npos || unit == std::string::npos) continue;
-      std::string name = line.substr(line.find(']') + 1, colon - line.find(']') - 1);
-      name.erase(0, name.find_first_not_of(' '));
-      ms[name] = std::stod(line.substr(colon + 2, unit - colon - 2));
-    }
+    const std::map<std::string, double> ms = ms_per_token_by_policy(r.output);
     ASSERT_EQ(ms.size(), 10u) << r.output;
     for (const auto& [name, v] : ms)
       if (name != "coordgen") {
         EXPECT_LT(ms.at("coordgen"), v) << device << ": coordgen vs " << name;
       }
   }
+}
+
+// `cpu_model`: the CPU decodes with its own copy of the weights (mllm's Q4_0_4x4 file beside the NPU's
+// int8 one). CPU vanilla decodes faster from the smaller copy; NPU vanilla does not change; a field that
+// is not a model field is refused by name.
+TEST(CagSynth, CpuModelIsTheCopyCpuDecodingReads) {
+  mobisim::testing::TempDir dir("cag-synth-cpu-model");
+  const std::string yaml = mobisim::testing::source_dir() + "/experiments/coordgen/fig10_calibrated_workload.yaml";
+  const std::string two = " -p 'experiment.policies=[{impl: npu_vanilla}, {impl: cpu_vanilla}]'";
+  const auto plain = mobisim::testing::run_mobisim(
+      fmt::format("run '{}' --no-plot --output '{}'{}", yaml, dir.file("plain.h5"), two));
+  const auto q4 = mobisim::testing::run_mobisim(
+      fmt::format("run '{}' --no-plot --output '{}'{} -p 'experiment.cpu_model={{weight_dtype: int4, "
+                  "weight_group_size: 32, weight_scale_dtype: fp16}}'",
+                  yaml, dir.file("q4.h5"), two));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(q4.exit_code, 0) << q4.output;
+  const auto a = ms_per_token_by_policy(plain.output), b = ms_per_token_by_policy(q4.output);
+  ASSERT_EQ(a.size(), 2u) << plain.output;
+  ASSERT_EQ(b.size(), 2u) << q4.output;
+  EXPECT_DOUBLE_EQ(a.at("npu_vanilla"), b.at("npu_vanilla"));
+  EXPECT_LT(b.at("cpu_vanilla"), 0.8 * a.at("cpu_vanilla"));  // 0.5625 bytes per weight against 1
+  const auto bad = mobisim::testing::run_mobisim(fmt::format(
+      "run '{}' --no-plot --output '{}' -p 'experiment.cpu_model={{weight_bits: 4}}'", yaml, dir.file("bad.h5")));
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
+  EXPECT_NE(bad.output.find("cpu_model"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("weight_bits"), std::string::npos) << bad.output;
 }
 
 }  // namespace

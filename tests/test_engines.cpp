@@ -316,7 +316,7 @@ TEST(OnDevice, VerifyPhaseCostsAVerificationAsTheSpecdecPoliciesDo) {
   q.chunk = 32;
   q.metric = "ms";
   const models::CostModel cost(model);
-  const policies::specdec::SpecDecEnv env{device.require_npu("test"), device.unit("cpu", "test"), 0.0, cost};
+  const policies::specdec::SpecDecEnv env{device.require_npu("test"), device.unit("cpu", "test"), 0.0, cost, cost};
   EXPECT_DOUBLE_EQ(ondevice_prediction(q, device, model), 1e3 * policies::specdec::npu_verify_split(env, 32, 0, 32).first);
   q.context = 500;
   EXPECT_DOUBLE_EQ(ondevice_prediction(q, device, model), 1e3 * policies::specdec::npu_verify_split(env, 32, 500, 32).first);

@@ -3,6 +3,8 @@
 // configurations, and the coordgen experiment end to end on QMSum when the shared data is present.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -47,7 +49,7 @@ SpecDecEnv overhead_env() {
   c.peak_tflops[models::DType::kF32] = c.peak_tflops[models::DType::kF16] = 1000;
   c.mem_bandwidth_gbps = 1000;
   c.active_power_w = 1;
-  return SpecDecEnv{n, c, 0.5, models::CostModel(tiny_model())};
+  return SpecDecEnv{n, c, 0.5, models::CostModel(tiny_model()), models::CostModel(tiny_model())};
 }
 
 std::unique_ptr<SpecDecPolicy> make(const std::string& yaml) {
@@ -119,6 +121,32 @@ TEST(SpecdecPolicies, HandCountedRequestOnTheOverheadBoundNpu) {
   double sum = 0;
   for (const auto& ph : c.phases) sum += ph.seconds;
   EXPECT_NEAR(sum, c.total_s(), 1e-9);
+}
+
+// CPU decoding runs the CPU's own copy of the weights (SpecDecEnv::cpu_cost; mllm decodes with a
+// Q4_0_4x4 file beside the NPU's int8 one): on this bandwidth-bound CPU, an int8 copy of the fp16
+// model saves exactly its weight bytes per step over the CPU's bandwidth and holds that much less
+// memory, while the NPU policies do not see it.
+TEST(SpecdecPolicies, CpuPoliciesDecodeWithTheCpuCopyOfTheWeights) {
+  SpecDecEnv same = overhead_env();
+  SpecDecEnv own = overhead_env();
+  models::ModelSpec int8 = tiny_model();
+  int8.weight_dtype = models::DType::kInt8;
+  own.cpu_cost = models::CostModel(int8);
+  own.cpu.peak_tflops[models::DType::kInt8] = 1000;
+  const std::string shape = "prefill_chunk: 256, decode_chunk: 32, blocks: 2";
+  const double saved_per_step = same.cost.decode(300).weight_bytes() - own.cpu_cost.decode(300).weight_bytes();
+  ASSERT_GT(saved_per_step, 0);
+  for (const char* impl : {"cpu_vanilla", "cpu_sam"}) {
+    auto p = make(fmt::format("{{impl: {}, {}}}", impl, shape));
+    const RequestBreakdown a = p->run(same, 256, trace_of(10, 0, 0));
+    const RequestBreakdown b = p->run(own, 256, trace_of(10, 0, 0));
+    EXPECT_NEAR(a.decode_s - b.decode_s, 10 * saved_per_step / 1e12, 1e-15) << impl;
+    EXPECT_NEAR(a.peak_memory_bytes - b.peak_memory_bytes, same.cost.spec().weight_bytes() - int8.weight_bytes(), 1e-6)
+        << impl;
+  }
+  auto npu = make("{impl: npu_vanilla, " + shape + "}");
+  EXPECT_DOUBLE_EQ(npu->run(same, 256, trace_of(10, 0, 0)).total_s(), npu->run(own, 256, trace_of(10, 0, 0)).total_s());
 }
 
 // Calibration pipelined with the chunked prefill (specdec_policy.h), worked by hand.

@@ -50,7 +50,7 @@ double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile&
     if (q.phase == "prefill") {
       seconds = npu.chunked_prefill_seconds(cost, q.tokens, 0, chunk);
     } else if (q.phase == "verify") {
-      const policies::specdec::SpecDecEnv env{npu, device.unit("cpu", who), 0.0, cost};
+      const policies::specdec::SpecDecEnv env{npu, device.unit("cpu", who), 0.0, cost, cost};
       seconds = policies::specdec::npu_verify_split(env, q.tokens, context, static_cast<int>(chunk)).first;
     } else {
       seconds = npu.decode_seconds(cost.decode(context), model.weight_dtype, model.activation_dtype);

@@ -23,7 +23,8 @@ std::int64_t output_tokens(const DecodeTrace& t) {
   return n;
 }
 
-double weights_bytes(const SpecDecEnv& env) { return env.cost.spec().weight_bytes(); }
+// The CPU's own copy of the weights, kept beside the NPU graphs' when decoding runs on the CPU.
+double cpu_weights_bytes(const SpecDecEnv& env) { return env.cpu_cost.spec().weight_bytes(); }
 
 // Decoding steps of a trace on the NPU's G_d graph (chunk c) or on the CPU.
 void add_phase(RequestBreakdown& r, const char* unit, double seconds, const char* label) {
@@ -138,7 +139,7 @@ RequestBreakdown PlainDecodePolicy::run(const SpecDecEnv& env, std::int64_t prom
     add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, 0.0, r);
   } else {
     add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r, nullptr);
-    r.peak_memory_bytes += weights_bytes(env);  // the CPU keeps its own copy of the weights
+    r.peak_memory_bytes += cpu_weights_bytes(env);
     add_decode(env, unit_, 1, prompt_tokens, trace, 0.0, r);
   }
   finish(env, prompt_tokens, r);
@@ -187,7 +188,7 @@ RequestBreakdown RetrievalSdPolicy::run(const SpecDecEnv& env, std::int64_t prom
   const PrefillResult p = add_prefill(env, prompt_tokens, k_.graphs,
                                       unit_ == DecodeUnit::kNpu ? std::optional(switch_) : std::nullopt, r,
                                       &chunk_last_phase);
-  if (unit_ == DecodeUnit::kCpu) r.peak_memory_bytes += weights_bytes(env);
+  if (unit_ == DecodeUnit::kCpu) r.peak_memory_bytes += cpu_weights_bytes(env);
   bool join = false;
   if (drafter_.calibrate) {
     join = add_calibration(k_, prompt_tokens, p, chunk_last_phase, r);
@@ -222,18 +223,20 @@ ParamSchema EaglePolicy::schema() {
 
 RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tokens, const DecodeTrace& trace) const {
   RequestBreakdown r;
-  const auto& spec = env.cost.spec();
+  // The drafter runs with the target's weights on the unit that decodes.
+  const models::CostModel& target = unit_ == DecodeUnit::kNpu ? env.cost : env.cpu_cost;
+  const auto& spec = target.spec();
   if (unit_ == DecodeUnit::kNpu) {
     add_prefill(env, prompt_tokens, k_.graphs, parse_switch_strategy("synchronous"), r, nullptr);
   } else {
     add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r, nullptr);
-    r.peak_memory_bytes += weights_bytes(env);
+    r.peak_memory_bytes += cpu_weights_bytes(env);
   }
   const std::int64_t n = output_tokens(trace);
   const auto steps = static_cast<std::int64_t>(std::ceil(static_cast<double>(n) / tokens_per_step_));
   // One step: draft_depth passes of (one layer + LM head) over draft_topk tokens, then verification
   // of draft_budget tokens on the target.
-  const models::Work full = env.cost.verify(draft_topk_, prompt_tokens);
+  const models::Work full = target.verify(draft_topk_, prompt_tokens);
   models::Work draft_pass;
   for (const auto& op : full.ops) {
     models::Op o = op;

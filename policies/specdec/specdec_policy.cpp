@@ -28,7 +28,7 @@ double npu_verify_seconds(const SpecDecEnv& env, std::int64_t rows, std::int64_t
 
 double cpu_verify_seconds(const SpecDecEnv& env, std::int64_t rows, std::int64_t context) {
   if (rows <= 0) return 0.0;
-  return env.cpu.seconds(env.cost.verify(rows, context), env.cost.spec().weight_dtype);
+  return env.cpu.seconds(env.cpu_cost.verify(rows, context), env.cpu_cost.spec().weight_dtype);
 }
 
 ParamSchema knob_schema() {

@@ -50,7 +50,11 @@ struct SpecDecEnv {
   devices::NpuSpec npu;
   devices::ComputeUnitSpec cpu;
   double base_power_w = 0;
-  models::CostModel cost;
+  models::CostModel cost;      // the model the NPU graphs run (and the CPU's attention beside them)
+  // The model the CPU decodes with when decoding runs there (cpu_vanilla, cpu_sam, cpu_eagle): mllm keeps a
+  // separate CPU copy of the weights in its own format (its NPU demos decode with a Q4_0_4x4 file beside
+  // the NPU's int8 one). The same architecture as `cost`; often the same weights too.
+  models::CostModel cpu_cost;
 };
 
 // One stretch of work on one unit, in execution order (replayed on the simulated device).
