@@ -254,15 +254,21 @@ TEST(Storage, ClassesReproducePublicSequentialAnd4KRandomFigures) {
 namespace mobisim::fidelity {
 namespace {
 
-TEST(OnDevice, ProbeAppliesOverridesAndRefusesUnknownPaths) {
+// ExecuTorch on the OnePlus 12's CPU, Llama 3.2 1B with int4 linears.
+OnDeviceQuery executorch_1b(const std::string& phase, std::int64_t tokens) {
   OnDeviceQuery q;
   q.device = "oneplus-12";
   q.engine = "executorch";
   q.model = "llama-3.2-1b";
   q.unit = "cpu";
-  q.phase = "prefill";
-  q.tokens = 64;
+  q.phase = phase;
+  q.tokens = tokens;
   q.dtype = "int4";
+  return q;
+}
+
+TEST(OnDevice, ProbeAppliesOverridesAndRefusesUnknownPaths) {
+  OnDeviceQuery q = executorch_1b("prefill", 64);
   const double base = ondevice_prediction(q);
   EXPECT_GT(ondevice_prediction(q, {"engine.cpu.prefill_efficiency.int4=0.8"}), 1.5 * base);
   EXPECT_THROW(ondevice_prediction(q, {"engine.cpu.no_such_key=1"}), ConfigError);
@@ -280,14 +286,7 @@ TEST(OnDevice, ProbeAppliesOverridesAndRefusesUnknownPaths) {
 // x, x A out and back, update and sum of the seven linears = 67,808), at 76.8 GB/s x 0.6365, plus
 // 16 blocks x 14 calls x 5 us.
 TEST(OnDevice, LoraAdaptersCostTheirBytesAtTheirOwnBandwidthAndTheirCalls) {
-  OnDeviceQuery q;
-  q.device = "oneplus-12";
-  q.engine = "executorch";
-  q.model = "llama-3.2-1b";
-  q.unit = "cpu";
-  q.phase = "decode";
-  q.tokens = 96;
-  q.dtype = "int4";
+  OnDeviceQuery q = executorch_1b("decode", 96);
   q.activation_dtype = "int8";
   q.classifier_dtype = "int8";
   q.group_size = 32;
