@@ -83,8 +83,7 @@ double ModelSpec::weight_bytes() const {
   const double blocks = static_cast<double>(n_layers) * static_cast<double>(params_per_layer());
   const double table = embed * (tied_embeddings ? classifier_weight_bytes() : linear_weight_bytes());
   const double head = tied_embeddings ? 0.0 : embed * classifier_weight_bytes();
-  const double adapters = static_cast<double>(n_layers) * static_cast<double>(lora_params_per_layer()) *
-                          dtype_bytes(lora_dtype);
+  const double adapters = static_cast<double>(n_layers) * lora_bytes_per_layer();
   return blocks * linear_weight_bytes() + adapters + table + head + hidden * linear_weight_bytes();
 }
 

@@ -60,6 +60,7 @@ struct ModelSpec {
   std::int64_t total_params() const;
   // Adapter weights of one block (0 without adapters): r * (in + out) over the seven projections.
   std::int64_t lora_params_per_layer() const;
+  double lora_bytes_per_layer() const { return static_cast<double>(lora_params_per_layer()) * dtype_bytes(lora_dtype); }
   // Bytes per weight of a linear layer inside the blocks, group scales included.
   double linear_weight_bytes() const;
   // Bytes per weight of the classifier (and of the embedding table when tied).

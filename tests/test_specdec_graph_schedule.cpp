@@ -206,6 +206,14 @@ TEST(GraphSchedule, PaddedExecutionsCountedAsTheDocumentDescribes) {
       EXPECT_NEAR(dec, 6.0, 1e-3) << blocks << " blocks";
     }
   }
+  // A block's graph holds its layers' weights, adapters included; what is left (embeddings, head) once.
+  models::ModelSpec adapted = tiny_model(4);
+  adapted.lora_rank = 2;
+  const ScheduleProblem a = make_schedule_problem(npu, fast_cpu(), models::CostModel(adapted), 300, GraphShapes{2, 256, 48});
+  for (int b = 0; b < 2; ++b)
+    EXPECT_DOUBLE_EQ(a.weight_bytes[b] - p.weight_bytes[b], 2 * adapted.lora_bytes_per_layer());
+  EXPECT_DOUBLE_EQ(a.other_weight_bytes, p.other_weight_bytes);
+  EXPECT_GT(adapted.lora_bytes_per_layer(), 0);
   // run_seconds: n tokens on a chunk-c graph are ceil(n / c) executions.
   const models::Work w = cost.prefill(32, 0);
   EXPECT_NEAR(npu.run_seconds(33, 32, w, models::DType::kF16), 2.0, 1e-3);

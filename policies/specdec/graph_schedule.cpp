@@ -299,14 +299,16 @@ ScheduleProblem make_schedule_problem(const devices::NpuSpec& npu, const devices
   p.blocks = shapes.blocks;
   p.chunks = static_cast<int>((prompt_tokens + shapes.prefill_chunk - 1) / shapes.prefill_chunk);
   const double bytes = spec.linear_weight_bytes();
-  p.other_weight_bytes = spec.weight_bytes() - static_cast<double>(spec.params_per_layer()) * spec.n_layers * bytes;
+  const double adapters = spec.lora_bytes_per_layer();  // a block's graph holds its layers' adapters too
+  p.other_weight_bytes = spec.weight_bytes() - static_cast<double>(spec.params_per_layer()) * spec.n_layers * bytes -
+                         adapters * spec.n_layers;
   const int cp = shapes.prefill_chunk, cd = shapes.decode_chunk;
   const std::int64_t repeats = (cp + cd - 1) / cd;
   for (int b = 0; b < p.blocks; ++b) {
     const int layers = spec.n_layers / p.blocks + (b < spec.n_layers % p.blocks ? 1 : 0);
     const double frac = static_cast<double>(layers) / spec.n_layers;
     p.load_s.push_back(npu.graph_load_seconds(layers));
-    p.weight_bytes.push_back(static_cast<double>(spec.params_per_layer()) * layers * bytes);
+    p.weight_bytes.push_back(static_cast<double>(spec.params_per_layer()) * layers * bytes + adapters * layers);
     std::vector<double> pre, dec, att;
     for (int c = 0; c < p.chunks; ++c) {
       const std::int64_t cached = static_cast<std::int64_t>(c) * cp;

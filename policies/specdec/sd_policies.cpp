@@ -275,7 +275,7 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
   r.mean_drafted = k_.draft_budget;
   // The drafter's weights: one layer plus an LM head.
   r.peak_memory_bytes += static_cast<double>(spec.params_per_layer()) * spec.linear_weight_bytes() +
-                         double(spec.vocab) * spec.hidden * spec.classifier_weight_bytes();
+                         spec.lora_bytes_per_layer() + double(spec.vocab) * spec.hidden * spec.classifier_weight_bytes();
   finish(env, prompt_tokens, r);
   return r;
 }
