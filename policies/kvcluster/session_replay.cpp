@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <utility>
 
 #include "policies/kvcluster/flash_io.h"
 #include "sim/error.h"
@@ -218,7 +219,7 @@ void SessionReplay::step(ExactAttention& exact) {
       auto& ts = tabs[ti];
       const std::vector<const float*> qs = group_queries(s, opt.gqa, layer, kvh, step);
       // Retrieval: P_req, minus what the DRAM cache holds.
-      const std::vector<int> sel = ts.table.select_union(qs, policy.top_k());
+      std::vector<int> sel = ts.table.select_union(qs, policy.top_k());
       rec.layer_representatives[layer] += ts.table.n_alive();
       std::vector<int> missed, hit;
       for (int c : sel) {
@@ -241,7 +242,7 @@ void SessionReplay::step(ExactAttention& exact) {
       std::vector<int> wanted = ts.table.positions_of(missed);
       const int n_before = ts.table.n_entries();
       const StepOutcome out =
-          policy.decode_selected(ts.table, sel, static_cast<int>(qs.size()), s.keys[ti].row(s.prefill + step).data());
+          policy.decode_selected(ts.table, std::move(sel), static_cast<int>(qs.size()), s.keys[ti].row(s.prefill + step).data());
       // The layout still has the pre-step offsets: reads resolve against what was on flash.
       auto runs = ts.layout.read_runs_of(wanted);
       // Cached clusters live on flash too (layer-wise virtualization): prefetched, not on the critical path.
