@@ -74,6 +74,7 @@ namespace {
 // Fallback chain: the arithmetic a unit actually runs for a dtype it has no peak for.
 std::span<const DType> peak_fallback_chain(DType t) {
   static constexpr DType kInt4[] = {DType::kInt4, DType::kInt8, DType::kF16, DType::kF32};
+  static constexpr DType kInt6[] = {DType::kInt6, DType::kInt8, DType::kF16, DType::kF32};
   static constexpr DType kF8[] = {DType::kF8, DType::kInt8, DType::kF16, DType::kF32};
   static constexpr DType kInt8[] = {DType::kInt8, DType::kF16, DType::kF32};
   static constexpr DType kBF16[] = {DType::kBF16, DType::kF16, DType::kF32};
@@ -81,6 +82,7 @@ std::span<const DType> peak_fallback_chain(DType t) {
   static constexpr DType kF32[] = {DType::kF32};
   switch (t) {
     case DType::kInt4: return kInt4;
+    case DType::kInt6: return kInt6;
     case DType::kF8: return kF8;
     case DType::kInt8: return kInt8;
     case DType::kBF16: return kBF16;
@@ -101,8 +103,14 @@ double ComputeUnitSpec::peak_flops(DType t) const {
 
 double ComputeUnitSpec::efficiency(DType t, bool single_token) const {
   const auto& by_dtype = single_token ? gemv_efficiency_by_dtype : efficiency_by_dtype;
-  if (auto it = by_dtype.find(t); it != by_dtype.end()) return it->second;
-  return single_token ? gemv_compute_efficiency : compute_efficiency;
+  const double cost = kernel_cost(t);
+  if (auto it = by_dtype.find(t); it != by_dtype.end()) return it->second / cost;
+  return (single_token ? gemv_compute_efficiency : compute_efficiency) / cost;
+}
+
+double ComputeUnitSpec::kernel_cost(DType t) const {
+  auto it = kernel_cost_by_dtype.find(t);
+  return it == kernel_cost_by_dtype.end() ? 1.0 : it->second;
 }
 
 double ComputeUnitSpec::bandwidth_efficiency_for(DType t) const {

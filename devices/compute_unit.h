@@ -12,7 +12,7 @@
 // on other kernels than the quantised linear layers, e.g. in floating point on the CPU). `peak[dtype]` is the unit's peak for arithmetic on
 // weights of that dtype (int4/fp8 fall back to int8, bf16 to fp16, then fp32). An operator that names
 // its own dtype (LoRA adapters beside int4 linears) is charged at that dtype's peak, efficiency and
-// bandwidth instead of the pass's.
+// bandwidth instead of the pass's; a runtime may make a dtype's kernels costlier (`kernel_cost_by_dtype`).
 // Energy is active power while busy plus idle power otherwise (see Device).
 #include <map>
 #include <string>
@@ -38,6 +38,10 @@ struct ComputeUnitSpec {
   // The same for the achieved DRAM bandwidth: a runtime's int4 decode kernels unpack and scale every
   // weight they stream, so they reach less of the bus than its bf16 ones.
   std::map<models::DType, double> bandwidth_efficiency_by_dtype;
+  // Set by an engine profile: how many times longer than the unit's own kernels a runtime's kernels
+  // for a weight dtype take on the same arithmetic (mllm's Q6_K dot products beside its Q4_K ones); the
+  // efficiency for that dtype is divided by it, batched and single-token alike. Absent: 1.
+  std::map<models::DType, double> kernel_cost_by_dtype;
   double active_power_w = 0;
   double idle_power_w = 0;
   int cores = 1;
@@ -48,6 +52,7 @@ struct ComputeUnitSpec {
   double peak_flops(models::DType t) const;  // FLOP/s, throws ConfigError when none applies
   // Achieved fraction of peak for batched (tokens > 1) or single-token work on weights of `t`.
   double efficiency(models::DType t, bool single_token) const;
+  double kernel_cost(models::DType t) const;
   // Achieved fraction of the memory bandwidth streaming weights of `t`.
   double bandwidth_efficiency_for(models::DType t) const;
   // Roofline time of one operator and of a whole Work.

@@ -1,5 +1,7 @@
 #include "devices/engine.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "sim/builtin_configs.h"
@@ -44,6 +46,9 @@ ParamSchema engine_unit_schema() {
   s.node("decode_efficiency", "fraction of peak on single-token (GEMV) work: a number or a mapping per weight dtype");
   s.node("bandwidth_efficiency", "achieved fraction of DRAM bandwidth: a number or a mapping per weight dtype");
   s.real("call_overhead_us", std::nullopt, "fixed cost per operator per layer").non_negative().with_unit("us").optional();
+  s.node("kernel_cost",
+         "{dtype: factor}: how many times longer this runtime's kernels for that weight dtype take than for the unit's "
+         "own rate on the same arithmetic (e.g. {int6: 1.88}); divides that dtype's efficiency");
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -104,6 +109,32 @@ PerDtype parse_per_dtype(const Params& p, const std::string& key) {
   return out;
 }
 
+// `kernel_cost`: a mapping weight dtype -> factor > 0.
+std::map<models::DType, double> parse_kernel_cost(const Params& p) {
+  std::map<models::DType, double> out;
+  const YAML::Node n = p.node("kernel_cost");
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (!n.IsMap()) p.fail("kernel_cost", "expected a mapping weight dtype -> factor, e.g. {int6: 1.88}");
+  for (const auto& kv : n) {
+    const std::string dt = kv.first.as<std::string>();
+    models::DType t;
+    try {
+      t = models::parse_dtype(dt);
+    } catch (const ConfigError& e) {
+      p.fail("kernel_cost", e.what());
+    }
+    double x = 0;
+    try {
+      x = kv.second.as<double>();
+    } catch (const YAML::Exception&) {
+      p.fail("kernel_cost", fmt::format("kernel_cost.{} must be a number > 0", dt));
+    }
+    if (!(x > 0 && std::isfinite(x))) p.fail("kernel_cost", fmt::format("kernel_cost.{} must be a number > 0, got {}", dt, x));
+    out[t] = x;
+  }
+  return out;
+}
+
 std::optional<double> opt_real(const Params& p, const std::string& key) {
   if (!p.has(key)) return std::nullopt;
   return p.real(key);
@@ -138,6 +169,7 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     u.decode_efficiency = parse_per_dtype(up, "decode_efficiency");
     u.bandwidth_efficiency = parse_per_dtype(up, "bandwidth_efficiency");
     u.call_overhead_us = opt_real(up, "call_overhead_us");
+    u.kernel_cost = parse_kernel_cost(up);
     e.units.emplace(unit, u);
   }
   if (const YAML::Node n = p.node("npu"); n.IsDefined() && !n.IsNull()) {
@@ -169,6 +201,7 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     apply_per_dtype(spec.decode_efficiency, u.gemv_compute_efficiency, u.gemv_efficiency_by_dtype);
     apply_per_dtype(spec.bandwidth_efficiency, u.bandwidth_efficiency, u.bandwidth_efficiency_by_dtype);
     if (spec.call_overhead_us) u.call_overhead_us = *spec.call_overhead_us;
+    for (const auto& [t, x] : spec.kernel_cost) u.kernel_cost_by_dtype[t] = x;
   }
   if (d.npu) {
     NpuSpec& n = *d.npu;

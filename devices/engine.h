@@ -11,6 +11,8 @@
 //               bandwidth_efficiency achieved fraction of DRAM bandwidth, a number or a mapping per
 //                                    weight dtype
 //               call_overhead_us     fixed cost per operator per layer
+//               kernel_cost          {dtype: factor}: the runtime's kernels for a weight dtype take that many
+//                                    times longer than the unit's rate (a per-projection recipe dtype)
 //   npu:        max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
 //               decode_bandwidth_efficiency, mixed_precision_fraction (see devices/npu.h)
 //   storage:    read_command_overhead_us  host time per read command of the runtime's loader
@@ -41,6 +43,7 @@ struct PerDtype {
 struct EngineUnitSpec {
   PerDtype prefill_efficiency, decode_efficiency, bandwidth_efficiency;
   std::optional<double> call_overhead_us;
+  std::map<models::DType, double> kernel_cost;  // per weight dtype: time factor of its kernels (compute_unit.h)
 };
 
 struct EngineNpuSpec {

@@ -42,7 +42,7 @@ NpuSpec NpuSpec::from_params(const Params& p) {
 double NpuSpec::exec_seconds(const models::Work& work, double chunk, models::DType weight_dtype,
                              double overhead_share) const {
   const bool integer = weight_dtype == models::DType::kInt8 || weight_dtype == models::DType::kInt4 ||
-                       weight_dtype == models::DType::kF8;
+                       weight_dtype == models::DType::kInt6 || weight_dtype == models::DType::kF8;
   const double peak = (integer ? peak_tops_int8 : peak_tflops_fp16) * 1e12;
   const double compute = work.flops() / (peak * utilization(chunk));
   const double memory = work.bytes() / (mem_bandwidth_gbps * 1e9);
@@ -58,7 +58,7 @@ double NpuSpec::run_seconds(std::int64_t n_tokens, std::int64_t chunk, const mod
 
 namespace {
 bool is_integer(models::DType t) {
-  return t == models::DType::kInt8 || t == models::DType::kInt4 || t == models::DType::kF8;
+  return t == models::DType::kInt8 || t == models::DType::kInt4 || t == models::DType::kInt6 || t == models::DType::kF8;
 }
 }  // namespace
 

@@ -79,27 +79,35 @@ void CostModel::add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_q
   auto add = [&](OpKind k, double flops, double weights, double act, double kv_read = 0, double kv_write = 0) {
     w.ops.push_back(Op{k, L * flops, L * weights, L * act, L * kv_read, L * kv_write, layers, n_queries, std::nullopt});
   };
+  // A projection: `params` weights at its recipe's bytes, on its recipe's kernels (models/model_spec.h).
+  auto linear = [&](OpKind k, Projection p, std::int64_t tokens, double flops, double params, double act,
+                    double kv_write = 0) {
+    w.ops.push_back(Op{k, L * flops, L * (params * m.projection_weight_bytes(p)), L * act, 0, L * kv_write, layers, tokens,
+                       m.projection_dtype(p)});
+  };
   const double bias = m.qkv_bias ? 1.0 : 0.0;
 
   // The attention norm only feeds the Q/K/V projections: positions whose Q/K/V are reused
   // (PerCache crops them from the layer input, appendix B.1) skip it too.
   add(OpKind::kAttnNorm, 4 * np * d, d * wb, 2 * np * d * ab);
   if (np > 0) {
-    add(OpKind::kQProj, 2 * np * d * q + bias * np * q, (d * q + bias * q) * wb, np * (d + q) * ab);
-    add(OpKind::kKProj, 2 * np * d * kv + bias * np * kv, (d * kv + bias * kv) * wb, np * d * ab, 0, np * kv * kb);
-    add(OpKind::kVProj, 2 * np * d * kv + bias * np * kv, (d * kv + bias * kv) * wb, np * d * ab, 0, np * kv * kb);
+    linear(OpKind::kQProj, Projection::kQ, n_queries, 2 * np * d * q + bias * np * q, d * q + bias * q, np * (d + q) * ab);
+    linear(OpKind::kKProj, Projection::kK, n_queries, 2 * np * d * kv + bias * np * kv, d * kv + bias * kv, np * d * ab,
+           np * kv * kb);
+    linear(OpKind::kVProj, Projection::kV, n_queries, 2 * np * d * kv + bias * np * kv, d * kv + bias * kv, np * d * ab,
+           np * kv * kb);
     add(OpKind::kRope, 3 * np * (q + kv), 0, 2 * np * (q + kv) * ab);
   }
   add(OpKind::kAttnScore, 2 * hd * H * pr, 0, nq * q * ab + H * pr * ab, kv_read_tokens * kv * kb);
   add(OpKind::kSoftmax, 5 * H * pr, 0, 2 * H * pr * ab);
   add(OpKind::kAttnContext, 2 * hd * H * pr, 0, H * pr * ab + nq * q * ab, kv_read_tokens * kv * kb);
-  add(OpKind::kOProj, 2 * nq * q * d, q * d * wb, nq * (q + d) * ab);
+  linear(OpKind::kOProj, Projection::kO, n_queries, 2 * nq * q * d, q * d, nq * (q + d) * ab);
   add(OpKind::kResidual, 2 * nq * d, 0, 6 * nq * d * ab);
   add(OpKind::kFfnNorm, 4 * nq * d, d * wb, 2 * nq * d * ab);
-  add(OpKind::kFfnGate, 2 * nq * d * f, d * f * wb, nq * (d + f) * ab);
-  add(OpKind::kFfnUp, 2 * nq * d * f, d * f * wb, nq * (d + f) * ab);
+  linear(OpKind::kFfnGate, Projection::kGate, n_queries, 2 * nq * d * f, d * f, nq * (d + f) * ab);
+  linear(OpKind::kFfnUp, Projection::kUp, n_queries, 2 * nq * d * f, d * f, nq * (d + f) * ab);
   add(OpKind::kFfnAct, 5 * nq * f, 0, 3 * nq * f * ab);
-  add(OpKind::kFfnDown, 2 * nq * f * d, f * d * wb, nq * (f + d) * ab);
+  linear(OpKind::kFfnDown, Projection::kDown, n_queries, 2 * nq * f * d, f * d, nq * (f + d) * ab);
   add_lora_op(w, n_proj_qkv, n_proj_qkv, n_queries);
 }
 
@@ -200,8 +208,9 @@ Work CostModel::kv_recompute(std::int64_t l) const {
     w.ops.push_back(Op{k, L * flops, L * weights, L * act, 0, L * kv_write, m.n_layers, l, std::nullopt});
   };
   add(OpKind::kAttnNorm, 4 * n * d, d * wb, 2 * n * d * ab);
-  add(OpKind::kKProj, 2 * n * d * kv + bias * n * kv, (d * kv + bias * kv) * wb, n * d * ab, n * kv * kb);
-  add(OpKind::kVProj, 2 * n * d * kv + bias * n * kv, (d * kv + bias * kv) * wb, n * d * ab, n * kv * kb);
+  for (const auto& [k, p] : {std::pair{OpKind::kKProj, Projection::kK}, std::pair{OpKind::kVProj, Projection::kV}})
+    w.ops.push_back(Op{k, L * (2 * n * d * kv + bias * n * kv), L * ((d * kv + bias * kv) * m.projection_weight_bytes(p)),
+                       L * (n * d * ab), 0, L * (n * kv * kb), m.n_layers, l, m.projection_dtype(p)});
   add(OpKind::kRope, 3 * n * kv, 0, 2 * n * kv * ab);
   add_lora_op(w, 0, l, 0);
   return w;
@@ -216,8 +225,9 @@ Work CostModel::q_projection(std::int64_t s) const {
   const double bias = m.qkv_bias ? 1.0 : 0.0;
   // Q is projected from the stored (un-normalised) layer inputs, so their RMSNorm runs first.
   w.ops.push_back(Op{OpKind::kAttnNorm, L * 4 * n * d, L * d * wb, L * 2 * n * d * ab, 0, 0, m.n_layers, s, std::nullopt});
-  w.ops.push_back(Op{OpKind::kQProj, L * (2 * n * d * q + bias * n * q), L * (d * q + bias * q) * wb,
-                     L * n * (d + q) * ab, 0, 0, m.n_layers, s, std::nullopt});
+  w.ops.push_back(Op{OpKind::kQProj, L * (2 * n * d * q + bias * n * q),
+                     L * (d * q + bias * q) * m.projection_weight_bytes(Projection::kQ), L * n * (d + q) * ab, 0, 0,
+                     m.n_layers, s, m.projection_dtype(Projection::kQ)});
   w.ops.push_back(Op{OpKind::kRope, L * 3 * n * q, 0, L * 2 * n * q * ab, 0, 0, m.n_layers, s, std::nullopt});
   add_lora_op(w, s, 0, 0);
   return w;

@@ -16,8 +16,55 @@ struct DTypeInfo {
 constexpr DTypeInfo kDTypes[] = {
     {DType::kF32, "fp32", 4.0}, {DType::kF16, "fp16", 2.0}, {DType::kBF16, "bf16", 2.0},
     {DType::kF8, "fp8", 1.0},   {DType::kInt8, "int8", 1.0}, {DType::kInt4, "int4", 0.5},
+    {DType::kInt6, "int6", 0.75},
 };
+constexpr const char* kProjectionNames[kProjections] = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                                        "ffn_gate", "ffn_up", "ffn_down"};
+
+// Weights of one projection of a block (its bias, when the model has one, included).
+double projection_params(const ModelSpec& m, Projection p) {
+  const double d = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn_hidden, bias = m.qkv_bias ? 1.0 : 0.0;
+  switch (p) {
+    case Projection::kQ: return d * q + bias * q;
+    case Projection::kK:
+    case Projection::kV: return d * kv + bias * kv;
+    case Projection::kO: return q * d;
+    case Projection::kGate:
+    case Projection::kUp:
+    case Projection::kDown: return d * f;
+  }
+  return 0.0;
+}
+
+// {projection: dtype, ...} of `linear_dtypes`, refused by name when a key or a dtype is unknown.
+std::array<std::optional<DType>, kProjections> parse_projection_dtypes(const Params& p) {
+  std::array<std::optional<DType>, kProjections> out{};
+  const YAML::Node n = p.node("linear_dtypes");
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (!n.IsMap())
+    p.fail("linear_dtypes", fmt::format("expected a mapping projection -> dtype, e.g. {{v_proj: int6, ffn_down: int6}} "
+                                        "(projections: {})", fmt::join(projection_names(), ", ")));
+  for (const auto& kv : n) {
+    const std::string name = kv.first.as<std::string>();
+    int index = -1;
+    for (int i = 0; i < kProjections; ++i)
+      if (name == kProjectionNames[i]) index = i;
+    if (index < 0)
+      p.fail("linear_dtypes", fmt::format("unknown projection '{}' (known: {})", name, fmt::join(projection_names(), ", ")));
+    if (!kv.second.IsScalar()) p.fail("linear_dtypes", fmt::format("{}: expected a dtype name", name));
+    try {
+      out[index] = parse_dtype(kv.second.Scalar());
+    } catch (const ConfigError& e) {
+      p.fail("linear_dtypes", fmt::format("{}: {}", name, e.what()));
+    }
+  }
+  return out;
+}
 }  // namespace
+
+const char* to_string(Projection p) { return kProjectionNames[static_cast<int>(p)]; }
+
+std::vector<std::string> projection_names() { return {std::begin(kProjectionNames), std::end(kProjectionNames)}; }
 
 double dtype_bytes(DType t) {
   for (const auto& d : kDTypes)
@@ -73,6 +120,13 @@ double ModelSpec::linear_weight_bytes() const {
   return dtype_bytes(weight_dtype) + scales;
 }
 
+double ModelSpec::projection_weight_bytes(Projection p) const {
+  const std::optional<DType> t = projection_dtype(p);
+  if (!t) return linear_weight_bytes();
+  const double scales = weight_group_size > 0 ? dtype_bytes(weight_scale_dtype) / weight_group_size : 0.0;
+  return dtype_bytes(*t) + scales;
+}
+
 double ModelSpec::classifier_weight_bytes() const {
   // A separately quantised classifier is per-channel: one scale per row of `hidden` weights (negligible).
   return classifier_dtype ? dtype_bytes(*classifier_dtype) : linear_weight_bytes();
@@ -84,7 +138,13 @@ double ModelSpec::weight_bytes() const {
   const double table = embed * (tied_embeddings ? classifier_weight_bytes() : linear_weight_bytes());
   const double head = tied_embeddings ? 0.0 : embed * classifier_weight_bytes();
   const double adapters = static_cast<double>(n_layers) * lora_bytes_per_layer();
-  return blocks * linear_weight_bytes() + adapters + table + head + hidden * linear_weight_bytes();
+  // Projections a recipe keeps at another dtype: their bytes beyond the blocks' common rate.
+  double recipe = 0;
+  for (int i = 0; i < kProjections; ++i) {
+    const auto p = static_cast<Projection>(i);
+    if (projection_dtype(p)) recipe += projection_params(*this, p) * (projection_weight_bytes(p) - linear_weight_bytes());
+  }
+  return blocks * linear_weight_bytes() + adapters + table + head + hidden * linear_weight_bytes() + n_layers * recipe;
 }
 
 ParamSchema ModelSpec::schema() {
@@ -111,6 +171,9 @@ ParamSchema ModelSpec::schema() {
   s.text("classifier_dtype", std::string(""), "dtype of the LM head (and tied embedding) when it differs (\"\": weight_dtype)");
   s.integer("lora_rank", 0, "rank of low-rank adapters on every projection of every block (0: none)").range(0, 65536);
   s.text("lora_dtype", std::string("fp32"), "dtype of the adapters' weights and arithmetic").in(dtype_names());
+  s.node("linear_dtypes",
+         "projections stored at another dtype than weight_dtype, {projection: dtype} (q_proj, k_proj, v_proj, o_proj, "
+         "ffn_gate, ffn_up, ffn_down), e.g. mllm's Q4_K recipe {v_proj: int6, ffn_down: int6}");
   return s;
 }
 
@@ -142,6 +205,7 @@ ModelSpec ModelSpec::from_params(const Params& p) {
   }
   m.lora_rank = static_cast<int>(p.integer("lora_rank"));
   m.lora_dtype = parse_dtype(p.text("lora_dtype"));
+  m.projection_dtypes = parse_projection_dtypes(p);
   if (m.n_heads % m.n_kv_heads != 0)
     p.fail("n_kv_heads", fmt::format("n_heads ({}) must be a multiple of n_kv_heads ({})", m.n_heads, m.n_kv_heads));
   m.resolved = p.resolved();

@@ -2,6 +2,7 @@
 // Transformer model specifications (dimensions and dtypes), loaded from
 // configs/models/*.yaml. The same spec drives the cost model (how much work a
 // step is) and, for small models, the real kernel (doing the work).
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,11 +12,19 @@
 
 namespace mobisim::models {
 
-enum class DType { kF32, kF16, kBF16, kF8, kInt8, kInt4 };
+// int6: 6-bit integer weights (GGML's Q6_K, which mllm's quantiser writes for some projections of a
+// Q4_K model); like int4 it computes on the int8 arithmetic.
+enum class DType { kF32, kF16, kBF16, kF8, kInt8, kInt4, kInt6 };
 double dtype_bytes(DType t);
-DType parse_dtype(const std::string& name);  // "fp32", "fp16", "bf16", "fp8", "int8", "int4"
+DType parse_dtype(const std::string& name);  // "fp32", "fp16", "bf16", "fp8", "int8", "int4", "int6"
 const char* to_string(DType t);
 std::vector<std::string> dtype_names();
+
+// The seven linear layers of a block, by the names configs use for them.
+enum class Projection { kQ, kK, kV, kO, kGate, kUp, kDown };
+inline constexpr int kProjections = 7;
+const char* to_string(Projection p);  // "q_proj", "k_proj", "v_proj", "o_proj", "ffn_gate", "ffn_up", "ffn_down"
+std::vector<std::string> projection_names();
 
 struct ModelSpec {
   std::string name;
@@ -50,6 +59,10 @@ struct ModelSpec {
   // matrix products per token, and two more kernel calls. 0: no adapters.
   int lora_rank = 0;
   DType lora_dtype = DType::kF32;
+  // Projections a quantisation recipe stores at another dtype than `weight_dtype` (group scales as
+  // configured), e.g. mllm's Q4_K files keep v_proj and down_proj in Q6_K: {v_proj: int6, ffn_down: int6}.
+  // Such a projection reads its own bytes and runs on that dtype's kernels. Unset: `weight_dtype`.
+  std::array<std::optional<DType>, kProjections> projection_dtypes{};
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
@@ -63,6 +76,10 @@ struct ModelSpec {
   double lora_bytes_per_layer() const { return static_cast<double>(lora_params_per_layer()) * dtype_bytes(lora_dtype); }
   // Bytes per weight of a linear layer inside the blocks, group scales included.
   double linear_weight_bytes() const;
+  // The same for one projection (its recipe dtype when it has one), and the dtype its kernels run at
+  // when that differs from the pass's weights (unset: the pass's).
+  double projection_weight_bytes(Projection p) const;
+  std::optional<DType> projection_dtype(Projection p) const { return projection_dtypes[static_cast<int>(p)]; }
   // Bytes per weight of the classifier (and of the embedding table when tied).
   double classifier_weight_bytes() const;
   // Every weight at its stored precision (blocks, adapters, embedding table, classifier).

@@ -162,6 +162,50 @@ TEST(CostModel, LoraAdaptersAddTheirWeightsFlopsAndCallsAtTheirOwnDtype) {
   EXPECT_THROW(load_model_spec(YAML::Load("{base: llama-3.2-1b, lora_rank: -1}"), ConfigSource{}), ConfigError);
 }
 
+TEST(CostModel, RecipeProjectionsReadTheirOwnBytesAndRunAtTheirOwnDtype) {
+  // mllm's Q4_K Llama-3.2-3B keeps v_proj and down_proj in Q6_K: {v_proj: int6, ffn_down: int6}.
+  // Per block: V 3072 x 1024 = 3,145,728 weights, down 8192 x 3072 = 25,165,824; at 0.75 instead of
+  // 0.5 bytes, 28 blocks x 28,311,552 x 0.25 = 198,180,864 more bytes.
+  const ModelSpec plain = load_model_spec(YAML::Load("{base: llama-3.2-3b, weight_dtype: int4}"), ConfigSource{});
+  const ModelSpec m = load_model_spec(
+      YAML::Load("{base: llama-3.2-3b, weight_dtype: int4, linear_dtypes: {v_proj: int6, ffn_down: int6}}"), ConfigSource{});
+  EXPECT_EQ(m.projection_dtype(Projection::kV), DType::kInt6);
+  EXPECT_EQ(m.projection_dtype(Projection::kDown), DType::kInt6);
+  EXPECT_FALSE(m.projection_dtype(Projection::kK));
+  EXPECT_DOUBLE_EQ(m.projection_weight_bytes(Projection::kV), 0.75);
+  EXPECT_DOUBLE_EQ(m.projection_weight_bytes(Projection::kK), 0.5);
+  EXPECT_DOUBLE_EQ(m.weight_bytes() - plain.weight_bytes(), 198180864.0);
+  auto op = [](const Work& w, OpKind k) {
+    const auto it = std::find_if(w.ops.begin(), w.ops.end(), [&](const Op& o) { return o.kind == k; });
+    EXPECT_NE(it, w.ops.end()) << to_string(k);
+    return *it;
+  };
+  const Work w = CostModel(m).prefill(349), p = CostModel(plain).prefill(349);
+  EXPECT_EQ(op(w, OpKind::kVProj).dtype, DType::kInt6);
+  EXPECT_EQ(op(w, OpKind::kFfnDown).dtype, DType::kInt6);
+  EXPECT_FALSE(op(w, OpKind::kKProj).dtype);
+  EXPECT_DOUBLE_EQ(op(w, OpKind::kVProj).weight_bytes, 28 * 3145728 * 0.75);
+  EXPECT_DOUBLE_EQ(op(w, OpKind::kVProj).flops, op(p, OpKind::kVProj).flops);  // the same arithmetic
+  EXPECT_DOUBLE_EQ(w.flops(), p.flops());
+  // KVPR's recomputation and Q projection use the same recipe.
+  EXPECT_EQ(op(CostModel(m).kv_recompute(10), OpKind::kVProj).dtype, DType::kInt6);
+  EXPECT_DOUBLE_EQ(op(CostModel(m).kv_recompute(10), OpKind::kVProj).weight_bytes, 28 * 3145728 * 0.75);
+  EXPECT_FALSE(op(CostModel(m).q_projection(10), OpKind::kQProj).dtype);
+  // Without a recipe a projection runs at the pass's dtype and bytes.
+  EXPECT_FALSE(op(p, OpKind::kVProj).dtype);
+  EXPECT_DOUBLE_EQ(op(p, OpKind::kVProj).weight_bytes, 28 * 3145728 * 0.5);
+  for (const char* bad : {"{base: llama-3.2-3b, linear_dtypes: {w_proj: int6}}",
+                          "{base: llama-3.2-3b, linear_dtypes: {v_proj: int5}}",
+                          "{base: llama-3.2-3b, linear_dtypes: [v_proj]}"})
+    EXPECT_THROW(load_model_spec(YAML::Load(bad), ConfigSource{}), ConfigError) << bad;
+  try {
+    load_model_spec(YAML::Load("{base: llama-3.2-3b, linear_dtypes: {w_proj: int6}}"), ConfigSource{});
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("linear_dtypes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown projection 'w_proj'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CostModel, DecodeReadsEveryWeightOnceAndTheWholeKvCache) {
   ModelSpec m = load_model_spec("llama-3.2-3b");
   const CostModel cm(m);

@@ -33,6 +33,8 @@ models::ModelSpec model_with(const std::string& name, DType weights, DType activ
   return models::load_model_spec(n, ConfigSource{std::make_shared<std::string>("test"), ""});
 }
 
+// mllm's one setting (a kernel cost for int6 projections) leaves every model without them as the
+// device profile runs it.
 TEST(Engines, MllmIsTheDeviceProfileUnchanged) {
   const EngineProfile mllm = load_engine_profile("mllm");
   const models::CostModel cost(model_with("llama-3.2-3b", DType::kInt4, DType::kF32));
@@ -101,6 +103,27 @@ TEST(Engines, BandwidthEfficiencyPerWeightDtype) {
   models::Work pass;
   pass.ops = {gemv, adapters};
   EXPECT_NEAR(cpu.seconds(pass, DType::kInt4), 64e6 / (76.8e9 * bw.by_dtype.at(DType::kInt4)) + 5e-6 + fp32_s, 1e-12);
+}
+
+TEST(Engines, KernelCostSlowsOnlyItsDtypesKernels) {
+  // mllm's Q6_K dot products against its Q4_K ones (configs/engines/mllm.yaml): on the Pixel 7 CPU an
+  // int6 operator runs at the device's efficiency / 1.875, batched and single-token; int4 is untouched.
+  const DeviceProfile d = load_device_profile("pixel7");
+  const EngineProfile mllm = load_engine_profile("mllm");
+  ASSERT_EQ(mllm.units.at("cpu").kernel_cost.at(DType::kInt6), 1.875);
+  const ComputeUnitSpec base = d.unit("cpu", "t"), cpu = mllm.apply(d).unit("cpu", "t");
+  EXPECT_DOUBLE_EQ(cpu.efficiency(DType::kInt4, false), base.compute_efficiency);
+  EXPECT_DOUBLE_EQ(cpu.efficiency(DType::kInt6, false), base.compute_efficiency / 1.875);
+  EXPECT_DOUBLE_EQ(cpu.efficiency(DType::kInt6, true), base.gemv_compute_efficiency / 1.875);
+  // A compute-bound 100-token operator of 1 GFLOP: int6 on the int8 peak (1.03 TOPS) at that efficiency.
+  models::Op batched{models::OpKind::kVProj, 1e9, 1e6, 0, 0, 0, 1, 100, DType::kInt6};
+  EXPECT_NEAR(cpu.op_seconds(batched, DType::kInt4), 1e9 / (1.03e12 * base.compute_efficiency / 1.875) + 20e-6, 1e-12);
+  batched.dtype = std::nullopt;
+  EXPECT_NEAR(cpu.op_seconds(batched, DType::kInt4), 1e9 / (1.03e12 * base.compute_efficiency) + 20e-6, 1e-12);
+  // Refused: not a mapping, an unknown dtype, a factor that is not > 0.
+  for (const char* bad : {"{name: x, cpu: {kernel_cost: 2}}", "{name: x, cpu: {kernel_cost: {int5: 2}}}",
+                          "{name: x, cpu: {kernel_cost: {int6: 0}}}", "{name: x, cpu: {kernel_cost: {int6: -1}}}"})
+    EXPECT_THROW(EngineProfile::from_yaml(YAML::Load(bad), ConfigSource{}), ConfigError) << bad;
 }
 
 TEST(Engines, NpuDecodeTimeIsWeightBytesOverBandwidth) {
@@ -278,6 +301,35 @@ TEST(OnDevice, ProbeAppliesOverridesAndRefusesUnknownPaths) {
   q.unit = "npu";
   q.phase = "decode";
   EXPECT_GT(ondevice_prediction(q), 0.0);  // decode on the NPU has a path
+}
+
+// The Pixel 7 probes name mllm's Q4_K recipe: the registry's prefill point (PerCache Table 1, 5.616
+// tokens/s) is reproduced with it, and the same profile without it runs the uniform-int4 model faster
+// (the fitted rate is the Q4_K kernels'). A bad recipe is refused where the probe is read.
+TEST(OnDevice, ProbeNamesTheProjectionsARecipeKeepsAtAnotherDtype) {
+  OnDeviceQuery q;
+  q.device = "pixel7";
+  q.model = "llama-3.2-3b";
+  q.unit = "cpu";
+  q.phase = "prefill";
+  q.tokens = 349;
+  q.dtype = "int4";
+  q.activation_dtype = q.kv_dtype = "fp32";
+  const double uniform = ondevice_prediction(q);
+  q.linear_dtypes = YAML::Load("{v_proj: int6, ffn_down: int6}");
+  const double recipe = ondevice_prediction(q);
+  EXPECT_NEAR(recipe, 5.616, 5.616 * 0.005);
+  EXPECT_GT(uniform, 1.15 * recipe);
+  ParamSchema s = OnDeviceProbe::schema();
+  auto probe = [&](const char* yaml) { return OnDeviceProbe(Params(YAML::Load(yaml), s, ConfigSource{}, {})); };
+  EXPECT_NO_THROW(probe("{device: pixel7, model: llama-3.2-3b, unit: cpu, phase: decode, tokens: 416, "
+                        "linear_dtypes: {v_proj: int6}}"));
+  EXPECT_THROW(probe("{device: pixel7, model: llama-3.2-3b, unit: cpu, phase: decode, tokens: 416, "
+                     "linear_dtypes: {vproj: int6}}"),
+               ConfigError);
+  EXPECT_THROW(probe("{device: pixel7, model: llama-3.2-3b, unit: cpu, phase: decode, tokens: 416, "
+                     "linear_dtypes: {v_proj: q6_k}}"),
+               ConfigError);
 }
 
 // ExecuTorch's QAT+LoRA Llama 3.2 1B against its SpinQuant twin (same int4 g32 linears, 8-bit classifier):

@@ -1,5 +1,7 @@
 #include "experiments/fidelity/ondevice_probe.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "models/cost_model.h"
@@ -77,6 +79,7 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
   if (q.group_size > 0) mod["weight_group_size"] = q.group_size;
   if (q.lora_rank > 0) mod["lora_rank"] = q.lora_rank;
   if (!q.lora_dtype.empty()) mod["lora_dtype"] = q.lora_dtype;
+  if (q.linear_dtypes.IsDefined() && !q.linear_dtypes.IsNull()) mod["linear_dtypes"] = yaml_clone(q.linear_dtypes);
   for (const auto& o : overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -126,6 +129,8 @@ ParamSchema OnDeviceProbe::schema() {
   s.integer("lora_rank", 0, "rank of the published run's adapters on every projection (0: the model profile's)")
       .range(0, 1 << 16);
   s.text("lora_dtype", std::string(""), "dtype of those adapters (\"\": the model profile's)");
+  s.node("linear_dtypes", "projections the published run's recipe stores at another dtype, {projection: dtype} "
+                          "(absent: the model profile's)");
   s.text("metric", std::string("tokens_per_s"), "tokens_per_s or ms").in({"tokens_per_s", "ms"});
   return s;
 }
@@ -146,7 +151,22 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.group_size = p.integer("group_size");
   q_.lora_rank = p.integer("lora_rank");
   q_.lora_dtype = p.text("lora_dtype");
+  q_.linear_dtypes = yaml_clone(p.node("linear_dtypes"));
   q_.metric = p.text("metric");
+  if (const YAML::Node& n = q_.linear_dtypes; n.IsDefined() && !n.IsNull()) {
+    if (!n.IsMap()) p.fail("linear_dtypes", "expected a mapping projection -> dtype, e.g. {v_proj: int6}");
+    const std::vector<std::string> known = models::projection_names();
+    for (const auto& kv : n) {
+      const std::string name = kv.first.as<std::string>();
+      if (std::find(known.begin(), known.end(), name) == known.end())
+        p.fail("linear_dtypes", fmt::format("unknown projection '{}' (known: {})", name, fmt::join(known, ", ")));
+      try {
+        (void)models::parse_dtype(kv.second.IsScalar() ? kv.second.Scalar() : std::string("?"));
+      } catch (const ConfigError& e) {
+        p.fail("linear_dtypes", fmt::format("{}: {}", name, e.what()));
+      }
+    }
+  }
   for (const auto* key : {"dtype", "activation_dtype", "kv_dtype", "classifier_dtype", "lora_dtype"}) {
     const std::string v = p.text(key);
     if (v.empty()) continue;

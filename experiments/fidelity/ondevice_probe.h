@@ -21,7 +21,8 @@
 //   complete it where the scheme says (ExecuTorch SpinQuant: int4 in groups of 32, 8-bit classifier),
 //   since decode streams the scales and the classifier with the weights. lora_rank / lora_dtype add
 //   the adapters a scheme keeps beside its quantised linears (ExecuTorch QAT+LoRA: `-lora 16`,
-//   exported with `-d fp32`), which every token streams and computes too.
+//   exported with `-d fp32`), which every token streams and computes too. linear_dtypes names the
+//   projections a recipe stores at another dtype ({v_proj: int6, ffn_down: int6}: mllm's Q4_K files).
 #include <cstdint>
 #include <string>
 
@@ -38,6 +39,7 @@ struct OnDeviceQuery {
   std::int64_t tokens = 0, context = -1, chunk = 0;
   std::string dtype, activation_dtype, kv_dtype, classifier_dtype, lora_dtype;  // "": the model profile's
   std::int64_t group_size = 0, lora_rank = 0;                                    // 0: the model profile's
+  YAML::Node linear_dtypes;  // {projection: dtype} (models/model_spec.h); undefined: the model profile's
 };
 
 // The prediction for `q` with `overrides` ("device.KEY=V", "engine.KEY=V", "model.KEY=V") applied
