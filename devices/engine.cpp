@@ -48,7 +48,7 @@ ParamSchema engine_unit_schema() {
   s.real("call_overhead_us", std::nullopt, "fixed cost per operator per layer").non_negative().with_unit("us").optional();
   s.node("kernel_cost",
          "{dtype: factor}: how many times longer this runtime's kernels for that weight dtype take than for the unit's "
-         "own rate on the same arithmetic (e.g. {int6: 1.88}); divides that dtype's efficiency");
+         "own rate on the same arithmetic (e.g. {int6: 1.875}); divides that dtype's efficiency");
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -114,7 +114,7 @@ std::map<models::DType, double> parse_kernel_cost(const Params& p) {
   std::map<models::DType, double> out;
   const YAML::Node n = p.node("kernel_cost");
   if (!n.IsDefined() || n.IsNull()) return out;
-  if (!n.IsMap()) p.fail("kernel_cost", "expected a mapping weight dtype -> factor, e.g. {int6: 1.88}");
+  if (!n.IsMap()) p.fail("kernel_cost", "expected a mapping weight dtype -> factor, e.g. {int6: 1.875}");
   for (const auto& kv : n) {
     const std::string dt = kv.first.as<std::string>();
     models::DType t;

@@ -80,10 +80,9 @@ void CostModel::add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_q
     w.ops.push_back(Op{k, L * flops, L * weights, L * act, L * kv_read, L * kv_write, layers, n_queries, std::nullopt});
   };
   // A projection: `params` weights at its recipe's bytes, on its recipe's kernels (models/model_spec.h).
-  auto linear = [&](OpKind k, Projection p, std::int64_t tokens, double flops, double params, double act,
-                    double kv_write = 0) {
-    w.ops.push_back(Op{k, L * flops, L * (params * m.projection_weight_bytes(p)), L * act, 0, L * kv_write, layers, tokens,
-                       m.projection_dtype(p)});
+  auto linear = [&](OpKind k, Projection p, double flops, double params, double act, double kv_write = 0) {
+    w.ops.push_back(Op{k, L * flops, L * (params * m.projection_weight_bytes(p)), L * act, 0, L * kv_write, layers,
+                       n_queries, m.projection_dtype(p)});
   };
   const double bias = m.qkv_bias ? 1.0 : 0.0;
 
@@ -91,23 +90,21 @@ void CostModel::add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_q
   // (PerCache crops them from the layer input, appendix B.1) skip it too.
   add(OpKind::kAttnNorm, 4 * np * d, d * wb, 2 * np * d * ab);
   if (np > 0) {
-    linear(OpKind::kQProj, Projection::kQ, n_queries, 2 * np * d * q + bias * np * q, d * q + bias * q, np * (d + q) * ab);
-    linear(OpKind::kKProj, Projection::kK, n_queries, 2 * np * d * kv + bias * np * kv, d * kv + bias * kv, np * d * ab,
-           np * kv * kb);
-    linear(OpKind::kVProj, Projection::kV, n_queries, 2 * np * d * kv + bias * np * kv, d * kv + bias * kv, np * d * ab,
-           np * kv * kb);
+    linear(OpKind::kQProj, Projection::kQ, 2 * np * d * q + bias * np * q, d * q + bias * q, np * (d + q) * ab);
+    linear(OpKind::kKProj, Projection::kK, 2 * np * d * kv + bias * np * kv, d * kv + bias * kv, np * d * ab, np * kv * kb);
+    linear(OpKind::kVProj, Projection::kV, 2 * np * d * kv + bias * np * kv, d * kv + bias * kv, np * d * ab, np * kv * kb);
     add(OpKind::kRope, 3 * np * (q + kv), 0, 2 * np * (q + kv) * ab);
   }
   add(OpKind::kAttnScore, 2 * hd * H * pr, 0, nq * q * ab + H * pr * ab, kv_read_tokens * kv * kb);
   add(OpKind::kSoftmax, 5 * H * pr, 0, 2 * H * pr * ab);
   add(OpKind::kAttnContext, 2 * hd * H * pr, 0, H * pr * ab + nq * q * ab, kv_read_tokens * kv * kb);
-  linear(OpKind::kOProj, Projection::kO, n_queries, 2 * nq * q * d, q * d, nq * (q + d) * ab);
+  linear(OpKind::kOProj, Projection::kO, 2 * nq * q * d, q * d, nq * (q + d) * ab);
   add(OpKind::kResidual, 2 * nq * d, 0, 6 * nq * d * ab);
   add(OpKind::kFfnNorm, 4 * nq * d, d * wb, 2 * nq * d * ab);
-  linear(OpKind::kFfnGate, Projection::kGate, n_queries, 2 * nq * d * f, d * f, nq * (d + f) * ab);
-  linear(OpKind::kFfnUp, Projection::kUp, n_queries, 2 * nq * d * f, d * f, nq * (d + f) * ab);
+  linear(OpKind::kFfnGate, Projection::kGate, 2 * nq * d * f, d * f, nq * (d + f) * ab);
+  linear(OpKind::kFfnUp, Projection::kUp, 2 * nq * d * f, d * f, nq * (d + f) * ab);
   add(OpKind::kFfnAct, 5 * nq * f, 0, 3 * nq * f * ab);
-  linear(OpKind::kFfnDown, Projection::kDown, n_queries, 2 * nq * f * d, f * d, nq * (f + d) * ab);
+  linear(OpKind::kFfnDown, Projection::kDown, 2 * nq * f * d, f * d, nq * (f + d) * ab);
   add_lora_op(w, n_proj_qkv, n_proj_qkv, n_queries);
 }
 
