@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 
 #include "sim/error.h"
@@ -48,26 +49,35 @@ ComputeUnitSpec ComputeUnitSpec::from_params(const std::string& name, const Para
   u.active_power_w = p.real("active_power_w");
   u.idle_power_w = p.real("idle_power_w");
   u.cores = static_cast<int>(p.integer("cores"));
-  YAML::Node peaks = p.node("peak_tflops");
+  const YAML::Node peaks = p.node("peak_tflops");
   if (!peaks.IsMap() || peaks.size() == 0) p.fail("peak_tflops", "expected a mapping dtype -> TFLOP/s, e.g. {fp16: 1.0}");
-  for (const auto& kv : peaks) {
+  u.peak_tflops = parse_positive_per_dtype(p, "peak_tflops", "TFLOP/s, e.g. {fp16: 1.0}");
+  return u;
+}
+
+std::map<DType, double> parse_positive_per_dtype(const Params& p, const std::string& key, const std::string& what) {
+  std::map<DType, double> out;
+  const YAML::Node n = p.node(key);
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (!n.IsMap()) p.fail(key, fmt::format("expected a mapping dtype -> {}", what));
+  for (const auto& kv : n) {
     const std::string dt = kv.first.as<std::string>();
     DType t;
     try {
       t = models::parse_dtype(dt);
     } catch (const ConfigError& e) {
-      p.fail("peak_tflops", e.what());
+      p.fail(key, e.what());
     }
     double v = 0;
     try {
       v = kv.second.as<double>();
     } catch (const YAML::Exception&) {
-      p.fail("peak_tflops", fmt::format("peak for {} must be a number", dt));
+      p.fail(key, fmt::format("{}.{} must be a number", key, dt));
     }
-    if (!(v > 0)) p.fail("peak_tflops", fmt::format("peak for {} must be > 0, got {}", dt, v));
-    u.peak_tflops[t] = v;
+    if (!(v > 0 && std::isfinite(v))) p.fail(key, fmt::format("{}.{} must be a number > 0, got {}", key, dt, v));
+    out[t] = v;
   }
-  return u;
+  return out;
 }
 
 namespace {

@@ -66,4 +66,8 @@ struct ComputeUnitSpec {
   struct Roofline;
 };
 
+// A mapping weight dtype -> number > 0 under `key` (peak_tflops, an engine's kernel_cost); absent: empty.
+// `what` says what the numbers are, for the error (e.g. "factor, e.g. {int6: 1.875}").
+std::map<models::DType, double> parse_positive_per_dtype(const Params& p, const std::string& key, const std::string& what);
+
 }  // namespace mobisim::devices

@@ -1,7 +1,5 @@
 #include "devices/engine.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
 
 #include "sim/builtin_configs.h"
@@ -109,32 +107,6 @@ PerDtype parse_per_dtype(const Params& p, const std::string& key) {
   return out;
 }
 
-// `kernel_cost`: a mapping weight dtype -> factor > 0.
-std::map<models::DType, double> parse_kernel_cost(const Params& p) {
-  std::map<models::DType, double> out;
-  const YAML::Node n = p.node("kernel_cost");
-  if (!n.IsDefined() || n.IsNull()) return out;
-  if (!n.IsMap()) p.fail("kernel_cost", "expected a mapping weight dtype -> factor, e.g. {int6: 1.875}");
-  for (const auto& kv : n) {
-    const std::string dt = kv.first.as<std::string>();
-    models::DType t;
-    try {
-      t = models::parse_dtype(dt);
-    } catch (const ConfigError& e) {
-      p.fail("kernel_cost", e.what());
-    }
-    double x = 0;
-    try {
-      x = kv.second.as<double>();
-    } catch (const YAML::Exception&) {
-      p.fail("kernel_cost", fmt::format("kernel_cost.{} must be a number > 0", dt));
-    }
-    if (!(x > 0 && std::isfinite(x))) p.fail("kernel_cost", fmt::format("kernel_cost.{} must be a number > 0, got {}", dt, x));
-    out[t] = x;
-  }
-  return out;
-}
-
 std::optional<double> opt_real(const Params& p, const std::string& key) {
   if (!p.has(key)) return std::nullopt;
   return p.real(key);
@@ -169,7 +141,7 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     u.decode_efficiency = parse_per_dtype(up, "decode_efficiency");
     u.bandwidth_efficiency = parse_per_dtype(up, "bandwidth_efficiency");
     u.call_overhead_us = opt_real(up, "call_overhead_us");
-    u.kernel_cost = parse_kernel_cost(up);
+    u.kernel_cost = parse_positive_per_dtype(up, "kernel_cost", "factor, e.g. {int6: 1.875}");
     e.units.emplace(unit, u);
   }
   if (const YAML::Node n = p.node("npu"); n.IsDefined() && !n.IsNull()) {

@@ -277,15 +277,22 @@ TEST(Storage, ClassesReproducePublicSequentialAnd4KRandomFigures) {
 namespace mobisim::fidelity {
 namespace {
 
-// ExecuTorch on the OnePlus 12's CPU, Llama 3.2 1B with int4 linears.
-OnDeviceQuery executorch_1b(const std::string& phase, std::int64_t tokens) {
+// One phase of a model on a unit of a phone (the engine: mllm unless set).
+OnDeviceQuery query(const std::string& device, const std::string& model, const std::string& unit,
+                    const std::string& phase, std::int64_t tokens) {
   OnDeviceQuery q;
-  q.device = "oneplus-12";
-  q.engine = "executorch";
-  q.model = "llama-3.2-1b";
-  q.unit = "cpu";
+  q.device = device;
+  q.model = model;
+  q.unit = unit;
   q.phase = phase;
   q.tokens = tokens;
+  return q;
+}
+
+// ExecuTorch on the OnePlus 12's CPU, Llama 3.2 1B with int4 linears.
+OnDeviceQuery executorch_1b(const std::string& phase, std::int64_t tokens) {
+  OnDeviceQuery q = query("oneplus-12", "llama-3.2-1b", "cpu", phase, tokens);
+  q.engine = "executorch";
   q.dtype = "int4";
   return q;
 }
@@ -307,12 +314,7 @@ TEST(OnDevice, ProbeAppliesOverridesAndRefusesUnknownPaths) {
 // tokens/s) is reproduced with it, and the same profile without it runs the uniform-int4 model faster
 // (the fitted rate is the Q4_K kernels'). A bad recipe is refused where the probe is read.
 TEST(OnDevice, ProbeNamesTheProjectionsARecipeKeepsAtAnotherDtype) {
-  OnDeviceQuery q;
-  q.device = "pixel7";
-  q.model = "llama-3.2-3b";
-  q.unit = "cpu";
-  q.phase = "prefill";
-  q.tokens = 349;
+  OnDeviceQuery q = query("pixel7", "llama-3.2-3b", "cpu", "prefill", 349);
   q.dtype = "int4";
   q.activation_dtype = q.kv_dtype = "fp32";
   const double uniform = ondevice_prediction(q);
@@ -358,12 +360,7 @@ TEST(OnDevice, VerifyPhaseCostsAVerificationAsTheSpecdecPoliciesDo) {
   const devices::DeviceProfile device = devices::load_device_profile("redmi-k70-pro");
   models::ModelSpec model = models::load_model_spec("qwen2.5-1.5b");
   model.weight_dtype = models::DType::kInt8;
-  OnDeviceQuery q;
-  q.device = "redmi-k70-pro";
-  q.model = "qwen2.5-1.5b";
-  q.unit = "npu";
-  q.phase = "verify";
-  q.tokens = 32;
+  OnDeviceQuery q = query("redmi-k70-pro", "qwen2.5-1.5b", "npu", "verify", 32);
   q.chunk = 32;
   q.metric = "ms";
   const models::CostModel cost(model);
