@@ -49,9 +49,8 @@ ComputeUnitSpec ComputeUnitSpec::from_params(const std::string& name, const Para
   u.active_power_w = p.real("active_power_w");
   u.idle_power_w = p.real("idle_power_w");
   u.cores = static_cast<int>(p.integer("cores"));
-  const YAML::Node peaks = p.node("peak_tflops");
-  if (!peaks.IsMap() || peaks.size() == 0) p.fail("peak_tflops", "expected a mapping dtype -> TFLOP/s, e.g. {fp16: 1.0}");
   u.peak_tflops = parse_positive_per_dtype(p, "peak_tflops", "TFLOP/s, e.g. {fp16: 1.0}");
+  if (u.peak_tflops.empty()) p.fail("peak_tflops", "expected a mapping dtype -> TFLOP/s, e.g. {fp16: 1.0}");
   return u;
 }
 

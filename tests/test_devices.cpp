@@ -252,6 +252,20 @@ TEST(Devices, ProfileErrorsNameTheUnitAndWhoNeedsIt) {
   }
 }
 
+// peak_tflops must be a non-empty mapping dtype -> finite number > 0; each error names the key.
+TEST(Devices, PeakTflopsErrorsNameTheKey) {
+  for (const char* peaks : {"5", "null", "{fp16: -1}", "{fp16: 0}", "{fp16: .inf}", "{fp16: fast}", "{fp99: 1}"}) {
+    SCOPED_TRACE(peaks);
+    const YAML::Node bad = YAML::Load(std::string("{base: galaxy-s22-ultra, compute: {cpu: {peak_tflops: ") + peaks + "}}}");
+    try {
+      DeviceProfile::from_yaml(bad, ConfigSource{std::make_shared<std::string>("bad.yaml"), ""});
+      FAIL();
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("compute.cpu.peak_tflops"), std::string::npos) << e.what();
+    }
+  }
+}
+
 sim::Task<void> run_work(Device& dev, const models::Work& w) {
   co_await dev.compute("cpu", w, models::DType::kF16, "w");
 }
