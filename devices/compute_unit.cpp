@@ -32,6 +32,8 @@ ParamSchema ComputeUnitSpec::schema() {
   s.real("active_power_w", std::nullopt, "power while busy").non_negative().with_unit("W");
   s.real("idle_power_w", std::nullopt, "power while idle").non_negative().with_unit("W");
   s.integer("cores", 1, "cores used (informational)").range(1, 1024);
+  s.boolean("dedicated_memory", false,
+            "the unit streams from memory of its own (a discrete GPU's GDDR/HBM), not the shared DRAM bus");
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -48,6 +50,7 @@ ComputeUnitSpec ComputeUnitSpec::from_params(const std::string& name, const Para
   u.call_overhead_us = p.real("call_overhead_us");
   u.active_power_w = p.real("active_power_w");
   u.idle_power_w = p.real("idle_power_w");
+  u.dedicated_memory = p.boolean("dedicated_memory");
   u.cores = static_cast<int>(p.integer("cores"));
   u.peak_tflops = parse_positive_per_dtype(p, "peak_tflops", "TFLOP/s, e.g. {fp16: 1.0}");
   if (u.peak_tflops.empty()) p.fail("peak_tflops", "expected a mapping dtype -> TFLOP/s, e.g. {fp16: 1.0}");

@@ -45,6 +45,8 @@ struct ComputeUnitSpec {
   double active_power_w = 0;
   double idle_power_w = 0;
   int cores = 1;
+  // Streams from memory of its own (a discrete GPU), not over the phone's shared DRAM bus.
+  bool dedicated_memory = false;
 
   static ParamSchema schema();
   static ComputeUnitSpec from_params(const std::string& name, const Params& p);

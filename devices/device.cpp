@@ -180,6 +180,24 @@ bool profile_inherits_from(const std::string& folder, const std::string& name, c
   return false;
 }
 
+// Units that stream over the phone's DRAM bus cannot read faster than the bus delivers.
+static void check_units_within_dram_bandwidth(const DeviceProfile& d, const YAML::Node& compute, const YAML::Node& npu,
+                                       const ConfigSource& source) {
+  auto check = [&](double gbps, const YAML::Node& node, const ConfigSource& at, const std::string& what) {
+    if (gbps <= d.dram.bandwidth_gbps * (1 + 1e-12)) return;
+    const YAML::Node key = node.IsMap() && node["mem_bandwidth_gbps"] ? node["mem_bandwidth_gbps"] : node;
+    throw ConfigError(fmt::format(
+        "{}: {} reads DRAM at {} GB/s, above the DRAM's own bandwidth_gbps = {} GB/s (the bound for any unit on "
+        "the shared bus); lower it, or set dedicated_memory: true for a unit with memory of its own",
+        at.child("mem_bandwidth_gbps").where(key), what, gbps, d.dram.bandwidth_gbps));
+  };
+  for (const auto& [name, unit] : d.compute)
+    if (!unit.dedicated_memory)
+      check(unit.mem_bandwidth_gbps, compute[name], source.child("compute").child(name),
+            fmt::format("compute unit '{}'", name));
+  if (d.npu) check(d.npu->mem_bandwidth_gbps, npu, source.child("npu"), "the npu");
+}
+
 DeviceProfile DeviceProfile::from_yaml(const YAML::Node& given, const ConfigSource& source) {
   const YAML::Node root = expand_bases(given, source, "devices", 0);
   ParamSchema ps = profile_schema();
@@ -226,6 +244,7 @@ DeviceProfile DeviceProfile::from_yaml(const YAML::Node& given, const ConfigSour
     if (d.dram.reserved_gb >= d.dram.capacity_gb) dp.fail("reserved_gb", "must be smaller than capacity_gb");
     out["dram"] = dp.resolved();
   }
+  check_units_within_dram_bandwidth(d, compute, p.node("npu"), source);
   if (YAML::Node n = p.node("storage"); n.IsDefined() && !n.IsNull()) {
     ParamSchema s = StorageSpec::schema();
     ConfigSource ssrc = source.child("storage");
@@ -280,10 +299,15 @@ std::vector<std::string> builtin_device_names() { return builtin_names("devices"
 // Runtime device
 // ---------------------------------------------------------------------------
 Device::Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup& stats, sim::TimelineProcess* timeline)
-    : sim_(sim), profile_(profile), stats_(stats), timeline_(timeline) {
+    : sim_(sim),
+      profile_(profile),
+      stats_(stats),
+      timeline_(timeline),
+      dram_(sim, profile_.dram, profile_.name, stats_.child("dram")) {
   for (const auto& [name, spec] : profile_.compute) {
     Unit u;
     u.queue = std::make_unique<sim::Resource>(sim_, profile_.name + "/" + name, 1);
+    u.shares_dram = !spec.dedicated_memory;
     u.active_w = spec.active_power_w;
     u.idle_w = spec.idle_power_w;
     auto& g = stats_.child(name);
@@ -306,7 +330,6 @@ Device::Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup
                                          timeline_);
   for (const auto& [name, spec] : profile_.links)
     links_.emplace(name, std::make_unique<sim::Resource>(sim_, profile_.name + "/" + name, 1));
-  dram_tw_ = &stats_.child("dram").time_weighted(sim_, "used_bytes", "bytes", "DRAM held by simulated components");
 }
 
 Device::Unit& Device::unit_state(const std::string& name) {
@@ -320,28 +343,38 @@ Device::Unit& Device::unit_state(const std::string& name) {
 
 sim::Resource& Device::unit_queue(const std::string& unit) { return *unit_state(unit).queue; }
 
-// Not a coroutine itself: the duration is known now, so the caller awaits compute_for's task
+UnitCost Device::unit_cost(const std::string& unit, const models::Work& work, models::DType dtype,
+                           const std::string& needed_by) const {
+  return UnitCost{profile_.compute_seconds(unit, work, dtype, needed_by), work.flops(), work.bytes()};
+}
+
+// Not a coroutine itself: the cost is known now, so the caller awaits compute_for's task
 // directly (one coroutine frame per request, not two).
 sim::Task<void> Device::compute(const std::string& unit, const models::Work& work, models::DType dtype,
                                 std::string label, int priority, bool preempt, bool preemptible) {
-  const double seconds = profile_.compute_seconds(unit, work, dtype, label);
-  return compute_for(unit, seconds, work.flops(), std::move(label), priority, preempt, preemptible);
+  return compute_for(unit, unit_cost(unit, work, dtype, label), std::move(label), priority, preempt, preemptible);
 }
 
-sim::Task<void> Device::compute_for(const std::string& unit, double seconds, double flops, std::string label,
-                                    int priority, bool preempt, bool preemptible) {
+sim::Task<void> Device::compute_for(const std::string& unit, UnitCost cost, std::string label, int priority,
+                                    bool preempt, bool preemptible) {
   Unit& u = unit_state(unit);
+  const UnitCost& c = cost;  // taken by value: a lazily started coroutine must own its arguments
   auto lease = co_await u.queue->acquire(priority, preempt, preemptible);
   const sim::Time t0 = sim_.now();
+  const sim::Time alone = sim::from_seconds(c.seconds);
   try {
-    co_await sim_.timeout(sim::from_seconds(seconds));
+    if (u.shares_dram && c.dram_bytes > 0)
+      co_await dram_.bus().flow(c.dram_bytes, alone);
+    else
+      co_await sim_.timeout(alone);
   } catch (const sim::Interrupt&) {
     u.busy_s->add(sim::to_seconds(sim_.now() - t0));
     if (timeline_) timeline_->span(profile_.name + "/" + unit, label + " (preempted)", t0, sim_.now());
     throw;
   }
-  u.flops->add(flops);
-  u.busy_s->add(seconds);
+  u.flops->add(c.flops);
+  // Busy for the roofline time, or for as long as a crowded DRAM bus held the work.
+  u.busy_s->add(sim_.now() - t0 == alone ? c.seconds : sim::to_seconds(sim_.now() - t0));
   if (timeline_) timeline_->span(profile_.name + "/" + unit, label, t0, sim_.now());
 }
 
@@ -372,20 +405,6 @@ sim::Task<void> Device::transfer(const std::string& link, double bytes, std::str
 Storage& Device::storage() {
   if (!storage_) profile_.require_storage("a storage request");
   return *storage_;
-}
-
-bool Device::allocate(const std::string& owner, double bytes) {
-  (void)owner;
-  if (dram_used_ + bytes > profile_.dram.available_bytes()) return false;
-  dram_used_ += bytes;
-  dram_tw_->set(dram_used_);
-  return true;
-}
-
-void Device::release(const std::string& owner, double bytes) {
-  (void)owner;
-  dram_used_ = std::max(0.0, dram_used_ - bytes);
-  dram_tw_->set(dram_used_);
 }
 
 double Device::busy_seconds(const std::string& unit) const {

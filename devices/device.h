@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "devices/compute_unit.h"
+#include "devices/dram.h"
 #include "devices/link.h"
 #include "devices/npu.h"
 #include "devices/storage.h"
@@ -25,13 +26,6 @@
 #include "sim/timeline.h"
 
 namespace mobisim::devices {
-
-struct DramSpec {
-  double capacity_gb = 0;
-  double bandwidth_gbps = 0;
-  double reserved_gb = 0;  // OS and other apps: not available to the simulated workload
-  double available_bytes() const { return (capacity_gb - reserved_gb) * 1e9; }
-};
 
 struct BatterySpec {
   double capacity_mah = 0;
@@ -89,6 +83,13 @@ YAML::Node expand_profile_bases(const YAML::Node& node, const ConfigSource& sour
 // through its `base:` chain (what expand_profile_bases would merge). False for an unknown name.
 bool profile_inherits_from(const std::string& folder, const std::string& name, const std::string& ancestor);
 
+// The cost of one piece of work on one unit when the unit and the DRAM bus are free.
+struct UnitCost {
+  double seconds = 0;     // roofline time (DeviceProfile::compute_seconds)
+  double flops = 0;       // work.flops()
+  double dram_bytes = 0;  // bytes the work moves through DRAM (work.bytes()); 0: none
+};
+
 class Device {
  public:
   Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup& stats, sim::TimelineProcess* timeline = nullptr);
@@ -97,14 +98,19 @@ class Device {
   sim::Simulator& sim() { return sim_; }
 
   // Runs `work` on a compute unit, queued behind earlier work (lower priority value first).
+  // The work streams its bytes over the DRAM bus shared with the other units (devices/dram.h):
+  // alone it takes its roofline time; beside other bandwidth-bound work it takes longer.
   // With `preemptible`, a later request with `preempt` may take the unit: this call then throws
   // sim::Interrupt and the work is lost (the caller decides whether to retry).
   sim::Task<void> compute(const std::string& unit, const models::Work& work, models::DType dtype,
                           std::string label, int priority = 0, bool preempt = false, bool preemptible = false);
-  // The same for work whose duration and FLOPs the caller already has (memoised per shape):
-  // `seconds` is what profile().compute_seconds() gives for the work, `flops` its work.flops().
-  sim::Task<void> compute_for(const std::string& unit, double seconds, double flops, std::string label,
-                              int priority = 0, bool preempt = false, bool preemptible = false);
+  // The same for work whose cost the caller already has (memoised per shape): `cost` is what
+  // unit_cost() gives for the work.
+  sim::Task<void> compute_for(const std::string& unit, UnitCost cost, std::string label, int priority = 0,
+                              bool preempt = false, bool preemptible = false);
+  // What `work` costs on `unit` when nothing else runs: its roofline time, FLOPs and DRAM bytes.
+  UnitCost unit_cost(const std::string& unit, const models::Work& work, models::DType dtype,
+                     const std::string& needed_by) const;
   // Holds a unit busy for a given duration (e.g. a profiled fixed-cost operation).
   sim::Task<void> busy(const std::string& unit, sim::Time duration, std::string label, int priority = 0,
                        bool preempt = false, bool preemptible = false);
@@ -112,10 +118,10 @@ class Device {
   Storage& storage();
   sim::Resource& unit_queue(const std::string& unit);
 
-  // DRAM accounting: `allocate` returns false (and changes nothing) when it would not fit.
-  bool allocate(const std::string& owner, double bytes);
-  void release(const std::string& owner, double bytes);
-  double dram_used_bytes() const { return dram_used_; }
+  // Main memory: the capacity ledger every component holds its bytes in, and the bus that
+  // CPU, GPU and NPU work share (devices/dram.h).
+  Dram& dram() { return dram_; }
+  const Dram& dram() const { return dram_; }
 
   double busy_seconds(const std::string& unit) const;
   double energy_j() const;                 // since the start of the simulation
@@ -124,6 +130,7 @@ class Device {
  private:
   struct Unit {
     std::unique_ptr<sim::Resource> queue;
+    bool shares_dram = true;  // streams over the phone's DRAM bus (false: its own memory)
     double active_w = 0, idle_w = 0;
     sim::Counter* flops = nullptr;
     sim::Counter* busy_s = nullptr;
@@ -136,8 +143,7 @@ class Device {
   std::map<std::string, Unit> units_;
   std::unique_ptr<Storage> storage_;
   std::map<std::string, std::unique_ptr<sim::Resource>> links_;
-  double dram_used_ = 0;
-  sim::TimeWeighted* dram_tw_ = nullptr;
+  Dram dram_;
 };
 
 }  // namespace mobisim::devices

@@ -40,6 +40,10 @@ class PerCacheOverheadExperiment : public Experiment {
     device_.require_storage("percache_overhead");
   }
 
+  void prepare(RunContext&) override {
+    devices::Dram::check_fits(device_.dram, device_.name, {{"weights", model_.weight_bytes()}});
+  }
+
   static ParamSchema schema() {
     ParamSchema s;
     s.node("device", "device profile");
@@ -80,6 +84,7 @@ class PerCacheOverheadExperiment : public Experiment {
                      ctx.timeline_process("percache_overhead " + mode_, {{"device", device_.name}}));
     sim::Simulator& sim = run.sim();
     devices::Device& dev = run.device();
+    dev.dram().reserve("weights", model_.weight_bytes());
     policies::RagPipeline pipe(sim, dev, cost, pipeline_, user, stats);
     if (mode_ == "table1") {
       std::vector<std::string> op;

@@ -203,6 +203,11 @@ class PrefixCacheExperiment : public Experiment {
     return out;
   }
 
+  void prepare(RunContext&) override {
+    for (const auto& dev : devices_)
+      devices::Dram::check_fits(dev.profile.dram, dev.profile.name, {{"weights", model_.weight_bytes()}});
+  }
+
   void run(RunContext& ctx) override {
     const models::CostModel cost(model_);
     // A trace gives the same sessions in every run; the generator draws them from (seed, run).
@@ -403,6 +408,7 @@ class PrefixCacheExperiment : public Experiment {
       SimulatedRun run(dev.profile, variant.stats.child("device"),
                        ctx.timeline_process(dev.profile.name + " / " + label,
                                             {{"device", dev.profile.name}, {"policy", label}}));
+      run.device().dram().reserve("weights", model_.weight_bytes());
       run.start(replay(run.sim(), run.device(), dev, cost, sessions, cache.get(), rec), "sessions");
       run.run();
     }

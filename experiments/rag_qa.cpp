@@ -179,6 +179,7 @@ class RagQaExperiment : public Experiment {
     Params wp(workload_node_, ws, params_.source_of("workload"), {});
     users_ = std::make_unique<UserSource>(UserSource::from_params(wp, ctx.seed, ctx.workloads));
     cost_ = std::make_unique<models::CostModel>(model_);
+    devices::Dram::check_fits(device_.dram, device_.name, {{"weights", model_.weight_bytes()}});
     std::vector<std::unique_ptr<RagPolicy>> checkers;
     needs_index_ = false;
     parts_ = traces::UserParts{false, false};
@@ -251,6 +252,7 @@ class RagQaExperiment : public Experiment {
       std::size_t policy, user;  // user: index in the block
       std::unique_ptr<RagPolicy> impl;
       std::vector<QueryRecord> records;
+      DramUse dram;
     };
     // Each policy's records stream to a spooled table (bounded buffer; one scratch file beside the
     // output) block by block; only the running sums of the summary stay in memory.
@@ -273,18 +275,20 @@ class RagQaExperiment : public Experiment {
       std::vector<Job> jobs;
       for (std::size_t i = 0; i < users.size(); ++i)
         for (std::size_t p = 0; p < n_policies; ++p)
-          jobs.push_back(Job{p, i, Registry<RagPolicy>::instance().create(policies_[p].node, policies_[p].source), {}});
+          jobs.push_back(
+              Job{p, i, Registry<RagPolicy>::instance().create(policies_[p].node, policies_[p].source), {}, {}});
       parallel_for(jobs.size(), ctx.threads, [&](std::size_t j) {
         Job& job = jobs[j];
         const std::size_t slot = job.policy * n_users + b0 + job.user;
-        simulate_user(std::move(job.impl), *users[job.user], indexes[job.user], *stats[slot], timelines[slot],
-                      job.records);
+        job.dram = simulate_user(std::move(job.impl), *users[job.user], indexes[job.user], *stats[slot],
+                                 timelines[slot], job.records);
       });
       for (std::size_t p = 0; p < n_policies; ++p) {
         RecordColumns batch;
         for (std::size_t i = 0; i < users.size(); ++i)
           for (const auto& rec : jobs[i * n_policies + p].records) batch.add(rec);
         sums[p].add(batch);
+        for (std::size_t i = 0; i < users.size(); ++i) sums[p].add(jobs[i * n_policies + p].dram);
         h5::Table rows;
         batch.to_table(rows);
         spools[p]->append(rows);
@@ -323,6 +327,9 @@ class RagQaExperiment : public Experiment {
 
  private:
   using PolicyEntry = LabelledPlugin<RagPolicy>;
+  struct DramUse {
+    double peak_bytes = 0, mean_bytes = 0;
+  };
 
   struct RecordColumns {
     std::vector<std::string> user;
@@ -411,7 +418,13 @@ class RagQaExperiment : public Experiment {
   // The sums a summary row needs, added batch by batch in row order: the same additions in the
   // same order as over whole columns, so the results are bit-identical to summing them at the end.
   struct RecordSums {
-    std::size_t rows = 0;
+    std::size_t rows = 0, phones = 0;
+    double dram_peak = 0, dram_mean = 0;  // over the users' phones: the highest peak, the sum of means
+    void add(const DramUse& d) {
+      ++phones;
+      dram_peak = std::max(dram_peak, d.peak_bytes);
+      dram_mean += d.mean_bytes;
+    }
     std::int64_t stale = 0;
     double prefill = 0, decode = 0, load = 0, hits = 0, flops = 0, energy = 0, kv_hit = 0, kv_retrieved = 0,
            bg_flops = 0, bg_energy = 0, rouge_l = 0, bleu = 0;
@@ -442,7 +455,7 @@ class RagQaExperiment : public Experiment {
     std::vector<std::string> policy;
     std::vector<std::int64_t> queries, stale_hits;
     std::vector<double> mean_latency, p50, p90, mean_prefill, mean_decode, mean_load, qa_hit_rate, tflops, energy,
-        kv_chunk_hit_rate, bg_tflops, bg_energy, rouge, bleu_mean;
+        kv_chunk_hit_rate, bg_tflops, bg_energy, rouge, bleu_mean, dram_peak, dram_mean;
     void add(const std::string& label, const RecordSums& c, const sim::Histogram& latency) {
       policy.push_back(label);
       queries.push_back(static_cast<std::int64_t>(c.rows));
@@ -461,6 +474,8 @@ class RagQaExperiment : public Experiment {
       bg_energy.push_back(c.bg_energy);
       rouge.push_back(c.mean(c.rouge_l));
       bleu_mean.push_back(c.mean(c.bleu));
+      dram_peak.push_back(c.dram_peak);
+      dram_mean.push_back(c.phones == 0 ? 0.0 : c.dram_mean / static_cast<double>(c.phones));
     }
     void to_table(h5::Table& t) const {
       t.add("policy", policy);
@@ -480,6 +495,8 @@ class RagQaExperiment : public Experiment {
       t.add("background_energy_j", bg_energy, "J");
       t.add("mean_rouge_l", rouge, "F");
       t.add("mean_bleu", bleu_mean, "score");
+      t.add("dram_peak_bytes", dram_peak, "bytes");
+      t.add("dram_mean_bytes", dram_mean, "bytes");
     }
   };
 
@@ -534,15 +551,18 @@ class RagQaExperiment : public Experiment {
 
   // One user's phone under one policy. Declaration order is teardown order: the policy (which
   // may point into the pipeline) goes first, then the pipeline, then the simulation and device.
-  void simulate_user(std::unique_ptr<RagPolicy> policy_owner, const traces::UserTrace& user,
-                     std::shared_ptr<const policies::KnowledgeIndex> index, sim::StatGroup& stats,
-                     sim::TimelineProcess* timeline, std::vector<QueryRecord>& out) const {
+  // Returns the phone's DRAM use over the run (the model's weights are held from the start).
+  DramUse simulate_user(std::unique_ptr<RagPolicy> policy_owner, const traces::UserTrace& user,
+                        std::shared_ptr<const policies::KnowledgeIndex> index, sim::StatGroup& stats,
+                        sim::TimelineProcess* timeline, std::vector<QueryRecord>& out) const {
     SimulatedRun run(device_, stats.child("device"), timeline);
+    run.device().dram().reserve("weights", model_.weight_bytes());
     policies::RagPipeline pipe(run.sim(), run.device(), *cost_, pipeline_, user, stats, std::move(index));
     const std::unique_ptr<RagPolicy> policy = std::move(policy_owner);
     run.start(replay(run.sim(), *policy, pipe, user, run.device(), out), "user " + user.user_id);
     run.run();
     policy->end_user();
+    return DramUse{run.device().dram().peak_bytes(), run.device().dram().mean_used_bytes()};
   }
 
   // The trace's precomputed retrieval holds a fixed number of chunks per query: a larger top_k

@@ -164,6 +164,7 @@ devices::DeviceProfile two_unit_device() {
   const SpecDecEnv env = overhead_env();
   d.compute["cpu"] = env.cpu;
   d.npu = env.npu;
+  d.dram = devices::DramSpec{8, 1e6, 0};  // a bus so wide that it never slows a unit
   return d;
 }
 

@@ -123,15 +123,12 @@ sim::Task<void> RagPipeline::prefill(QueryRecord& rec, const models::PrefillShap
   add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
 
-const RagPipeline::DecodeStep& RagPipeline::decode_step(std::int64_t context, const std::string& label) {
+const devices::UnitCost& RagPipeline::decode_step(std::int64_t context, const std::string& label) {
   if (context < 0) throw Error(fmt::format("decode step at a negative context length {}", context));
   const auto i = static_cast<std::size_t>(context);
-  if (i >= decode_steps_.size()) decode_steps_.resize(std::max(i + 1, 2 * decode_steps_.size()));
-  DecodeStep& step = decode_steps_[i];
-  if (step.seconds < 0) {
-    const models::Work w = cost_.decode(context);
-    step = {device_.profile().compute_seconds(config_.compute_unit, w, cost_.spec().weight_dtype, label), w.flops()};
-  }
+  if (i >= decode_steps_.size()) decode_steps_.resize(std::max(i + 1, 2 * decode_steps_.size()), devices::UnitCost{-1, 0, 0});
+  devices::UnitCost& step = decode_steps_[i];
+  if (step.seconds < 0) step = device_.unit_cost(config_.compute_unit, cost_.decode(context), cost_.spec().weight_dtype, label);
   return step;
 }
 
@@ -140,8 +137,8 @@ sim::Task<void> RagPipeline::decode(QueryRecord& rec, std::int64_t context, std:
   // Each step is its own device request so that other work can interleave between tokens.
   const sim::Time t0 = sim_.now();
   for (std::int64_t i = 0; i < n_tokens; ++i) {
-    const DecodeStep step = decode_step(context + i, label);
-    co_await device_.compute_for(config_.compute_unit, step.seconds, step.flops, label);
+    const devices::UnitCost step = decode_step(context + i, label);
+    co_await device_.compute_for(config_.compute_unit, step, label);
     rec.flops += step.flops;
   }
   rec.decode_s += sim::to_seconds(sim_.now() - t0);

@@ -126,14 +126,11 @@ class RagPipeline {
   std::shared_ptr<const KnowledgeIndex> knowledge_;
   QueryRecord background_;
   std::int64_t background_jobs_ = 0;
-  // Duration and FLOPs of one decode step by context length: contexts recur across a user's
-  // queries, and a step's cost depends on nothing else in this pipeline. Indexed by context
-  // (16 bytes per token of the longest context seen, no allocation per step); seconds < 0: not yet.
-  struct DecodeStep {
-    double seconds = -1, flops = 0;
-  };
-  std::vector<DecodeStep> decode_steps_;
-  const DecodeStep& decode_step(std::int64_t context, const std::string& label);
+  // The cost of one decode step by context length: contexts recur across a user's queries, and a
+  // step's cost depends on nothing else in this pipeline. Indexed by context (24 bytes per token
+  // of the longest context seen, no allocation per step); seconds < 0: not yet.
+  std::vector<devices::UnitCost> decode_steps_;
+  const devices::UnitCost& decode_step(std::int64_t context, const std::string& label);
   void add_energy(QueryRecord& rec, double busy_s) const;
   void add_storage_energy(QueryRecord& rec, double busy_s, double io_energy_j) const;
 };

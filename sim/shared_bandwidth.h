@@ -1,0 +1,91 @@
+#pragma once
+// A fluid resource: a channel of fixed capacity (units per second, e.g. bytes/s of a memory bus)
+// shared by flows that each move an amount at no more than their own rate.
+//
+//   co_await bus.flow(bytes, uncontended_duration);   // takes that long when the bus has room
+//
+// A flow wants rate = amount / uncontended_duration. While the wanted rates of the flows in
+// progress sum to no more than the capacity, every flow runs at its own rate and ends exactly
+// `uncontended_duration` after it started (to the nanosecond: a lone flow is a plain timeout).
+// Beyond that, the capacity is split max-min fairly (water-filling: flows that want less than
+// an equal share get what they want, the rest share what is left equally), and every flow's
+// progress is re-planned whenever a flow starts or ends. Two flows that each want the whole
+// capacity therefore finish together after (amount1 + amount2) / capacity, as two streams on
+// one bus do.
+//
+// A process waiting on a flow can be interrupted (Simulator::interrupt): the flow leaves the
+// channel, the others are re-planned, and the process resumes with sim::Interrupt.
+// The simulator knows nothing about what flows: a DRAM bus, a link, a shared cache.
+#include <coroutine>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/simulator.h"
+#include "sim/time.h"
+
+namespace mobisim::sim {
+
+class SharedBandwidth {
+ public:
+  // `capacity_per_s` > 0 (units per second).
+  SharedBandwidth(Simulator& sim, std::string name, double capacity_per_s);
+  SharedBandwidth(const SharedBandwidth&) = delete;
+  SharedBandwidth& operator=(const SharedBandwidth&) = delete;
+
+  class FlowAwaiter;
+  // Moves `amount` (>= 0) in `uncontended` (> 0 when amount > 0) or longer when the channel is
+  // oversubscribed. amount == 0 is a plain timeout of `uncontended`.
+  FlowAwaiter flow(double amount, Time uncontended);
+
+  const std::string& name() const { return name_; }
+  double capacity_per_s() const { return capacity_; }
+  std::size_t active_flows() const { return flows_.size(); }
+  // Time flows spent longer than they would have alone (summed over flows), in seconds.
+  double contention_delay_s() const { return delay_s_; }
+
+  class FlowAwaiter {
+   public:
+    FlowAwaiter(SharedBandwidth& bus, double amount, Time uncontended)
+        : bus_(bus), amount_(amount), uncontended_(uncontended) {}
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h);
+    void await_resume();
+
+   private:
+    SharedBandwidth& bus_;
+    double amount_;
+    Time uncontended_;
+    std::uint64_t id_ = 0;
+    ProcessState* proc_ = nullptr;
+  };
+
+ private:
+  struct Flow {
+    std::uint64_t id;
+    double wanted_rate;      // units per second
+    double remaining_ns;     // of uncontended time still to run
+    double speed = 1.0;      // allocated rate / wanted rate (1: unhindered)
+    Time since = 0;          // when remaining_ns was last brought up to date
+    Time started = 0;
+    Time uncontended = 0;
+    std::coroutine_handle<> handle;
+    ProcessState* process = nullptr;
+    EventId completion;
+  };
+  void add(Flow flow);
+  void remove(std::uint64_t id);  // an interrupted flow: leaves without completing
+  void complete(std::uint64_t id);
+  void advance_to_now();
+  void replan();
+  std::vector<double> max_min_speeds() const;
+
+  Simulator& sim_;
+  std::string name_;
+  double capacity_;
+  std::vector<Flow> flows_;  // in start order (deterministic re-planning)
+  std::uint64_t next_id_ = 1;
+  double delay_s_ = 0;
+};
+
+}  // namespace mobisim::sim
