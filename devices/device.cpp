@@ -303,7 +303,9 @@ Device::Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup
       profile_(profile),
       stats_(stats),
       timeline_(timeline),
-      dram_(sim, profile_.dram, profile_.name, stats_.child("dram")) {
+      dram_(sim, profile_.dram, profile_.name, stats_.child("dram")),
+      bus_wait_s_(&stats_.child("dram").counter("bus_wait_s", "s",
+                                                "time work ran beyond its roofline because units shared the DRAM bus")) {
   for (const auto& [name, spec] : profile_.compute) {
     Unit u;
     u.queue = std::make_unique<sim::Resource>(sim_, profile_.name + "/" + name, 1);
@@ -374,7 +376,12 @@ sim::Task<void> Device::compute_for(const std::string& unit, UnitCost cost, std:
   }
   u.flops->add(c.flops);
   // Busy for the roofline time, or for as long as a crowded DRAM bus held the work.
-  u.busy_s->add(sim_.now() - t0 == alone ? c.seconds : sim::to_seconds(sim_.now() - t0));
+  if (sim_.now() - t0 == alone) {
+    u.busy_s->add(c.seconds);
+  } else {
+    u.busy_s->add(sim::to_seconds(sim_.now() - t0));
+    bus_wait_s_->add(sim::to_seconds(sim_.now() - t0 - alone));
+  }
   if (timeline_) timeline_->span(profile_.name + "/" + unit, label, t0, sim_.now());
 }
 

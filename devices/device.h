@@ -144,6 +144,7 @@ class Device {
   std::unique_ptr<Storage> storage_;
   std::map<std::string, std::unique_ptr<sim::Resource>> links_;
   Dram dram_;
+  sim::Counter* bus_wait_s_;  // time work took beyond its roofline because the DRAM bus was shared
 };
 
 }  // namespace mobisim::devices

@@ -1,10 +1,11 @@
 // `mobisim reproduce SET`: regenerates every figure/table of a source document.
 //
-//   mobisim reproduce percache|prefix_cache|kvpr_cake|dynakv|coordgen|all [--only fig15a] [--no-plot] [--shared DIR]
+//   mobisim reproduce percache|prefix_cache|kvpr_cake|dynakv|coordgen|compose|all [--only fig15a] [--no-plot] [--shared DIR]
 //
 // PerCache (seed 000): experiments/percache/*.yaml -> results/percache/*.{h5,png,csv}.
 // Prefix caching (seed 001): experiments/prefix_cache/*.yaml. KVPR/Cake (seed 002):
-// experiments/kvpr_cake/*.yaml. Each YAML names its own output path.
+// experiments/kvpr_cake/*.yaml. Each YAML names its own output path. `compose` is not a document:
+// experiments/compose/*.yaml put systems of different documents on one phone (apps, shared DRAM).
 // QMSum-based experiments read results/qmsum_val.h5; when it is missing it is first
 // imported from <shared>/data/qmsum (val split, Llama-2 SentencePiece tokenizer when
 // present), where <shared> is --shared, $MOBISIM_SHARED_DIR or <source>/../shared.
@@ -126,6 +127,7 @@ std::vector<Set> document_sets() {
       {"kvpr_cake", {{"fig3", {}, ""}, {"error", {}, ""}, {"phones", {}, ""}}},
       {"dynakv", dynakv_jobs()},
       {"coordgen", coordgen_jobs()},
+      {"compose", {{"d_chat_on_cpu", {}, ""}, {"d_chat_on_gpu", {}, ""}}},
   };
 }
 
@@ -309,8 +311,8 @@ int reproduce_main(const std::vector<std::string>& args) {
   cli::ArgParser a("mobisim reproduce SET [--only NAME] [--no-plot] [--shared DIR] [--threads N]",
                    "Regenerates every figure and table of a document.\n"
                    "SET: percache (seed 000), prefix_cache (seed 001), kvpr_cake (seed 002), dynakv (seed 003), "
-                   "coordgen (seed 004), or all.");
-  a.positional("set", "which document: percache, prefix_cache, kvpr_cake, dynakv, coordgen or all")
+                   "coordgen (seed 004), compose (systems of different documents on one phone), or all.");
+  a.positional("set", "which document: percache, prefix_cache, kvpr_cake, dynakv, coordgen, compose or all")
       .option("only", "NAME", "run only this experiment (e.g. fig15a)")
       .option("shared", "DIR", "folder holding data/qmsum (default $MOBISIM_SHARED_DIR or <source>/../shared)")
       .option("threads", "N",
@@ -378,7 +380,7 @@ int reproduce_main(const std::vector<std::string>& args) {
 
 }  // namespace
 
-MOBISIM_REGISTER_COMMAND("reproduce", "regenerate every figure and table of a document (percache, prefix_cache, kvpr_cake, dynakv, coordgen, all)",
+MOBISIM_REGISTER_COMMAND("reproduce", "regenerate every figure and table of a document (percache, prefix_cache, kvpr_cake, dynakv, coordgen, compose, all)",
                          "mobisim reproduce SET [--only NAME] [--no-plot] [--shared DIR]", reproduce_main)
 
 }  // namespace mobisim::experiments

@@ -29,6 +29,7 @@
 #include "experiments/workload_inputs.h"
 #include "models/cost_model.h"
 #include "policies/rag/rag_policy.h"
+#include "policies/rag/replay.h"
 #include "sim/builtin_configs.h"
 #include "sim/error.h"
 #include "sim/registry.h"
@@ -506,49 +507,6 @@ class RagQaExperiment : public Experiment {
     return out.empty() ? "user" : out;
   }
 
-  static sim::Task<void> replay(sim::Simulator& sim, RagPolicy& policy, policies::RagPipeline& pipe,
-                                const traces::UserTrace& user, devices::Device& device,
-                                std::vector<QueryRecord>& out) {
-    policy.begin_user(pipe);
-    for (std::size_t i = 0; i < user.queries.size(); ++i) {
-      const traces::Query& q = user.queries[i];
-      const sim::Time arrival = sim::from_seconds(q.arrival_s);
-      if (sim.now() < arrival) {
-        co_await policy.idle(pipe, arrival);
-        if (sim.now() < arrival) co_await sim.timeout(arrival - sim.now());
-      }
-      QueryRecord rec;
-      // Background work of the idle time just ended belongs to this query's row.
-      QueryRecord& bg = pipe.background();
-      rec.bg_s = bg.embed_s + bg.qa_match_s + bg.retrieval_s + bg.kv_match_s + bg.load_s + bg.prefill_s + bg.decode_s;
-      rec.bg_flops = bg.flops;
-      rec.bg_energy_j = bg.active_energy_j;
-      rec.bg_jobs = pipe.background_jobs();
-      bg = QueryRecord{};
-      pipe.background_jobs() = 0;
-      rec.user = user.user_id;
-      rec.query_index = static_cast<std::int64_t>(i);
-      rec.arrival_s = q.arrival_s;
-      rec.start_s = sim::to_seconds(sim.now());
-      const double e0 = device.energy_j();
-      co_await policy.serve(pipe, q, rec);
-      rec.end_s = sim::to_seconds(sim.now());
-      rec.energy_j = device.energy_j() - e0;
-      // Quality: an answer generated for this query stands for the reference answer; an answer
-      // served from the QA bank is scored against it (ROUGE-L F, sentence BLEU-4).
-      if (!q.answer_text.empty()) {
-        if (rec.served_answer.empty()) {
-          rec.rouge_l = 1.0;
-          rec.bleu = 1.0;
-        } else {
-          rec.rouge_l = traces::rouge_l(rec.served_answer, q.answer_text).f;
-          rec.bleu = traces::sentence_bleu(rec.served_answer, q.answer_text);
-        }
-      }
-      out.push_back(std::move(rec));
-    }
-  }
-
   // One user's phone under one policy. Declaration order is teardown order: the policy (which
   // may point into the pipeline) goes first, then the pipeline, then the simulation and device.
   // Returns the phone's DRAM use over the run (the model's weights are held from the start).
@@ -559,7 +517,7 @@ class RagQaExperiment : public Experiment {
     run.device().dram().reserve("weights", model_.weight_bytes());
     policies::RagPipeline pipe(run.sim(), run.device(), *cost_, pipeline_, user, stats, std::move(index));
     const std::unique_ptr<RagPolicy> policy = std::move(policy_owner);
-    run.start(replay(run.sim(), *policy, pipe, user, run.device(), out), "user " + user.user_id);
+    run.start(policies::replay_user(*policy, pipe, out), "user " + user.user_id);
     run.run();
     policy->end_user();
     return DramUse{run.device().dram().peak_bytes(), run.device().dram().mean_used_bytes()};

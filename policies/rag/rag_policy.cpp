@@ -99,7 +99,7 @@ std::int64_t RagPipeline::answer_tokens(const traces::Query& q) const {
 sim::Task<void> RagPipeline::embed(QueryRecord& rec) {
   if (config_.embed_query_ms <= 0) co_return;
   const sim::Time t0 = sim_.now();
-  co_await device_.busy(config_.compute_unit, sim::from_ms(config_.embed_query_ms), "embed query");
+  co_await device_.busy(config_.compute_unit, sim::from_ms(config_.embed_query_ms), "embed query", priority_);
   rec.embed_s += sim::to_seconds(sim_.now() - t0);
   add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
@@ -107,7 +107,7 @@ sim::Task<void> RagPipeline::embed(QueryRecord& rec) {
 sim::Task<void> RagPipeline::retrieve(QueryRecord& rec) {
   if (config_.retrieval_ms <= 0) co_return;
   const sim::Time t0 = sim_.now();
-  co_await device_.busy(config_.compute_unit, sim::from_ms(config_.retrieval_ms), "retrieve");
+  co_await device_.busy(config_.compute_unit, sim::from_ms(config_.retrieval_ms), "retrieve", priority_);
   rec.retrieval_s += sim::to_seconds(sim_.now() - t0);
   add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
@@ -115,7 +115,7 @@ sim::Task<void> RagPipeline::retrieve(QueryRecord& rec) {
 sim::Task<void> RagPipeline::prefill(QueryRecord& rec, const models::PrefillShape& shape, const std::string& label) {
   const models::Work w = cost_.prefill(shape);
   const sim::Time t0 = sim_.now();
-  co_await device_.compute(config_.compute_unit, w, cost_.spec().weight_dtype, label);
+  co_await device_.compute(config_.compute_unit, w, cost_.spec().weight_dtype, label, priority_);
   rec.prefill_s += sim::to_seconds(sim_.now() - t0);
   rec.flops += w.flops();
   rec.computed_tokens += shape.n_new - shape.n_reused_qkv;
@@ -138,7 +138,7 @@ sim::Task<void> RagPipeline::decode(QueryRecord& rec, std::int64_t context, std:
   const sim::Time t0 = sim_.now();
   for (std::int64_t i = 0; i < n_tokens; ++i) {
     const devices::UnitCost step = decode_step(context + i, label);
-    co_await device_.compute_for(config_.compute_unit, step, label);
+    co_await device_.compute_for(config_.compute_unit, step, label, priority_);
     rec.flops += step.flops;
   }
   rec.decode_s += sim::to_seconds(sim_.now() - t0);
@@ -157,7 +157,7 @@ sim::Task<void> RagPipeline::load(QueryRecord& rec, double bytes, const std::str
 sim::Task<void> RagPipeline::qa_match(QueryRecord& rec) {
   if (config_.qa_match_ms <= 0) co_return;
   const sim::Time t0 = sim_.now();
-  co_await device_.busy(config_.compute_unit, sim::from_ms(config_.qa_match_ms), "qa match");
+  co_await device_.busy(config_.compute_unit, sim::from_ms(config_.qa_match_ms), "qa match", priority_);
   rec.qa_match_s += sim::to_seconds(sim_.now() - t0);
   add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
@@ -165,14 +165,14 @@ sim::Task<void> RagPipeline::qa_match(QueryRecord& rec) {
 sim::Task<void> RagPipeline::kv_match(QueryRecord& rec) {
   if (config_.kv_match_ms <= 0) co_return;
   const sim::Time t0 = sim_.now();
-  co_await device_.busy(config_.compute_unit, sim::from_ms(config_.kv_match_ms), "kv match");
+  co_await device_.busy(config_.compute_unit, sim::from_ms(config_.kv_match_ms), "kv match", priority_);
   rec.kv_match_s += sim::to_seconds(sim_.now() - t0);
   add_energy(rec, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::compute(QueryRecord& rec, const models::Work& work, const std::string& label) {
   const sim::Time t0 = sim_.now();
-  co_await device_.compute(config_.compute_unit, work, cost_.spec().weight_dtype, label);
+  co_await device_.compute(config_.compute_unit, work, cost_.spec().weight_dtype, label, priority_);
   rec.prefill_s += sim::to_seconds(sim_.now() - t0);
   rec.flops += work.flops();
   add_energy(rec, sim::to_seconds(sim_.now() - t0));

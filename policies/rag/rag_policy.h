@@ -111,6 +111,11 @@ class RagPipeline {
   double estimate_read_s(double bytes) const;
   double estimate_write_s(double bytes) const;
 
+  // Queue priority of this pipeline's work on the compute unit (lower first; 0 by default). On a
+  // phone shared by several apps, a foreground app's pipeline goes before a background one's.
+  void set_priority(int priority) { priority_ = priority; }
+  int priority() const { return priority_; }
+
   // Accumulator for background work: policies pass it to the phase helpers from idle();
   // the driver moves its totals into the next query's record (bg_*) and resets it.
   QueryRecord& background() { return background_; }
@@ -126,6 +131,7 @@ class RagPipeline {
   std::shared_ptr<const KnowledgeIndex> knowledge_;
   QueryRecord background_;
   std::int64_t background_jobs_ = 0;
+  int priority_ = 0;
   // The cost of one decode step by context length: contexts recur across a user's queries, and a
   // step's cost depends on nothing else in this pipeline. Indexed by context (24 bytes per token
   // of the longest context seen, no allocation per step); seconds < 0: not yet.

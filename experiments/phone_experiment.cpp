@@ -1,0 +1,236 @@
+// The `phone` experiment driver: several apps on one simulated phone.
+//
+// Every app in `apps:` (policies/apps/) issues its requests on one Device at once: they queue on
+// the same compute units (foreground before background), hold their weights and KV in one DRAM
+// ledger (what cannot be held stops the run, naming DRAM and the sizes), stream over one DRAM
+// bus and read one flash device. With `alone: true` (the default) each app also runs by itself
+// on the same phone, so the summary says what sharing the phone cost each app.
+//
+// Parameters (YAML under `experiment:`):
+//   device   built-in profile name, YAML path, or inline mapping (plus engine:)
+//   apps     list of {impl: rag|chat|..., label: NAME, priority: foreground|background, ...}
+//   alone    also run each app alone (default true)
+//
+// Results: /summary has one row per (scenario, app): scenario is "shared" or "alone";
+// /runs/<scenario>.<app>/records one row per request of that app.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "devices/device.h"
+#include "devices/engine.h"
+#include "experiments/experiment.h"
+#include "experiments/plugin_list.h"
+#include "experiments/simulation.h"
+#include "experiments/workload_cache.h"
+#include "experiments/workload_inputs.h"
+#include "policies/apps/app.h"
+#include "sim/error.h"
+#include "sim/registry.h"
+#include "traces/generator.h"
+#include "traces/rag_trace_io.h"
+
+namespace mobisim::experiments {
+
+namespace {
+
+using policies::App;
+
+// A RAG workload node as rag_qa reads it: {trace: FILE.h5} or {generate: default|PATH|{...}}.
+traces::RagTrace load_rag_workload(const YAML::Node& node, const ConfigSource& source, std::uint64_t seed,
+                                   WorkloadCache* cache) {
+  ParamSchema s;
+  s.text("trace", std::string(""), "an HDF5 RAG trace (mobisim trace import/generate)");
+  s.node("generate", "generate a trace: 'default', a generator YAML path, or an inline generator config");
+  const Params w(node, s, source, {});
+  const std::string trace_path = w.text("trace");
+  const YAML::Node gen = w.node("generate");
+  const bool has_gen = gen.IsDefined() && !gen.IsNull();
+  if (trace_path.empty() == !has_gen)
+    w.fail("trace", "give exactly one of 'trace: FILE.h5' or 'generate: default|PATH|{...}'");
+  if (!trace_path.empty()) {
+    const traces::RagTraceFile file(trace_path);
+    traces::RagTrace t;
+    t.meta = file.meta();
+    for (std::size_t u = 0; u < file.num_users(); ++u) t.users.push_back(file.read_user(u, traces::UserParts{}));
+    return t;
+  }
+  const YAML::Node named = gen.IsScalar() && gen.Scalar() == "default" ? YAML::Node("rag_default") : gen;
+  const ResolvedWorkload resolved = resolve_workload_config(named, w.source_of("generate"));
+  auto make = [&] { return traces::generate_rag_trace_from_yaml(resolved.config, resolved.origin, seed); };
+  if (!cache) return make();
+  return *cache->rag_trace(fmt::format("{}\n{}\n{}", yaml_to_string(resolved.config), resolved.origin, seed), make);
+}
+
+class PhoneExperiment : public Experiment {
+ public:
+  explicit PhoneExperiment(const Params& p) : params_(p) {
+    device_ = devices::load_device_for_engine(p);
+    engine_ = devices::resolved_engine(p);
+    apps_ = parse_labelled_plugins<App>(p, "apps");
+    alone_ = p.boolean("alone");
+  }
+
+  static ParamSchema schema() {
+    ParamSchema s;
+    s.node("device", "device profile: built-in name, YAML path or inline mapping");
+    devices::add_engine_param(s);
+    s.node("apps", "apps sharing the phone: [{impl: rag|chat, label: NAME, priority: foreground|background, ...}]");
+    s.boolean("alone", true, "also run each app alone on the phone (what sharing costs it)");
+    return s;
+  }
+
+  // Builds and prepares every app and checks that the phone holds all their resident bytes.
+  void prepare(RunContext& ctx) override {
+    seed_ = ctx.seed;
+    run_ = ctx.run;
+    workloads_ = ctx.workloads;
+    std::vector<std::pair<std::string, double>> resident;
+    for (std::size_t i = 0; i < apps_.size(); ++i)
+      for (const auto& [owner, bytes] : make_app(i)->resident_dram()) resident.emplace_back(apps_[i].label + "/" + owner, bytes);
+    devices::Dram::check_fits(device_.dram, device_.name, resident);
+  }
+
+  void run(RunContext& ctx) override {
+    Summary summary;
+    ctx.progress(fmt::format("{} apps on {}", apps_.size(), device_.name));
+    std::vector<std::size_t> all(apps_.size());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+    simulate(ctx, "shared", all, summary);
+    if (alone_)
+      for (std::size_t i = 0; i < apps_.size(); ++i) simulate(ctx, "alone", {i}, summary);
+    summary.add_slowdowns();
+    summary.to_table(ctx.results.summary);
+  }
+
+  YAML::Node resolved_config(const YAML::Node& given) const override {
+    YAML::Node out = yaml_clone(given);
+    out["device"] = yaml_clone(device_.resolved);
+    YAML::Node apps(YAML::NodeType::Sequence);
+    for (std::size_t i = 0; i < apps_.size(); ++i) {
+      YAML::Node r = Registry<App>::instance().create(apps_[i].node, apps_[i].source)->resolved();
+      r["impl"] = apps_[i].node["impl"];
+      r["label"] = apps_[i].label;
+      apps.push_back(r);
+    }
+    out["apps"] = apps;
+    out["alone"] = alone_;
+    return devices::with_engine(out, engine_);
+  }
+
+  std::string default_plot() const override { return "phone_apps.py"; }
+
+ private:
+  struct Summary {
+    std::vector<std::string> scenario, app, impl, priority, device, model, unit;
+    std::vector<std::int64_t> requests;
+    std::vector<double> mean_latency, p50, p90, p99, mean_ttft, p90_ttft, mean_tpot, energy, dram_peak, dram_mean,
+        slowdown;
+    void add(const std::string& sc, const std::string& label, const std::string& im, const std::string& phone,
+             const App& a, double peak, double mean) {
+      const policies::AppTotals t = a.totals();
+      scenario.push_back(sc);
+      app.push_back(label);
+      impl.push_back(im);
+      priority.push_back(a.priority() == 0 ? "foreground" : "background");
+      device.push_back(phone);
+      model.push_back(a.model_name());
+      unit.push_back(a.unit());
+      requests.push_back(t.requests);
+      mean_latency.push_back(t.latency_s.mean());
+      p50.push_back(t.latency_s.percentile(50));
+      p90.push_back(t.latency_s.percentile(90));
+      p99.push_back(t.latency_s.percentile(99));
+      mean_ttft.push_back(t.ttft_s.mean());
+      p90_ttft.push_back(t.ttft_s.percentile(90));
+      mean_tpot.push_back(t.tpot_s.mean());
+      energy.push_back(t.active_energy_j);
+      dram_peak.push_back(peak);
+      dram_mean.push_back(mean);
+    }
+    // Shared mean latency over alone mean latency, per app (1 for the alone rows; 0 without one).
+    void add_slowdowns() {
+      slowdown.assign(app.size(), 0.0);
+      for (std::size_t i = 0; i < app.size(); ++i)
+        for (std::size_t j = 0; j < app.size(); ++j)
+          if (app[i] == app[j] && scenario[j] == "alone" && mean_latency[j] > 0)
+            slowdown[i] = mean_latency[i] / mean_latency[j];
+    }
+    void to_table(h5::Table& t) const {
+      t.add("scenario", scenario);
+      t.add("app", app);
+      t.add("impl", impl);
+      t.add("priority", priority);
+      t.add("device", device);
+      t.add("model", model);
+      t.add("unit", unit);
+      t.add("requests", requests, "count");
+      t.add("mean_latency_s", mean_latency, "s");
+      t.add("p50_latency_s", p50, "s");
+      t.add("p90_latency_s", p90, "s");
+      t.add("p99_latency_s", p99, "s");
+      t.add("mean_ttft_s", mean_ttft, "s");
+      t.add("p90_ttft_s", p90_ttft, "s");
+      t.add("mean_tpot_s", mean_tpot, "s");
+      t.add("slowdown_vs_alone", slowdown, "ratio");
+      t.add("active_energy_j", energy, "J");
+      t.add("dram_peak_bytes", dram_peak, "bytes");
+      t.add("dram_mean_bytes", dram_mean, "bytes");
+    }
+  };
+
+  std::unique_ptr<App> make_app(std::size_t i) const {
+    auto app = Registry<App>::instance().create(apps_[i].node, apps_[i].source);
+    policies::AppEnvironment env;
+    env.seed = seed_;
+    env.run = run_;
+    WorkloadCache* cache = workloads_;
+    const std::uint64_t seed = seed_;
+    env.rag_workload = [cache, seed](const YAML::Node& node, const ConfigSource& source) {
+      return load_rag_workload(node, source, seed, cache);
+    };
+    app->prepare(env);
+    return app;
+  }
+
+  // One phone running the apps `which` at once; their records and totals go to the results.
+  void simulate(RunContext& ctx, const std::string& scenario, const std::vector<std::size_t>& which,
+                Summary& summary) const {
+    std::vector<std::unique_ptr<App>> apps;
+    for (std::size_t i : which) apps.push_back(make_app(i));
+    const std::string name = scenario == "shared" ? scenario : scenario + "." + apps_[which.front()].label;
+    auto& variant = ctx.results.variant(name);
+    {
+      SimulatedRun run(device_, variant.stats.child("device"),
+                       ctx.timeline_process(name, {{"policy", name}, {"device", device_.name}}));
+      for (std::size_t k = 0; k < apps.size(); ++k)
+        for (const auto& [owner, bytes] : apps[k]->resident_dram())
+          run.device().dram().reserve(apps_[which[k]].label + "/" + owner, bytes);
+      for (std::size_t k = 0; k < apps.size(); ++k) {
+        const std::string& label = apps_[which[k]].label;
+        run.start(apps[k]->run(run.device(), label, variant.stats.child(label)), "app " + label);
+      }
+      run.run();
+      const double peak = run.device().dram().peak_bytes(), mean = run.device().dram().mean_used_bytes();
+      for (std::size_t k = 0; k < apps.size(); ++k) {
+        const std::string& label = apps_[which[k]].label;
+        summary.add(scenario, label, apps_[which[k]].node["impl"].Scalar(), device_.name, *apps[k], peak, mean);
+        apps[k]->records(ctx.results.variant(scenario + "." + label).records);
+      }
+    }
+  }
+
+  Params params_;
+  devices::DeviceProfile device_;
+  YAML::Node engine_;
+  std::vector<LabelledPlugin<App>> apps_;
+  bool alone_ = true;
+  std::uint64_t seed_ = 1, run_ = 0;
+  WorkloadCache* workloads_ = nullptr;
+};
+
+MOBISIM_REGISTER(Experiment, PhoneExperiment, "phone",
+                 "Several apps (RAG assistant, chat, ...) at once on one phone: shared units, DRAM and flash.")
+
+}  // namespace
+}  // namespace mobisim::experiments

@@ -1,0 +1,81 @@
+#pragma once
+// An app on the simulated phone: a workload and the pipeline that serves it. Several apps run
+// at once on one Device and feel each other: they queue on the same compute units (a foreground
+// app's work goes before a background app's), hold their weights, KV and caches in one DRAM
+// ledger, stream over one DRAM bus and read one flash device. The `phone` experiment
+// (experiments/phone_experiment.cpp) lists them under `apps:`.
+//
+// One app = one file pair under policies/apps/, registered with
+//   MOBISIM_REGISTER(mobisim::policies::App, MyApp, "my_app", "doc");
+// Every app's schema starts with add_app_params() (priority, start_s).
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "devices/device.h"
+#include "sim/h5.h"
+#include "sim/params.h"
+#include "sim/simulator.h"
+#include "sim/stats.h"
+#include "traces/rag_trace.h"
+
+namespace mobisim::policies {
+
+// What the driver gives an app before any simulation: the run's random identity and how to
+// read a RAG workload node ({trace: FILE.h5} or {generate: ...}; the experiments layer owns
+// file and generator resolution).
+struct AppEnvironment {
+  std::uint64_t seed = 1, run = 0;
+  std::function<traces::RagTrace(const YAML::Node& workload, const ConfigSource& source)> rag_workload;
+};
+
+// The numbers every app reports, whatever its pipeline (one row of the phone's summary).
+struct AppTotals {
+  std::int64_t requests = 0;
+  sim::Histogram latency_s;  // arrival to last token
+  sim::Histogram ttft_s;     // arrival to first token
+  sim::Histogram tpot_s;     // per output token after the first (requests with >= 2 tokens)
+  double active_energy_j = 0;  // the app's own marginal energy (active minus idle power x its work's time)
+};
+
+class App {
+ public:
+  static constexpr const char* kRegistryKind = "app";
+  virtual ~App() = default;
+  // Queue priority on shared units: foreground (0) before background (1).
+  int priority() const { return priority_; }
+  // When the app starts issuing work (seconds of simulated time).
+  double start_s() const { return start_s_; }
+
+  // Loads and checks the app's workload; no simulation.
+  virtual void prepare(const AppEnvironment& env) = 0;
+  // What the app keeps in DRAM for the whole run (its model's weights, drafters), by owner:
+  // reserved before it starts; a phone that cannot hold them all stops the run.
+  virtual std::vector<std::pair<std::string, double>> resident_dram() const = 0;
+  // The app's requests, issued on `device`; `owner` prefixes its DRAM holdings ("<owner>/kv").
+  virtual sim::Task<void> run(devices::Device& device, std::string owner, sim::StatGroup& stats) = 0;
+  // After the run: one row per request, and the totals.
+  virtual void records(h5::Table& out) const = 0;
+  virtual AppTotals totals() const = 0;
+  // Everything the app was configured with, defaults filled (stored with the results).
+  virtual YAML::Node resolved() const = 0;
+  // The model the app runs and the unit it runs on, for tables and plot titles.
+  virtual std::string model_name() const = 0;
+  virtual std::string unit() const = 0;
+
+ protected:
+  explicit App(const Params& p);
+
+ private:
+  int priority_ = 0;
+  double start_s_ = 0;
+};
+
+// The parameters every app has (priority, start_s); each app's schema() calls it first.
+void add_app_params(ParamSchema& s);
+// The queue priority of a `priority:` name.
+int app_priority(const std::string& name);
+
+}  // namespace mobisim::policies

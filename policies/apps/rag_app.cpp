@@ -1,0 +1,139 @@
+#include "policies/apps/rag_app.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "policies/rag/replay.h"
+#include "sim/error.h"
+#include "sim/registry.h"
+
+namespace mobisim::policies {
+
+ParamSchema RagApp::schema() {
+  ParamSchema s;
+  add_app_params(s);
+  s.node("model", "model: built-in name, YAML path, or {base: NAME, field: override}");
+  s.node("pipeline", "RAG pipeline settings: compute_unit, system_prompt_tokens, top_k, answer_tokens, ...");
+  s.node("policy", "the RAG policy: {impl: naive|percache|ragcache|meancache|sleeptime|..., ...}");
+  s.node("workload", "{trace: FILE.h5} or {generate: default|PATH|{...}}");
+  s.text("user", std::string(""), "user id replayed (empty: the workload's first user)");
+  s.integer("max_queries", 0, "replay only the first N queries (0: all)").non_negative();
+  s.real("interarrival_s", 0.0,
+         "re-time the queries: query i arrives at start_s + i x interarrival_s (0: the workload's own arrivals)")
+      .non_negative()
+      .with_unit("s");
+  return s;
+}
+
+namespace {
+PipelineConfig pipeline_of(const Params& p) {
+  ParamSchema ps = PipelineConfig::schema();
+  return PipelineConfig::from_params(Params(p.node("pipeline"), ps, p.source_of("pipeline"), {}));
+}
+}  // namespace
+
+RagApp::RagApp(const Params& p)
+    : App(p),
+      cost_(models::load_model_spec(p.node("model"), p.source_of("model"))),
+      pipeline_(pipeline_of(p)),
+      workload_(yaml_clone(p.node("workload"))),
+      workload_source_(p.source_of("workload")),
+      user_id_(p.text("user")),
+      max_queries_(p.integer("max_queries")),
+      interarrival_s_(p.real("interarrival_s")),
+      resolved_(p.resolved()) {
+  const YAML::Node policy = p.node("policy");
+  if (!policy.IsDefined() || policy.IsNull()) p.fail("policy", "missing: {impl: NAME, ...} of a RAG policy");
+  policy_ = Registry<RagPolicy>::instance().create(policy, p.source_of("policy"));
+  resolved_["model"] = yaml_clone(cost_.spec().resolved);
+  ParamSchema ps = PipelineConfig::schema();
+  resolved_["pipeline"] = Params(p.node("pipeline"), ps, p.source_of("pipeline"), {}).resolved();
+  resolved_["policy"] = Registry<RagPolicy>::instance().resolve(policy, p.source_of("policy"));
+}
+
+void RagApp::prepare(const AppEnvironment& env) {
+  if (!env.rag_workload) throw Error("internal: the rag app needs a RAG workload loader");
+  traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
+  auto it = user_id_.empty() ? trace.users.begin()
+                             : std::find_if(trace.users.begin(), trace.users.end(),
+                                            [&](const traces::UserTrace& u) { return u.user_id == user_id_; });
+  if (it == trace.users.end())
+    throw ConfigError(fmt::format("{}: no user '{}' in the workload", workload_source_.where(workload_), user_id_));
+  traces::RagTrace one;
+  one.meta = trace.meta;
+  one.users.push_back(std::move(*it));
+  traces::UserTrace& u = one.users.front();
+  if (max_queries_ > 0 && u.queries.size() > static_cast<std::size_t>(max_queries_))
+    u.queries.resize(static_cast<std::size_t>(max_queries_));
+  for (std::size_t i = 0; i < u.queries.size(); ++i)
+    u.queries[i].arrival_s = start_s() + (interarrival_s_ > 0 ? static_cast<double>(i) * interarrival_s_
+                                                               : u.queries[i].arrival_s);
+  policy_->check_workload(one, cost_);
+  if (policy_->needs_knowledge_index()) knowledge_ = KnowledgeIndex::build(u, one.meta);
+  user_ = std::move(u);
+}
+
+std::vector<std::pair<std::string, double>> RagApp::resident_dram() const {
+  return {{"weights", cost_.spec().weight_bytes()}};
+}
+
+sim::Task<void> RagApp::run(devices::Device& device, std::string owner, sim::StatGroup& stats) {
+  (void)owner;  // the RAG pipeline's caches live on flash; its weights are reserved by the phone
+  device.profile().require_unit(pipeline_.compute_unit, "rag app pipeline.compute_unit");
+  RagPipeline pipe(device.sim(), device, cost_, pipeline_, user_, stats, knowledge_);
+  pipe.set_priority(priority());
+  co_await replay_user(*policy_, pipe, records_);
+  policy_->end_user();
+}
+
+void RagApp::records(h5::Table& out) const {
+  std::vector<std::int64_t> query, prompt, answer, qa_hit;
+  std::vector<double> arrival, start, end, latency, ttft, prefill, decode, load, energy;
+  for (const QueryRecord& r : records_) {
+    query.push_back(r.query_index);
+    arrival.push_back(r.arrival_s);
+    start.push_back(r.start_s);
+    end.push_back(r.end_s);
+    latency.push_back(r.latency_s());
+    ttft.push_back(r.latency_s() - r.decode_s);
+    prefill.push_back(r.prefill_s);
+    decode.push_back(r.decode_s);
+    load.push_back(r.load_s);
+    prompt.push_back(r.prompt_tokens);
+    answer.push_back(r.answer_tokens);
+    qa_hit.push_back(r.qa_hit ? 1 : 0);
+    energy.push_back(r.active_energy_j);
+  }
+  out.add("request", query);
+  out.add("arrival_s", arrival, "s");
+  out.add("start_s", start, "s");
+  out.add("end_s", end, "s");
+  out.add("latency_s", latency, "s");
+  out.add("ttft_s", ttft, "s");
+  out.add("prefill_s", prefill, "s");
+  out.add("decode_s", decode, "s");
+  out.add("load_s", load, "s");
+  out.add("prompt_tokens", prompt, "tokens");
+  out.add("answer_tokens", answer, "tokens");
+  out.add("qa_hit", qa_hit, "bool");
+  out.add("active_energy_j", energy, "J");
+}
+
+AppTotals RagApp::totals() const {
+  AppTotals a;
+  for (const QueryRecord& r : records_) {
+    ++a.requests;
+    a.latency_s.add(r.latency_s());
+    // The first token comes with the prefill's logits: everything before decoding.
+    a.ttft_s.add(r.latency_s() - r.decode_s);
+    if (r.answer_tokens >= 2 && r.decode_s > 0) a.tpot_s.add(r.decode_s / static_cast<double>(r.answer_tokens - 1));
+    a.active_energy_j += r.active_energy_j;
+  }
+  return a;
+}
+
+MOBISIM_REGISTER(App, RagApp, "rag",
+                 "A RAG assistant: one user's queries served by any RAG policy (PerCache, RAGCache, ...) on the shared phone.")
+
+}  // namespace mobisim::policies

@@ -1,0 +1,150 @@
+// Apps on one phone (the `phone` experiment): contention timed by hand, DRAM felt by a cache,
+// and a phone that cannot hold the weights stopping the run.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "devices/device.h"
+#include "experiments/simulation.h"
+#include "models/cost_model.h"
+#include "policies/apps/app.h"
+#include "sim/registry.h"
+#include "test_util.h"
+
+namespace mobisim {
+namespace {
+
+using policies::App;
+
+devices::DeviceProfile npu_phone(double dram_gb) {
+  const std::string yaml = fmt::format(R"(
+name: npu-phone
+base_power_w: 0
+compute:
+  cpu: {{peak_tflops: {{fp16: 1.0}}, mem_bandwidth_gbps: 50, compute_efficiency: 0.5, gemv_compute_efficiency: 0.5,
+        bandwidth_efficiency: 0.5, call_overhead_us: 0, active_power_w: 4, idle_power_w: 0.1}}
+npu: {{peak_tops_int8: 20, peak_tflops_fp16: 10, max_utilization: 0.5, half_utilization_chunk: 64, exec_overhead_ms: 1,
+      mem_bandwidth_gbps: 50, graph_load_ms_per_layer: 0, active_power_w: 2, idle_power_w: 0.05}}
+dram: {{capacity_gb: {}, bandwidth_gbps: 50, reserved_gb: 2}}
+)", dram_gb);
+  return devices::DeviceProfile::from_yaml(YAML::Load(yaml), ConfigSource{});
+}
+
+std::unique_ptr<App> chat(const std::string& extra) {
+  const YAML::Node node = YAML::Load(
+      "{impl: chat, model: {base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}, " + extra +
+      "}");
+  auto app = Registry<App>::instance().create(node, ConfigSource{});
+  app->prepare(policies::AppEnvironment{});
+  return app;
+}
+
+double column(const h5::Table& t, const std::string& name, std::size_t row) {
+  return std::get<std::vector<double>>(t.column(name)).at(row);
+}
+
+TEST(PhoneApps, TwoAppsOnOneNpuTheSecondWaitsExactlyTheFirstsBusyTime) {
+  // Two chat apps with one request each (prefill only: one output token), both at t = 0 on the NPU.
+  auto a = chat("unit: npu, requests: 1, prompt_tokens: 300, output_tokens: 1");
+  auto b = chat("unit: npu, requests: 1, prompt_tokens: 500, output_tokens: 1");
+  const devices::DeviceProfile profile = npu_phone(8);
+  sim::StatGroup stats("phone");
+  h5::Table ra, rb;
+  {
+    experiments::SimulatedRun run(profile, stats.child("device"));
+    run.start(a->run(run.device(), "a", stats.child("a")), "a");
+    run.start(b->run(run.device(), "b", stats.child("b")), "b");
+    run.run();
+    a->records(ra);
+    b->records(rb);
+  }
+  // The NPU's time for each prefill, from the profile's graph model alone.
+  const models::CostModel cost(models::load_model_spec(
+      YAML::Load("{base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}"), ConfigSource{}));
+  const double pa = profile.compute_seconds("npu", cost.prefill(300), cost.spec().weight_dtype, "test");
+  const double pb = profile.compute_seconds("npu", cost.prefill(500), cost.spec().weight_dtype, "test");
+  ASSERT_GT(pa, 0.0);
+  EXPECT_DOUBLE_EQ(column(ra, "end_s", 0), sim::to_seconds(sim::from_seconds(pa)));
+  // B queued behind A on the one NPU: it starts when A's prefill ends and runs its own.
+  EXPECT_DOUBLE_EQ(column(rb, "end_s", 0), sim::to_seconds(sim::from_seconds(pa) + sim::from_seconds(pb)));
+  EXPECT_DOUBLE_EQ(column(rb, "ttft_s", 0), column(rb, "end_s", 0));
+}
+
+TEST(PhoneApps, ForegroundWorkGoesBeforeBackgroundWorkWaitingForTheSameUnit) {
+  // A holds the CPU first; B (background) and C (foreground) both wait: C goes next.
+  auto a = chat("unit: cpu, requests: 1, prompt_tokens: 400, output_tokens: 1");
+  auto b = chat("unit: cpu, requests: 1, prompt_tokens: 100, output_tokens: 1, priority: background");
+  auto c = chat("unit: cpu, requests: 1, prompt_tokens: 100, output_tokens: 1, priority: foreground");
+  const devices::DeviceProfile profile = npu_phone(8);
+  sim::StatGroup stats("phone");
+  h5::Table ra, rb, rc;
+  {
+    experiments::SimulatedRun run(profile, stats.child("device"));
+    run.start(a->run(run.device(), "a", stats.child("a")), "a");
+    run.start(b->run(run.device(), "b", stats.child("b")), "b");
+    run.start(c->run(run.device(), "c", stats.child("c")), "c");
+    run.run();
+    a->records(ra);
+    b->records(rb);
+    c->records(rc);
+  }
+  EXPECT_LT(column(ra, "end_s", 0), column(rc, "end_s", 0));
+  EXPECT_LT(column(rc, "end_s", 0), column(rb, "end_s", 0));
+  EXPECT_DOUBLE_EQ(column(rb, "end_s", 0) - column(rc, "end_s", 0), column(rc, "end_s", 0) - column(ra, "end_s", 0));
+}
+
+struct ChatOutcome {
+  double cached_tokens = 0, dropped = 0, peak_bytes = 0, capacity_bytes = 0;
+};
+
+ChatOutcome long_chat_on(double dram_gb) {
+  auto app = chat("unit: cpu, requests: 12, prompt_tokens: 2000, output_tokens: 16, think_time_s: 1");
+  const devices::DeviceProfile profile = npu_phone(dram_gb);
+  sim::StatGroup stats("phone");
+  ChatOutcome out;
+  h5::Table r;
+  {
+    experiments::SimulatedRun run(profile, stats.child("device"));
+    for (const auto& [owner, bytes] : app->resident_dram()) run.device().dram().reserve("chat/" + owner, bytes);
+    run.start(app->run(run.device(), "chat", stats.child("chat")), "chat");
+    run.run();
+    app->records(r);
+    out.peak_bytes = run.device().dram().peak_bytes();
+    out.capacity_bytes = run.device().dram().capacity_bytes();
+  }
+  for (auto x : std::get<std::vector<std::int64_t>>(r.column("cached_tokens"))) out.cached_tokens += static_cast<double>(x);
+  for (auto x : std::get<std::vector<std::int64_t>>(r.column("history_dropped"))) out.dropped += static_cast<double>(x);
+  return out;
+}
+
+TEST(PhoneApps, ASmallerDramShrinksTheChatsKvHistoryAndPeakStaysWithinCapacity) {
+  // Qwen2.5-0.5B at fp16 KV: 12 KB per token; 12 turns of 2016 tokens grow the history to 290 MB.
+  const ChatOutcome roomy = long_chat_on(8);       // 6 GB usable: the history always fits
+  const ChatOutcome tight = long_chat_on(2.7);     // 0.7 GB usable: weights ~0.5 GB, history drops
+  EXPECT_EQ(roomy.dropped, 0.0);
+  EXPECT_GT(tight.dropped, 0.0);
+  EXPECT_LT(tight.cached_tokens, roomy.cached_tokens);
+  EXPECT_LE(tight.peak_bytes, tight.capacity_bytes);
+  // Every turn after the first reuses the whole conversation when nothing is dropped.
+  double expected = 0;
+  for (int turn = 1; turn < 12; ++turn) expected += turn * 2016.0;
+  EXPECT_DOUBLE_EQ(roomy.cached_tokens, expected);
+}
+
+TEST(PhoneApps, WeightsThatDoNotFitStopTheRunWithNoResultFile) {
+  testing::TempDir dir("phone-overflow");
+  const std::string out = dir.file("out.h5");
+  const auto r = testing::run_mobisim(fmt::format(
+      "run {}/experiments/compose/d_chat_on_cpu.yaml --no-plot --quiet --output {} "
+      "-p experiment.device.dram.capacity_gb=5",
+      testing::source_dir(), out));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("DRAM of pixel7 is full: 'chat/weights' needs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("held: assistant/weights 1.805 GB"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+}  // namespace
+}  // namespace mobisim
