@@ -127,7 +127,7 @@ std::vector<Set> document_sets() {
       {"kvpr_cake", {{"fig3", {}, ""}, {"error", {}, ""}, {"phones", {}, ""}}},
       {"dynakv", dynakv_jobs()},
       {"coordgen", coordgen_jobs()},
-      {"compose", {{"d_chat_on_cpu", {}, ""}, {"d_chat_on_gpu", {}, ""}}},
+      {"compose", {{"a_rag_kv_reuse", {}, ""}, {"d_chat_on_cpu", {}, ""}, {"d_chat_on_gpu", {}, ""}}},
   };
 }
 

@@ -3,13 +3,14 @@
 // Every app in `apps:` (policies/apps/) issues its requests on one Device at once: they queue on
 // the same compute units (foreground before background), hold their weights and KV in one DRAM
 // ledger (what cannot be held stops the run, naming DRAM and the sizes), stream over one DRAM
-// bus and read one flash device. With `alone: true` (the default) each app also runs by itself
-// on the same phone, so the summary says what sharing the phone cost each app.
+// bus and read one flash device. In the `alone` scenario each app runs by itself on the same
+// phone: beside `shared`, the summary says what sharing the phone cost each app; alone only, it
+// compares apps (e.g. policies of different documents) on one workload and phone.
 //
 // Parameters (YAML under `experiment:`):
 //   device   built-in profile name, YAML path, or inline mapping (plus engine:)
-//   apps     list of {impl: rag|chat|..., label: NAME, priority: foreground|background, ...}
-//   alone    also run each app alone (default true)
+//   apps       list of {impl: rag|chat|pipeline, label: NAME, priority: foreground|background, ...}
+//   scenarios  [shared, alone] (default both): all apps at once, and/or each by itself
 //
 // Results: /summary has one row per (scenario, app): scenario is "shared" or "alone";
 // /runs/<scenario>.<app>/records one row per request of that app.
@@ -68,27 +69,39 @@ class PhoneExperiment : public Experiment {
     device_ = devices::load_device_for_engine(p);
     engine_ = devices::resolved_engine(p);
     apps_ = parse_labelled_plugins<App>(p, "apps");
-    alone_ = p.boolean("alone");
+    for (const auto& sc : p.text_list("scenarios")) {
+      if (sc != "shared" && sc != "alone")
+        p.fail("scenarios", fmt::format("unknown scenario '{}' (expected shared and/or alone)", sc));
+      (sc == "shared" ? shared_ : alone_) = true;
+    }
+    if (!shared_ && !alone_) p.fail("scenarios", "expected at least one of shared, alone");
   }
 
   static ParamSchema schema() {
     ParamSchema s;
     s.node("device", "device profile: built-in name, YAML path or inline mapping");
     devices::add_engine_param(s);
-    s.node("apps", "apps sharing the phone: [{impl: rag|chat, label: NAME, priority: foreground|background, ...}]");
-    s.boolean("alone", true, "also run each app alone on the phone (what sharing costs it)");
+    s.node("apps",
+           "apps on the phone: [{impl: rag|chat|pipeline, label: NAME, priority: foreground|background, ...}]");
+    s.text_list("scenarios", std::vector<std::string>{"shared", "alone"},
+                "shared: all apps at once on the phone; alone: each app by itself on it");
     return s;
   }
 
-  // Builds and prepares every app and checks that the phone holds all their resident bytes.
+  // Builds and prepares every app and checks that the phone holds their resident bytes (each
+  // app's alone, all apps' together when they share it).
   void prepare(RunContext& ctx) override {
     seed_ = ctx.seed;
     run_ = ctx.run;
     workloads_ = ctx.workloads;
-    std::vector<std::pair<std::string, double>> resident;
-    for (std::size_t i = 0; i < apps_.size(); ++i)
-      for (const auto& [owner, bytes] : make_app(i)->resident_dram()) resident.emplace_back(apps_[i].label + "/" + owner, bytes);
-    devices::Dram::check_fits(device_.dram, device_.name, resident);
+    std::vector<std::pair<std::string, double>> together;
+    for (std::size_t i = 0; i < apps_.size(); ++i) {
+      std::vector<std::pair<std::string, double>> own;
+      for (const auto& [owner, bytes] : make_app(i)->resident_dram()) own.emplace_back(apps_[i].label + "/" + owner, bytes);
+      if (alone_) devices::Dram::check_fits(device_.dram, device_.name, own);
+      together.insert(together.end(), own.begin(), own.end());
+    }
+    if (shared_) devices::Dram::check_fits(device_.dram, device_.name, together);
   }
 
   void run(RunContext& ctx) override {
@@ -96,7 +109,7 @@ class PhoneExperiment : public Experiment {
     ctx.progress(fmt::format("{} apps on {}", apps_.size(), device_.name));
     std::vector<std::size_t> all(apps_.size());
     for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-    simulate(ctx, "shared", all, summary);
+    if (shared_) simulate(ctx, "shared", all, summary);
     if (alone_)
       for (std::size_t i = 0; i < apps_.size(); ++i) simulate(ctx, "alone", {i}, summary);
     summary.add_slowdowns();
@@ -114,7 +127,7 @@ class PhoneExperiment : public Experiment {
       apps.push_back(r);
     }
     out["apps"] = apps;
-    out["alone"] = alone_;
+    out["scenarios"] = params_.resolved()["scenarios"];
     return devices::with_engine(out, engine_);
   }
 
@@ -224,7 +237,7 @@ class PhoneExperiment : public Experiment {
   devices::DeviceProfile device_;
   YAML::Node engine_;
   std::vector<LabelledPlugin<App>> apps_;
-  bool alone_ = true;
+  bool shared_ = false, alone_ = false;
   std::uint64_t seed_ = 1, run_ = 0;
   WorkloadCache* workloads_ = nullptr;
 };

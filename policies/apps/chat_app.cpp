@@ -57,15 +57,6 @@ std::int64_t ChatApp::hold_turn_kv(devices::Dram& dram, const std::string& owner
   return total;
 }
 
-const devices::UnitCost& ChatApp::decode_cost(const devices::Device& device, std::int64_t context) {
-  const auto i = static_cast<std::size_t>(context);
-  if (i >= decode_costs_.size())
-    decode_costs_.resize(std::max(i + 1, 2 * decode_costs_.size()), devices::UnitCost{-1, 0, 0});
-  devices::UnitCost& c = decode_costs_[i];
-  if (c.seconds < 0) c = device.unit_cost(unit_, cost_.decode(context), cost_.spec().weight_dtype, "chat decode");
-  return c;
-}
-
 double ChatApp::active_energy(const devices::Device& device, double seconds) const {
   const auto [active, idle] = device.profile().unit_power_w(unit_, "chat app");
   return (active - idle) * seconds;
@@ -95,7 +86,7 @@ sim::Task<void> ChatApp::run(devices::Device& device, std::string owner, sim::St
     t.first_token_s = sim::to_seconds(sim.now());
     const std::int64_t prompt_end = context + prompt_tokens_;
     for (std::int64_t i = 1; i < output_tokens_; ++i) {
-      const devices::UnitCost step = decode_cost(device, prompt_end + i);
+      const devices::UnitCost step = decode_.at(device, prompt_end + i);
       co_await device.compute_for(unit_, step, "chat decode", priority());
       t.active_energy_j += active_energy(device, step.seconds);
     }

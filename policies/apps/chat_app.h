@@ -21,6 +21,7 @@
 
 #include "models/cost_model.h"
 #include "policies/apps/app.h"
+#include "policies/apps/decode_costs.h"
 
 namespace mobisim::policies {
 
@@ -48,7 +49,6 @@ class ChatApp : public App {
   // drop the history and cut the oldest tokens of `context`.
   std::int64_t hold_turn_kv(devices::Dram& dram, const std::string& owner, std::int64_t& context,
                             std::int64_t& history, Turn& t) const;
-  const devices::UnitCost& decode_cost(const devices::Device& device, std::int64_t context);
   double active_energy(const devices::Device& device, double seconds) const;
 
   models::CostModel cost_;
@@ -57,7 +57,7 @@ class ChatApp : public App {
   double think_time_s_;
   bool keep_history_;
   YAML::Node resolved_;
-  std::vector<devices::UnitCost> decode_costs_;  // by context length; seconds < 0: not yet
+  DecodeCosts decode_{cost_, unit_};
   std::vector<Turn> turns_;
 };
 

@@ -1,0 +1,81 @@
+#pragma once
+// `pipeline`: an app whose requests flow through the pipeline's stage slots, each filled by a
+// registered implementation chosen in YAML:
+//
+//   workload            a RAG user's queries (prompt = system prompt + retrieved chunks + query)
+//   kv_reuse            which prompt prefix has K/V stored on flash   (registry kv_reuse:
+//                       none, prefix_store)
+//   load_or_recompute   how a stored prefix is brought back: a split l -> [0, l) recomputed on
+//                       the unit while [l, s) is read from flash      (registry kv_split_strategy:
+//                       always_load, always_recompute, cake, kvpr_ilp, kvpr_closed_form, ...)
+//   prefill             the prompt's other tokens on `unit`, attending to the s reused ones
+//   decode              one token at a time on `unit`
+//   kv residency        the request's K/V held in the phone's DRAM ledger while it runs
+//
+// Every stage issues its work as events on the phone's Device: the recompute and the flash read
+// of a split run concurrently (the split strategy's closed-form time is recorded beside the event
+// path's as split_estimate_s), the prefill and decode queue on the unit at the app's priority,
+// and stored K/V is written to flash after the answer.
+//
+// Parameters (besides priority and start_s, see app.h):
+//   model, unit, workload ({trace|generate}), user, max_queries, interarrival_s  (as the rag app)
+//   system_prompt_tokens, top_k       the prompt's layout
+//   answer_tokens                     > 0: every answer has this length (0: the workload's)
+//   kv_reuse                          {impl: none|prefix_store, ...}
+//   load_or_recompute                 {impl: always_load|cake|kvpr_ilp|..., ...}
+// Embedding, retrieval and QA matching are not charged here (the rag app charges them).
+#include <memory>
+#include <vector>
+
+#include "models/cost_model.h"
+#include "policies/apps/app.h"
+#include "policies/kvsplit/kv_split.h"
+#include "policies/pipeline/kv_reuse.h"
+#include "policies/pipeline/request.h"
+
+namespace mobisim::policies::pipeline {
+
+class PipelineApp : public App {
+ public:
+  explicit PipelineApp(const Params& p);
+  static ParamSchema schema();
+
+  void prepare(const AppEnvironment& env) override;
+  std::vector<std::pair<std::string, double>> resident_dram() const override;
+  sim::Task<void> run(devices::Device& device, std::string owner, sim::StatGroup& stats) override;
+  void records(h5::Table& out) const override;
+  AppTotals totals() const override;
+  YAML::Node resolved() const override { return resolved_; }
+  std::string model_name() const override { return cost_.spec().name; }
+  std::string unit() const override { return unit_; }
+
+  // One served request, as its row of the records.
+  struct Served {
+    std::int64_t request = 0, prompt_tokens = 0, reused_tokens = 0, recomputed_tokens = 0, loaded_tokens = 0,
+                 output_tokens = 0;
+    double arrival_s = 0, start_s = 0, first_token_s = 0, end_s = 0;
+    double split_s = 0, split_estimate_s = 0, prefill_s = 0, decode_s = 0, stored_bytes = 0, active_energy_j = 0;
+  };
+  const std::vector<Served>& served() const { return served_; }
+
+ private:
+  sim::Task<void> serve(devices::Device& device, const std::string& kv_owner, const Request& r);
+  sim::Task<void> bring_back(devices::Device& device, const Request& r, std::int64_t s, Served& out);
+  double active_energy(const devices::Device& device, double seconds) const;
+
+  models::CostModel cost_;
+  std::string unit_;
+  YAML::Node workload_;
+  ConfigSource workload_source_;
+  std::string user_id_;
+  std::int64_t max_queries_, system_prompt_tokens_, top_k_, answer_tokens_;
+  double interarrival_s_;
+  std::unique_ptr<KvReuse> reuse_;
+  std::unique_ptr<kvsplit::KvSplitStrategy> split_;
+  std::string split_name_;
+  YAML::Node resolved_;
+  std::vector<Request> requests_;  // set by prepare()
+  std::vector<Served> served_;
+};
+
+}  // namespace mobisim::policies::pipeline

@@ -1,0 +1,36 @@
+#pragma once
+// `prefix_store`: the persistent prefix KV store of seed 001 (policies/kvcache/PrefixCache) as a
+// KV-reuse stage. Prompts are stored at several granularities under the rolling hash of their
+// token ids, up to a byte cap on flash, evicted in the chosen policy's order (weighted LRU by
+// default); a request reuses the longest stored prefix.
+//
+// Parameters:
+//   granularities   prefix lengths stored (tokens)
+//   cap_mb          flash the store may hold (MB)
+//   eviction        {impl: weighted_lru|lru|lfu, ...} of the kv_eviction_policy registry
+#include <memory>
+#include <vector>
+
+#include "policies/kvcache/prefix_cache.h"
+#include "policies/pipeline/kv_reuse.h"
+#include "sim/params.h"
+
+namespace mobisim::policies::pipeline {
+
+class PrefixStore : public KvReuse {
+ public:
+  explicit PrefixStore(const Params& p);
+  static ParamSchema schema();
+  void begin(double kv_bytes_per_token) override;
+  KvMatch match(const Request& r, double now_s) override;
+  double store(const Request& r, double now_s) override;
+  double stored_bytes() const override { return cache_ ? cache_->used_bytes() : 0.0; }
+
+ private:
+  kvcache::PrefixCacheConfig config_;
+  YAML::Node eviction_;
+  ConfigSource eviction_source_;
+  std::unique_ptr<kvcache::PrefixCache> cache_;
+};
+
+}  // namespace mobisim::policies::pipeline

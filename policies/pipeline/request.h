@@ -1,0 +1,49 @@
+#pragma once
+// A request as every stage of the pipeline sees it: who sent it, when, its prompt as an ordered
+// list of segments (system prompt, retrieved chunks, conversation history, the query), and how
+// many tokens its answer has. A segment's key names its content (a chunk id, a system prompt,
+// a turn), so two requests that share a segment share its tokens; token_ids() spells the prompt
+// as token ids derived from those keys, which is what token-level stores (the prefix store's
+// rolling hash) read when the workload carries no real ids.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mobisim::policies::pipeline {
+
+struct Segment {
+  std::string kind;        // "system", "chunk", "query", "history", ...
+  std::uint64_t key = 0;   // what the segment holds: equal keys, equal tokens
+  std::int64_t tokens = 0;
+};
+
+struct Request {
+  std::string app;
+  std::int64_t id = 0;
+  double arrival_s = 0;
+  std::vector<Segment> prompt;
+  std::int64_t output_tokens = 0;
+
+  std::int64_t prompt_tokens() const {
+    std::int64_t n = 0;
+    for (const Segment& s : prompt) n += s.tokens;
+    return n;
+  }
+  // The prompt as token ids: segment k's i-th token is a hash of (key, i), so equal segments at
+  // equal positions give equal ids and different segments almost surely differ.
+  std::vector<std::int32_t> token_ids() const {
+    std::vector<std::int32_t> ids;
+    ids.reserve(static_cast<std::size_t>(prompt_tokens()));
+    for (const Segment& s : prompt)
+      for (std::int64_t i = 0; i < s.tokens; ++i) {
+        std::uint64_t x = s.key * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(i) + 1;
+        x ^= x >> 31;
+        x *= 0xBF58476D1CE4E5B9ULL;
+        x ^= x >> 29;
+        ids.push_back(static_cast<std::int32_t>(x & 0x3FFFFFFF));
+      }
+    return ids;
+  }
+};
+
+}  // namespace mobisim::policies::pipeline
