@@ -65,9 +65,11 @@ struct CommandResult {
 inline CommandResult run_mobisim_in(const std::string& workdir, const std::string& args) {
   CommandResult r;
 #ifdef MOBISIM_BINARY
-  const std::string cd = workdir.empty() ? "" : "cd '" + workdir + "' && ";
-  const std::string cmd =
-      cd + std::string("MOBISIM_HOME='") + MOBISIM_SOURCE_DIR + "' '" + MOBISIM_BINARY + "' " + args + " 2>&1";
+  // Built by append: g++ 12 reports a false -Wrestrict on some inlinings of chained operator+.
+  std::string cmd;
+  if (!workdir.empty()) cmd.append("cd '").append(workdir).append("' && ");
+  cmd.append("MOBISIM_HOME='").append(MOBISIM_SOURCE_DIR).append("' '").append(MOBISIM_BINARY).append("' ");
+  cmd.append(args).append(" 2>&1");
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) return r;
   std::array<char, 4096> buf{};
