@@ -197,6 +197,7 @@ class PhoneExperiment : public Experiment {
     policies::AppEnvironment env;
     env.seed = seed_;
     env.run = run_;
+    env.device = &device_;
     WorkloadCache* cache = workloads_;
     const std::uint64_t seed = seed_;
     env.rag_workload = [cache, seed](const YAML::Node& node, const ConfigSource& source) {

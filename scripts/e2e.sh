@@ -39,6 +39,8 @@ check kvpr_cake_error run experiments/kvpr_cake/error.yaml
 check kvpr_cake_fig3 run experiments/kvpr_cake/fig3.yaml
 check coordgen_fig8 run experiments/coordgen/fig8_schedules.yaml
 check dynakv_fig12 run experiments/dynakv/fig12.yaml
+check compose_d_chat_on_cpu run experiments/compose/d_chat_on_cpu.yaml
+check compose_a_rag_kv_reuse run experiments/compose/a_rag_kv_reuse.yaml
 # A sweep (each run a child process) at 1 and THREADS runs at a time: identical indexes.
 cat > "$work/sweep.yaml" <<YAML
 sweep:

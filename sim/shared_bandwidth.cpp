@@ -78,21 +78,21 @@ void SharedBandwidth::advance_to_now() {
   }
 }
 
-std::vector<double> SharedBandwidth::max_min_speeds() const {
-  std::vector<double> speed(flows_.size(), 1.0);
+void SharedBandwidth::max_min_speeds(std::vector<double>& speed) {
+  speed.assign(flows_.size(), 1.0);
   double wanted = 0;
   for (const Flow& f : flows_) wanted += f.wanted_rate;
-  if (wanted <= capacity_) return speed;
+  if (wanted <= capacity_) return;  // room for everyone: the common case, no sorting
   // Water-filling in order of wanted rate (ties in start order): each flow gets what it wants or an
   // equal share of what the cheaper flows left, whichever is less.
-  std::vector<std::size_t> order(flows_.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
+  order_.resize(flows_.size());
+  std::iota(order_.begin(), order_.end(), 0);
+  std::stable_sort(order_.begin(), order_.end(),
                    [&](std::size_t a, std::size_t b) { return flows_[a].wanted_rate < flows_[b].wanted_rate; });
   double left = capacity_;
   std::size_t flows_left = 0;
   for (const Flow& f : flows_) flows_left += f.wanted_rate > 0 ? 1 : 0;
-  for (std::size_t i : order) {
+  for (std::size_t i : order_) {
     const Flow& f = flows_[i];
     if (f.wanted_rate <= 0) continue;
     const double share = left / static_cast<double>(flows_left);
@@ -101,11 +101,11 @@ std::vector<double> SharedBandwidth::max_min_speeds() const {
     left -= given;
     --flows_left;
   }
-  return speed;
 }
 
 void SharedBandwidth::replan() {
-  const std::vector<double> speed = max_min_speeds();
+  std::vector<double>& speed = speeds_;
+  max_min_speeds(speed);
   for (std::size_t i = 0; i < flows_.size(); ++i) {
     Flow& f = flows_[i];
     const Time at = f.since + static_cast<Time>(std::llround(f.remaining_ns / speed[i]));

@@ -78,12 +78,14 @@ class SharedBandwidth {
   void complete(std::uint64_t id);
   void advance_to_now();
   void replan();
-  std::vector<double> max_min_speeds() const;
+  void max_min_speeds(std::vector<double>& speed);
 
   Simulator& sim_;
   std::string name_;
   double capacity_;
   std::vector<Flow> flows_;  // in start order (deterministic re-planning)
+  std::vector<double> speeds_;        // scratch of replan(), kept to avoid an allocation per flow
+  std::vector<std::size_t> order_;    // scratch of max_min_speeds()
   std::uint64_t next_id_ = 1;
   double delay_s_ = 0;
 };

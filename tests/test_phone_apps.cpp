@@ -148,3 +148,43 @@ TEST(PhoneApps, WeightsThatDoNotFitStopTheRunWithNoResultFile) {
 
 }  // namespace
 }  // namespace mobisim
+
+namespace mobisim {
+namespace {
+
+TEST(PhoneApps, APhoneRunIsIdenticalAtAnyThreadCount) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
+  testing::TempDir dir("phone-threads");
+  std::string first;
+  for (int threads : {1, 2, 3, 8, 16}) {
+    const std::string out = dir.file(fmt::format("t{}.h5", threads));
+    const auto r = testing::run_mobisim(fmt::format("run {}/experiments/compose/a_rag_kv_reuse.yaml --no-plot --quiet "
+                                                    "--threads {} --output {} -p experiment.apps.0.max_queries=4",
+                                                    testing::source_dir(), threads, out));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string bytes = testing::read_bytes(out);
+    if (first.empty())
+      first = bytes;
+    else
+      EXPECT_TRUE(bytes == first) << "threads " << threads << " differs from threads 1";
+  }
+}
+
+TEST(PhoneApps, BadAppsAreConfigErrorsNamingTheKey) {
+  const std::string yaml = testing::source_dir() + "/experiments/compose/d_chat_on_cpu.yaml";
+  const auto unknown = testing::run_mobisim("validate " + yaml + " -p experiment.apps.1.impl=chatt");
+  EXPECT_EQ(unknown.exit_code, 3) << unknown.output;
+  EXPECT_NE(unknown.output.find("chatt"), std::string::npos) << unknown.output;
+  const auto priority = testing::run_mobisim("validate " + yaml + " -p experiment.apps.1.priority=urgent");
+  EXPECT_EQ(priority.exit_code, 3) << priority.output;
+  EXPECT_NE(priority.output.find("priority"), std::string::npos) << priority.output;
+  const auto scenario = testing::run_mobisim("validate " + yaml + " -p 'experiment.scenarios=[together]'");
+  EXPECT_EQ(scenario.exit_code, 3) << scenario.output;
+  EXPECT_NE(scenario.output.find("unknown scenario 'together'"), std::string::npos) << scenario.output;
+  const auto unit = testing::run_mobisim("validate " + yaml + " -p experiment.apps.1.unit=npu");
+  EXPECT_EQ(unit.exit_code, 3) << unit.output;
+  EXPECT_NE(unit.output.find("has no npu"), std::string::npos) << unit.output;
+}
+
+}  // namespace
+}  // namespace mobisim

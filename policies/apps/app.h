@@ -23,11 +23,12 @@
 
 namespace mobisim::policies {
 
-// What the driver gives an app before any simulation: the run's random identity and how to
-// read a RAG workload node ({trace: FILE.h5} or {generate: ...}; the experiments layer owns
+// What the driver gives an app before any simulation: the run's random identity, the phone, and
+// how to read a RAG workload node ({trace: FILE.h5} or {generate: ...}; the experiments layer owns
 // file and generator resolution).
 struct AppEnvironment {
   std::uint64_t seed = 1, run = 0;
+  const devices::DeviceProfile* device = nullptr;  // the phone (apps check the units they name)
   std::function<traces::RagTrace(const YAML::Node& workload, const ConfigSource& source)> rag_workload;
 };
 

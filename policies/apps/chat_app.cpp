@@ -32,6 +32,10 @@ ChatApp::ChatApp(const Params& p)
   resolved_["model"] = yaml_clone(cost_.spec().resolved);
 }
 
+void ChatApp::prepare(const AppEnvironment& env) {
+  if (env.device) env.device->require_unit(unit_, "chat app 'unit'");
+}
+
 std::vector<std::pair<std::string, double>> ChatApp::resident_dram() const {
   return {{"weights", cost_.spec().weight_bytes()}};
 }

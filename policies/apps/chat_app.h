@@ -30,7 +30,7 @@ class ChatApp : public App {
   explicit ChatApp(const Params& p);
   static ParamSchema schema();
 
-  void prepare(const AppEnvironment&) override {}
+  void prepare(const AppEnvironment& env) override;
   std::vector<std::pair<std::string, double>> resident_dram() const override;
   sim::Task<void> run(devices::Device& device, std::string owner, sim::StatGroup& stats) override;
   void records(h5::Table& out) const override;

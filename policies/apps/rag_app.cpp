@@ -54,6 +54,7 @@ RagApp::RagApp(const Params& p)
 
 void RagApp::prepare(const AppEnvironment& env) {
   if (!env.rag_workload) throw Error("internal: the rag app needs a RAG workload loader");
+  if (env.device) env.device->require_unit(pipeline_.compute_unit, "rag app pipeline.compute_unit");
   traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
   auto it = user_id_.empty() ? trace.users.begin()
                              : std::find_if(trace.users.begin(), trace.users.end(),

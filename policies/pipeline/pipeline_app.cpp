@@ -66,6 +66,7 @@ PipelineApp::PipelineApp(const Params& p)
 // The user's queries as requests: system prompt, the top-k retrieved chunks (best first), the query.
 void PipelineApp::prepare(const AppEnvironment& env) {
   if (!env.rag_workload) throw Error("internal: the pipeline app needs a RAG workload loader");
+  if (env.device) env.device->require_unit(unit_, "pipeline app 'unit'");
   const traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
   auto it = user_id_.empty() ? trace.users.begin()
                              : std::find_if(trace.users.begin(), trace.users.end(),
