@@ -35,6 +35,8 @@ class PerCacheOverheadExperiment : public Experiment {
     ParamSchema ps = policies::PipelineConfig::schema();
     pipeline_ = policies::PipelineConfig::from_params(Params(p.node("pipeline"), ps, p.source_of("pipeline"), {}));
     device_.require_unit(pipeline_.compute_unit, "pipeline.compute_unit");
+    device_.require_unit(pipeline_.prefill_unit, "pipeline.prefill_unit");
+    device_.require_unit(pipeline_.decode_unit, "pipeline.decode_unit");
     mode_ = p.text("mode");
     if (mode_ == "battery") device_.require_battery("percache_overhead mode battery");
     device_.require_storage("percache_overhead");

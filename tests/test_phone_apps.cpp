@@ -188,3 +188,56 @@ TEST(PhoneApps, BadAppsAreConfigErrorsNamingTheKey) {
 
 }  // namespace
 }  // namespace mobisim
+
+namespace mobisim {
+namespace {
+
+TEST(PhoneApps, ARagPipelineCanPrefillOnTheNpuAndDecodeOnTheCpu) {
+  // One query of 100 tokens with no retrieval-dependent work (naive, top_k chunks precomputed).
+  traces::RagTrace t;
+  traces::UserTrace u;
+  u.user_id = "u0";
+  traces::Chunk c;
+  c.tokens = 100;
+  u.chunks = {c, c, c};
+  traces::Query q;
+  q.tokens = 20;
+  q.answer_tokens = 8;
+  q.retrieved = {0, 1, 2};
+  u.queries = {q};
+  t.users = {u};
+  const devices::DeviceProfile profile = npu_phone(8);
+  const YAML::Node node = YAML::Load(
+      "{impl: rag, model: {base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}, "
+      "pipeline: {compute_unit: cpu, prefill_unit: npu, system_prompt_tokens: 64, top_k: 3}, policy: {impl: naive}, "
+      "workload: {generate: default}}");
+  auto app = Registry<App>::instance().create(node, ConfigSource{});
+  policies::AppEnvironment env;
+  env.device = &profile;
+  env.rag_workload = [&](const YAML::Node&, const ConfigSource&) { return t; };
+  app->prepare(env);
+  sim::StatGroup stats("phone");
+  h5::Table r;
+  double npu_busy = 0, cpu_busy = 0;
+  {
+    experiments::SimulatedRun run(profile, stats.child("device"));
+    run.start(app->run(run.device(), "rag", stats.child("rag")), "rag");
+    run.run();
+    app->records(r);
+    npu_busy = run.device().busy_seconds("npu");
+    cpu_busy = run.device().busy_seconds("cpu");
+  }
+  // Prompt: 64 system + 300 chunk + 20 query = 384 tokens on the NPU's graphs; 7 decode steps on the CPU.
+  const models::CostModel cost(models::load_model_spec(
+      YAML::Load("{base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}"), ConfigSource{}));
+  const double prefill = profile.compute_seconds("npu", cost.prefill(384), cost.spec().weight_dtype, "test");
+  double decode = 0;
+  for (int i = 0; i < 7; ++i)
+    decode += sim::to_seconds(sim::from_seconds(profile.compute_seconds("cpu", cost.decode(384 + i), cost.spec().weight_dtype, "test")));
+  EXPECT_NEAR(npu_busy, prefill, 1e-9);
+  EXPECT_NEAR(cpu_busy, decode, 1e-9);
+  EXPECT_NEAR(column(r, "prefill_s", 0), sim::to_seconds(sim::from_seconds(prefill)), 1e-12);
+}
+
+}  // namespace
+}  // namespace mobisim

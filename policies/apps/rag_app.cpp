@@ -54,7 +54,9 @@ RagApp::RagApp(const Params& p)
 
 void RagApp::prepare(const AppEnvironment& env) {
   if (!env.rag_workload) throw Error("internal: the rag app needs a RAG workload loader");
-  if (env.device) env.device->require_unit(pipeline_.compute_unit, "rag app pipeline.compute_unit");
+  if (env.device)
+    for (const auto* unit : {&pipeline_.compute_unit, &pipeline_.prefill_unit, &pipeline_.decode_unit})
+      env.device->require_unit(*unit, "rag app pipeline (compute_unit, prefill_unit, decode_unit)");
   traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
   auto it = user_id_.empty() ? trace.users.begin()
                              : std::find_if(trace.users.begin(), trace.users.end(),

@@ -15,7 +15,10 @@ constexpr double kMaxFixedCostMs = 3.6e6;
 
 ParamSchema PipelineConfig::schema() {
   ParamSchema s;
-  s.text("compute_unit", std::string("cpu"), "device compute unit that runs the LLM");
+  s.text("compute_unit", std::string("cpu"), "device compute unit that runs the LLM (and the fixed-cost steps)");
+  s.text("prefill_unit", std::string(""),
+         "unit that prefills (and runs any other batched transformer work), e.g. npu; empty: compute_unit");
+  s.text("decode_unit", std::string(""), "unit that decodes token by token; empty: compute_unit");
   s.integer("system_prompt_tokens", 64, "tokens of the system prompt (the root of every prompt)").range(0, 1000000);
   s.integer("top_k", 3, "knowledge chunks retrieved per query").range(1, 10000);
   s.integer("answer_tokens", 0, "fixed answer length; 0 uses the trace's reference answer length").range(0, 1000000);
@@ -35,6 +38,8 @@ ParamSchema PipelineConfig::schema() {
 PipelineConfig PipelineConfig::from_params(const Params& p) {
   PipelineConfig c;
   c.compute_unit = p.text("compute_unit");
+  c.prefill_unit = p.text("prefill_unit").empty() ? c.compute_unit : p.text("prefill_unit");
+  c.decode_unit = p.text("decode_unit").empty() ? c.compute_unit : p.text("decode_unit");
   c.system_prompt_tokens = p.integer("system_prompt_tokens");
   c.top_k = p.integer("top_k");
   c.answer_tokens_override = p.integer("answer_tokens");
@@ -101,7 +106,7 @@ sim::Task<void> RagPipeline::embed(QueryRecord& rec) {
   const sim::Time t0 = sim_.now();
   co_await device_.busy(config_.compute_unit, sim::from_ms(config_.embed_query_ms), "embed query", priority_);
   rec.embed_s += sim::to_seconds(sim_.now() - t0);
-  add_energy(rec, sim::to_seconds(sim_.now() - t0));
+  add_energy(rec, config_.compute_unit, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::retrieve(QueryRecord& rec) {
@@ -109,18 +114,18 @@ sim::Task<void> RagPipeline::retrieve(QueryRecord& rec) {
   const sim::Time t0 = sim_.now();
   co_await device_.busy(config_.compute_unit, sim::from_ms(config_.retrieval_ms), "retrieve", priority_);
   rec.retrieval_s += sim::to_seconds(sim_.now() - t0);
-  add_energy(rec, sim::to_seconds(sim_.now() - t0));
+  add_energy(rec, config_.compute_unit, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::prefill(QueryRecord& rec, const models::PrefillShape& shape, const std::string& label) {
   const models::Work w = cost_.prefill(shape);
   const sim::Time t0 = sim_.now();
-  co_await device_.compute(config_.compute_unit, w, cost_.spec().weight_dtype, label, priority_);
+  co_await device_.compute(config_.prefill_unit, w, cost_.spec().weight_dtype, label, priority_);
   rec.prefill_s += sim::to_seconds(sim_.now() - t0);
   rec.flops += w.flops();
   rec.computed_tokens += shape.n_new - shape.n_reused_qkv;
   rec.reused_tokens += shape.n_cached + shape.n_reused_qkv;
-  add_energy(rec, sim::to_seconds(sim_.now() - t0));
+  add_energy(rec, config_.prefill_unit, sim::to_seconds(sim_.now() - t0));
 }
 
 const devices::UnitCost& RagPipeline::decode_step(std::int64_t context, const std::string& label) {
@@ -128,7 +133,7 @@ const devices::UnitCost& RagPipeline::decode_step(std::int64_t context, const st
   const auto i = static_cast<std::size_t>(context);
   if (i >= decode_steps_.size()) decode_steps_.resize(std::max(i + 1, 2 * decode_steps_.size()), devices::UnitCost{-1, 0, 0});
   devices::UnitCost& step = decode_steps_[i];
-  if (step.seconds < 0) step = device_.unit_cost(config_.compute_unit, cost_.decode(context), cost_.spec().weight_dtype, label);
+  if (step.seconds < 0) step = device_.unit_cost(config_.decode_unit, cost_.decode(context), cost_.spec().weight_dtype, label);
   return step;
 }
 
@@ -138,11 +143,11 @@ sim::Task<void> RagPipeline::decode(QueryRecord& rec, std::int64_t context, std:
   const sim::Time t0 = sim_.now();
   for (std::int64_t i = 0; i < n_tokens; ++i) {
     const devices::UnitCost step = decode_step(context + i, label);
-    co_await device_.compute_for(config_.compute_unit, step, label, priority_);
+    co_await device_.compute_for(config_.decode_unit, step, label, priority_);
     rec.flops += step.flops;
   }
   rec.decode_s += sim::to_seconds(sim_.now() - t0);
-  add_energy(rec, sim::to_seconds(sim_.now() - t0));
+  add_energy(rec, config_.decode_unit, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::load(QueryRecord& rec, double bytes, const std::string& label) {
@@ -159,7 +164,7 @@ sim::Task<void> RagPipeline::qa_match(QueryRecord& rec) {
   const sim::Time t0 = sim_.now();
   co_await device_.busy(config_.compute_unit, sim::from_ms(config_.qa_match_ms), "qa match", priority_);
   rec.qa_match_s += sim::to_seconds(sim_.now() - t0);
-  add_energy(rec, sim::to_seconds(sim_.now() - t0));
+  add_energy(rec, config_.compute_unit, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::kv_match(QueryRecord& rec) {
@@ -167,15 +172,15 @@ sim::Task<void> RagPipeline::kv_match(QueryRecord& rec) {
   const sim::Time t0 = sim_.now();
   co_await device_.busy(config_.compute_unit, sim::from_ms(config_.kv_match_ms), "kv match", priority_);
   rec.kv_match_s += sim::to_seconds(sim_.now() - t0);
-  add_energy(rec, sim::to_seconds(sim_.now() - t0));
+  add_energy(rec, config_.compute_unit, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::compute(QueryRecord& rec, const models::Work& work, const std::string& label) {
   const sim::Time t0 = sim_.now();
-  co_await device_.compute(config_.compute_unit, work, cost_.spec().weight_dtype, label, priority_);
+  co_await device_.compute(config_.prefill_unit, work, cost_.spec().weight_dtype, label, priority_);
   rec.prefill_s += sim::to_seconds(sim_.now() - t0);
   rec.flops += work.flops();
-  add_energy(rec, sim::to_seconds(sim_.now() - t0));
+  add_energy(rec, config_.prefill_unit, sim::to_seconds(sim_.now() - t0));
 }
 
 sim::Task<void> RagPipeline::store(QueryRecord& rec, double bytes, const std::string& label) {
@@ -188,7 +193,7 @@ sim::Task<void> RagPipeline::store(QueryRecord& rec, double bytes, const std::st
 }
 
 double RagPipeline::estimate_compute_s(const models::Work& work) const {
-  return device_.profile().compute_seconds(config_.compute_unit, work, cost_.spec().weight_dtype, "pipeline");
+  return device_.profile().compute_seconds(config_.prefill_unit, work, cost_.spec().weight_dtype, "pipeline");
 }
 double RagPipeline::estimate_read_s(double bytes) const {
   return bytes > 0 ? device_.profile().require_storage("pipeline").read_seconds(bytes) : 0.0;
@@ -198,8 +203,8 @@ double RagPipeline::estimate_write_s(double bytes) const {
 }
 
 // Energy above the idle floor: what doing this work costs compared with staying idle.
-void RagPipeline::add_energy(QueryRecord& rec, double busy_s) const {
-  const auto [active_w, idle_w] = device_.profile().unit_power_w(config_.compute_unit, "pipeline");
+void RagPipeline::add_energy(QueryRecord& rec, const std::string& unit, double busy_s) const {
+  const auto [active_w, idle_w] = device_.profile().unit_power_w(unit, "pipeline");
   rec.active_energy_j += (active_w - idle_w) * busy_s;
 }
 

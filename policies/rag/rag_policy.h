@@ -58,7 +58,9 @@ struct QueryRecord {
 
 // Shared settings of the pipeline (from the experiment's YAML).
 struct PipelineConfig {
-  std::string compute_unit = "cpu";     // unit that runs the LLM
+  std::string compute_unit = "cpu";     // unit that runs the LLM and the fixed-cost steps
+  std::string prefill_unit = "cpu";     // unit that prefills (compute_unit unless set)
+  std::string decode_unit = "cpu";      // unit that decodes (compute_unit unless set)
   std::int64_t system_prompt_tokens = 64;
   std::int64_t top_k = 3;
   std::int64_t answer_tokens_override = 0;  // > 0: every answer has this length
@@ -137,7 +139,7 @@ class RagPipeline {
   // of the longest context seen, no allocation per step); seconds < 0: not yet.
   std::vector<devices::UnitCost> decode_steps_;
   const devices::UnitCost& decode_step(std::int64_t context, const std::string& label);
-  void add_energy(QueryRecord& rec, double busy_s) const;
+  void add_energy(QueryRecord& rec, const std::string& unit, double busy_s) const;
   void add_storage_energy(QueryRecord& rec, double busy_s, double io_energy_j) const;
 };
 
