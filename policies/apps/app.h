@@ -32,14 +32,30 @@ struct AppEnvironment {
   std::function<traces::RagTrace(const YAML::Node& workload, const ConfigSource& source)> rag_workload;
 };
 
-// The numbers every app reports, whatever its pipeline (one row of the phone's summary).
+// What every app records of a served request, whatever its pipeline.
+struct RequestTimes {
+  std::int64_t request = 0, output_tokens = 0;
+  double arrival_s = 0, start_s = 0, first_token_s = 0, end_s = 0;
+  double active_energy_j = 0;  // the request's own marginal energy (active minus idle power x its work's time)
+};
+
+// The numbers every app reports (one row of the phone's summary), summed over its requests.
 struct AppTotals {
   std::int64_t requests = 0;
   sim::Histogram latency_s;  // arrival to last token
   sim::Histogram ttft_s;     // arrival to first token
   sim::Histogram tpot_s;     // per output token after the first (requests with >= 2 tokens)
-  double active_energy_j = 0;  // the app's own marginal energy (active minus idle power x its work's time)
+  double active_energy_j = 0;
+  void add(const RequestTimes& r);
 };
+
+// The columns every app's records start with: request, arrival_s, start_s, first_token_s, end_s,
+// latency_s, ttft_s, output_tokens, active_energy_j (one row per element of `rows`).
+void add_request_columns(h5::Table& out, const std::vector<RequestTimes>& rows);
+
+// The user a RAG-workload app replays: `user_id`, or the first user when it is empty (a
+// ConfigError naming `where` when there is no such user).
+const traces::UserTrace& pick_user(const traces::RagTrace& trace, const std::string& user_id, const std::string& where);
 
 class App {
  public:

@@ -76,8 +76,8 @@ sim::Task<void> ChatApp::run(devices::Device& device, std::string owner, sim::St
   std::int64_t history = 0;  // of those, tokens whose KV is held in DRAM
   for (std::int64_t r = 0; r < requests_; ++r) {
     Turn t;
-    t.request = r;
-    t.arrival_s = t.start_s = sim::to_seconds(sim.now());
+    t.times.request = r;
+    t.times.arrival_s = t.times.start_s = sim::to_seconds(sim.now());
     const std::int64_t total = hold_turn_kv(device.dram(), kv_owner, context, history, t);
     t.cached_tokens = history;
     t.computed_tokens = context + prompt_tokens_ - history;
@@ -86,16 +86,16 @@ sim::Task<void> ChatApp::run(devices::Device& device, std::string owner, sim::St
         unit_, cost_.prefill(models::PrefillShape{t.computed_tokens, t.cached_tokens, 0, 1}), cost_.spec().weight_dtype,
         "chat prefill");
     co_await device.compute_for(unit_, prefill, "chat prefill", priority());
-    t.active_energy_j += active_energy(device, prefill.seconds);
-    t.first_token_s = sim::to_seconds(sim.now());
+    t.times.active_energy_j += active_energy(device, prefill.seconds);
+    t.times.first_token_s = sim::to_seconds(sim.now());
     const std::int64_t prompt_end = context + prompt_tokens_;
     for (std::int64_t i = 1; i < output_tokens_; ++i) {
       const devices::UnitCost step = decode_.at(device, prompt_end + i);
       co_await device.compute_for(unit_, step, "chat decode", priority());
-      t.active_energy_j += active_energy(device, step.seconds);
+      t.times.active_energy_j += active_energy(device, step.seconds);
     }
-    t.output_tokens = output_tokens_;
-    t.end_s = sim::to_seconds(sim.now());
+    t.times.output_tokens = output_tokens_;
+    t.times.end_s = sim::to_seconds(sim.now());
     context = total;
     if (keep_history_) {
       history = context;
@@ -111,49 +111,28 @@ sim::Task<void> ChatApp::run(devices::Device& device, std::string owner, sim::St
 }
 
 void ChatApp::records(h5::Table& out) const {
-  std::vector<std::int64_t> request, computed, cached, output, dropped, truncated;
-  std::vector<double> arrival, start, first, end, latency, ttft, kv, energy;
+  std::vector<RequestTimes> times;
+  std::vector<std::int64_t> computed, cached, dropped, truncated;
+  std::vector<double> kv;
   for (const Turn& t : turns_) {
-    request.push_back(t.request);
-    arrival.push_back(t.arrival_s);
-    start.push_back(t.start_s);
-    first.push_back(t.first_token_s);
-    end.push_back(t.end_s);
-    latency.push_back(t.end_s - t.arrival_s);
-    ttft.push_back(t.first_token_s - t.arrival_s);
+    times.push_back(t.times);
     computed.push_back(t.computed_tokens);
     cached.push_back(t.cached_tokens);
-    output.push_back(t.output_tokens);
     kv.push_back(t.kv_bytes);
-    energy.push_back(t.active_energy_j);
     dropped.push_back(t.history_dropped ? 1 : 0);
     truncated.push_back(t.truncated_tokens);
   }
-  out.add("request", request);
-  out.add("arrival_s", arrival, "s");
-  out.add("start_s", start, "s");
-  out.add("first_token_s", first, "s");
-  out.add("end_s", end, "s");
-  out.add("latency_s", latency, "s");
-  out.add("ttft_s", ttft, "s");
+  add_request_columns(out, times);
   out.add("computed_tokens", computed, "tokens");
   out.add("cached_tokens", cached, "tokens");
-  out.add("output_tokens", output, "tokens");
   out.add("kv_bytes", kv, "bytes");
-  out.add("active_energy_j", energy, "J");
   out.add("history_dropped", dropped, "bool");
   out.add("truncated_tokens", truncated, "tokens");
 }
 
 AppTotals ChatApp::totals() const {
   AppTotals a;
-  for (const Turn& t : turns_) {
-    ++a.requests;
-    a.latency_s.add(t.end_s - t.arrival_s);
-    a.ttft_s.add(t.first_token_s - t.arrival_s);
-    if (t.output_tokens >= 2) a.tpot_s.add((t.end_s - t.first_token_s) / static_cast<double>(t.output_tokens - 1));
-    a.active_energy_j += t.active_energy_j;
-  }
+  for (const Turn& t : turns_) a.add(t.times);
   return a;
 }
 

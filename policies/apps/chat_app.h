@@ -41,8 +41,9 @@ class ChatApp : public App {
 
  private:
   struct Turn {
-    std::int64_t request = 0, computed_tokens = 0, cached_tokens = 0, output_tokens = 0, truncated_tokens = 0;
-    double arrival_s = 0, start_s = 0, first_token_s = 0, end_s = 0, kv_bytes = 0, active_energy_j = 0;
+    RequestTimes times;
+    std::int64_t computed_tokens = 0, cached_tokens = 0, truncated_tokens = 0;
+    double kv_bytes = 0;
     bool history_dropped = false;
   };
   // Holds the KV of this turn's conversation in DRAM (see above); returns its tokens, and may

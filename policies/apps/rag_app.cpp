@@ -57,15 +57,10 @@ void RagApp::prepare(const AppEnvironment& env) {
   if (env.device)
     for (const auto* unit : {&pipeline_.compute_unit, &pipeline_.prefill_unit, &pipeline_.decode_unit})
       env.device->require_unit(*unit, "rag app pipeline (compute_unit, prefill_unit, decode_unit)");
-  traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
-  auto it = user_id_.empty() ? trace.users.begin()
-                             : std::find_if(trace.users.begin(), trace.users.end(),
-                                            [&](const traces::UserTrace& u) { return u.user_id == user_id_; });
-  if (it == trace.users.end())
-    throw ConfigError(fmt::format("{}: no user '{}' in the workload", workload_source_.where(workload_), user_id_));
+  const traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
   traces::RagTrace one;
   one.meta = trace.meta;
-  one.users.push_back(std::move(*it));
+  one.users.push_back(pick_user(trace, user_id_, workload_source_.where(workload_)));
   traces::UserTrace& u = one.users.front();
   if (max_queries_ > 0 && u.queries.size() > static_cast<std::size_t>(max_queries_))
     u.queries.resize(static_cast<std::size_t>(max_queries_));
@@ -90,49 +85,38 @@ sim::Task<void> RagApp::run(devices::Device& device, std::string owner, sim::Sta
   policy_->end_user();
 }
 
+namespace {
+// A query's record as the times every app reports: its first token comes with the prefill's
+// logits, i.e. once everything before decoding is done.
+RequestTimes times_of(const QueryRecord& r) {
+  return RequestTimes{r.query_index, r.answer_tokens, r.arrival_s, r.start_s, r.end_s - r.decode_s, r.end_s,
+                      r.active_energy_j};
+}
+}  // namespace
+
 void RagApp::records(h5::Table& out) const {
-  std::vector<std::int64_t> query, prompt, answer, qa_hit;
-  std::vector<double> arrival, start, end, latency, ttft, prefill, decode, load, energy;
+  std::vector<RequestTimes> times;
+  std::vector<std::int64_t> prompt, qa_hit;
+  std::vector<double> prefill, decode, load;
   for (const QueryRecord& r : records_) {
-    query.push_back(r.query_index);
-    arrival.push_back(r.arrival_s);
-    start.push_back(r.start_s);
-    end.push_back(r.end_s);
-    latency.push_back(r.latency_s());
-    ttft.push_back(r.latency_s() - r.decode_s);
+    times.push_back(times_of(r));
     prefill.push_back(r.prefill_s);
     decode.push_back(r.decode_s);
     load.push_back(r.load_s);
     prompt.push_back(r.prompt_tokens);
-    answer.push_back(r.answer_tokens);
     qa_hit.push_back(r.qa_hit ? 1 : 0);
-    energy.push_back(r.active_energy_j);
   }
-  out.add("request", query);
-  out.add("arrival_s", arrival, "s");
-  out.add("start_s", start, "s");
-  out.add("end_s", end, "s");
-  out.add("latency_s", latency, "s");
-  out.add("ttft_s", ttft, "s");
+  add_request_columns(out, times);
   out.add("prefill_s", prefill, "s");
   out.add("decode_s", decode, "s");
   out.add("load_s", load, "s");
   out.add("prompt_tokens", prompt, "tokens");
-  out.add("answer_tokens", answer, "tokens");
   out.add("qa_hit", qa_hit, "bool");
-  out.add("active_energy_j", energy, "J");
 }
 
 AppTotals RagApp::totals() const {
   AppTotals a;
-  for (const QueryRecord& r : records_) {
-    ++a.requests;
-    a.latency_s.add(r.latency_s());
-    // The first token comes with the prefill's logits: everything before decoding.
-    a.ttft_s.add(r.latency_s() - r.decode_s);
-    if (r.answer_tokens >= 2 && r.decode_s > 0) a.tpot_s.add(r.decode_s / static_cast<double>(r.answer_tokens - 1));
-    a.active_energy_j += r.active_energy_j;
-  }
+  for (const QueryRecord& r : records_) a.add(times_of(r));
   return a;
 }
 

@@ -68,12 +68,7 @@ void PipelineApp::prepare(const AppEnvironment& env) {
   if (!env.rag_workload) throw Error("internal: the pipeline app needs a RAG workload loader");
   if (env.device) env.device->require_unit(unit_, "pipeline app 'unit'");
   const traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
-  auto it = user_id_.empty() ? trace.users.begin()
-                             : std::find_if(trace.users.begin(), trace.users.end(),
-                                            [&](const traces::UserTrace& u) { return u.user_id == user_id_; });
-  if (it == trace.users.end())
-    throw ConfigError(fmt::format("{}: no user '{}' in the workload", workload_source_.where(workload_), user_id_));
-  const traces::UserTrace& u = *it;
+  const traces::UserTrace& u = pick_user(trace, user_id_, workload_source_.where(workload_));
   std::size_t n = u.queries.size();
   if (max_queries_ > 0) n = std::min(n, static_cast<std::size_t>(max_queries_));
   requests_.clear();
@@ -126,7 +121,7 @@ sim::Task<void> PipelineApp::bring_back(devices::Device& device, const Request& 
   if (l > 0) {
     const devices::UnitCost c =
         device.unit_cost(unit_, cost_.prefill(models::PrefillShape{l, 0, 0, 0}), cost_.spec().weight_dtype, "recompute");
-    out.active_energy_j += active_energy(device, c.seconds);
+    out.times.active_energy_j += active_energy(device, c.seconds);
     streams.push_back(sim.start(device.compute_for(unit_, c, "kv recompute", priority()), "kv recompute").done_event());
   }
   if (s - l > 0)
@@ -141,37 +136,37 @@ sim::Task<void> PipelineApp::bring_back(devices::Device& device, const Request& 
 sim::Task<void> PipelineApp::serve(devices::Device& device, const std::string& kv_owner, const Request& r) {
   sim::Simulator& sim = device.sim();
   Served out;
-  out.request = r.id;
-  out.arrival_s = r.arrival_s;
-  out.start_s = sim::to_seconds(sim.now());
+  out.times.request = r.id;
+  out.times.arrival_s = r.arrival_s;
+  out.times.start_s = sim::to_seconds(sim.now());
+  out.times.output_tokens = r.output_tokens;
   const std::int64_t n = r.prompt_tokens();
   out.prompt_tokens = n;
-  out.output_tokens = r.output_tokens;
   // KV residency: the request's K/V is held in DRAM while it runs; one that cannot be stops the run.
   const double kv_bytes = static_cast<double>(n + r.output_tokens) * cost_.spec().kv_bytes_per_token();
   device.dram().reserve(kv_owner, kv_bytes);
   // At least the last prompt token is computed: its logits give the first answer token.
-  const std::int64_t s = std::min(reuse_->match(r, out.start_s).tokens, n - 1);
+  const std::int64_t s = std::min(reuse_->match(r, out.times.start_s).tokens, n - 1);
   out.reused_tokens = s;
   if (s > 0) co_await bring_back(device, r, s, out);
   const sim::Time t_prefill = sim.now();
   const devices::UnitCost prefill = device.unit_cost(unit_, cost_.prefill(models::PrefillShape{n - s, s, 0, 1}),
                                                      cost_.spec().weight_dtype, "prefill");
   co_await device.compute_for(unit_, prefill, "prefill", priority());
-  out.active_energy_j += active_energy(device, prefill.seconds);
+  out.times.active_energy_j += active_energy(device, prefill.seconds);
   out.prefill_s = sim::to_seconds(sim.now() - t_prefill);
-  out.first_token_s = sim::to_seconds(sim.now());
+  out.times.first_token_s = sim::to_seconds(sim.now());
   DecodeCosts decode(cost_, unit_);
   for (std::int64_t i = 1; i < r.output_tokens; ++i) {
     const devices::UnitCost step = decode.at(device, n + i);
     co_await device.compute_for(unit_, step, "decode", priority());
-    out.active_energy_j += active_energy(device, step.seconds);
+    out.times.active_energy_j += active_energy(device, step.seconds);
   }
-  out.end_s = sim::to_seconds(sim.now());
-  out.decode_s = out.end_s - out.first_token_s;
+  out.times.end_s = sim::to_seconds(sim.now());
+  out.decode_s = out.times.end_s - out.times.first_token_s;
   device.dram().release(kv_owner, kv_bytes);
   // What the store keeps is written to flash after the answer (it delays later flash reads).
-  out.stored_bytes = reuse_->store(r, out.end_s);
+  out.stored_bytes = reuse_->store(r, out.times.end_s);
   served_.push_back(out);
   if (out.stored_bytes > 0) co_await device.storage().write(out.stored_bytes, "kv store");
 }
@@ -190,57 +185,36 @@ sim::Task<void> PipelineApp::run(devices::Device& device, std::string owner, sim
 }
 
 void PipelineApp::records(h5::Table& out) const {
-  std::vector<std::int64_t> request, prompt, reused, recomputed, loaded, output;
-  std::vector<double> arrival, start, first, end, latency, ttft, split, estimate, prefill, decode, stored, energy;
+  std::vector<RequestTimes> times;
+  std::vector<std::int64_t> prompt, reused, recomputed, loaded;
+  std::vector<double> split, estimate, prefill, decode, stored;
   for (const Served& s : served_) {
-    request.push_back(s.request);
-    arrival.push_back(s.arrival_s);
-    start.push_back(s.start_s);
-    first.push_back(s.first_token_s);
-    end.push_back(s.end_s);
-    latency.push_back(s.end_s - s.arrival_s);
-    ttft.push_back(s.first_token_s - s.arrival_s);
+    times.push_back(s.times);
     prompt.push_back(s.prompt_tokens);
     reused.push_back(s.reused_tokens);
     recomputed.push_back(s.recomputed_tokens);
     loaded.push_back(s.loaded_tokens);
-    output.push_back(s.output_tokens);
     split.push_back(s.split_s);
     estimate.push_back(s.split_estimate_s);
     prefill.push_back(s.prefill_s);
     decode.push_back(s.decode_s);
     stored.push_back(s.stored_bytes);
-    energy.push_back(s.active_energy_j);
   }
-  out.add("request", request);
-  out.add("arrival_s", arrival, "s");
-  out.add("start_s", start, "s");
-  out.add("first_token_s", first, "s");
-  out.add("end_s", end, "s");
-  out.add("latency_s", latency, "s");
-  out.add("ttft_s", ttft, "s");
+  add_request_columns(out, times);
   out.add("prompt_tokens", prompt, "tokens");
   out.add("reused_tokens", reused, "tokens");
   out.add("recomputed_tokens", recomputed, "tokens");
   out.add("loaded_tokens", loaded, "tokens");
-  out.add("output_tokens", output, "tokens");
   out.add("split_s", split, "s");
   out.add("split_estimate_s", estimate, "s");
   out.add("prefill_s", prefill, "s");
   out.add("decode_s", decode, "s");
   out.add("stored_bytes", stored, "bytes");
-  out.add("active_energy_j", energy, "J");
 }
 
 AppTotals PipelineApp::totals() const {
   AppTotals a;
-  for (const Served& s : served_) {
-    ++a.requests;
-    a.latency_s.add(s.end_s - s.arrival_s);
-    a.ttft_s.add(s.first_token_s - s.arrival_s);
-    if (s.output_tokens >= 2) a.tpot_s.add(s.decode_s / static_cast<double>(s.output_tokens - 1));
-    a.active_energy_j += s.active_energy_j;
-  }
+  for (const Served& s : served_) a.add(s.times);
   return a;
 }
 

@@ -51,10 +51,9 @@ class PipelineApp : public App {
 
   // One served request, as its row of the records.
   struct Served {
-    std::int64_t request = 0, prompt_tokens = 0, reused_tokens = 0, recomputed_tokens = 0, loaded_tokens = 0,
-                 output_tokens = 0;
-    double arrival_s = 0, start_s = 0, first_token_s = 0, end_s = 0;
-    double split_s = 0, split_estimate_s = 0, prefill_s = 0, decode_s = 0, stored_bytes = 0, active_energy_j = 0;
+    RequestTimes times;
+    std::int64_t prompt_tokens = 0, reused_tokens = 0, recomputed_tokens = 0, loaded_tokens = 0;
+    double split_s = 0, split_estimate_s = 0, prefill_s = 0, decode_s = 0, stored_bytes = 0;
   };
   const std::vector<Served>& served() const { return served_; }
 
