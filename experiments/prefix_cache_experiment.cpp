@@ -2,10 +2,11 @@
 // persistent prefix KV cache against full prefill, per device and eviction policy.
 //
 // For each device and policy, one simulation replays a day of chat sessions in
-// arrival order on the phone: a session hashes its prompt, loads the longest
-// cached prefix from storage (queued UFS/NVMe model), prefills the rest on the
-// compute unit, and after the first token stores the system prompt's prefixes
-// (32/64/128/180 tokens) in the background; the cache evicts over its cap.
+// arrival order on the phone, each session a request through the request pipeline
+// (policies/pipeline/pipeline.h) with the prefix_store KV-reuse stage and the always_load
+// strategy: a session hashes its prompt, loads the longest cached prefix from storage (queued
+// UFS/NVMe model), prefills the rest on the compute unit, and after the first token stores the
+// system prompt's prefixes (32/64/128/180 tokens) in the background; the cache evicts over its cap.
 // Besides the trace replay, two tables put the note's own geometry beside its
 // numbers: `calibration` (prefill of 180 tokens, load of the note's 74 MB) and
 // `note_geometry` (a 180-token cached prefix plus a U-token suffix; a 128-token
@@ -24,6 +25,9 @@
 #include "models/cost_model.h"
 #include "policies/kvcache/chat_workload.h"
 #include "policies/kvcache/prefix_cache.h"
+#include "policies/kvsplit/kv_split.h"
+#include "policies/pipeline/pipeline.h"
+#include "policies/pipeline/prefix_store.h"
 #include "sim/error.h"
 #include "sim/registry.h"
 #include "sim/simulator.h"
@@ -34,6 +38,8 @@ namespace mobisim::experiments {
 namespace {
 
 namespace kc = policies::kvcache;
+namespace kvsplit = policies::kvsplit;
+namespace pl = policies::pipeline;
 
 struct DeviceEntrySpec {
   static ParamSchema schema() {
@@ -336,57 +342,54 @@ class PrefixCacheExperiment : public Experiment {
     ctx.results.tables["note_geometry"] = std::move(g);
   }
 
-  static sim::Task<void> background_write(devices::Device& device, double bytes) {
-    co_await device.storage().write(bytes, "kv store write");
+  // A session as the pipeline's request: its system prompt (the persistent prefix), then the rest
+  // of its prompt, with the trace's real token ids; the note measures TTFT, so one output token.
+  static pl::Request request_of(const kc::ChatSession& s, std::size_t i) {
+    pl::Request r;
+    r.app = "chat";
+    r.id = static_cast<std::int64_t>(i);
+    r.arrival_s = s.arrival_s;
+    const auto n = static_cast<std::int64_t>(s.tokens.size());
+    r.prompt = {{"system", static_cast<std::uint64_t>(s.variant + 1), s.system_tokens},
+                {"user", 0x05E5510000ULL + i, n - s.system_tokens}};
+    r.output_tokens = 1;
+    r.tokens = s.tokens;
+    return r;
   }
 
+  // The sessions through the pipeline (prefix store -> load -> prefill on the device's unit).
   sim::Task<void> replay(sim::Simulator& sim, devices::Device& device, const DeviceEntry& dev,
                          const models::CostModel& cost, const std::vector<kc::ChatSession>& sessions,
-                         kc::PrefixCache* cache, Records& rec) {
+                         pl::Pipeline& pipeline, bool cached, Records& rec) {
     const double kv_tok = model_.kv_bytes_per_token();
-    const double f = params_.real("page_cache_fraction");
-    for (const auto& s : sessions) {
+    pipeline.begin();
+    for (std::size_t i = 0; i < sessions.size(); ++i) {
+      const kc::ChatSession& s = sessions[i];
       const sim::Time arrival = sim::from_seconds(s.arrival_s);
       if (sim.now() < arrival) co_await sim.timeout(arrival - sim.now());
-      const sim::Time t0 = sim.now();
+      pl::Served out;
+      co_await pipeline.serve(device, "chat/kv", request_of(s, i), out);
       const auto n = static_cast<std::int64_t>(s.tokens.size());
-      kc::LookupResult hit;
-      if (cache) hit = cache->lookup(s.tokens, sim::to_seconds(sim.now()));
-      const std::int64_t m = hit.status == kc::LookupStatus::kHit ? hit.matched_tokens : 0;
-      if (m > 0) {
-        // Deserialization: the cached K/V stream from flash (the page-cached share from DRAM).
-        co_await device.storage().read(hit.bytes * (1 - f), "prefix load");
-        if (f > 0) co_await sim.timeout(sim::from_seconds(hit.bytes * f / (dev.profile.dram.bandwidth_gbps * 1e9)));
-      }
-      const sim::Time t1 = sim.now();
-      co_await device.compute(dev.unit, cost.prefill(models::PrefillShape{n - m, m, 0, 1}), model_.weight_dtype,
-                              "prefill");
-      const sim::Time t2 = sim.now();
-      kc::InsertReport ins;
-      if (cache) {
-        ins = cache->insert(std::span<const std::int32_t>(s.tokens).subspan(0, static_cast<std::size_t>(s.system_tokens)),
-                            sim::to_seconds(sim.now()));
-        if (ins.bytes_written > 0) sim.start(background_write(device, ins.bytes_written), "kv store write");
-      }
+      const std::int64_t m = out.matched_tokens;
       rec.arrival_s.push_back(s.arrival_s);
       rec.variant.push_back(s.variant);
       rec.prompt_tokens.push_back(n);
       rec.system_tokens.push_back(s.system_tokens);
       rec.matched_tokens.push_back(m);
-      rec.status.push_back(!cache ? "no_cache"
-                           : hit.status == kc::LookupStatus::kVerifyMismatch ? "verify_mismatch"
-                           : m == 0                                          ? "miss"
-                           : m >= s.system_tokens                            ? "full_hit"
-                                                                             : "partial_hit");
-      rec.ttft_ms.push_back(sim::to_ms(t2 - t0));
-      rec.load_ms.push_back(sim::to_ms(t1 - t0));
-      rec.prefill_ms.push_back(sim::to_ms(t2 - t1));
+      rec.status.push_back(!cached             ? "no_cache"
+                           : out.reuse_rejected ? "verify_mismatch"
+                           : m == 0             ? "miss"
+                           : m >= s.system_tokens ? "full_hit"
+                                                  : "partial_hit");
+      rec.ttft_ms.push_back(sim::to_ms(out.first_token - out.started));
+      rec.load_ms.push_back(sim::to_ms(out.split_done - out.started));
+      rec.prefill_ms.push_back(sim::to_ms(out.first_token - out.split_done));
       rec.uncached_ms.push_back(prefill_seconds(dev, cost, n, 0) * 1e3);
       rec.full_hit_ms.push_back(
           (load_seconds(dev, static_cast<double>(s.system_tokens) * kv_tok) +
            prefill_seconds(dev, cost, n - s.system_tokens, s.system_tokens)) * 1e3);
-      rec.inserted.push_back(ins.inserted);
-      rec.evicted.push_back(ins.evicted);
+      rec.inserted.push_back(out.stored.inserted);
+      rec.evicted.push_back(out.stored.evicted);
     }
   }
 
@@ -394,22 +397,29 @@ class PrefixCacheExperiment : public Experiment {
                 const std::vector<kc::ChatSession>& sessions, const EvictionEntry* ev, const std::string& label,
                 SummaryCols& sum) {
     auto& variant = ctx.results.variant(dev.profile.name + "." + label);
-    std::unique_ptr<kc::PrefixCache> cache;
+    // The note's store: the system prompt's K/V at every granularity, up to the device's cap,
+    // read back whole (always_load) with the page-cached share copied from DRAM.
+    std::unique_ptr<pl::KvReuse> reuse;
     if (ev) {
       kc::PrefixCacheConfig cfg;
       cfg.granularities = granularities();
       cfg.verify_tokens = params_.integer("verify_tokens");
       cfg.cap_bytes = dev.cap_bytes;
-      cfg.bytes_per_token = model_.kv_bytes_per_token();
-      cache = std::make_unique<kc::PrefixCache>(cfg, Registry<kc::EvictionPolicy>::instance().create(ev->node, ev->source));
+      reuse = std::make_unique<pl::PrefixStore>(
+          cfg, Registry<kc::EvictionPolicy>::instance().create(ev->node, ev->source), /*system_only=*/true);
+    } else {
+      reuse = Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: none}"), ConfigSource{});
     }
+    pl::Pipeline pipeline(cost, pl::PipelineOptions{dev.unit, 0, params_.real("page_cache_fraction")}, std::move(reuse),
+                          Registry<kvsplit::KvSplitStrategy>::instance().create(YAML::Load("{impl: always_load}"),
+                                                                               ConfigSource{}));
     Records rec;
     {
       SimulatedRun run(dev.profile, variant.stats.child("device"),
                        ctx.timeline_process(dev.profile.name + " / " + label,
                                             {{"device", dev.profile.name}, {"policy", label}}));
       run.device().dram().reserve("weights", model_.weight_bytes());
-      run.start(replay(run.sim(), run.device(), dev, cost, sessions, cache.get(), rec), "sessions");
+      run.start(replay(run.sim(), run.device(), dev, cost, sessions, pipeline, ev != nullptr, rec), "sessions");
       run.run();
     }
     rec.to_table(variant.records);
@@ -439,7 +449,7 @@ class PrefixCacheExperiment : public Experiment {
     sum.partial_hits.push_back(np);
     sum.misses.push_back(nm);
     sum.mismatches.push_back(nv);
-    sum.evictions.push_back(cache ? cache->evictions() : 0);
+    sum.evictions.push_back(pipeline.reuse().evictions());
     sum.median_ttft.push_back(median(all));
     sum.median_ttft_full_hit.push_back(median(full));
     sum.median_uncached.push_back(median(rec.uncached_ms));
@@ -449,7 +459,7 @@ class PrefixCacheExperiment : public Experiment {
     sum.mean_load_full_hit.push_back(mean(loads));
     sum.partial_recovery.push_back(mean(recov));
     sum.partial128_recovery.push_back(mean(recov128));
-    sum.cache_used_mb.push_back(cache ? cache->used_bytes() / 1e6 : 0.0);
+    sum.cache_used_mb.push_back(pipeline.reuse().stored_bytes() / 1e6);
     ctx.progress(fmt::format("{} {}: median TTFT {:.0f} ms (full hits {:.0f} ms, uncached {:.0f} ms), {} full / {} partial / {} miss",
                              dev.profile.name, label, median(all), median(full), median(rec.uncached_ms), nf, np, nm));
   }

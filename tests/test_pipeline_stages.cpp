@@ -55,7 +55,7 @@ std::unique_ptr<App> pipeline_app(const std::string& stages, int queries, std::i
   return app;
 }
 
-std::vector<PipelineApp::Served> run_alone(App& app, const devices::DeviceProfile& profile) {
+std::vector<policies::pipeline::Served> run_alone(App& app, const devices::DeviceProfile& profile) {
   sim::StatGroup stats("phone");
   experiments::SimulatedRun run(profile, stats.child("device"));
   run.start(app.run(run.device(), "app", stats.child("app")), "app");
@@ -72,7 +72,7 @@ TEST(PipelineStages, PrefixStoreReusesTheLongestStoredPrefixOfTheNextPrompt) {
   EXPECT_EQ(served[0].reused_tokens, 0);
   EXPECT_EQ(served[1].reused_tokens, 256);  // the longest stored granularity within the shared 364
   EXPECT_EQ(served[1].loaded_tokens, 256);  // always_load (the default): all of it from flash
-  EXPECT_GT(served[0].stored_bytes, 0.0);
+  EXPECT_GT(served[0].stored.bytes, 0.0);
 }
 
 class SplitOnTheDevice : public ::testing::TestWithParam<const char*> {};

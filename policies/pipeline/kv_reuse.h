@@ -15,6 +15,13 @@ namespace mobisim::policies::pipeline {
 struct KvMatch {
   std::int64_t tokens = 0;  // positions [0, tokens) have stored K/V
   double bytes = 0;         // what reading all of them would read
+  bool rejected = false;    // a stored entry was found but failed verification (and was dropped)
+};
+
+// What storing a served prompt did.
+struct KvStored {
+  double bytes = 0;  // written to flash
+  int inserted = 0, evicted = 0;
 };
 
 class KvReuse {
@@ -24,10 +31,12 @@ class KvReuse {
   // `kv_bytes_per_token` of the model whose K/V is stored; called once before any request.
   virtual void begin(double kv_bytes_per_token) { (void)kv_bytes_per_token; }
   virtual KvMatch match(const Request& r, double now_s) = 0;
-  // After the request is served: bytes written to flash for later requests (0: nothing stored).
-  virtual double store(const Request& r, double now_s) = 0;
+  // After the request is served: what is stored for later requests (bytes written to flash).
+  virtual KvStored store(const Request& r, double now_s) = 0;
   // Flash the store holds now.
   virtual double stored_bytes() const = 0;
+  // Entries evicted so far (for room, or because they failed verification).
+  virtual std::int64_t evictions() const { return 0; }
 };
 
 }  // namespace mobisim::policies::pipeline

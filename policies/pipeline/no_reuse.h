@@ -10,7 +10,7 @@ class NoReuse : public KvReuse {
   explicit NoReuse(const Params&) {}
   static ParamSchema schema() { return {}; }
   KvMatch match(const Request&, double) override { return {}; }
-  double store(const Request&, double) override { return 0; }
+  KvStored store(const Request&, double) override { return {}; }
   double stored_bytes() const override { return 0; }
 };
 

@@ -4,10 +4,7 @@
 
 #include <algorithm>
 
-#include "policies/apps/decode_costs.h"
-#include "policies/kvsplit/split_costs.h"
 #include "sim/error.h"
-#include "sim/event.h"
 #include "sim/registry.h"
 
 namespace mobisim::policies::pipeline {
@@ -54,9 +51,9 @@ PipelineApp::PipelineApp(const Params& p)
       resolved_(p.resolved()) {
   const YAML::Node reuse = or_default(p, "kv_reuse", "none");
   const YAML::Node split = or_default(p, "load_or_recompute", "always_load");
-  reuse_ = Registry<KvReuse>::instance().create(reuse, p.source_of("kv_reuse"));
-  split_ = Registry<kvsplit::KvSplitStrategy>::instance().create(split, p.source_of("load_or_recompute"));
-  split_name_ = split["impl"].Scalar();
+  pipeline_ = std::make_unique<Pipeline>(
+      cost_, PipelineOptions{unit_, priority(), 0.0}, Registry<KvReuse>::instance().create(reuse, p.source_of("kv_reuse")),
+      Registry<kvsplit::KvSplitStrategy>::instance().create(split, p.source_of("load_or_recompute")));
   resolved_["model"] = yaml_clone(cost_.spec().resolved);
   resolved_["kv_reuse"] = Registry<KvReuse>::instance().resolve(reuse, p.source_of("kv_reuse"));
   resolved_["load_or_recompute"] =
@@ -99,88 +96,18 @@ std::vector<std::pair<std::string, double>> PipelineApp::resident_dram() const {
   return {{"weights", cost_.spec().weight_bytes()}};
 }
 
-double PipelineApp::active_energy(const devices::Device& device, double seconds) const {
-  const auto [active, idle] = device.profile().unit_power_w(unit_, "pipeline app");
-  return (active - idle) * seconds;
-}
-
-// Recompute [0, l) on the unit while [l, s) is read from flash, as the split strategy plans it.
-sim::Task<void> PipelineApp::bring_back(devices::Device& device, const Request& r, std::int64_t s, Served& out) {
-  (void)r;
-  sim::Simulator& sim = device.sim();
-  const kvsplit::DeviceSplitCosts costs(cost_, device.profile(),
-                                        kvsplit::DeviceCostOptions{unit_, "", kvsplit::RecomputeKind::kPrefill,
-                                                                   kvsplit::Payload::kKv});
-  const kvsplit::SplitPlan plan = split_->plan(costs, kvsplit::SplitRequest{s, false});
-  const std::int64_t l = std::clamp<std::int64_t>(plan.recomputed_tokens, 0, s);
-  out.recomputed_tokens = l;
-  out.loaded_tokens = s - l;
-  out.split_estimate_s = plan.time_s;
-  const sim::Time t0 = sim.now();
-  std::vector<sim::Event> streams;
-  if (l > 0) {
-    const devices::UnitCost c =
-        device.unit_cost(unit_, cost_.prefill(models::PrefillShape{l, 0, 0, 0}), cost_.spec().weight_dtype, "recompute");
-    out.times.active_energy_j += active_energy(device, c.seconds);
-    streams.push_back(sim.start(device.compute_for(unit_, c, "kv recompute", priority()), "kv recompute").done_event());
-  }
-  if (s - l > 0)
-    streams.push_back(
-        sim.start(device.storage().read(static_cast<double>(s - l) * cost_.spec().kv_bytes_per_token(), "kv load"),
-                  "kv load")
-            .done_event());
-  co_await sim::all_of(sim, streams);
-  out.split_s = sim::to_seconds(sim.now() - t0);
-}
-
-sim::Task<void> PipelineApp::serve(devices::Device& device, const std::string& kv_owner, const Request& r) {
-  sim::Simulator& sim = device.sim();
-  Served out;
-  out.times.request = r.id;
-  out.times.arrival_s = r.arrival_s;
-  out.times.start_s = sim::to_seconds(sim.now());
-  out.times.output_tokens = r.output_tokens;
-  const std::int64_t n = r.prompt_tokens();
-  out.prompt_tokens = n;
-  // KV residency: the request's K/V is held in DRAM while it runs; one that cannot be stops the run.
-  const double kv_bytes = static_cast<double>(n + r.output_tokens) * cost_.spec().kv_bytes_per_token();
-  device.dram().reserve(kv_owner, kv_bytes);
-  // At least the last prompt token is computed: its logits give the first answer token.
-  const std::int64_t s = std::min(reuse_->match(r, out.times.start_s).tokens, n - 1);
-  out.reused_tokens = s;
-  if (s > 0) co_await bring_back(device, r, s, out);
-  const sim::Time t_prefill = sim.now();
-  const devices::UnitCost prefill = device.unit_cost(unit_, cost_.prefill(models::PrefillShape{n - s, s, 0, 1}),
-                                                     cost_.spec().weight_dtype, "prefill");
-  co_await device.compute_for(unit_, prefill, "prefill", priority());
-  out.times.active_energy_j += active_energy(device, prefill.seconds);
-  out.prefill_s = sim::to_seconds(sim.now() - t_prefill);
-  out.times.first_token_s = sim::to_seconds(sim.now());
-  DecodeCosts decode(cost_, unit_);
-  for (std::int64_t i = 1; i < r.output_tokens; ++i) {
-    const devices::UnitCost step = decode.at(device, n + i);
-    co_await device.compute_for(unit_, step, "decode", priority());
-    out.times.active_energy_j += active_energy(device, step.seconds);
-  }
-  out.times.end_s = sim::to_seconds(sim.now());
-  out.decode_s = out.times.end_s - out.times.first_token_s;
-  device.dram().release(kv_owner, kv_bytes);
-  // What the store keeps is written to flash after the answer (it delays later flash reads).
-  out.stored_bytes = reuse_->store(r, out.times.end_s);
-  served_.push_back(out);
-  if (out.stored_bytes > 0) co_await device.storage().write(out.stored_bytes, "kv store");
-}
-
 sim::Task<void> PipelineApp::run(devices::Device& device, std::string owner, sim::StatGroup& stats) {
   (void)stats;
   device.profile().require_unit(unit_, "pipeline app 'unit'");
-  reuse_->begin(cost_.spec().kv_bytes_per_token());
+  pipeline_->begin();
   sim::Simulator& sim = device.sim();
   const std::string kv_owner = owner + "/kv";
   for (const Request& r : requests_) {
     const sim::Time arrival = sim::from_seconds(r.arrival_s);
     if (sim.now() < arrival) co_await sim.timeout(arrival - sim.now());
-    co_await serve(device, kv_owner, r);
+    Served out;
+    co_await pipeline_->serve(device, kv_owner, r, out);
+    served_.push_back(out);
   }
 }
 
@@ -198,7 +125,7 @@ void PipelineApp::records(h5::Table& out) const {
     estimate.push_back(s.split_estimate_s);
     prefill.push_back(s.prefill_s);
     decode.push_back(s.decode_s);
-    stored.push_back(s.stored_bytes);
+    stored.push_back(s.stored.bytes);
   }
   add_request_columns(out, times);
   out.add("prompt_tokens", prompt, "tokens");

@@ -12,10 +12,10 @@
 //   decode              one token at a time on `unit`
 //   kv residency        the request's K/V held in the phone's DRAM ledger while it runs
 //
-// Every stage issues its work as events on the phone's Device: the recompute and the flash read
-// of a split run concurrently (the split strategy's closed-form time is recorded beside the event
-// path's as split_estimate_s), the prefill and decode queue on the unit at the app's priority,
-// and stored K/V is written to flash after the answer.
+// Every stage issues its work as events on the phone's Device (policies/pipeline/pipeline.h): the
+// recompute and the flash read of a split run concurrently (the split strategy's closed-form time
+// is recorded beside the event path's as split_estimate_s), the prefill and decode queue on the
+// unit at the app's priority, and stored K/V is written to flash in the background.
 //
 // Parameters (besides priority and start_s, see app.h):
 //   model, unit, workload ({trace|generate}), user, max_queries, interarrival_s  (as the rag app)
@@ -29,9 +29,7 @@
 
 #include "models/cost_model.h"
 #include "policies/apps/app.h"
-#include "policies/kvsplit/kv_split.h"
-#include "policies/pipeline/kv_reuse.h"
-#include "policies/pipeline/request.h"
+#include "policies/pipeline/pipeline.h"
 
 namespace mobisim::policies::pipeline {
 
@@ -49,29 +47,17 @@ class PipelineApp : public App {
   std::string model_name() const override { return cost_.spec().name; }
   std::string unit() const override { return unit_; }
 
-  // One served request, as its row of the records.
-  struct Served {
-    RequestTimes times;
-    std::int64_t prompt_tokens = 0, reused_tokens = 0, recomputed_tokens = 0, loaded_tokens = 0;
-    double split_s = 0, split_estimate_s = 0, prefill_s = 0, decode_s = 0, stored_bytes = 0;
-  };
   const std::vector<Served>& served() const { return served_; }
 
  private:
-  sim::Task<void> serve(devices::Device& device, const std::string& kv_owner, const Request& r);
-  sim::Task<void> bring_back(devices::Device& device, const Request& r, std::int64_t s, Served& out);
-  double active_energy(const devices::Device& device, double seconds) const;
-
-  models::CostModel cost_;
+  models::CostModel cost_;  // declared before pipeline_, which refers to it
   std::string unit_;
   YAML::Node workload_;
   ConfigSource workload_source_;
   std::string user_id_;
   std::int64_t max_queries_, system_prompt_tokens_, top_k_, answer_tokens_;
   double interarrival_s_;
-  std::unique_ptr<KvReuse> reuse_;
-  std::unique_ptr<kvsplit::KvSplitStrategy> split_;
-  std::string split_name_;
+  std::unique_ptr<Pipeline> pipeline_;
   YAML::Node resolved_;
   std::vector<Request> requests_;  // set by prepare()
   std::vector<Served> served_;

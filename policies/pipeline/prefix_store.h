@@ -6,8 +6,11 @@
 //
 // Parameters:
 //   granularities   prefix lengths stored (tokens)
+//   verify_tokens   leading token ids compared on a hit (a mismatch is a fingerprint collision)
 //   cap_mb          flash the store may hold (MB)
 //   eviction        {impl: weighted_lru|lru|lfu, ...} of the kv_eviction_policy registry
+//   store           what of a served prompt is stored: prompt (all of it, at every granularity it
+//                   covers) or system (only its leading system segment: seed 001's persistent prefix)
 #include <memory>
 #include <vector>
 
@@ -20,16 +23,21 @@ namespace mobisim::policies::pipeline {
 class PrefixStore : public KvReuse {
  public:
   explicit PrefixStore(const Params& p);
+  // A store configured in code (a document driver's own keys): `system_only` as store: system.
+  PrefixStore(kvcache::PrefixCacheConfig config, std::unique_ptr<kvcache::EvictionPolicy> eviction, bool system_only);
   static ParamSchema schema();
   void begin(double kv_bytes_per_token) override;
   KvMatch match(const Request& r, double now_s) override;
-  double store(const Request& r, double now_s) override;
+  KvStored store(const Request& r, double now_s) override;
   double stored_bytes() const override { return cache_ ? cache_->used_bytes() : 0.0; }
+  std::int64_t evictions() const override { return cache_ ? cache_->evictions() : 0; }
 
  private:
   kvcache::PrefixCacheConfig config_;
   YAML::Node eviction_;
   ConfigSource eviction_source_;
+  bool system_only_;
+  std::unique_ptr<kvcache::EvictionPolicy> eviction_policy_;  // set in code; else built from eviction_
   std::unique_ptr<kvcache::PrefixCache> cache_;
 };
 

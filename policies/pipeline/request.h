@@ -3,8 +3,8 @@
 // list of segments (system prompt, retrieved chunks, conversation history, the query), and how
 // many tokens its answer has. A segment's key names its content (a chunk id, a system prompt,
 // a turn), so two requests that share a segment share its tokens; token_ids() spells the prompt
-// as token ids derived from those keys, which is what token-level stores (the prefix store's
-// rolling hash) read when the workload carries no real ids.
+// as its real token ids when the workload has them, else as ids derived from those keys: what
+// token-level stores (the prefix store's rolling hash) read.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,6 +23,9 @@ struct Request {
   double arrival_s = 0;
   std::vector<Segment> prompt;
   std::int64_t output_tokens = 0;
+  // The prompt's real token ids when the workload has them (a chat trace); empty: token_ids()
+  // derives them from the segments' keys.
+  std::vector<std::int32_t> tokens;
 
   std::int64_t prompt_tokens() const {
     std::int64_t n = 0;
@@ -32,6 +35,7 @@ struct Request {
   // The prompt as token ids: segment k's i-th token is a hash of (key, i), so equal segments at
   // equal positions give equal ids and different segments almost surely differ.
   std::vector<std::int32_t> token_ids() const {
+    if (!tokens.empty()) return tokens;
     std::vector<std::int32_t> ids;
     ids.reserve(static_cast<std::size_t>(prompt_tokens()));
     for (const Segment& s : prompt)

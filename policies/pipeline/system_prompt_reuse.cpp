@@ -13,10 +13,10 @@ KvMatch SystemPromptReuse::match(const Request& r, double) {
   return KvMatch{n, static_cast<double>(n) * bytes_per_token_};
 }
 
-double SystemPromptReuse::store(const Request& r, double) {
-  if (stored_tokens_ > 0) return 0;  // stored once
+KvStored SystemPromptReuse::store(const Request& r, double) {
+  if (stored_tokens_ > 0) return {};  // stored once
   stored_tokens_ = system_tokens(r);
-  return stored_bytes();
+  return KvStored{stored_bytes(), stored_tokens_ > 0 ? 1 : 0, 0};
 }
 
 MOBISIM_REGISTER(KvReuse, SystemPromptReuse, "system_prompt",

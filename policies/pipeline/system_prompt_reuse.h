@@ -12,7 +12,7 @@ class SystemPromptReuse : public KvReuse {
   static ParamSchema schema() { return {}; }
   void begin(double kv_bytes_per_token) override { bytes_per_token_ = kv_bytes_per_token; }
   KvMatch match(const Request& r, double now_s) override;
-  double store(const Request& r, double now_s) override;
+  KvStored store(const Request& r, double now_s) override;
   double stored_bytes() const override { return static_cast<double>(stored_tokens_) * bytes_per_token_; }
 
  private:

@@ -1,0 +1,108 @@
+#include "policies/pipeline/pipeline.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "policies/kvsplit/split_costs.h"
+#include "sim/event.h"
+
+namespace mobisim::policies::pipeline {
+
+Pipeline::Pipeline(const models::CostModel& cost, PipelineOptions options, std::unique_ptr<KvReuse> reuse,
+                   std::unique_ptr<kvsplit::KvSplitStrategy> split)
+    : cost_(cost),
+      options_(std::move(options)),
+      reuse_(std::move(reuse)),
+      split_(std::move(split)),
+      decode_(cost_, options_.unit) {}
+
+void Pipeline::begin() { reuse_->begin(cost_.spec().kv_bytes_per_token()); }
+
+double Pipeline::active_energy(const devices::Device& device, double seconds) const {
+  const auto [active, idle] = device.profile().unit_power_w(options_.unit, "pipeline");
+  return (active - idle) * seconds;
+}
+
+// Stored K/V from flash; the page-cached share is a DRAM copy instead.
+sim::Task<void> Pipeline::load(devices::Device& device, double bytes) {
+  const double f = options_.page_cache_fraction;
+  co_await device.storage().read(bytes * (1 - f), "kv load");
+  if (f > 0) co_await device.sim().timeout(sim::from_seconds(bytes * f / (device.profile().dram.bandwidth_gbps * 1e9)));
+}
+
+// Recompute [0, l) on the unit while [l, s) is loaded, as the split strategy plans it.
+sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, Served& out) {
+  sim::Simulator& sim = device.sim();
+  const kvsplit::DeviceSplitCosts costs(
+      cost_, device.profile(),
+      kvsplit::DeviceCostOptions{options_.unit, "", kvsplit::RecomputeKind::kPrefill, kvsplit::Payload::kKv, 64,
+                                 options_.page_cache_fraction});
+  const kvsplit::SplitPlan plan = split_->plan(costs, kvsplit::SplitRequest{s, false});
+  const std::int64_t l = std::clamp<std::int64_t>(plan.recomputed_tokens, 0, s);
+  out.recomputed_tokens = l;
+  out.loaded_tokens = s - l;
+  out.split_estimate_s = plan.time_s;
+  const sim::Time t0 = sim.now();
+  const double load_bytes = static_cast<double>(s - l) * cost_.spec().kv_bytes_per_token();
+  devices::UnitCost recompute;
+  if (l > 0) {
+    recompute = device.unit_cost(options_.unit, cost_.prefill(models::PrefillShape{l, 0, 0, 0}),
+                                 cost_.spec().weight_dtype, "recompute");
+    out.times.active_energy_j += active_energy(device, recompute.seconds);
+  }
+  if (l > 0 && s - l > 0) {  // the two streams at once
+    std::vector<sim::Event> streams{
+        sim.start(device.compute_for(options_.unit, recompute, "kv recompute", options_.priority), "kv recompute")
+            .done_event(),
+        sim.start(load(device, load_bytes), "kv load").done_event()};
+    co_await sim::all_of(sim, streams);
+  } else if (l > 0) {
+    co_await device.compute_for(options_.unit, recompute, "kv recompute", options_.priority);
+  } else {
+    co_await load(device, load_bytes);
+  }
+  out.split_s = sim::to_seconds(sim.now() - t0);
+}
+
+sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_owner, const Request& r, Served& out) {
+  sim::Simulator& sim = device.sim();
+  out.times.request = r.id;
+  out.times.arrival_s = r.arrival_s;
+  out.started = sim.now();
+  out.times.start_s = sim::to_seconds(out.started);
+  out.times.output_tokens = r.output_tokens;
+  const std::int64_t n = r.prompt_tokens();
+  out.prompt_tokens = n;
+  // KV residency: the request's K/V is held in DRAM while it runs; one that cannot be stops the run.
+  const double kv_bytes = static_cast<double>(n + r.output_tokens) * cost_.spec().kv_bytes_per_token();
+  device.dram().reserve(kv_owner, kv_bytes);
+  const KvMatch match = reuse_->match(r, out.times.start_s);
+  out.reuse_rejected = match.rejected;
+  out.matched_tokens = match.tokens;
+  // At least the last prompt token is computed: its logits give the first answer token.
+  const std::int64_t s = std::min(match.tokens, n - 1);
+  out.reused_tokens = s;
+  if (s > 0) co_await bring_back(device, s, out);
+  const sim::Time t_prefill = out.split_done = sim.now();
+  const devices::UnitCost prefill = device.unit_cost(options_.unit, cost_.prefill(models::PrefillShape{n - s, s, 0, 1}),
+                                                     cost_.spec().weight_dtype, "prefill");
+  co_await device.compute_for(options_.unit, prefill, "prefill", options_.priority);
+  out.times.active_energy_j += active_energy(device, prefill.seconds);
+  out.prefill_s = sim::to_seconds(sim.now() - t_prefill);
+  out.first_token = sim.now();
+  out.times.first_token_s = sim::to_seconds(out.first_token);
+  for (std::int64_t i = 1; i < r.output_tokens; ++i) {
+    const devices::UnitCost step = decode_.at(device, n + i);
+    co_await device.compute_for(options_.unit, step, "decode", options_.priority);
+    out.times.active_energy_j += active_energy(device, step.seconds);
+  }
+  out.times.end_s = sim::to_seconds(sim.now());
+  out.decode_s = out.times.end_s - out.times.first_token_s;
+  device.dram().release(kv_owner, kv_bytes);
+  // What the store keeps is written to flash in the background, after the answer (later flash
+  // reads queue behind it).
+  out.stored = reuse_->store(r, out.times.end_s);
+  if (out.stored.bytes > 0) sim.start(device.storage().write(out.stored.bytes, "kv store write"), "kv store write");
+}
+
+}  // namespace mobisim::policies::pipeline
