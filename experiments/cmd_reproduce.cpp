@@ -127,7 +127,8 @@ std::vector<Set> document_sets() {
       {"kvpr_cake", {{"fig3", {}, ""}, {"error", {}, ""}, {"phones", {}, ""}}},
       {"dynakv", dynakv_jobs()},
       {"coordgen", coordgen_jobs()},
-      {"compose", {{"a_rag_kv_reuse", {}, ""}, {"d_chat_on_cpu", {}, ""}, {"d_chat_on_gpu", {}, ""}}},
+      {"compose",
+       {{"a_rag_kv_reuse", {}, ""}, {"b_npu_prefill", {}, ""}, {"d_chat_on_cpu", {}, ""}, {"d_chat_on_gpu", {}, ""}}},
   };
 }
 

@@ -362,7 +362,7 @@ class PrefixCacheExperiment : public Experiment {
                          const models::CostModel& cost, const std::vector<kc::ChatSession>& sessions,
                          pl::Pipeline& pipeline, bool cached, Records& rec) {
     const double kv_tok = model_.kv_bytes_per_token();
-    pipeline.begin();
+    co_await pipeline.start(device, "chat");
     for (std::size_t i = 0; i < sessions.size(); ++i) {
       const kc::ChatSession& s = sessions[i];
       const sim::Time arrival = sim::from_seconds(s.arrival_s);

@@ -9,6 +9,7 @@
 #include "devices/device.h"
 #include "experiments/simulation.h"
 #include "policies/apps/app.h"
+#include "models/cost_model.h"
 #include "policies/pipeline/pipeline_app.h"
 #include "sim/registry.h"
 
@@ -117,6 +118,37 @@ TEST(PipelineStages, ARequestWhoseKvDoesNotFitInDramStopsTheRun) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("'app/kv' needs"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace mobisim
+
+namespace mobisim {
+namespace {
+
+TEST(PipelineStages, NpuGraphPrefillLoadsItsGraphOnceHoldsItsWeightsAndRunsPaddedChunks) {
+  // Prompts of 384 tokens on a 128-token graph: 3 executions each; decode stays on the CPU.
+  auto app = pipeline_app("prefill: {impl: npu_graphs, chunk: 128}", 2);
+  const devices::DeviceProfile profile = devices::load_device_profile("oneplus-12");
+  const models::CostModel cost(models::load_model_spec(
+      YAML::Load("{base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}"), ConfigSource{}));
+  sim::StatGroup stats("phone");
+  double graph_bytes = 0;
+  {
+    experiments::SimulatedRun run(profile, stats.child("device"));
+    run.start(app->run(run.device(), "app", stats.child("app")), "app");
+    run.run();
+    graph_bytes = run.device().dram().held_by("app/npu_graph");
+  }
+  const auto& served = dynamic_cast<PipelineApp&>(*app).served();
+  ASSERT_EQ(served.size(), 2u);
+  const devices::NpuSpec& npu = *profile.npu;
+  // The first request waits for the graph load (the app's start); the second does not load again.
+  EXPECT_DOUBLE_EQ(served[0].times.start_s,
+                   sim::to_seconds(sim::from_seconds(npu.graph_load_seconds(cost.spec().n_layers))));
+  EXPECT_DOUBLE_EQ(served[1].times.start_s, 1000.0);
+  EXPECT_DOUBLE_EQ(served[1].prefill_s, sim::to_seconds(sim::from_seconds(npu.chunked_prefill_seconds(cost, 384, 0, 128))));
+  EXPECT_DOUBLE_EQ(graph_bytes, cost.spec().weight_bytes());
 }
 
 }  // namespace

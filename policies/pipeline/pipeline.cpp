@@ -4,19 +4,24 @@
 #include <vector>
 
 #include "policies/kvsplit/split_costs.h"
+#include "policies/pipeline/unit_prefill.h"
 #include "sim/event.h"
 
 namespace mobisim::policies::pipeline {
 
 Pipeline::Pipeline(const models::CostModel& cost, PipelineOptions options, std::unique_ptr<KvReuse> reuse,
-                   std::unique_ptr<kvsplit::KvSplitStrategy> split)
+                   std::unique_ptr<kvsplit::KvSplitStrategy> split, std::unique_ptr<PrefillStage> prefill)
     : cost_(cost),
       options_(std::move(options)),
       reuse_(std::move(reuse)),
       split_(std::move(split)),
+      prefill_(prefill ? std::move(prefill) : std::make_unique<UnitPrefill>(options_.unit)),
       decode_(cost_, options_.unit) {}
 
-void Pipeline::begin() { reuse_->begin(cost_.spec().kv_bytes_per_token()); }
+sim::Task<void> Pipeline::start(devices::Device& device, const std::string& owner) {
+  reuse_->begin(cost_.spec().kv_bytes_per_token());
+  co_await prefill_->begin(device, cost_, owner);
+}
 
 double Pipeline::active_energy(const devices::Device& device, double seconds) const {
   const auto [active, idle] = device.profile().unit_power_w(options_.unit, "pipeline");
@@ -84,10 +89,7 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   out.reused_tokens = s;
   if (s > 0) co_await bring_back(device, s, out);
   const sim::Time t_prefill = out.split_done = sim.now();
-  const devices::UnitCost prefill = device.unit_cost(options_.unit, cost_.prefill(models::PrefillShape{n - s, s, 0, 1}),
-                                                     cost_.spec().weight_dtype, "prefill");
-  co_await device.compute_for(options_.unit, prefill, "prefill", options_.priority);
-  out.times.active_energy_j += active_energy(device, prefill.seconds);
+  co_await prefill_->run(device, cost_, n - s, s, options_.priority, out.times.active_energy_j);
   out.prefill_s = sim::to_seconds(sim.now() - t_prefill);
   out.first_token = sim.now();
   out.times.first_token_s = sim::to_seconds(out.first_token);

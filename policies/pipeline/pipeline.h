@@ -4,7 +4,8 @@
 //   kv_reuse            which prompt prefix [0, s) has K/V stored on flash (KvReuse)
 //   load_or_recompute   how it comes back: the strategy's split l -> [0, l) recomputed on the unit
 //                       while [l, s) is read from flash (a page-cached share copied from DRAM)
-//   prefill             the prompt's other tokens on the unit, attending to the s reused ones
+//   prefill             the prompt's other tokens, attending to the s reused ones (PrefillStage:
+//                       one pass on a unit, or the NPU's static graphs)
 //   decode              one token at a time on the unit
 //   kv residency        the request's K/V held in the phone's DRAM ledger while it runs
 //   store               what the KV-reuse stage keeps, written to flash in the background
@@ -23,12 +24,13 @@
 #include "policies/apps/decode_costs.h"
 #include "policies/kvsplit/kv_split.h"
 #include "policies/pipeline/kv_reuse.h"
+#include "policies/pipeline/prefill_stage.h"
 #include "policies/pipeline/request.h"
 
 namespace mobisim::policies::pipeline {
 
 struct PipelineOptions {
-  std::string unit = "cpu";        // recomputes, prefills and decodes
+  std::string unit = "cpu";        // recomputes and decodes (and prefills, unless a prefill stage is given)
   int priority = 0;                // queue priority on the unit (lower first)
   double page_cache_fraction = 0;  // share of a stored prefix's bytes already in DRAM, [0, 1)
 };
@@ -48,10 +50,12 @@ struct Served {
 
 class Pipeline {
  public:
+  // `prefill` null: one batched pass on options.unit.
   Pipeline(const models::CostModel& cost, PipelineOptions options, std::unique_ptr<KvReuse> reuse,
-           std::unique_ptr<kvsplit::KvSplitStrategy> split);
-  // Before the first request (the KV-reuse stage learns the model's K/V size).
-  void begin();
+           std::unique_ptr<kvsplit::KvSplitStrategy> split, std::unique_ptr<PrefillStage> prefill = nullptr);
+  // Before the first request, on the phone: the KV-reuse stage learns the model's K/V size, the
+  // prefill stage sets up what it keeps (graphs held in DRAM under `owner`).
+  sim::Task<void> start(devices::Device& device, const std::string& owner);
   const KvReuse& reuse() const { return *reuse_; }
   // Serves `r` from now on; `kv_owner` names its K/V in the DRAM ledger.
   sim::Task<void> serve(devices::Device& device, const std::string& kv_owner, const Request& r, Served& out);
@@ -65,6 +69,7 @@ class Pipeline {
   PipelineOptions options_;
   std::unique_ptr<KvReuse> reuse_;
   std::unique_ptr<kvsplit::KvSplitStrategy> split_;
+  std::unique_ptr<PrefillStage> prefill_;
   DecodeCosts decode_;
 };
 

@@ -24,6 +24,7 @@ ParamSchema PipelineApp::schema() {
   s.integer("top_k", 3, "retrieved chunks placed in the prompt, best first").range(0, 1024);
   s.integer("answer_tokens", 0, "> 0: every answer has this length (0: the workload's)").non_negative();
   s.node("kv_reuse", "KV-reuse stage: {impl: none|prefix_store, ...} (default none)");
+  s.node("prefill", "prefill stage: {impl: unit|npu_graphs, ...} (default: one pass on `unit`)");
   s.node("load_or_recompute",
          "how stored K/V comes back: {impl: always_load|always_recompute|cake|kvpr_ilp|kvpr_closed_form, ...} "
          "(default always_load)");
@@ -51,9 +52,13 @@ PipelineApp::PipelineApp(const Params& p)
       resolved_(p.resolved()) {
   const YAML::Node reuse = or_default(p, "kv_reuse", "none");
   const YAML::Node split = or_default(p, "load_or_recompute", "always_load");
+  YAML::Node prefill = or_default(p, "prefill", "unit");
+  if (prefill.IsMap() && prefill["impl"] && prefill["impl"].Scalar() == "unit" && !prefill["unit"]) prefill["unit"] = unit_;
   pipeline_ = std::make_unique<Pipeline>(
       cost_, PipelineOptions{unit_, priority(), 0.0}, Registry<KvReuse>::instance().create(reuse, p.source_of("kv_reuse")),
-      Registry<kvsplit::KvSplitStrategy>::instance().create(split, p.source_of("load_or_recompute")));
+      Registry<kvsplit::KvSplitStrategy>::instance().create(split, p.source_of("load_or_recompute")),
+      Registry<PrefillStage>::instance().create(prefill, p.source_of("prefill")));
+  resolved_["prefill"] = Registry<PrefillStage>::instance().resolve(prefill, p.source_of("prefill"));
   resolved_["model"] = yaml_clone(cost_.spec().resolved);
   resolved_["kv_reuse"] = Registry<KvReuse>::instance().resolve(reuse, p.source_of("kv_reuse"));
   resolved_["load_or_recompute"] =
@@ -99,7 +104,7 @@ std::vector<std::pair<std::string, double>> PipelineApp::resident_dram() const {
 sim::Task<void> PipelineApp::run(devices::Device& device, std::string owner, sim::StatGroup& stats) {
   (void)stats;
   device.profile().require_unit(unit_, "pipeline app 'unit'");
-  pipeline_->begin();
+  co_await pipeline_->start(device, owner);
   sim::Simulator& sim = device.sim();
   const std::string kv_owner = owner + "/kv";
   for (const Request& r : requests_) {

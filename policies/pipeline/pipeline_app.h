@@ -8,7 +8,8 @@
 //   load_or_recompute   how a stored prefix is brought back: a split l -> [0, l) recomputed on
 //                       the unit while [l, s) is read from flash      (registry kv_split_strategy:
 //                       always_load, always_recompute, cake, kvpr_ilp, kvpr_closed_form, ...)
-//   prefill             the prompt's other tokens on `unit`, attending to the s reused ones
+//   prefill             the prompt's other tokens, attending to the s reused ones (registry prefill:
+//                       unit, npu_graphs)
 //   decode              one token at a time on `unit`
 //   kv residency        the request's K/V held in the phone's DRAM ledger while it runs
 //
@@ -23,6 +24,7 @@
 //   answer_tokens                     > 0: every answer has this length (0: the workload's)
 //   kv_reuse                          {impl: none|prefix_store, ...}
 //   load_or_recompute                 {impl: always_load|cake|kvpr_ilp|..., ...}
+//   prefill                           {impl: unit (default, on `unit`)|npu_graphs, ...}
 // Embedding, retrieval and QA matching are not charged here (the rag app charges them).
 #include <memory>
 #include <vector>

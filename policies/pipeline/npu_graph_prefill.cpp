@@ -1,0 +1,33 @@
+#include "policies/pipeline/npu_graph_prefill.h"
+
+#include "sim/registry.h"
+
+namespace mobisim::policies::pipeline {
+
+ParamSchema NpuGraphPrefill::schema() {
+  ParamSchema s;
+  s.integer("chunk", 0, "tokens per graph execution (0: the engine's graph_chunk)").non_negative();
+  return s;
+}
+
+sim::Task<void> NpuGraphPrefill::begin(devices::Device& device, const models::CostModel& cost,
+                                       const std::string& owner) {
+  const devices::NpuSpec& npu = device.profile().require_npu("prefill: npu_graphs");
+  device.dram().reserve(owner + "/npu_graph", cost.spec().weight_bytes());
+  co_await device.busy("npu", sim::from_seconds(npu.graph_load_seconds(cost.spec().n_layers)), "graph load");
+}
+
+sim::Task<void> NpuGraphPrefill::run(devices::Device& device, const models::CostModel& cost, std::int64_t n_new,
+                                     std::int64_t n_cached, int priority, double& active_energy_j) {
+  const devices::NpuSpec& npu = device.profile().require_npu("prefill: npu_graphs");
+  const double seconds = npu.chunked_prefill_seconds(cost, n_new, n_cached, chunk_);
+  const models::Work work = cost.prefill(models::PrefillShape{n_new, n_cached, 0, 1});
+  co_await device.compute_for("npu", devices::UnitCost{seconds, work.flops(), work.bytes()}, "prefill (npu graphs)",
+                              priority);
+  active_energy_j += (npu.active_power_w - npu.idle_power_w) * seconds;
+}
+
+MOBISIM_REGISTER(PrefillStage, NpuGraphPrefill, "npu_graphs",
+                 "The prompt on the NPU's static graphs: padded chunk executions, the graph loaded and held in DRAM.")
+
+}  // namespace mobisim::policies::pipeline
