@@ -22,42 +22,48 @@ def main(path, out):
     apps = list(dict.fromkeys(strs(summary["app"])))
     scen = strs(summary["scenario"])
     app_col = strs(summary["app"])
-    label = {a: f"{a}\n{m} on {u} ({p})" for a, m, u, p in zip(app_col, strs(summary["model"]), strs(summary["unit"]),
-                                                            strs(summary["priority"]))}
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [1, 1.5]})
-    width = 0.38
+    scenarios = [sc for sc in ("alone", "shared") if sc in scen]
+    shared = "shared" in scenarios
+    label = {}
+    for a, m, u, p in zip(app_col, strs(summary["model"]), strs(summary["unit"]), strs(summary["priority"])):
+        label[a] = f"{a}\n{m}\non {u}" + (f" ({p})" if shared else "")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [1, 1.4]})
+    width = 0.8 / len(scenarios)
     colours = {"alone": "#8da0cb", "shared": "#fc8d62"}
-    for k, sc in enumerate(["alone", "shared"]):
+    for k, sc in enumerate(scenarios):
         means, p90s, xs = [], [], []
         for i, a in enumerate(apps):
             rows = [j for j in range(len(scen)) if scen[j] == sc and app_col[j] == a]
             if not rows:
                 continue
-            xs.append(i + (k - 0.5) * width)
+            xs.append(i + (k - (len(scenarios) - 1) / 2) * width)
             means.append(float(summary["mean_latency_s"][rows[0]]))
             p90s.append(float(summary["p90_latency_s"][rows[0]]))
         if xs:
-            ax1.bar(xs, means, width, color=colours[sc], label=f"{sc}: mean")
-            ax1.scatter(xs, p90s, color="black", marker="_", s=200, zorder=3,
-                        label="p90" if sc == "shared" else None)
+            ax1.bar(xs, means, width * 0.95, color=colours[sc], label=f"{sc}: mean")
+            ax1.scatter(xs, p90s, color="black", marker="_", s=200, zorder=3, label="p90" if k == 0 else None)
     ax1.set_xticks(range(len(apps)))
     ax1.set_xticklabels([label[a] for a in apps], fontsize=7)
     ax1.set_ylabel("latency per request (s)")
-    ax1.set_title("alone vs sharing the phone")
-    ax1.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0) if len(apps) > 3 else None)
-    for a in apps:
+    ax1.set_title("alone vs sharing the phone" if shared else "each app alone on the phone")
+    top = max(float(x) for x in summary["p90_latency_s"])
+    ax1.set_ylim(0, top * 1.3)  # room above the bars for the legend
+    ax1.legend(fontsize=8, loc="upper center", ncol=3, framealpha=0.9)
+    for i, a in enumerate(apps):
+        colour = plt.get_cmap("tab10")(i % 10)  # one colour per app; dots shared, line alone
         for sc, style in (("shared", "."), ("alone", "-")):
             key = f"{sc}.{a}"
             if key in recs and len(recs[key].get("latency_s", [])):
-                ax2.plot(recs[key]["arrival_s"], recs[key]["latency_s"], style, markersize=4, linewidth=0.8,
-                         label=f"{a} ({sc})")
+                ax2.plot(recs[key]["arrival_s"], recs[key]["latency_s"], style, color=colour, markersize=4,
+                         linewidth=0.8, label=f"{a} ({sc})")
     ax2.set_xlabel("request arrival (simulated s)")
     ax2.set_ylabel("latency (s)")
     ax2.set_yscale("log")
     ax2.set_title("per-request latency")
     ax2.legend(fontsize=7)
     device = strs(summary["device"])[0] if "device" in summary else ""
-    fig.suptitle(f"{name}: apps sharing one {device}")
+    what = "apps sharing one" if shared else "apps, each alone on one"
+    fig.suptitle(f"{name}: {what} {device}")
     fig.tight_layout()
     fig.savefig(out, dpi=150)
 
