@@ -536,8 +536,12 @@ class CoordGenExperiment : public Experiment {
   static sim::Task<void> replay(devices::Device& device, const std::vector<RequestBreakdown>& bs,
                                 std::vector<Row>& rows) {
     for (std::size_t i = 0; i < bs.size(); ++i) {
+      // What the request holds in DRAM at its peak (graphs, weights, drafter, KV) must fit the
+      // phone while it runs; one that does not stops the run, naming DRAM and the sizes.
+      device.dram().reserve("request", bs[i].peak_memory_bytes);
       policies::specdec::ReplayResult res;
       co_await policies::specdec::replay_phases(device, bs[i].phases, res);
+      device.dram().release("request", bs[i].peak_memory_bytes);
       rows[i].latency_s = res.latency_s;
       rows[i].energy_j = res.energy_j;
       const bool pipelined = std::any_of(bs[i].phases.begin(), bs[i].phases.end(),

@@ -241,3 +241,23 @@ TEST(PhoneApps, ARagPipelineCanPrefillOnTheNpuAndDecodeOnTheCpu) {
 
 }  // namespace
 }  // namespace mobisim
+
+namespace mobisim {
+namespace {
+
+TEST(PhoneApps, ACoordGenRequestWhosePeakMemoryDoesNotFitStopsTheRun) {
+  // CoordGen's per-request peak (NPU graphs, the CPU's weights, drafter, KV) is held in DRAM while
+  // the request replays; 0.5 GB cannot hold Qwen2.5-1.5B's.
+  testing::TempDir dir("coordgen-dram");
+  const std::string out = dir.file("f10.h5");
+  const auto r = testing::run_mobisim(fmt::format(
+      "run {}/experiments/coordgen/fig10_calibrated_workload.yaml --no-plot --quiet --output {} "
+      "-p experiment.device.dram.capacity_gb=4.5 -p experiment.device.dram.reserved_gb=4",
+      testing::source_dir(), out));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("DRAM of oneplus-13 is full: 'request' needs"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+}  // namespace
+}  // namespace mobisim
