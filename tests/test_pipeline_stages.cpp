@@ -11,6 +11,7 @@
 #include "policies/apps/app.h"
 #include "models/cost_model.h"
 #include "policies/pipeline/pipeline_app.h"
+#include "sim/error.h"
 #include "sim/registry.h"
 
 namespace mobisim {
@@ -149,6 +150,50 @@ TEST(PipelineStages, NpuGraphPrefillLoadsItsGraphOnceHoldsItsWeightsAndRunsPadde
   EXPECT_DOUBLE_EQ(served[1].times.start_s, 1000.0);
   EXPECT_DOUBLE_EQ(served[1].prefill_s, sim::to_seconds(sim::from_seconds(npu.chunked_prefill_seconds(cost, 384, 0, 128))));
   EXPECT_DOUBLE_EQ(graph_bytes, cost.spec().weight_bytes());
+}
+
+}  // namespace
+}  // namespace mobisim
+
+namespace mobisim {
+namespace {
+
+TEST(PipelineStages, AnAnswerCacheHitEndsTheRequestAfterItsLookUp) {
+  // Query 1 repeats query 0 (same embedding); query 2 is orthogonal to both.
+  traces::RagTrace t = three_chunk_workload(3, 20);
+  t.users[0].queries[0].embedding = {1.0f, 0.0f};
+  t.users[0].queries[1].embedding = {1.0f, 0.0f};
+  t.users[0].queries[2].embedding = {0.0f, 1.0f};
+  const YAML::Node node = YAML::Load(
+      "{impl: pipeline, model: {base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}, "
+      "unit: cpu, workload: {generate: default}, "
+      "answer_cache: {impl: semantic, tau_query: 0.9, embed_ms: 100, match_ms: 10}}");
+  auto app = Registry<App>::instance().create(node, ConfigSource{});
+  policies::AppEnvironment env;
+  env.rag_workload = [&](const YAML::Node&, const ConfigSource&) { return t; };
+  app->prepare(env);
+  const auto served = run_alone(*app, devices::load_device_profile("pixel7"));
+  ASSERT_EQ(served.size(), 3u);
+  EXPECT_FALSE(served[0].answer_hit);
+  EXPECT_TRUE(served[1].answer_hit);
+  EXPECT_FALSE(served[2].answer_hit);
+  // A hit costs its look-up alone: 110 ms from arrival to the answer, no prefill.
+  EXPECT_NEAR(served[1].times.end_s - served[1].times.arrival_s, 0.11, 1e-9);
+  EXPECT_EQ(served[1].prefill_s, 0.0);
+  // A miss pays the look-up too, before its prefill.
+  EXPECT_GT(served[2].times.first_token_s - served[2].times.start_s, served[2].prefill_s + 0.109);
+}
+
+TEST(PipelineStages, AnAnswerCacheWithoutMeasuredCostsIsAConfigError) {
+  const YAML::Node node = YAML::Load(
+      "{impl: pipeline, model: {base: qwen2.5-0.5b}, workload: {generate: default}, "
+      "answer_cache: {impl: semantic, tau_query: 0.9}}");
+  try {
+    Registry<App>::instance().create(node, ConfigSource{});
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("embed_ms"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -10,12 +10,14 @@
 namespace mobisim::policies::pipeline {
 
 Pipeline::Pipeline(const models::CostModel& cost, PipelineOptions options, std::unique_ptr<KvReuse> reuse,
-                   std::unique_ptr<kvsplit::KvSplitStrategy> split, std::unique_ptr<PrefillStage> prefill)
+                   std::unique_ptr<kvsplit::KvSplitStrategy> split, std::unique_ptr<PrefillStage> prefill,
+                   std::unique_ptr<AnswerCache> answers)
     : cost_(cost),
       options_(std::move(options)),
       reuse_(std::move(reuse)),
       split_(std::move(split)),
       prefill_(prefill ? std::move(prefill) : std::make_unique<UnitPrefill>(options_.unit)),
+      answers_(std::move(answers)),
       decode_(cost_, options_.unit) {}
 
 sim::Task<void> Pipeline::start(devices::Device& device, const std::string& owner) {
@@ -78,6 +80,17 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   out.times.output_tokens = r.output_tokens;
   const std::int64_t n = r.prompt_tokens();
   out.prompt_tokens = n;
+  if (answers_) {
+    AnswerLookup hit;
+    co_await answers_->lookup(device, options_.unit, options_.priority, r, hit);
+    out.answer_similarity = hit.similarity;
+    if (hit.hit) {  // the cached answer is shown at once: first and last token now
+      out.answer_hit = true;
+      out.split_done = out.first_token = sim.now();
+      out.times.first_token_s = out.times.end_s = sim::to_seconds(sim.now());
+      co_return;
+    }
+  }
   // KV residency: the request's K/V is held in DRAM while it runs; one that cannot be stops the run.
   const double kv_bytes = static_cast<double>(n + r.output_tokens) * cost_.spec().kv_bytes_per_token();
   device.dram().reserve(kv_owner, kv_bytes);
@@ -104,6 +117,7 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   // What the store keeps is written to flash in the background, after the answer (later flash
   // reads queue behind it).
   out.stored = reuse_->store(r, out.times.end_s);
+  if (answers_) answers_->insert(r);
   if (out.stored.bytes > 0) sim.start(device.storage().write(out.stored.bytes, "kv store write"), "kv store write");
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // One request through the pipeline's stages on one phone:
 //
+//   answer_cache        a past query close enough answers it (AnswerCache; optional): a hit ends here
 //   kv_reuse            which prompt prefix [0, s) has K/V stored on flash (KvReuse)
 //   load_or_recompute   how it comes back: the strategy's split l -> [0, l) recomputed on the unit
 //                       while [l, s) is read from flash (a page-cached share copied from DRAM)
@@ -23,6 +24,7 @@
 #include "policies/apps/app.h"
 #include "policies/apps/decode_costs.h"
 #include "policies/kvsplit/kv_split.h"
+#include "policies/pipeline/answer_cache.h"
 #include "policies/pipeline/kv_reuse.h"
 #include "policies/pipeline/prefill_stage.h"
 #include "policies/pipeline/request.h"
@@ -43,6 +45,8 @@ struct Served {
   std::int64_t prompt_tokens = 0, matched_tokens = 0, reused_tokens = 0, recomputed_tokens = 0, loaded_tokens = 0;
   double split_s = 0, split_estimate_s = 0, prefill_s = 0, decode_s = 0;
   bool reuse_rejected = false;  // a stored entry failed verification (the prompt was prefilled whole)
+  bool answer_hit = false;      // served by the answer cache: no prefill, no decode
+  double answer_similarity = -1;
   // matched_tokens: the stored prefix the KV-reuse stage found; reused_tokens: of those, what was
   // brought back (at most the prompt less its last token, whose logits give the first answer token).
   KvStored stored;
@@ -50,9 +54,10 @@ struct Served {
 
 class Pipeline {
  public:
-  // `prefill` null: one batched pass on options.unit.
+  // `prefill` null: one batched pass on options.unit; `answers` null: no answer cache.
   Pipeline(const models::CostModel& cost, PipelineOptions options, std::unique_ptr<KvReuse> reuse,
-           std::unique_ptr<kvsplit::KvSplitStrategy> split, std::unique_ptr<PrefillStage> prefill = nullptr);
+           std::unique_ptr<kvsplit::KvSplitStrategy> split, std::unique_ptr<PrefillStage> prefill = nullptr,
+           std::unique_ptr<AnswerCache> answers = nullptr);
   // Before the first request, on the phone: the KV-reuse stage learns the model's K/V size, the
   // prefill stage sets up what it keeps (graphs held in DRAM under `owner`).
   sim::Task<void> start(devices::Device& device, const std::string& owner);
@@ -70,6 +75,7 @@ class Pipeline {
   std::unique_ptr<KvReuse> reuse_;
   std::unique_ptr<kvsplit::KvSplitStrategy> split_;
   std::unique_ptr<PrefillStage> prefill_;
+  std::unique_ptr<AnswerCache> answers_;  // may be null: no answer cache
   DecodeCosts decode_;
 };
 

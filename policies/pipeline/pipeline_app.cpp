@@ -24,6 +24,7 @@ ParamSchema PipelineApp::schema() {
   s.integer("top_k", 3, "retrieved chunks placed in the prompt, best first").range(0, 1024);
   s.integer("answer_tokens", 0, "> 0: every answer has this length (0: the workload's)").non_negative();
   s.node("kv_reuse", "KV-reuse stage: {impl: none|prefix_store, ...} (default none)");
+  s.node("answer_cache", "answer-cache stage: {impl: semantic, tau_query, embed_ms, match_ms, ...} (default: none)");
   s.node("prefill", "prefill stage: {impl: unit|npu_graphs, ...} (default: one pass on `unit`)");
   s.node("load_or_recompute",
          "how stored K/V comes back: {impl: always_load|always_recompute|cake|kvpr_ilp|kvpr_closed_form, ...} "
@@ -57,8 +58,12 @@ PipelineApp::PipelineApp(const Params& p)
   pipeline_ = std::make_unique<Pipeline>(
       cost_, PipelineOptions{unit_, priority(), 0.0}, Registry<KvReuse>::instance().create(reuse, p.source_of("kv_reuse")),
       Registry<kvsplit::KvSplitStrategy>::instance().create(split, p.source_of("load_or_recompute")),
-      Registry<PrefillStage>::instance().create(prefill, p.source_of("prefill")));
+      Registry<PrefillStage>::instance().create(prefill, p.source_of("prefill")),
+      p.has("answer_cache") ? Registry<AnswerCache>::instance().create(p.node("answer_cache"), p.source_of("answer_cache"))
+                            : nullptr);
   resolved_["prefill"] = Registry<PrefillStage>::instance().resolve(prefill, p.source_of("prefill"));
+  if (p.has("answer_cache"))
+    resolved_["answer_cache"] = Registry<AnswerCache>::instance().resolve(p.node("answer_cache"), p.source_of("answer_cache"));
   resolved_["model"] = yaml_clone(cost_.spec().resolved);
   resolved_["kv_reuse"] = Registry<KvReuse>::instance().resolve(reuse, p.source_of("kv_reuse"));
   resolved_["load_or_recompute"] =
@@ -93,6 +98,7 @@ void PipelineApp::prepare(const AppEnvironment& env) {
     }
     r.prompt.push_back({"query", 0x9E000000000ULL + i, std::max<std::int64_t>(1, q.tokens)});
     r.output_tokens = std::max<std::int64_t>(1, answer_tokens_ > 0 ? answer_tokens_ : q.answer_tokens);
+    r.embedding = q.embedding;
     requests_.push_back(std::move(r));
   }
 }
@@ -118,11 +124,12 @@ sim::Task<void> PipelineApp::run(devices::Device& device, std::string owner, sim
 
 void PipelineApp::records(h5::Table& out) const {
   std::vector<RequestTimes> times;
-  std::vector<std::int64_t> prompt, reused, recomputed, loaded;
+  std::vector<std::int64_t> prompt, reused, recomputed, loaded, answer_hit;
   std::vector<double> split, estimate, prefill, decode, stored;
   for (const Served& s : served_) {
     times.push_back(s.times);
     prompt.push_back(s.prompt_tokens);
+    answer_hit.push_back(s.answer_hit ? 1 : 0);
     reused.push_back(s.reused_tokens);
     recomputed.push_back(s.recomputed_tokens);
     loaded.push_back(s.loaded_tokens);
@@ -134,6 +141,7 @@ void PipelineApp::records(h5::Table& out) const {
   }
   add_request_columns(out, times);
   out.add("prompt_tokens", prompt, "tokens");
+  out.add("answer_hit", answer_hit, "bool");
   out.add("reused_tokens", reused, "tokens");
   out.add("recomputed_tokens", recomputed, "tokens");
   out.add("loaded_tokens", loaded, "tokens");

@@ -3,6 +3,8 @@
 // registered implementation chosen in YAML:
 //
 //   workload            a RAG user's queries (prompt = system prompt + retrieved chunks + query)
+//   answer_cache        a close enough past query answers it (registry answer_cache: semantic;
+//                       optional)
 //   kv_reuse            which prompt prefix has K/V stored on flash   (registry kv_reuse:
 //                       none, prefix_store)
 //   load_or_recompute   how a stored prefix is brought back: a split l -> [0, l) recomputed on
@@ -22,7 +24,8 @@
 //   model, unit, workload ({trace|generate}), user, max_queries, interarrival_s  (as the rag app)
 //   system_prompt_tokens, top_k       the prompt's layout
 //   answer_tokens                     > 0: every answer has this length (0: the workload's)
-//   kv_reuse                          {impl: none|prefix_store, ...}
+//   answer_cache                      {impl: semantic, tau_query, embed_ms, match_ms, ...} (default: none)
+//   kv_reuse                          {impl: none|prefix_store|system_prompt, ...}
 //   load_or_recompute                 {impl: always_load|cake|kvpr_ilp|..., ...}
 //   prefill                           {impl: unit (default, on `unit`)|npu_graphs, ...}
 // Embedding, retrieval and QA matching are not charged here (the rag app charges them).

@@ -26,6 +26,8 @@ struct Request {
   // The prompt's real token ids when the workload has them (a chat trace); empty: token_ids()
   // derives them from the segments' keys.
   std::vector<std::int32_t> tokens;
+  // The query's embedding (L2-normalised) when the workload has one: what an answer cache matches.
+  std::vector<float> embedding;
 
   std::int64_t prompt_tokens() const {
     std::int64_t n = 0;

@@ -1,0 +1,35 @@
+#pragma once
+// `semantic`: MeanCache's semantic cache and PerCache's QA bank (policies/rag/qa_bank.h) as an
+// answer-cache stage: (query embedding, answer) entries matched by cosine similarity against
+// `tau_query`, kept within a byte budget on flash with LFU eviction. A look-up costs `embed_ms`
+// (embedding the query) and `match_ms` (scoring the bank) on the pipeline's unit; both are
+// measurements of the phone and model at hand and have no default (PerCache Table 1 measures
+// 1,610 ms for the two on a Pixel 7).
+//
+// Parameters:
+//   tau_query       similarity at or above which a cached answer is served (MeanCache: 0.85)
+//   capacity_mb     flash the bank may hold
+//   entry_kb        one entry's size on flash (PerCache Table 1: 4 KB)
+//   embed_ms, match_ms
+#include <memory>
+
+#include "policies/pipeline/answer_cache.h"
+#include "policies/rag/qa_bank.h"
+#include "sim/params.h"
+
+namespace mobisim::policies::pipeline {
+
+class SemanticAnswerCache : public AnswerCache {
+ public:
+  explicit SemanticAnswerCache(const Params& p);
+  static ParamSchema schema();
+  sim::Task<void> lookup(devices::Device& device, const std::string& unit, int priority, const Request& r,
+                         AnswerLookup& out) override;
+  void insert(const Request& r) override;
+
+ private:
+  double tau_, embed_ms_, match_ms_;
+  QaBank bank_;
+};
+
+}  // namespace mobisim::policies::pipeline
