@@ -10,7 +10,7 @@
 #include "experiments/simulation.h"
 #include "policies/apps/app.h"
 #include "models/cost_model.h"
-#include "policies/pipeline/pipeline_app.h"
+#include "policies/apps/pipeline_app.h"
 #include "sim/error.h"
 #include "sim/registry.h"
 
@@ -18,7 +18,7 @@ namespace mobisim {
 namespace {
 
 using policies::App;
-using policies::pipeline::PipelineApp;
+using policies::PipelineApp;
 
 // One user, three 100-token chunks; every query retrieves all three, so consecutive prompts share
 // the system prompt and the chunks and differ only in the query.

@@ -19,6 +19,7 @@
 #include "sim/params.h"
 #include "sim/simulator.h"
 #include "sim/stats.h"
+#include "policies/pipeline/request.h"
 #include "traces/rag_trace.h"
 
 namespace mobisim::policies {
@@ -32,14 +33,9 @@ struct AppEnvironment {
   std::function<traces::RagTrace(const YAML::Node& workload, const ConfigSource& source)> rag_workload;
 };
 
-// What every app records of a served request, whatever its pipeline.
-struct RequestTimes {
-  std::int64_t request = 0, output_tokens = 0;
-  double arrival_s = 0, start_s = 0, first_token_s = 0, end_s = 0;
-  double active_energy_j = 0;  // the request's own marginal energy (active minus idle power x its work's time)
-};
-
 // The numbers every app reports (one row of the phone's summary), summed over its requests.
+using pipeline::RequestTimes;
+
 struct AppTotals {
   std::int64_t requests = 0;
   sim::Histogram latency_s;  // arrival to last token

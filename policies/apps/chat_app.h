@@ -21,7 +21,7 @@
 
 #include "models/cost_model.h"
 #include "policies/apps/app.h"
-#include "policies/apps/decode_costs.h"
+#include "policies/pipeline/decode_costs.h"
 
 namespace mobisim::policies {
 
@@ -58,7 +58,7 @@ class ChatApp : public App {
   double think_time_s_;
   bool keep_history_;
   YAML::Node resolved_;
-  DecodeCosts decode_{cost_, unit_};
+  pipeline::DecodeCosts decode_{cost_, unit_};
   std::vector<Turn> turns_;
 };
 

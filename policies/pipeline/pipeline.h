@@ -15,16 +15,16 @@
 // the DRAM bus and the flash with whatever else runs on the phone. The split strategy's
 // closed-form time is kept beside the event path's (split_estimate_s, split_s): with nothing
 // else running they agree to the nanosecond. Used by the pipeline app and by document drivers
-// whose request flow it is (the prefix-caching note's TTFT experiment).
+// whose request flow it is (the prefix-caching note's TTFT experiment). Apps (policies/apps/) sit
+// above it; the stage implementations of this folder below it.
 #include <memory>
 #include <string>
 
 #include "devices/device.h"
 #include "models/cost_model.h"
-#include "policies/apps/app.h"
-#include "policies/apps/decode_costs.h"
 #include "policies/kvsplit/kv_split.h"
 #include "policies/pipeline/answer_cache.h"
+#include "policies/pipeline/decode_costs.h"
 #include "policies/pipeline/kv_reuse.h"
 #include "policies/pipeline/prefill_stage.h"
 #include "policies/pipeline/request.h"

@@ -17,6 +17,13 @@ struct Segment {
   std::int64_t tokens = 0;
 };
 
+// What is recorded of every served request, whatever served it (apps, document drivers).
+struct RequestTimes {
+  std::int64_t request = 0, output_tokens = 0;
+  double arrival_s = 0, start_s = 0, first_token_s = 0, end_s = 0;
+  double active_energy_j = 0;  // the request's own marginal energy (active minus idle power x its work's time)
+};
+
 struct Request {
   std::string app;
   std::int64_t id = 0;

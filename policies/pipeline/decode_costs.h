@@ -9,7 +9,7 @@
 #include "devices/device.h"
 #include "models/cost_model.h"
 
-namespace mobisim::policies {
+namespace mobisim::policies::pipeline {
 
 class DecodeCosts {
  public:
@@ -28,4 +28,4 @@ class DecodeCosts {
   std::vector<devices::UnitCost> steps_;  // seconds < 0: not yet
 };
 
-}  // namespace mobisim::policies
+}  // namespace mobisim::policies::pipeline

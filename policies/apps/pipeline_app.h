@@ -36,7 +36,7 @@
 #include "policies/apps/app.h"
 #include "policies/pipeline/pipeline.h"
 
-namespace mobisim::policies::pipeline {
+namespace mobisim::policies {
 
 class PipelineApp : public App {
  public:
@@ -52,7 +52,7 @@ class PipelineApp : public App {
   std::string model_name() const override { return cost_.spec().name; }
   std::string unit() const override { return unit_; }
 
-  const std::vector<Served>& served() const { return served_; }
+  const std::vector<pipeline::Served>& served() const { return served_; }
 
  private:
   models::CostModel cost_;  // declared before pipeline_, which refers to it
@@ -62,10 +62,10 @@ class PipelineApp : public App {
   std::string user_id_;
   std::int64_t max_queries_, system_prompt_tokens_, top_k_, answer_tokens_;
   double interarrival_s_;
-  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<pipeline::Pipeline> pipeline_;
   YAML::Node resolved_;
-  std::vector<Request> requests_;  // set by prepare()
-  std::vector<Served> served_;
+  std::vector<pipeline::Request> requests_;  // set by prepare()
+  std::vector<pipeline::Served> served_;
 };
 
-}  // namespace mobisim::policies::pipeline
+}  // namespace mobisim::policies

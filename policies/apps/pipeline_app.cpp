@@ -1,4 +1,4 @@
-#include "policies/pipeline/pipeline_app.h"
+#include "policies/apps/pipeline_app.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,9 @@
 #include "sim/error.h"
 #include "sim/registry.h"
 
-namespace mobisim::policies::pipeline {
+namespace mobisim::policies {
+
+using namespace pipeline;  // the stages this app fills (policies/pipeline/)
 
 ParamSchema PipelineApp::schema() {
   ParamSchema s;
@@ -162,4 +164,4 @@ MOBISIM_REGISTER(App, PipelineApp, "pipeline",
                  "Requests through the stage slots: kv_reuse, load_or_recompute (a kv_split_strategy), prefill and "
                  "decode on a unit, KV held in DRAM.")
 
-}  // namespace mobisim::policies::pipeline
+}  // namespace mobisim::policies
