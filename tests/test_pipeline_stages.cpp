@@ -198,3 +198,41 @@ TEST(PipelineStages, AnAnswerCacheWithoutMeasuredCostsIsAConfigError) {
 
 }  // namespace
 }  // namespace mobisim
+
+namespace mobisim {
+namespace {
+
+TEST(PipelineStages, WithNoStagesThePipelineServesAsTheRagDocumentsNaiveBaseline) {
+  // The same queries through the pipeline app (no answer cache, no K/V reuse) and through the rag
+  // app under PerCache's naive baseline (no embedding or retrieval cost charged): every answer
+  // ends at the same nanosecond, so the one pipeline's prefill and decode are the RAG pipeline's.
+  const traces::RagTrace t = three_chunk_workload(3, 20);
+  const std::string model = "model: {base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}";
+  policies::AppEnvironment env;
+  env.rag_workload = [&](const YAML::Node&, const ConfigSource&) { return t; };
+  auto through_pipeline = Registry<App>::instance().create(
+      YAML::Load("{impl: pipeline, " + model + ", unit: cpu, workload: {generate: default}}"), ConfigSource{});
+  auto naive = Registry<App>::instance().create(
+      YAML::Load("{impl: rag, " + model +
+                 ", pipeline: {compute_unit: cpu, system_prompt_tokens: 64, top_k: 3}, policy: {impl: naive}, "
+                 "workload: {generate: default}}"),
+      ConfigSource{});
+  through_pipeline->prepare(env);
+  naive->prepare(env);
+  const devices::DeviceProfile phone = devices::load_device_profile("pixel7");
+  const auto served = run_alone(*through_pipeline, phone);
+  h5::Table rag;
+  {
+    sim::StatGroup stats("phone");
+    experiments::SimulatedRun run(phone, stats.child("device"));
+    run.start(naive->run(run.device(), "rag", stats.child("rag")), "rag");
+    run.run();
+    naive->records(rag);
+  }
+  const auto& rag_end = std::get<std::vector<double>>(rag.column("end_s"));
+  ASSERT_EQ(rag_end.size(), served.size());
+  for (std::size_t i = 0; i < served.size(); ++i) EXPECT_EQ(served[i].times.end_s, rag_end[i]) << "request " << i;
+}
+
+}  // namespace
+}  // namespace mobisim

@@ -90,7 +90,7 @@ sim::Task<void> ChatApp::run(devices::Device& device, std::string owner, sim::St
     t.times.first_token_s = sim::to_seconds(sim.now());
     const std::int64_t prompt_end = context + prompt_tokens_;
     for (std::int64_t i = 1; i < output_tokens_; ++i) {
-      const devices::UnitCost step = decode_.at(device, prompt_end + i);
+      const devices::UnitCost step = decode_.at(device, prompt_end + i - 1);  // as Pipeline::serve
       co_await device.compute_for(unit_, step, "chat decode", priority());
       t.times.active_energy_j += active_energy(device, step.seconds);
     }

@@ -106,8 +106,10 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   out.prefill_s = sim::to_seconds(sim.now() - t_prefill);
   out.first_token = sim.now();
   out.times.first_token_s = sim::to_seconds(out.first_token);
+  // Output token i + 1 comes from a step over token i, attending to the prompt and the i - 1
+  // tokens before it: a context of n + i - 1 cached positions.
   for (std::int64_t i = 1; i < r.output_tokens; ++i) {
-    const devices::UnitCost step = decode_.at(device, n + i);
+    const devices::UnitCost step = decode_.at(device, n + i - 1);
     co_await device.compute_for(options_.unit, step, "decode", options_.priority);
     out.times.active_energy_j += active_energy(device, step.seconds);
   }
