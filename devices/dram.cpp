@@ -67,9 +67,10 @@ void Dram::release(const std::string& owner, double bytes) {
 }
 
 void Dram::hold(const std::string& name, double bytes) {
-  Owner& o = owners_[name];
-  o.bytes += bytes;
-  o.peak = std::max(o.peak, o.bytes);
+  for (Owner* o : {&owners_[name], &groups_[name.substr(0, name.find('/'))]}) {
+    o->bytes += bytes;
+    o->peak = std::max(o->peak, o->bytes);
+  }
   used_ += bytes;
   use_->set(used_);
 }
@@ -85,6 +86,12 @@ double Dram::held_by(const std::string& owner) const {
 std::map<std::string, double> Dram::owner_peaks() const {
   std::map<std::string, double> out;
   for (const auto& [name, o] : owners_) out[name] = o.peak;
+  return out;
+}
+
+std::map<std::string, double> Dram::group_peaks() const {
+  std::map<std::string, double> out;
+  for (const auto& [name, g] : groups_) out[name] = g.peak;
   return out;
 }
 

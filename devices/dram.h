@@ -67,6 +67,9 @@ class Dram {
   double held_by(const std::string& owner) const;
   // The most each owner held at once, by owner name.
   std::map<std::string, double> owner_peaks() const;
+  // The most each group of owners held at once: owners are grouped by their name's part before
+  // the first '/' ("assistant/weights" and "assistant/kv" are the group "assistant": one app).
+  std::map<std::string, double> group_peaks() const;
 
   sim::SharedBandwidth& bus() { return bus_; }
 
@@ -84,6 +87,7 @@ class Dram {
   double used_ = 0;
   sim::TimeWeighted* use_;
   std::map<std::string, Owner> owners_;
+  std::map<std::string, Owner> groups_;
   sim::SharedBandwidth bus_;
 };
 

@@ -12,7 +12,9 @@
 //   apps       list of {impl: rag|chat|pipeline, label: NAME, priority: foreground|background, ...}
 //   scenarios  [shared, alone] (default both): all apps at once, and/or each by itself
 //
-// Results: /summary has one row per (scenario, app): scenario is "shared" or "alone";
+// Results: /summary has one row per (scenario, app): scenario is "shared" or "alone"; the phone's
+// DRAM peak and time-weighted mean, and the app's own peak (app_dram_peak_bytes: its weights,
+// K/V, graphs);
 // /runs/<scenario>.<app>/records one row per request of that app.
 #include <fmt/format.h>
 
@@ -137,10 +139,10 @@ class PhoneExperiment : public Experiment {
   struct Summary {
     std::vector<std::string> scenario, app, impl, priority, device, model, unit;
     std::vector<std::int64_t> requests;
-    std::vector<double> mean_latency, p50, p90, p99, mean_ttft, p90_ttft, mean_tpot, energy, dram_peak, dram_mean,
-        slowdown;
+    std::vector<double> mean_latency, p50, p90, p99, mean_ttft, p90_ttft, mean_tpot, energy, app_dram_peak, dram_peak,
+        dram_mean, slowdown;
     void add(const std::string& sc, const std::string& label, const std::string& im, const std::string& phone,
-             const App& a, double peak, double mean) {
+             const App& a, double app_peak, double peak, double mean) {
       const policies::AppTotals t = a.totals();
       scenario.push_back(sc);
       app.push_back(label);
@@ -158,6 +160,7 @@ class PhoneExperiment : public Experiment {
       p90_ttft.push_back(t.ttft_s.percentile(90));
       mean_tpot.push_back(t.tpot_s.mean());
       energy.push_back(t.active_energy_j);
+      app_dram_peak.push_back(app_peak);
       dram_peak.push_back(peak);
       dram_mean.push_back(mean);
     }
@@ -187,6 +190,7 @@ class PhoneExperiment : public Experiment {
       t.add("mean_tpot_s", mean_tpot, "s");
       t.add("slowdown_vs_alone", slowdown, "ratio");
       t.add("active_energy_j", energy, "J");
+      t.add("app_dram_peak_bytes", app_dram_peak, "bytes");
       t.add("dram_peak_bytes", dram_peak, "bytes");
       t.add("dram_mean_bytes", dram_mean, "bytes");
     }
@@ -226,9 +230,12 @@ class PhoneExperiment : public Experiment {
       }
       run.run();
       const double peak = run.device().dram().peak_bytes(), mean = run.device().dram().mean_used_bytes();
+      const auto app_peaks = run.device().dram().group_peaks();
       for (std::size_t k = 0; k < apps.size(); ++k) {
         const std::string& label = apps_[which[k]].label;
-        summary.add(scenario, label, apps_[which[k]].node["impl"].Scalar(), device_.name, *apps[k], peak, mean);
+        const auto own = app_peaks.find(label);
+        summary.add(scenario, label, apps_[which[k]].node["impl"].Scalar(), device_.name, *apps[k],
+                    own == app_peaks.end() ? 0.0 : own->second, peak, mean);
         apps[k]->records(ctx.results.variant(scenario + "." + label).records);
       }
     }

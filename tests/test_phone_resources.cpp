@@ -148,6 +148,7 @@ TEST(PhoneResources, DramLedgerRefusesWhatDoesNotFitAndTracksThePeak) {
   EXPECT_DOUBLE_EQ(dram.used_bytes(), 4e9);
   EXPECT_DOUBLE_EQ(dram.peak_bytes(), 5e9);
   EXPECT_DOUBLE_EQ(dram.owner_peaks().at("chat/kv"), 1e9);
+  EXPECT_DOUBLE_EQ(dram.group_peaks().at("chat"), 5e9);  // weights and K/V of one app together
 }
 
 TEST(PhoneResources, WeightsThatDoNotFitStopTheRunNamingDramAndTheSizes) {
