@@ -430,6 +430,33 @@ std::string yaml_to_string(const YAML::Node& node) {
   return out.c_str();
 }
 
+// The name a list entry answers to in an override path: its label, else its impl, else the entry
+// itself when it is a plain name.
+static std::string list_entry_name(const YAML::Node& entry) {
+  if (entry.IsScalar()) return entry.Scalar();
+  if (!entry.IsMap()) return "";
+  if (entry["label"] && entry["label"].IsScalar()) return entry["label"].Scalar();
+  if (entry["impl"] && entry["impl"].IsScalar()) return entry["impl"].Scalar();
+  return "";
+}
+
+static std::size_t list_entry_by_name(const YAML::Node& list, const std::string& name, const std::string& assignment) {
+  std::vector<std::string> names;
+  std::vector<std::size_t> found;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    names.push_back(list_entry_name(list[i]));
+    if (names.back() == name) found.push_back(i);
+  }
+  if (found.size() == 1) return found.front();
+  if (found.empty())
+    throw UsageError(fmt::format("override '{}': no entry of the list is named '{}' (entries: {}; or give an index "
+                                 "0-{})",
+                                 assignment, name, fmt::join(names, ", "), list.size() - 1));
+  throw UsageError(fmt::format("override '{}': {} entries of the list are named '{}' (give them labels, or use an "
+                               "index: {})",
+                               assignment, found.size(), name, fmt::join(found, ", ")));
+}
+
 void apply_override(YAML::Node& root, const std::string& assignment) {
   auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -483,6 +510,12 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
       if (index >= node.size())
         throw UsageError(fmt::format("override '{}': index {} does not exist (the list has {} entries)", assignment,
                                      index, node.size()));
+      if (last) { node[index] = value; return; }
+      node.reset(node[index]);
+    } else if (node.IsSequence() && !s.key.empty()) {
+      // "policies.percache.tau_query": a list entry by its label (an entry without one is named
+      // by its impl, as results name it).
+      const std::size_t index = list_entry_by_name(node, s.key, assignment);
       if (last) { node[index] = value; return; }
       node.reset(node[index]);
     } else {

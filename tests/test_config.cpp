@@ -97,6 +97,31 @@ TEST(Config, OverridesSetNestedValuesAndListElements) {
   EXPECT_THROW(apply_override(root, "no_equals_sign"), UsageError);
 }
 
+TEST(Config, OverridesAddressListEntriesByLabelOrImpl) {
+  YAML::Node root = load_yaml_string(
+      "experiment:\n  policies:\n    - {impl: naive}\n    - {impl: percache, label: tight, tau_query: 0.9}\n"
+      "    - {impl: percache, label: loose}\n",
+      "o.yaml");
+  apply_override(root, "experiment.policies.tight.tau_query=0.95");  // by label
+  apply_override(root, "experiment.policies.naive.answer_tokens=8");  // unlabelled: by impl
+  EXPECT_DOUBLE_EQ(root["experiment"]["policies"][1]["tau_query"].as<double>(), 0.95);
+  EXPECT_EQ(root["experiment"]["policies"][0]["answer_tokens"].as<int>(), 8);
+  EXPECT_FALSE(root["experiment"]["policies"][2]["tau_query"]);
+  const auto usage_error_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string typo = usage_error_of([&] { apply_override(root, "experiment.policies.tigth.tau_query=1"); });
+  EXPECT_NE(typo.find("no entry of the list is named 'tigth' (entries: naive, tight, loose"), std::string::npos) << typo;
+  YAML::Node twins = load_yaml_string("policies:\n  - {impl: percache}\n  - {impl: percache}\n", "t.yaml");
+  const std::string two = usage_error_of([&] { apply_override(twins, "policies.percache.tau_query=1"); });
+  EXPECT_NE(two.find("2 entries of the list are named 'percache'"), std::string::npos) << two;
+}
+
 struct Widget {
   static constexpr const char* kRegistryKind = "test_widget";
   virtual ~Widget() = default;
