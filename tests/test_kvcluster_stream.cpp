@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "devices/device.h"
+#include "policies/kvcluster/flash_io.h"
 #include "policies/kvcluster/session_replay.h"
 #include "sim/error.h"
+#include "sim/rng.h"
 #include "test_kvcluster_util.h"
 #include "traces/kv_stream.h"
 
@@ -117,6 +119,29 @@ TEST(KvStream, ExactAttentionRefusesAStreamThatForgetsItsKeys) {
   jobs[0].options.accuracy_every = 1;
   traces::DriftingStream stream(stream_spec(16, 8), false);
   EXPECT_THROW(replay_stream(stream, jobs, {8}), Error);
+}
+
+TEST(KvStream, ClosedFormReadTimeEqualsTheSimulatedDeviceToTheNanosecond) {
+  // Random mixes of runs (single pages to multi-command runs past max_transfer_kb, empty runs),
+  // with and without a per-byte load cost, on two phones' flash: idle_read_seconds must be the
+  // event simulation's time exactly.
+  sim::Rng rng(7, 0, "test/kvcluster", "runs");
+  for (const char* phone : {"oneplus-12", "midtier-android-ufs21"}) {
+    devices::StorageSpec spec = devices::load_device_profile(phone).require_storage("test");
+    for (double load : {0.0, 0.37}) {
+      spec.load_ns_per_byte = load;
+      for (int trial = 0; trial < 40; ++trial) {
+        std::vector<ReadRun> runs(rng.uniform_int(80));
+        for (auto& r : runs) {
+          const auto pages = static_cast<std::int64_t>(rng.bernoulli(0.1) ? rng.uniform_int(400) : rng.uniform_int(6));
+          r.offset_bytes = static_cast<std::int64_t>(rng.uniform_int(1 << 20)) * 4096;
+          r.bytes = pages * 4096;
+        }
+        EXPECT_EQ(idle_read_seconds(spec, runs), simulated_read_seconds(spec, runs))
+            << phone << " load " << load << " trial " << trial << " (" << runs.size() << " runs)";
+      }
+    }
+  }
 }
 
 }  // namespace

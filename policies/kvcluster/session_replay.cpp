@@ -336,8 +336,8 @@ void SessionReplay::step(ExactAttention& exact) {
       }
     }
     if (x.flash) {
-      rec.layer_io_seconds[layer] = simulated_read_seconds(*x.flash, layer_runs) + loading_seconds(x.load_s_per_byte, layer_runs);
-      rec.layer_prefetch_seconds[layer] = simulated_read_seconds(*x.flash, prefetch_runs) + loading_seconds(x.load_s_per_byte, prefetch_runs);
+      rec.layer_io_seconds[layer] = idle_read_seconds(*x.flash, layer_runs) + loading_seconds(x.load_s_per_byte, layer_runs);
+      rec.layer_prefetch_seconds[layer] = idle_read_seconds(*x.flash, prefetch_runs) + loading_seconds(x.load_s_per_byte, prefetch_runs);
     }
     sum.max_representatives = std::max<std::int64_t>(sum.max_representatives, rec.layer_representatives[layer]);
     rec.io_seconds += rec.layer_io_seconds[layer];
