@@ -261,12 +261,13 @@ std::vector<int> ClusterTable::select_scored(const double* scores, int rows, con
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
     if (candidate_[c])
       heap.emplace_back(c < rows ? scores[c] : similarity(c, q), c);
+  const bool by_count = top.clusters > 0;
+  const double need = top.percent / 100.0 * n_entries();
+  keep_top_bins(heap, by_count ? static_cast<double>(top.clusters) : need, by_count);
   auto lower_rank = [](const std::pair<double, int>& a, const std::pair<double, int>& b) {
     return a.first < b.first || (a.first == b.first && a.second > b.second);
   };
   std::make_heap(heap.begin(), heap.end(), lower_rank);
-  const bool by_count = top.clusters > 0;
-  const double need = top.percent / 100.0 * n_entries();
   std::vector<int> out;
   double covered = 0;
   while (!heap.empty()) {
@@ -278,6 +279,29 @@ std::vector<int> ClusterTable::select_scored(const double* scores, int rows, con
     covered += clusters_[c].size();
   }
   return out;
+}
+
+void ClusterTable::keep_top_bins(std::vector<std::pair<double, int>>& cand, double need, bool by_count) const {
+  // Scores binned between their minimum and maximum: the bin index never decreases with the
+  // score, so every candidate of a lower bin scores strictly below every candidate kept. The top
+  // bins holding `need` (entries, or clusters by count) hold the whole ranked prefix selection takes.
+  constexpr int kBins = 256;
+  if (cand.size() < 2 * static_cast<std::size_t>(kBins) / 8) return;  // small tables: the heap is cheap
+  double lo = cand[0].first, hi = cand[0].first;
+  for (const auto& [score, c] : cand) {
+    lo = std::min(lo, score);
+    hi = std::max(hi, score);
+  }
+  if (!(hi > lo)) return;
+  const double scale = (kBins - 1) / (hi - lo);
+  auto bin_of = [&](double score) { return std::clamp(static_cast<int>((score - lo) * scale), 0, kBins - 1); };
+  double weight[kBins] = {};
+  for (const auto& [score, c] : cand) weight[bin_of(score)] += by_count ? 1.0 : clusters_[c].size();
+  int first = kBins - 1;  // lowest bin kept
+  double held = weight[first];
+  while (first > 0 && !(held >= need && held > 0)) held += weight[--first];
+  if (first == 0) return;
+  std::erase_if(cand, [&](const std::pair<double, int>& e) { return bin_of(e.first) < first; });
 }
 
 std::vector<int> ClusterTable::positions_of(const std::vector<int>& cs) const {
