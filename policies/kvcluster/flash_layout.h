@@ -136,6 +136,9 @@ class FlashLayout {
   void touch_hot(int cluster);
   void flush_page_buffer(int cluster);
   std::int64_t pages_touched(const std::vector<std::int64_t>& offsets) const;
+  // The page runs of distinct entry-slot offsets read straight off a bitmap of their slots, without
+  // sorting them (false, runs untouched: not that case, sort and merge instead).
+  bool page_runs_from_bitmap(const std::vector<std::int64_t>& offsets, std::vector<ReadRun>& runs) const;
   // Sorts `offsets` in place and returns the reads they make.
   std::vector<ReadRun> runs_from_offsets(std::vector<std::int64_t>& offsets) const;
   // Sorts entry offsets ascending: by a bitmap over entry slots when they are distinct
