@@ -73,6 +73,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <tuple>
 
 #include "devices/device.h"
@@ -321,7 +322,10 @@ class DynaKvExperiment : public Experiment {
     };
     if (captured_ || !session_file_.empty() || session_stats_) {
       for (auto t : u.lengths) {
-        const traces::KvSession session = make_session(model, static_cast<int>(t));
+        // The captured session is shared (read only) by every unit and thread, never copied.
+        std::optional<traces::KvSession> own;
+        if (!captured_) own = make_session(model, static_cast<int>(t));
+        const traces::KvSession& session = captured_ ? *captured_ : *own;
         if (session_stats_ && w.group == 0) add_session_stats(w.stats, session, t);
         traces::SessionStream stream(session, "replay");
         replay(stream, {session.decode});
