@@ -67,10 +67,13 @@
 //                                         placement: sequence|intra|inter, cache_ratio: real,
 //                                         replacement: {impl: ...}, model, device, precision}
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
+#include <optional>
 #include <tuple>
 
 #include "devices/device.h"
@@ -89,6 +92,7 @@
 #include "sim/error.h"
 #include "sim/registry.h"
 #include "traces/kv_session.h"
+#include "traces/kv_stream.h"
 
 namespace mobisim::experiments {
 
@@ -247,22 +251,91 @@ class DynaKvExperiment : public Experiment {
     return devices::with_engine(out, engine_);
   }
 
-  // The variants of a session, replayed together (sharing each step's exact attention) in up to
-  // `threads` groups at once: variant k goes to group k % groups. A replay's summary is the same
-  // whichever group it is in (replay_sessions equals replay_session of each job alone, bit for bit),
-  // so the results do not depend on the thread count; each group pays for its own exact attention.
-  static std::vector<policies::kvcluster::ReplaySummary> replay_in_groups(
-      const traces::KvSession& session, const std::vector<policies::kvcluster::ReplayJob>& jobs, int threads) {
-    const std::size_t groups = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), jobs.size());
-    if (groups <= 1) return policies::kvcluster::replay_sessions(session, jobs);
-    std::vector<policies::kvcluster::ReplaySummary> out(jobs.size());
-    parallel_for(groups, threads, [&](std::size_t g) {
-      std::vector<policies::kvcluster::ReplayJob> mine;
-      for (std::size_t k = g; k < jobs.size(); k += groups) mine.push_back(jobs[k]);
-      auto results = policies::kvcluster::replay_sessions(session, mine);
-      for (std::size_t i = 0; i < results.size(); ++i) out[g + i * groups] = std::move(results[i]);
-    });
-    return out;
+  // One piece of replay work: variants `members` sharing a session shape (KV heads, head_dim, query
+  // heads per KV head), replayed together step by step (sharing each step's exact attention) at the
+  // decode lengths `lengths` (ascending). A generated session is drawn as it is replayed
+  // (traces::DriftingStream); when no variant's options depend on the length (no DRAM cache) one
+  // replay to the longest length gives every shorter one on the way (replay_stream), otherwise a
+  // unit has one length.
+  struct Unit {
+    std::vector<std::int64_t> lengths;
+    std::vector<std::size_t> members;  // variant indices
+  };
+  // A unit's variants split over `groups` workers (variant k of the unit goes to group k % groups).
+  struct Work {
+    std::size_t unit = 0, group = 0, groups = 1;
+    std::vector<std::vector<Row>> rows;  // [length of the unit][variant of this group]
+    StatRows stats;                      // session_stats of the unit's sessions (group 0 only)
+  };
+
+  // Whether a unit's variants may share one replay over all decode lengths (see Unit).
+  bool lengths_share_replay(const std::vector<std::size_t>& members) const {
+    if (captured_ || !session_file_.empty() || session_stats_) return false;
+    for (auto i : members)
+      if (variants_[i].cache_ratio > 0) return false;
+    const int window = ReplayOptions{}.coretrieval_steps;  // the co-retrieval window must be reached
+    return std::all_of(decode_lengths_.begin(), decode_lengths_.end(), [&](std::int64_t t) { return t >= window; });
+  }
+
+  std::vector<Unit> plan_units() const {
+    using SessionKey = std::tuple<int, int, int>;  // (KV heads, head_dim, query heads per KV head)
+    auto key_of = [&](std::size_t i) {
+      const auto& m = variants_[i].model;
+      return SessionKey{m.n_kv_heads, m.head_dim, m.n_heads / m.n_kv_heads};
+    };
+    std::map<SessionKey, std::vector<std::size_t>> members_of;
+    std::vector<SessionKey> order;  // sessions in order of first use
+    for (std::size_t i = 0; i < variants_.size(); ++i) {
+      auto [it, fresh] = members_of.try_emplace(key_of(i));
+      if (fresh) order.push_back(it->first);
+      it->second.push_back(i);
+    }
+    std::vector<std::int64_t> distinct;  // the lengths in the config's order, each once
+    for (auto t : decode_lengths_)
+      if (std::find(distinct.begin(), distinct.end(), t) == distinct.end()) distinct.push_back(t);
+    std::vector<std::int64_t> sorted = distinct;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<Unit> units;
+    for (const auto& key : order)
+      if (lengths_share_replay(members_of.at(key))) units.push_back({sorted, members_of.at(key)});
+    for (auto t : distinct)
+      for (const auto& key : order)
+        if (!lengths_share_replay(members_of.at(key))) units.push_back({{t}, members_of.at(key)});
+    return units;
+  }
+
+  // Replays one group of a unit's variants at every length of the unit, summarised as rows.
+  void run_work(const std::vector<Unit>& units, Work& w) const {
+    const Unit& u = units[w.unit];
+    std::vector<std::size_t> mine;
+    for (std::size_t k = w.group; k < u.members.size(); k += w.groups) mine.push_back(u.members[k]);
+    const models::ModelSpec& model = variants_[u.members.front()].model;
+    auto replay = [&](traces::KvStream& stream, const std::vector<int>& lengths) {
+      std::vector<policies::kvcluster::ReplayJob> jobs;
+      for (auto i : mine) jobs.push_back({variants_[i].policy.get(), replay_options(stream.shape(), variants_[i])});
+      const auto results = policies::kvcluster::replay_stream(stream, jobs, lengths);
+      for (const auto& at : results) {
+        std::vector<Row> rows;
+        for (std::size_t j = 0; j < mine.size(); ++j) rows.push_back(summarize_variant(stream.shape(), variants_[mine[j]], at[j]));
+        w.rows.push_back(std::move(rows));
+      }
+    };
+    if (captured_ || !session_file_.empty() || session_stats_) {
+      for (auto t : u.lengths) {
+        // The captured session is shared (read only) by every unit and thread, never copied.
+        std::optional<traces::KvSession> own;
+        if (!captured_) own = make_session(model, static_cast<int>(t));
+        const traces::KvSession& session = captured_ ? *captured_ : *own;
+        if (session_stats_ && w.group == 0) add_session_stats(w.stats, session, t);
+        traces::SessionStream stream(session, "replay");
+        replay(stream, {session.decode});
+      }
+      return;
+    }
+    traces::DriftingStream stream(drifting_spec(model, static_cast<int>(u.lengths.back())), accuracy_every_ > 0);
+    std::vector<int> lengths;
+    for (auto t : u.lengths) lengths.push_back(static_cast<int>(t));
+    replay(stream, lengths);
   }
 
   void run(RunContext& ctx) override {
@@ -271,57 +344,60 @@ class DynaKvExperiment : public Experiment {
     std::vector<double> cache_ratios, top_ks;
     std::vector<Row> rows;
     StatRows stats;
-    // One replay unit per (decode length, session): the variants sharing a session's shape (KV heads,
-    // head_dim) replay it together, step by step, sharing its exact attention. Units are independent:
-    // with several threads they run side by side, or (fewer units than threads) each unit's variants
-    // are split into groups (replay_in_groups). Rows are merged in (length, variant) order either way.
-    struct Unit {
-      std::int64_t t = 0;
-      traces::KvSession session;
-      std::vector<std::size_t> members;  // variant indices
-      std::vector<policies::kvcluster::ReplayJob> jobs;
-      std::vector<policies::kvcluster::ReplaySummary> results;
-    };
-    std::vector<Unit> units;
-    for (const auto t : decode_lengths_) {
-      using SessionKey = std::tuple<int, int, int>;  // (KV heads, head_dim, query heads per KV head)
-      std::map<SessionKey, std::size_t> unit_of;  // sessions in order of first use
-      for (std::size_t i = 0; i < variants_.size(); ++i) {
-        const auto& v = variants_[i];
-        const SessionKey key{v.model.n_kv_heads, v.model.head_dim, v.model.n_heads / v.model.n_kv_heads};
-        auto [it, fresh] = unit_of.try_emplace(key, units.size());
-        if (fresh) {
-          units.push_back({t, make_session(v.model, static_cast<int>(t)), {}, {}, {}});
-          if (session_stats_) add_session_stats(stats, units.back().session, t);
-        }
-        Unit& u = units[it->second];
-        u.members.push_back(i);
-        u.jobs.push_back({v.policy.get(), replay_options(u.session, v)});
-      }
+    const std::vector<Unit> units = plan_units();
+    // Work items: every unit, its variants split into groups when there are fewer units than
+    // threads. A replay's rows do not depend on its group (replays of one stream are independent,
+    // bit for bit), so the results do not depend on the thread count.
+    const std::size_t threads = static_cast<std::size_t>(std::max(ctx.threads, 1));
+    std::vector<Work> work;
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      const std::size_t per_unit = (threads + units.size() - 1) / units.size();
+      const std::size_t groups = std::max<std::size_t>(1, std::min(per_unit, units[u].members.size()));
+      for (std::size_t g = 0; g < groups; ++g) work.push_back({u, g, groups, {}, {}});
     }
     for (const auto& u : units) {
-      std::string label;
-      for (auto i : u.members) label += (label.empty() ? "" : ", ") + variants_[i].name;
-      ctx.progress(fmt::format("T={} {}", u.t, label));
+      std::vector<std::string> names_of;
+      for (auto i : u.members) names_of.push_back(variants_[i].name);
+      ctx.progress(fmt::format("T={} {}", fmt::join(u.lengths, ","), fmt::join(names_of, ", ")));
     }
-    if (ctx.threads > 1 && units.size() >= static_cast<std::size_t>(ctx.threads)) {
-      parallel_for(units.size(), ctx.threads,
-                   [&](std::size_t k) { units[k].results = replay_in_groups(units[k].session, units[k].jobs, 1); });
-    } else {
-      for (auto& u : units) u.results = replay_in_groups(u.session, u.jobs, ctx.threads);
+    // Longest first (a replay's cost grows with its heads and the square of its length), so that
+    // the last item to start is a short one; each item still writes only its own slot.
+    std::vector<std::size_t> order(work.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    auto cost = [&](const Work& w) {
+      const Unit& u = units[w.unit];
+      const auto& m = variants_[u.members.front()].model;
+      const double t = static_cast<double>(prefill_ + u.lengths.back());
+      const double variants = static_cast<double>((u.members.size() - w.group + w.groups - 1) / w.groups);
+      return variants * m.n_heads * m.head_dim * t * t;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cost(work[a]) > cost(work[b]); });
+    parallel_for(work.size(), ctx.threads, [&](std::size_t k) { run_work(units, work[order[k]]); });
+    for (const auto& w : work) {
+      const auto& st = w.stats;
+      stats.source.insert(stats.source.end(), st.source.begin(), st.source.end());
+      stats.length.insert(stats.length.end(), st.length.begin(), st.length.end());
+      stats.head_dim.insert(stats.head_dim.end(), st.head_dim.begin(), st.head_dim.end());
+      stats.mass.insert(stats.mass.end(), st.mass.begin(), st.mass.end());
+      stats.within.insert(stats.within.end(), st.within.begin(), st.within.end());
+      stats.novel.insert(stats.novel.end(), st.novel.begin(), st.novel.end());
+      stats.position_run.insert(stats.position_run.end(), st.position_run.begin(), st.position_run.end());
+      stats.neighbour_lift.insert(stats.neighbour_lift.end(), st.neighbour_lift.begin(), st.neighbour_lift.end());
     }
-    for (std::size_t first = 0; first < units.size();) {
-      const std::int64_t t = units[first].t;
-      std::vector<Row> t_rows(variants_.size());
-      std::size_t last = first;
-      for (; last < units.size() && units[last].t == t; ++last)
-        for (std::size_t k = 0; k < units[last].members.size(); ++k) {
-          const std::size_t i = units[last].members[k];
-          t_rows[i] = summarize_variant(units[last].session, variants_[i], units[last].results[k]);
-        }
+    // Rows in (decode length as configured, variant) order.
+    std::map<std::int64_t, std::vector<const Row*>> row_of;  // length -> row of each variant
+    for (const auto& w : work) {
+      const Unit& u = units[w.unit];
+      for (std::size_t l = 0; l < u.lengths.size(); ++l) {
+        auto& slots = row_of[u.lengths[l]];
+        slots.resize(variants_.size(), nullptr);
+        for (std::size_t k = w.group, j = 0; k < u.members.size(); k += w.groups, ++j) slots[u.members[k]] = &w.rows[l][j];
+      }
+    }
+    for (const auto t : decode_lengths_) {
       for (std::size_t i = 0; i < variants_.size(); ++i) {
         const auto& v = variants_[i];
-        rows.push_back(std::move(t_rows[i]));
+        rows.push_back(*row_of.at(t)[i]);
         names.push_back(v.name);
         impls.push_back(v.policy_impl);
         replacements.push_back(v.cache_ratio > 0 ? v.replacement_impl : "none");
@@ -333,7 +409,6 @@ class DynaKvExperiment : public Experiment {
         cache_ratios.push_back(v.cache_ratio);
         top_ks.push_back(v.top_k_percent);
       }
-      first = last;
     }
     h5::Table& sm = ctx.results.summary;
     auto col = [&](const char* name, auto field, const char* unit) {
@@ -474,7 +549,7 @@ class DynaKvExperiment : public Experiment {
     t.add("kv_over_weights", ratio);
   }
 
-  ReplayOptions replay_options(const traces::KvSession& session, const VariantSpec& v) const {
+  ReplayOptions replay_options(const traces::KvShape& session, const VariantSpec& v) const {
     const double elem_bytes = models::dtype_bytes(v.dtype);
     ReplayOptions opt;
     opt.placement = v.placement;
@@ -489,7 +564,7 @@ class DynaKvExperiment : public Experiment {
   }
 
   // Per-token latency, energy and layout statistics of one variant's replay.
-  Row summarize_variant(const traces::KvSession& session, const VariantSpec& v,
+  Row summarize_variant(const traces::KvShape& session, const VariantSpec& v,
                         const policies::kvcluster::ReplaySummary& r) const {
     const auto& model = v.model;
     const devices::StorageSpec storage = v.device.require_storage("dynakv experiment");
@@ -579,13 +654,9 @@ class DynaKvExperiment : public Experiment {
     row.cache_peak_mb = cache_per_layer * model.n_layers / 1e6;
     row.memory_model_mb = ((cache_per_layer + reps_per_layer) * model.n_layers + working) / 1e6;
     row.memory_layer_mb = (2.0 * (cache_per_layer + reps_per_layer) + working) / 1e6;
-    double runs_sum = 0, runs_max = 0;
-    for (int e_ : r.run_entries) {
-      runs_sum += e_;
-      runs_max = std::max<double>(runs_max, e_);
-    }
-    row.run_mean = r.run_entries.empty() ? 0.0 : runs_sum / static_cast<double>(r.run_entries.size());
-    row.run_max = runs_max;
+    // Integer totals: their double is the running double sum the rows once took (exact below 2^53).
+    row.run_mean = r.run_count == 0 ? 0.0 : static_cast<double>(r.run_entries_sum) / static_cast<double>(r.run_count);
+    row.run_max = r.run_entries_max;
     row.piece_mean = r.piece_count > 0 ? static_cast<double>(r.piece_entries) / static_cast<double>(r.piece_count) : 0.0;
     row.piece_max = r.longest_piece;
     row.within = r.updated_retrieved_within;
@@ -595,6 +666,11 @@ class DynaKvExperiment : public Experiment {
   traces::KvSession make_session(const models::ModelSpec& model, int decode) const {
     if (captured_) return *captured_;
     if (!session_file_.empty()) return traces::read_kv_session(session_file_);
+    return traces::generate_drifting_session(drifting_spec(model, decode));
+  }
+
+  // The generated session of a model's shape and `decode` steps.
+  traces::DriftingSpec drifting_spec(const models::ModelSpec& model, int decode) const {
     traces::DriftingSpec s = generator_;
     s.n_layers = sim_layers_;
     s.n_kv_heads = model.n_kv_heads;
@@ -604,7 +680,7 @@ class DynaKvExperiment : public Experiment {
     s.prefill = prefill_;
     s.decode = decode;
     s.seed = seed_;
-    return traces::generate_drifting_session(s);
+    return s;
   }
 
   devices::DeviceProfile device_;

@@ -164,7 +164,9 @@ TEST(KvClusterReplay, ReplayingPoliciesTogetherEqualsReplayingEachAlone) {
       measured += a.mass_measured;
     }
     EXPECT_GT(measured, 0);
-    EXPECT_EQ(alone.run_entries, together[j].run_entries);
+    EXPECT_EQ(alone.run_count, together[j].run_count);
+    EXPECT_EQ(alone.run_entries_sum, together[j].run_entries_sum);
+    EXPECT_EQ(alone.run_entries_max, together[j].run_entries_max);
     EXPECT_EQ(alone.mean_variance, together[j].mean_variance);
     EXPECT_EQ(alone.cache_hits, together[j].cache_hits);
     EXPECT_EQ(alone.updated_retrieved_within, together[j].updated_retrieved_within);

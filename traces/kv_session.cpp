@@ -1,7 +1,10 @@
 #include "traces/kv_session.h"
 
+#include "traces/kv_stream.h"
+
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "sim/error.h"
@@ -97,7 +100,88 @@ Eigen::VectorXf gaussian(sim::Rng& rng, int d, double sd) {
   for (int i = 0; i < d; ++i) v[i] = static_cast<float>(rng.normal(0.0, sd));
   return v;
 }
+
+// Advances `rng` exactly as gaussian(rng, d, .) would, without the logarithms and square roots.
+// Every normal draw of the generator comes in a vector of d, so with d even no spare normal is ever
+// pending between vectors and d draws are d / 2 accepted pairs of the polar method's uniforms.
+void skip_gaussian(sim::Rng& rng, int d) {
+  if (d % 2 != 0) {
+    gaussian(rng, d, 1.0);
+    return;
+  }
+  for (int i = 0; i < d / 2; ++i) {
+    double u, v, s;
+    do {
+      u = 2.0 * rng.uniform() - 1.0;
+      v = 2.0 * rng.uniform() - 1.0;
+      s = u * u + v * v;
+    } while (s >= 1.0 || s == 0.0);
+  }
+}
 }  // namespace
+
+// One (layer, KV head) of the drifting generator: its two random streams and its centres, drawn a
+// position at a time (positions in order). The whole generator and the stream both draw through it.
+class DriftingTable {
+ public:
+  DriftingTable(const DriftingSpec& spec, int layer, int kv_head)
+      : spec_(spec),
+        rng_(spec.seed, 0, "traces/kv_session", fmt::format("l{}h{}", layer, kv_head)),
+        // Queries draw from their own stream, so the keys of a (layer, KV head) are the same whatever
+        // the GQA group size and query parameters (models that differ only there share their keys).
+        qrng_(spec.seed, 0, "traces/kv_session", fmt::format("l{}h{}/queries", layer, kv_head)),
+        targets_(static_cast<std::size_t>(spec.group), -1) {
+    const int d = spec.head_dim;
+    for (int i = 0; i < spec.initial_centres; ++i)
+      centres_.push_back({gaussian(rng_, d, spec.centre_scale), gaussian(rng_, d, spec.drift_per_step), 0});
+  }
+
+  // Position p's key into `key` (head_dim floats), its value into `value` (nullptr: drawn, not
+  // kept) and, at a decode position, the group's queries into queries[g].
+  void draw(int p, float* key, float* value, float* const* queries) {
+    const DriftingSpec& spec = spec_;
+    const int d = spec.head_dim;
+    using Row = Eigen::Map<Eigen::RowVectorXf>;
+    const int step = std::max(0, p - spec.prefill);
+    if (p >= spec.prefill && step > 0 && step % spec.birth_every == 0) {
+      const Centre& parent = centres_[rng_.uniform_int(centres_.size())];
+      Eigen::VectorXf dir = gaussian(rng_, d, 1.0);
+      dir *= static_cast<float>(spec.split_offset / std::max(1e-12f, dir.norm()));
+      centres_.push_back({parent.at(step) + dir, gaussian(rng_, d, spec.drift_per_step), step});
+    }
+    int pick;
+    if (p < spec.prefill) {
+      pick = static_cast<int>(rng_.uniform_int(static_cast<std::uint64_t>(spec.initial_centres)));
+    } else if (rng_.bernoulli(spec.p_recent)) {
+      const int r = std::min<int>(spec.recent_centres, static_cast<int>(centres_.size()));
+      pick = static_cast<int>(centres_.size()) - 1 - static_cast<int>(rng_.uniform_int(r));
+    } else {
+      pick = static_cast<int>(rng_.uniform_int(centres_.size()));
+    }
+    Row(key, d) = (centres_[pick].at(step) + gaussian(rng_, d, spec.key_noise)).transpose();
+    if (value)
+      Row(value, d) = gaussian(rng_, d, 1.0).transpose();
+    else
+      skip_gaussian(rng_, d);
+    if (p < spec.prefill) return;
+    for (int g = 0; g < spec.group; ++g) {
+      int& target = targets_[g];
+      if (g > 0 && qrng_.bernoulli(spec.query_head_correlation))
+        target = targets_[0];
+      else if (target < 0 || !qrng_.bernoulli(spec.query_persistence))
+        target = qrng_.bernoulli(spec.p_query_local) ? pick : static_cast<int>(qrng_.uniform_int(centres_.size()));
+      Row(queries[g], d) =
+          (static_cast<float>(spec.query_gain) * centres_[target].at(step) + gaussian(qrng_, d, spec.query_noise))
+              .transpose();
+    }
+  }
+
+ private:
+  DriftingSpec spec_;
+  sim::Rng rng_, qrng_;
+  std::vector<Centre> centres_;
+  std::vector<int> targets_;  // each query head's centre at the last step
+};
 
 KvSession generate_drifting_session(const DriftingSpec& spec) {
   spec.validate();
@@ -113,13 +197,7 @@ KvSession generate_drifting_session(const DriftingSpec& spec) {
   s.queries.resize(static_cast<std::size_t>(s.n_layers) * s.n_heads);
   for (int l = 0; l < spec.n_layers; ++l)
     for (int h = 0; h < spec.n_kv_heads; ++h) {
-      sim::Rng rng(spec.seed, 0, "traces/kv_session", fmt::format("l{}h{}", l, h));
-      // Queries draw from their own stream, so the keys of a (layer, KV head) are the same whatever
-      // the GQA group size and query parameters (models that differ only there share their keys).
-      sim::Rng qrng(spec.seed, 0, "traces/kv_session", fmt::format("l{}h{}/queries", l, h));
-      std::vector<Centre> centres;
-      for (int i = 0; i < spec.initial_centres; ++i)
-        centres.push_back({gaussian(rng, d, spec.centre_scale), gaussian(rng, d, spec.drift_per_step), 0});
+      DriftingTable gen(spec, l, h);
       kernel::Mat k(n, d), v(n, d);
       std::vector<kernel::Mat*> qs;
       for (int g = 0; g < spec.group; ++g) {
@@ -127,44 +205,114 @@ KvSession generate_drifting_session(const DriftingSpec& spec) {
         q.resize(spec.decode, d);
         qs.push_back(&q);
       }
-      std::vector<int> targets(static_cast<std::size_t>(spec.group), -1);  // each query head's centre at the last step
+      std::vector<float*> qrows(qs.size());
       for (int p = 0; p < n; ++p) {
-        const int step = std::max(0, p - spec.prefill);
-        if (p >= spec.prefill && step > 0 && step % spec.birth_every == 0) {
-          const Centre& parent = centres[rng.uniform_int(centres.size())];
-          Eigen::VectorXf dir = gaussian(rng, d, 1.0);
-          dir *= static_cast<float>(spec.split_offset / std::max(1e-12f, dir.norm()));
-          centres.push_back({parent.at(step) + dir, gaussian(rng, d, spec.drift_per_step), step});
-        }
-        int pick;
-        if (p < spec.prefill) {
-          pick = static_cast<int>(rng.uniform_int(static_cast<std::uint64_t>(spec.initial_centres)));
-        } else if (rng.bernoulli(spec.p_recent)) {
-          const int r = std::min<int>(spec.recent_centres, static_cast<int>(centres.size()));
-          pick = static_cast<int>(centres.size()) - 1 - static_cast<int>(rng.uniform_int(r));
-        } else {
-          pick = static_cast<int>(rng.uniform_int(centres.size()));
-        }
-        k.row(p) = (centres[pick].at(step) + gaussian(rng, d, spec.key_noise)).transpose();
-        v.row(p) = gaussian(rng, d, 1.0).transpose();
-        if (p >= spec.prefill) {
-          for (int g = 0; g < spec.group; ++g) {
-            int& target = targets[g];
-            if (g > 0 && qrng.bernoulli(spec.query_head_correlation))
-              target = targets[0];
-            else if (target < 0 || !qrng.bernoulli(spec.query_persistence))
-              target = qrng.bernoulli(spec.p_query_local) ? pick : static_cast<int>(qrng.uniform_int(centres.size()));
-            qs[g]->row(step) = (static_cast<float>(spec.query_gain) * centres[target].at(step) +
-                                gaussian(qrng, d, spec.query_noise))
-                                   .transpose();
-          }
-        }
+        for (std::size_t g = 0; g < qs.size(); ++g)
+          qrows[g] = p >= spec.prefill ? qs[g]->row(p - spec.prefill).data() : nullptr;
+        gen.draw(p, k.row(p).data(), v.row(p).data(), qrows.data());
       }
       s.keys.push_back(std::move(k));
       s.values.push_back(std::move(v));
     }
   s.validate("drifting session");
   return s;
+}
+
+// ---------------------------------------------------------------------------
+// Streams
+// ---------------------------------------------------------------------------
+namespace {
+KvShape shape_of(const KvSession& s) {
+  return {s.source, s.n_layers, s.n_kv_heads, s.n_heads, s.head_dim, s.prefill, s.decode};
+}
+}  // namespace
+
+SessionStream::SessionStream(const KvSession& s, const std::string& where) : s_(s) {
+  s.validate(where);
+  shape_ = shape_of(s);
+}
+
+KeyRows SessionStream::key_rows(int table, int first, int count) const {
+  return KeyRows(s_.keys[table].row(first).data(), count, s_.head_dim);
+}
+
+const float* SessionStream::query(int head, int step) const { return s_.queries[head].row(step).data(); }
+
+// A table's generator and the rows drawn and not yet forgotten: keys of positions
+// [key_base, drawn), queries of steps [query_base, drawn - prefill), group rows per step.
+struct DriftingStream::Table {
+  DriftingTable gen;
+  std::vector<float> keys, queries;
+  int key_base = 0, query_base = 0;
+};
+
+DriftingStream::DriftingStream(const DriftingSpec& spec, bool keep_keys) : keep_keys_(keep_keys) {
+  spec.validate();
+  shape_ = {fmt::format("drifting(seed={})", spec.seed), spec.n_layers, spec.n_kv_heads, spec.n_kv_heads * spec.group,
+            spec.head_dim, spec.prefill, spec.decode};
+  tables_.reserve(static_cast<std::size_t>(shape_.tables()));
+  for (int l = 0; l < spec.n_layers; ++l)
+    for (int h = 0; h < spec.n_kv_heads; ++h) {
+      tables_.push_back({DriftingTable(spec, l, h), {}, {}, 0, 0});
+      // Kept keys never move (key_rows hands out pointers into them).
+      if (keep_keys) tables_.back().keys.reserve(static_cast<std::size_t>(shape_.positions()) * spec.head_dim);
+    }
+}
+
+DriftingStream::~DriftingStream() = default;
+
+void DriftingStream::ensure(int end) {
+  const int target = shape_.prefill + std::clamp(end, 0, shape_.decode);
+  if (target <= drawn_) return;
+  const std::size_t d = static_cast<std::size_t>(shape_.head_dim), group = static_cast<std::size_t>(shape_.group());
+  std::vector<float*> qrows(group);
+  for (auto& t : tables_) {
+    t.keys.resize(static_cast<std::size_t>(target - t.key_base) * d);
+    if (target > shape_.prefill)
+      t.queries.resize(static_cast<std::size_t>(target - shape_.prefill - t.query_base) * group * d);
+    for (int p = drawn_; p < target; ++p) {
+      const int step = p - shape_.prefill;
+      for (std::size_t g = 0; g < group; ++g)
+        qrows[g] = step >= 0 ? t.queries.data() + (static_cast<std::size_t>(step - t.query_base) * group + g) * d : nullptr;
+      t.gen.draw(p, t.keys.data() + static_cast<std::size_t>(p - t.key_base) * d, nullptr, qrows.data());
+    }
+  }
+  drawn_ = target;
+}
+
+void DriftingStream::release(int step) {
+  // Forgotten rows are erased once they are at least half of what is held (amortised O(1) a row).
+  auto drop = [](std::vector<float>& rows, int& base, int upto, std::size_t row_floats) {
+    const std::size_t gone = static_cast<std::size_t>(std::max(0, upto - base)) * row_floats;
+    if (gone == 0 || 2 * gone < rows.size()) return;
+    rows.erase(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(gone));
+    base = upto;
+  };
+  const std::size_t d = static_cast<std::size_t>(shape_.head_dim);
+  const int upto = std::clamp(step, 0, std::max(0, drawn_ - shape_.prefill));
+  for (auto& t : tables_) {
+    drop(t.queries, t.query_base, upto, d * static_cast<std::size_t>(shape_.group()));
+    if (!keep_keys_) drop(t.keys, t.key_base, shape_.prefill + upto, d);
+  }
+}
+
+KeyRows DriftingStream::key_rows(int table, int first, int count) const {
+  const Table& t = tables_[table];
+  if (first < t.key_base || first + count > drawn_)
+    throw Error(fmt::format("drifting stream: keys [{}, {}) of table {} not held (held [{}, {}))", first, first + count,
+                            table, t.key_base, drawn_));
+  return KeyRows(t.keys.data() + static_cast<std::size_t>(first - t.key_base) * shape_.head_dim, count, shape_.head_dim);
+}
+
+const float* DriftingStream::query(int head, int step) const {
+  const int group = shape_.group();
+  const int layer = head / shape_.n_heads, in_layer = head % shape_.n_heads;
+  const Table& t = tables_[static_cast<std::size_t>(layer) * shape_.n_kv_heads + in_layer / group];
+  if (step < t.query_base || step >= drawn_ - shape_.prefill)
+    throw Error(fmt::format("drifting stream: query of step {} not held", step));
+  return t.queries.data() +
+         (static_cast<std::size_t>(step - t.query_base) * group + static_cast<std::size_t>(in_layer % group)) *
+             shape_.head_dim;
 }
 
 void write_kv_session(const KvSession& s, const std::string& path) {

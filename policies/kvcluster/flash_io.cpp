@@ -1,5 +1,9 @@
 #include "policies/kvcluster/flash_io.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "devices/storage_queue_model.h"
 #include "sim/event.h"
 #include "sim/stats.h"
 
@@ -22,6 +26,26 @@ double simulated_read_seconds(const devices::StorageSpec& spec, const std::vecto
   const double seconds = sim::to_seconds(sim.now());
   sim.shutdown();
   return seconds;
+}
+
+double idle_read_seconds(const devices::StorageSpec& spec, const std::vector<ReadRun>& runs) {
+  // Storage::read and its analytic transfer, with the durations rounded to nanoseconds as they round them.
+  const sim::Time ctrl = sim::from_seconds(spec.read_command_seconds());
+  const sim::Time latency = sim::from_seconds(spec.access_latency_us * 1e-6);
+  const double bw = spec.seq_read_gbps * 1e9;
+  const double max_cmd = spec.max_transfer_kb * 1024.0;
+  devices::CommandQueueModel queue(spec.queue_depth);
+  sim::Time end = 0;
+  for (const ReadRun& r : runs) {
+    const auto bytes = static_cast<double>(r.bytes);
+    if (bytes <= 0) continue;
+    const auto n = static_cast<std::size_t>(std::ceil(bytes / max_cmd));
+    const sim::Time xfer = sim::from_seconds(bytes / static_cast<double>(n) / bw);
+    sim::Time done = queue.admit(0, n, ctrl, latency, xfer).end;
+    if (spec.load_ns_per_byte > 0) done += sim::from_seconds(bytes * spec.load_ns_per_byte * 1e-9);
+    end = std::max(end, done);
+  }
+  return sim::to_seconds(end);
 }
 
 double effective_bandwidth_bps(std::int64_t wanted_bytes, double seconds) {

@@ -17,6 +17,13 @@ sim::Task<void> read_runs(sim::Simulator& sim, devices::Storage& storage, std::v
 // Time of `runs` on an otherwise idle device, simulated on a private event queue.
 double simulated_read_seconds(const devices::StorageSpec& spec, const std::vector<ReadRun>& runs);
 
+// The same time in closed form: every run is a request arriving at time 0, in order, admitted to
+// the storage's own analytic queue (devices::CommandQueueModel, what Storage's default command
+// model evaluates), each finishing when its last command leaves the bus (plus its load cost).
+// Equal to simulated_read_seconds, to the nanosecond (tests/test_kvcluster_stream.cpp), without a
+// simulator per call: the replay asks for it twice per layer and decode step.
+double idle_read_seconds(const devices::StorageSpec& spec, const std::vector<ReadRun>& runs);
+
 // Effective bandwidth (bytes of entries wanted / time): what Figure 10(c) reports.
 double effective_bandwidth_bps(std::int64_t wanted_bytes, double seconds);
 

@@ -80,6 +80,9 @@ FlashLayout::FlashLayout(Placement placement, std::int64_t entry_bytes, std::int
     throw ConfigError(fmt::format("flash layout: entry_bytes ({}) and page_bytes ({}) must be positive, "
                                   "hot_buffers ({}) non-negative",
                                   entry_bytes, page_bytes, hot_buffers));
+  auto log2_exact = [](std::int64_t x) { return std::has_single_bit(static_cast<std::uint64_t>(x)) ? std::countr_zero(static_cast<std::uint64_t>(x)) : -1; };
+  entry_shift_ = log2_exact(entry_bytes);
+  page_shift_ = log2_exact(page_bytes);
 }
 
 std::int64_t FlashLayout::offset_of(int pos) const {
@@ -386,10 +389,10 @@ void FlashLayout::sort_offsets(std::vector<std::int64_t>& offsets) const {
   std::int64_t top = 0;
   bool slots = true;
   for (std::int64_t off : offsets) {
-    slots = slots && off >= 0 && off % entry_bytes_ == 0;
+    slots = slots && off >= 0 && entry_slot(off) * entry_bytes_ == off;
     top = std::max(top, off);
   }
-  const std::int64_t words = top / entry_bytes_ / 64 + 1;
+  const std::int64_t words = entry_slot(top) / 64 + 1;
   // The bitmap pays off when it is not much larger than the list it sorts.
   if (!slots || words > 4 * static_cast<std::int64_t>(offsets.size()) + 64) {
     std::sort(offsets.begin(), offsets.end());
@@ -398,7 +401,7 @@ void FlashLayout::sort_offsets(std::vector<std::int64_t>& offsets) const {
   if (static_cast<std::int64_t>(slot_bits_.size()) < words) slot_bits_.resize(static_cast<std::size_t>(words), 0);
   bool distinct = true;
   for (std::int64_t off : offsets) {
-    const std::int64_t slot = off / entry_bytes_;
+    const std::int64_t slot = entry_slot(off);
     std::uint64_t& w = slot_bits_[static_cast<std::size_t>(slot / 64)];
     const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
     distinct = distinct && !(w & bit);
@@ -417,16 +420,71 @@ void FlashLayout::sort_offsets(std::vector<std::int64_t>& offsets) const {
   if (!distinct) std::sort(offsets.begin(), offsets.end());
 }
 
-std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t> offsets) const {
+bool FlashLayout::page_runs_from_bitmap(const std::vector<std::int64_t>& offsets, std::vector<ReadRun>& runs) const {
+  std::int64_t top = 0;
+  for (std::int64_t off : offsets) {
+    if (off < 0 || entry_slot(off) * entry_bytes_ != off) return false;
+    top = std::max(top, off);
+  }
+  const std::int64_t words = entry_slot(top) / 64 + 1;
+  if (words > 4 * static_cast<std::int64_t>(offsets.size()) + 64) return false;  // as sort_offsets decides
+  if (static_cast<std::int64_t>(slot_bits_.size()) < words) slot_bits_.resize(static_cast<std::size_t>(words), 0);
+  bool distinct = true;
+  for (std::int64_t off : offsets) {
+    const std::int64_t slot = entry_slot(off);
+    std::uint64_t& w = slot_bits_[static_cast<std::size_t>(slot / 64)];
+    const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
+    distinct = distinct && !(w & bit);
+    w |= bit;
+  }
+  if (!distinct) {
+    std::fill(slot_bits_.begin(), slot_bits_.begin() + words, 0);
+    return false;
+  }
+  // Entries in ascending order, each joining the run its first page continues (or opening one);
+  // its pieces, entries and longest piece counted as runs_from_offsets counts them.
+  std::int64_t prev_page = -2, prev_off = -1;
+  int piece = 0;
+  for (std::int64_t i = 0; i < words; ++i) {
+    std::uint64_t w = slot_bits_[static_cast<std::size_t>(i)];
+    slot_bits_[static_cast<std::size_t>(i)] = 0;
+    while (w) {
+      const std::int64_t off = (i * 64 + std::countr_zero(w)) * entry_bytes_;
+      w &= w - 1;
+      const std::int64_t first = page_index(off), last = page_index(off + entry_bytes_ - 1);
+      const bool same_run = !runs.empty() && first <= prev_page + 1;
+      if (same_run) {
+        prev_page = std::max(prev_page, last);
+        runs.back().bytes = (prev_page + 1) * page_bytes_ - runs.back().offset_bytes;
+      } else {
+        runs.push_back({first * page_bytes_, (last - first + 1) * page_bytes_, 0});
+        prev_page = last;
+      }
+      ReadRun& r = runs.back();
+      if (!(same_run && off == prev_off + entry_bytes_)) {
+        r.pieces += 1;
+        piece = 0;
+      }
+      piece += 1;
+      r.entries += 1;
+      r.longest_piece = std::max(r.longest_piece, piece);
+      prev_off = off;
+    }
+  }
+  return true;
+}
+
+std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t>& offsets) const {
   std::vector<ReadRun> runs;
   if (offsets.empty()) return runs;
+  if (merge_ == ReadMerge::kPageRuns && page_runs_from_bitmap(offsets, runs)) return runs;
   sort_offsets(offsets);
   if (merge_ == ReadMerge::kContiguousPieces) return pieces_from_sorted_offsets(offsets);
   // Every page an entry touches, in order (offsets are sorted, so the pages already are); a page
   // repeated by the next entry is skipped, a gap closes the run. No page list is materialized.
   std::int64_t run_start = -2, prev = -2;
   for (std::int64_t off : offsets)
-    for (std::int64_t page = off / page_bytes_; page <= (off + entry_bytes_ - 1) / page_bytes_; ++page) {
+    for (std::int64_t page = page_index(off), last = page_index(off + entry_bytes_ - 1); page <= last; ++page) {
       if (page == prev) continue;
       if (page != prev + 1) {
         if (run_start >= 0) runs.push_back({run_start * page_bytes_, (prev - run_start + 1) * page_bytes_, 0});
@@ -470,11 +528,11 @@ std::vector<ReadRun> FlashLayout::pieces_from_sorted_offsets(const std::vector<s
 }
 
 std::vector<ReadRun> FlashLayout::read_runs_of(const std::vector<int>& positions) const {
-  std::vector<std::int64_t> offs;
-  offs.reserve(positions.size());
+  std::vector<std::int64_t>& offs = read_offsets_;
+  offs.clear();
   for (int pos : positions)
     if (pos >= 0 && pos < static_cast<int>(pos_on_flash_.size()) && pos_on_flash_[pos]) offs.push_back(pos_offset_[pos]);
-  return runs_from_offsets(std::move(offs));
+  return runs_from_offsets(offs);
 }
 
 std::vector<ReadRun> FlashLayout::read_runs(const ClusterTable& t, const std::vector<int>& clusters) const {

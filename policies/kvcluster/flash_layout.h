@@ -136,11 +136,19 @@ class FlashLayout {
   void touch_hot(int cluster);
   void flush_page_buffer(int cluster);
   std::int64_t pages_touched(const std::vector<std::int64_t>& offsets) const;
-  std::vector<ReadRun> runs_from_offsets(std::vector<std::int64_t> offsets) const;
+  // The page runs of distinct entry-slot offsets read straight off a bitmap of their slots, without
+  // sorting them (false, runs untouched: not that case, sort and merge instead).
+  bool page_runs_from_bitmap(const std::vector<std::int64_t>& offsets, std::vector<ReadRun>& runs) const;
+  // Sorts `offsets` in place and returns the reads they make.
+  std::vector<ReadRun> runs_from_offsets(std::vector<std::int64_t>& offsets) const;
   // Sorts entry offsets ascending: by a bitmap over entry slots when they are distinct
   // multiples of entry_bytes (every layout's case; linear), otherwise by std::sort.
   void sort_offsets(std::vector<std::int64_t>& offsets) const;
   std::vector<ReadRun> pieces_from_sorted_offsets(const std::vector<std::int64_t>& offsets) const;
+  // off / entry_bytes and off / page_bytes, by a shift when the size is a power of two (every
+  // layout the experiments build): a 64-bit division per entry read was the reads' largest cost.
+  std::int64_t entry_slot(std::int64_t off) const { return off >= 0 && entry_shift_ >= 0 ? off >> entry_shift_ : off / entry_bytes_; }
+  std::int64_t page_index(std::int64_t off) const { return off >= 0 && page_shift_ >= 0 ? off >> page_shift_ : off / page_bytes_; }
   void charge_naive_append(int cluster);
   void record_offset(int pos, std::int64_t off);  // offset known, not yet on flash
   void write_flash(int pos, std::int64_t off);    // the entry's bytes are now on flash
@@ -149,6 +157,7 @@ class FlashLayout {
   std::int64_t entry_bytes_, page_bytes_;
   int hot_buffers_;
   ReadMerge merge_;
+  int entry_shift_ = -1, page_shift_ = -1;  // log2 of entry_bytes_ / page_bytes_ when powers of two
   int pool_entries_ = 0;
   std::vector<Pool> pools_;
   std::unordered_map<int, Slot> slot_of_;               // cluster -> its half of a pool
@@ -164,6 +173,7 @@ class FlashLayout {
   std::vector<std::int64_t> pos_offset_;
   std::vector<char> pos_on_flash_;
   mutable std::vector<std::uint64_t> slot_bits_;  // scratch of sort_offsets (all zero between calls)
+  mutable std::vector<std::int64_t> read_offsets_;  // scratch of read_runs_of (a layout serves one thread at a time)
 };
 
 }  // namespace mobisim::policies::kvcluster

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "models/kernel/kmeans.h"
+#include "policies/kvcluster/cluster_scan.h"
 #include "sim/error.h"
 #include "sim/rng.h"
 
@@ -204,10 +205,9 @@ int ClusterTable::nearest_cluster(const float* k) const {
   const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
   Eigen::VectorXd& d2 = scratch_scores_;
   if (rows > 0) {
-    const Eigen::Map<const RowMatD> cm(centroids_.data(), rows, dim_);
-    const Eigen::RowVectorXd kv = Eigen::Map<const Eigen::RowVectorXf>(k, dim_).cast<double>();
+    scratch_query_.assign(k, k + dim_);  // the key in double, as the distances take it
     d2.resize(rows);
-    d2.noalias() = (cm.rowwise() - kv).rowwise().squaredNorm();
+    squared_distances(centroids_.data(), rows, dim_, scratch_query_.data(), d2.data());
   }
   int best = -1;
   double best_d = std::numeric_limits<double>::infinity();
@@ -240,8 +240,6 @@ double ClusterTable::similarity(int c, const float* q) const {
 }
 
 std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
-  // Ranked by score, ties to the lower id; only as many as needed are ordered (a heap), which
-  // yields exactly the prefix a full stable sort would.
   const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
   Eigen::VectorXd& scores = scratch_scores_;
   if (rows > 0) {
@@ -251,18 +249,25 @@ std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
     scores.setZero();
     scores.noalias() += cm * qd;  // what `scores = cm * qd` evaluates (zeroed destination, one GEMV), minus its temporary
   }
+  return select_scored(scores.data(), rows, q, top);
+}
+
+std::vector<int> ClusterTable::select_scored(const double* scores, int rows, const float* q, const TopK& top) const {
+  // Ranked by score, ties to the lower id; only as many as needed are ordered (a heap), which
+  // yields exactly the prefix a full stable sort would.
   std::vector<std::pair<double, int>>& heap = scratch_heap_;
   heap.clear();
   heap.reserve(clusters_.size());
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
     if (candidate_[c])
       heap.emplace_back(c < rows ? scores[c] : similarity(c, q), c);
+  const bool by_count = top.clusters > 0;
+  const double need = top.percent / 100.0 * n_entries();
+  keep_top_bins(heap, by_count ? static_cast<double>(top.clusters) : need, by_count);
   auto lower_rank = [](const std::pair<double, int>& a, const std::pair<double, int>& b) {
     return a.first < b.first || (a.first == b.first && a.second > b.second);
   };
   std::make_heap(heap.begin(), heap.end(), lower_rank);
-  const bool by_count = top.clusters > 0;
-  const double need = top.percent / 100.0 * n_entries();
   std::vector<int> out;
   double covered = 0;
   while (!heap.empty()) {
@@ -274,6 +279,29 @@ std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
     covered += clusters_[c].size();
   }
   return out;
+}
+
+void ClusterTable::keep_top_bins(std::vector<std::pair<double, int>>& cand, double need, bool by_count) const {
+  // Scores binned between their minimum and maximum: the bin index never decreases with the
+  // score, so every candidate of a lower bin scores strictly below every candidate kept. The top
+  // bins holding `need` (entries, or clusters by count) hold the whole ranked prefix selection takes.
+  constexpr int kBins = 256;
+  if (cand.size() < 2 * static_cast<std::size_t>(kBins) / 8) return;  // small tables: the heap is cheap
+  double lo = cand[0].first, hi = cand[0].first;
+  for (const auto& [score, c] : cand) {
+    lo = std::min(lo, score);
+    hi = std::max(hi, score);
+  }
+  if (!(hi > lo)) return;
+  const double scale = (kBins - 1) / (hi - lo);
+  auto bin_of = [&](double score) { return std::clamp(static_cast<int>((score - lo) * scale), 0, kBins - 1); };
+  double weight[kBins] = {};
+  for (const auto& [score, c] : cand) weight[bin_of(score)] += by_count ? 1.0 : clusters_[c].size();
+  int first = kBins - 1;  // lowest bin kept
+  double held = weight[first];
+  while (first > 0 && !(held >= need && held > 0)) held += weight[--first];
+  if (first == 0) return;
+  std::erase_if(cand, [&](const std::pair<double, int>& e) { return bin_of(e.first) < first; });
 }
 
 std::vector<int> ClusterTable::positions_of(const std::vector<int>& cs) const {
@@ -346,12 +374,37 @@ void KvClusterPolicy::prefill(ClusterTable& t, const kernel::Mat& keys) const {
 
 std::vector<int> ClusterTable::select_union(QueryGroup qs, const TopK& top) const {
   if (qs.empty()) return {};
-  std::vector<int> out = select(qs[0], top);
-  if (qs.size() == 1) return out;
-  std::vector<char> taken(clusters_.size(), 0);
+  const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
+  if (qs.size() == 1 || rows < 2) {
+    std::vector<int> out = select(qs[0], top);
+    if (qs.size() == 1) return out;
+    std::vector<char> taken(clusters_.size(), 0);
+    for (int c : out) taken[c] = 1;
+    for (std::size_t g = 1; g < qs.size(); ++g)
+      for (int c : select(qs[g], top))
+        if (!taken[c]) {
+          taken[c] = 1;
+          out.push_back(c);
+        }
+    return out;
+  }
+  // Every head's scores in one pass over the centroids (the values select's GEMV gives).
+  const int heads = static_cast<int>(qs.size());
+  const std::size_t dim = static_cast<std::size_t>(dim_);
+  scratch_query_.resize(dim * heads);
+  std::vector<const double*> qd(qs.size());
+  for (int h = 0; h < heads; ++h) {
+    std::copy(qs[h], qs[h] + dim_, scratch_query_.begin() + static_cast<std::ptrdiff_t>(h * dim));
+    qd[h] = scratch_query_.data() + h * dim;
+  }
+  scratch_multi_.resize(static_cast<std::size_t>(rows) * heads);
+  centroid_scores(centroids_.data(), rows, dim_, qd.data(), heads, scratch_multi_.data());
+  std::vector<int> out = select_scored(scratch_multi_.data(), rows, qs[0], top);
+  std::vector<char>& taken = scratch_taken_;
+  taken.assign(clusters_.size(), 0);
   for (int c : out) taken[c] = 1;
-  for (std::size_t g = 1; g < qs.size(); ++g)
-    for (int c : select(qs[g], top))
+  for (int h = 1; h < heads; ++h)
+    for (int c : select_scored(scratch_multi_.data() + static_cast<std::size_t>(h) * rows, rows, qs[h], top))
       if (!taken[c]) {
         taken[c] = 1;
         out.push_back(c);

@@ -48,35 +48,44 @@ double attention_mass(const kernel::Mat& keys, int n, const float* q, const std:
 }
 
 ExactAttention::ExactAttention(const traces::KvSession& s, int stride, int row_block)
-    : session_(s), stride_(std::max(1, stride)), row_block_(std::max(2, row_block)) {}
+    : own_(std::make_unique<traces::SessionStream>(s)),
+      stream_(own_.get()),
+      stride_(std::max(1, stride)),
+      row_block_(std::max(2, row_block)) {}
+
+ExactAttention::ExactAttention(traces::KvStream& s, int stride, int row_block)
+    : stream_(&s), stride_(std::max(1, stride)), row_block_(std::max(2, row_block)) {}
+
+ExactAttention::~ExactAttention() = default;
 
 const ExactScores& ExactAttention::scores(int step, int table, int head_in_group, int n) {
-  const int group = session_.n_heads / session_.n_kv_heads;
-  slots_.resize(static_cast<std::size_t>(session_.tables()) * group);
+  const traces::KvShape& shape = stream_->shape();
+  const int group = shape.group();
+  slots_.resize(static_cast<std::size_t>(shape.tables()) * group);
   Slot& sl = slots_[static_cast<std::size_t>(table) * group + head_in_group];
   const int k = sl.base >= 0 && step >= sl.base && (step - sl.base) % stride_ == 0 ? (step - sl.base) / stride_ : -1;
   if (k >= 0 && k < static_cast<int>(sl.ahead.size()) && sl.ahead[k].n == n) return sl.ahead[k].scores;
+  if (!stream_->keeps_keys()) throw Error("exact attention: the session stream does not keep its keys");
   // A block of the steps to come (step, step + stride, ...), each over one more stride of keys,
   // computed in one pass over the keys: a block of key rows stays in cache for all of them. Each
   // score is still the GEMV's own dot product of that key row (row-major GEMV computes every row
   // alike, whatever the rows around it), so the values are those exact_scores gives.
-  const kernel::Mat& keys = session_.keys[table];
-  const int layer = table / session_.n_kv_heads, kvh = table % session_.n_kv_heads;
-  const kernel::Mat& queries =
-      session_.queries[static_cast<std::size_t>(layer) * session_.n_heads + kvh * group + head_in_group];
+  const int layer = table / shape.n_kv_heads, kvh = table % shape.n_kv_heads;
+  const int head = layer * shape.n_heads + kvh * group + head_in_group;
   int count = 1;
-  while (count < kLookahead && step + count * stride_ < session_.decode &&
-         n + count * stride_ <= static_cast<int>(keys.rows()))
+  while (count < kLookahead && step + count * stride_ < shape.decode && n + count * stride_ <= shape.positions())
     ++count;
+  stream_->ensure(step + (count - 1) * stride_ + 1);
   sl.base = step;
   sl.ahead.resize(static_cast<std::size_t>(count));
-  const int d = static_cast<int>(keys.cols());
+  const int d = shape.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   for (int j = 0; j < count; ++j) {
     sl.ahead[j].n = n + j * stride_;
     sl.ahead[j].scores.weights.resize(sl.ahead[j].n);
   }
   const int n_last = sl.ahead.back().n;
+  const traces::KeyRows keys = stream_->key_rows(table, 0, n_last);
   for (int r0 = 0; r0 < n_last; r0 += row_block_)
     for (int j = 0; j < count; ++j) {
       // Eigen takes a one-row product as a dot product (another summation order), so a last
@@ -84,7 +93,7 @@ const ExactScores& ExactAttention::scores(int step, int table, int head_in_group
       const int left = sl.ahead[j].n - r0;
       if (left <= 0 || (left == 1 && r0 > 0)) continue;
       const int rows = left == row_block_ + 1 ? left : std::min(row_block_, left);
-      const Eigen::Map<const Eigen::RowVectorXf> qv(queries.row(step + j * stride_).data(), d);
+      const Eigen::Map<const Eigen::RowVectorXf> qv(stream_->query(head, step + j * stride_), d);
       sl.ahead[j].scores.weights.segment(r0, rows).noalias() = (keys.middleRows(r0, rows) * qv.transpose()) * scale;
     }
   for (auto& e : sl.ahead) finish_scores(e.scores);
@@ -99,21 +108,28 @@ struct TableState {
 };
 
 // How many query heads of a group select: all of them, or the first.
-int selecting_heads(const traces::KvSession& s, GqaSelection gqa) {
-  return gqa == GqaSelection::kUnion ? s.n_heads / s.n_kv_heads : 1;
+int selecting_heads(const traces::KvShape& s, GqaSelection gqa) {
+  return gqa == GqaSelection::kUnion ? s.group() : 1;
 }
 
 // The queries that select for (layer, kv_head) at `step`: every head of the group, or its first.
-std::vector<const float*> group_queries(const traces::KvSession& s, GqaSelection gqa, int layer, int kv_head, int step) {
-  const int group = s.n_heads / s.n_kv_heads;
-  const int heads = selecting_heads(s, gqa);
-  std::vector<const float*> qs(static_cast<std::size_t>(heads));
-  for (int g = 0; g < heads; ++g)
-    qs[g] = s.queries[static_cast<std::size_t>(layer) * s.n_heads + kv_head * group + g].row(step).data();
-  return qs;
+void group_queries(const traces::KvStream& s, GqaSelection gqa, int layer, int kv_head, int step,
+                   std::vector<const float*>& qs) {
+  const traces::KvShape& sh = s.shape();
+  const int heads = selecting_heads(sh, gqa);
+  qs.resize(static_cast<std::size_t>(heads));
+  for (int g = 0; g < heads; ++g) qs[g] = s.query(layer * sh.n_heads + kv_head * sh.group() + g, step);
 }
 
 constexpr int kHorizons[] = {1, 2, 4, 8, 16};
+
+// The loading thread's own time for a layer's reads: every byte it read, page padding included
+// (a buffered read copies whole pages out of the page cache, the path whose merging page_runs models).
+double loading_seconds(double s_per_byte, const std::vector<ReadRun>& runs) {
+  std::int64_t bytes = 0;
+  for (const auto& r : runs) bytes += r.bytes;
+  return static_cast<double>(bytes) * s_per_byte;
+}
 
 }  // namespace
 
@@ -125,7 +141,8 @@ GqaSelection gqa_selection_from_string(const std::string& s) {
 
 // One policy's replay in progress: its tables and layouts, its DRAM cache and the Table 2 bookkeeping.
 struct SessionReplay::State {
-  const traces::KvSession& s;
+  std::unique_ptr<traces::SessionStream> own;  // the stream over a KvSession given to the constructor
+  traces::KvStream& s;
   const KvClusterPolicy& policy;
   ReplayOptions opt;
   std::vector<TableState> tabs{};
@@ -138,24 +155,29 @@ struct SessionReplay::State {
   // opt.storage without its load cost, which the single loading thread pays serially per layer (step).
   std::optional<devices::StorageSpec> flash{};
   double load_s_per_byte = 0;
+  // Scratch of step(), kept so that a step reuses its buffers instead of allocating them.
+  std::vector<const float*> qs{};
+  std::vector<int> missed{}, hit{}, forced{};
+  std::vector<ReadRun> layer_runs{}, prefetch_runs{};
 };
 
-namespace {
-// The loading thread's own time for a layer's reads: every byte it read, page padding included
-// (a buffered read copies whole pages out of the page cache, the path whose merging page_runs models).
-double loading_seconds(double s_per_byte, const std::vector<ReadRun>& runs) {
-  std::int64_t bytes = 0;
-  for (const auto& r : runs) bytes += r.bytes;
-  return static_cast<double>(bytes) * s_per_byte;
-}
-}  // namespace
-
 SessionReplay::SessionReplay(const traces::KvSession& s, const KvClusterPolicy& policy, ReplayOptions opt) {
-  s.validate("replay");
-  policy.check_heads(s.tables());
+  auto own = std::make_unique<traces::SessionStream>(s, "replay");
+  traces::KvStream& stream = *own;
+  init(std::move(own), stream, policy, std::move(opt));
+}
+
+SessionReplay::SessionReplay(traces::KvStream& s, const KvClusterPolicy& policy, ReplayOptions opt) {
+  init(nullptr, s, policy, std::move(opt));
+}
+
+void SessionReplay::init(std::unique_ptr<traces::SessionStream> own, traces::KvStream& s, const KvClusterPolicy& policy,
+                         ReplayOptions opt) {
+  const traces::KvShape& sh = s.shape();
+  policy.check_heads(sh.tables());
   if (opt.accuracy_every < 0)
     throw ConfigError(fmt::format("replay: accuracy_every must be non-negative (got {})", opt.accuracy_every));
-  st_ = std::make_unique<State>(State{s, policy, std::move(opt)});
+  st_ = std::make_unique<State>(State{std::move(own), s, policy, std::move(opt)});
   State& x = *st_;
   std::vector<TableState>& tabs = x.tabs;
   const ReplayOptions& o = x.opt;
@@ -164,26 +186,28 @@ SessionReplay::SessionReplay(const traces::KvSession& s, const KvClusterPolicy& 
     x.flash->load_ns_per_byte = 0;
     x.load_s_per_byte = o.storage->load_ns_per_byte * 1e-9;
   }
-  tabs.reserve(s.tables());
-  for (int i = 0; i < s.tables(); ++i) {
-    tabs.push_back({ClusterTable(s.head_dim, i), FlashLayout(o.placement, o.entry_bytes, o.page_bytes, o.hot_buffers, o.read_merge)});
+  const int nq = std::min(o.coretrieval_steps, sh.decode);
+  s.ensure(nq);
+  tabs.reserve(sh.tables());
+  std::vector<const float*> qs;
+  for (int i = 0; i < sh.tables(); ++i) {
+    tabs.push_back({ClusterTable(sh.head_dim, i), FlashLayout(o.placement, o.entry_bytes, o.page_bytes, o.hot_buffers, o.read_merge)});
     auto& ts = tabs.back();
-    policy.prefill(ts.table, s.keys[i].topRows(s.prefill));
-    const int layer = i / s.n_kv_heads, kvh = i % s.n_kv_heads;
-    const int nq = std::min(o.coretrieval_steps, s.decode);
-    const int heads = selecting_heads(s, o.gqa);
-    kernel::Mat queries(static_cast<Eigen::Index>(nq) * heads, s.head_dim);
+    policy.prefill(ts.table, kernel::Mat(s.key_rows(i, 0, sh.prefill)));
+    const int layer = i / sh.n_kv_heads, kvh = i % sh.n_kv_heads;
+    const int heads = selecting_heads(sh, o.gqa);
+    kernel::Mat queries(static_cast<Eigen::Index>(nq) * heads, sh.head_dim);
     for (int t = 0; t < nq; ++t) {
-      const auto qs = group_queries(s, o.gqa, layer, kvh, t);
+      group_queries(s, o.gqa, layer, kvh, t, qs);
       for (int g = 0; g < heads; ++g)
-        queries.row(static_cast<Eigen::Index>(t) * heads + g) = Eigen::Map<const Eigen::RowVectorXf>(qs[g], s.head_dim);
+        queries.row(static_cast<Eigen::Index>(t) * heads + g) = Eigen::Map<const Eigen::RowVectorXf>(qs[g], sh.head_dim);
     }
     ts.layout.place_initial(ts.table, co_retrieval_counts(ts.table, queries, policy.top_k()));
   }
-  const std::int64_t total_bytes = static_cast<std::int64_t>(s.positions()) * s.tables() * o.entry_bytes;
+  const std::int64_t total_bytes = static_cast<std::int64_t>(sh.positions()) * sh.tables() * o.entry_bytes;
   if (o.replacement && o.cache_ratio > 0)
     x.cache.emplace(static_cast<std::int64_t>(o.cache_ratio * total_bytes), o.replacement);
-  x.sum.steps.reserve(s.decode);
+  x.sum.steps.reserve(sh.decode);
 }
 
 SessionReplay::~SessionReplay() = default;
@@ -191,7 +215,7 @@ SessionReplay::SessionReplay(SessionReplay&&) noexcept = default;
 
 void SessionReplay::step(ExactAttention& exact) {
   State& x = *st_;
-  const traces::KvSession& s = x.s;
+  const traces::KvShape& s = x.s.shape();
   const KvClusterPolicy& policy = x.policy;
   const ReplayOptions& opt = x.opt;
   auto& tabs = x.tabs;
@@ -203,6 +227,7 @@ void SessionReplay::step(ExactAttention& exact) {
   if (x.next_step >= s.decode)
     throw InputError(fmt::format("replay: step {} past the session's {} decode steps", x.next_step, s.decode));
   const int step = x.next_step++;
+  x.s.ensure(step + 1);
   StepRecord rec;
   rec.layer_io_seconds.assign(s.n_layers, 0.0);
   rec.layer_prefetch_seconds.assign(s.n_layers, 0.0);
@@ -212,16 +237,24 @@ void SessionReplay::step(ExactAttention& exact) {
   double mass_sum = 0;
   int mass_n = 0;
   const bool measure_mass = opt.accuracy_every > 0 && step % opt.accuracy_every == 0;
+  auto& layer_runs = x.layer_runs;
+  auto& prefetch_runs = x.prefetch_runs;
+  auto& missed = x.missed;
+  auto& hit = x.hit;
+  auto& forced = x.forced;
   for (int layer = 0; layer < s.n_layers; ++layer) {
-    std::vector<ReadRun> layer_runs, prefetch_runs;
+    layer_runs.clear();
+    prefetch_runs.clear();
     for (int kvh = 0; kvh < s.n_kv_heads; ++kvh) {
       const int ti = layer * s.n_kv_heads + kvh;
       auto& ts = tabs[ti];
-      const std::vector<const float*> qs = group_queries(s, opt.gqa, layer, kvh, step);
+      group_queries(x.s, opt.gqa, layer, kvh, step, x.qs);
+      const std::vector<const float*>& qs = x.qs;
       // Retrieval: P_req, minus what the DRAM cache holds.
       std::vector<int> sel = ts.table.select_union(qs, policy.top_k());
       rec.layer_representatives[layer] += ts.table.n_alive();
-      std::vector<int> missed, hit;
+      missed.clear();
+      hit.clear();
       for (int c : sel) {
         const std::int64_t bytes = static_cast<std::int64_t>(ts.table.cluster(c).size()) * opt.entry_bytes;
         if (cache && cache->access({ti, c}, bytes, step)) {
@@ -231,18 +264,19 @@ void SessionReplay::step(ExactAttention& exact) {
           missed.push_back(c);
         }
       }
-      for (int c : sel) {
-        auto it = pending_update.find({ti, c});
-        if (it != pending_update.end()) {
-          const int age = step - it->second;
-          for (int h = 0; h < 5; ++h) within_hits[h] += age <= kHorizons[h];
-          pending_update.erase(it);
+      if (!pending_update.empty())
+        for (int c : sel) {
+          auto it = pending_update.find({ti, c});
+          if (it != pending_update.end()) {
+            const int age = step - it->second;
+            for (int h = 0; h < 5; ++h) within_hits[h] += age <= kHorizons[h];
+            pending_update.erase(it);
+          }
         }
-      }
       std::vector<int> wanted = ts.table.positions_of(missed);
       const int n_before = ts.table.n_entries();
       const StepOutcome out =
-          policy.decode_selected(ts.table, std::move(sel), static_cast<int>(qs.size()), s.keys[ti].row(s.prefill + step).data());
+          policy.decode_selected(ts.table, std::move(sel), static_cast<int>(qs.size()), x.s.key(ti, s.prefill + step));
       // The layout still has the pre-step offsets: reads resolve against what was on flash.
       auto runs = ts.layout.read_runs_of(wanted);
       // Cached clusters live on flash too (layer-wise virtualization): prefetched, not on the critical path.
@@ -251,7 +285,7 @@ void SessionReplay::step(ExactAttention& exact) {
         prefetch_runs.insert(prefetch_runs.end(), pre.begin(), pre.end());
       }
       // A forced load reads the cluster as it was on flash before its split.
-      std::vector<int> forced;
+      forced.clear();
       for (int c : out.forced_loads) {
         const auto m = ts.layout.placed_positions(c);
         forced.insert(forced.end(), m.begin(), m.end());
@@ -260,7 +294,9 @@ void SessionReplay::step(ExactAttention& exact) {
       for (const auto& r : runs) {
         rec.read_bytes += r.bytes;
         rec.commands += 1;
-        sum.run_entries.push_back(r.entries);
+        sum.run_count += 1;
+        sum.run_entries_sum += r.entries;
+        sum.run_entries_max = std::max(sum.run_entries_max, r.entries);
         sum.piece_count += r.pieces;
         sum.piece_entries += r.entries;
         sum.longest_piece = std::max(sum.longest_piece, r.longest_piece);
@@ -280,8 +316,8 @@ void SessionReplay::step(ExactAttention& exact) {
         for (int c : out.updated)
           cache->updated({ti, c}, static_cast<std::int64_t>(ts.table.cluster(c).size()) * opt.entry_bytes, step);
       }
-      for (const auto& list : {out.updated, out.created})
-        for (int c : list) {
+      for (const auto* list : {&out.updated, &out.created})
+        for (int c : *list) {
           pending_update[{ti, c}] = step;  // an unresolved earlier update counts as never retrieved
           within_total += 1;
         }
@@ -291,7 +327,7 @@ void SessionReplay::step(ExactAttention& exact) {
       if (measure_mass) {
         std::vector<int> att = out.attended;
         att.push_back(n_before);  // the new token attends itself
-        const int group = s.n_heads / s.n_kv_heads;
+        const int group = s.group();
         for (int g = 0; g < group; ++g) {
           // Policy-independent (session, step, head): shared by every replay of this session.
           mass_sum += exact.scores(step, ti, g, n_before + 1).mass_of(att);
@@ -300,8 +336,8 @@ void SessionReplay::step(ExactAttention& exact) {
       }
     }
     if (x.flash) {
-      rec.layer_io_seconds[layer] = simulated_read_seconds(*x.flash, layer_runs) + loading_seconds(x.load_s_per_byte, layer_runs);
-      rec.layer_prefetch_seconds[layer] = simulated_read_seconds(*x.flash, prefetch_runs) + loading_seconds(x.load_s_per_byte, prefetch_runs);
+      rec.layer_io_seconds[layer] = idle_read_seconds(*x.flash, layer_runs) + loading_seconds(x.load_s_per_byte, layer_runs);
+      rec.layer_prefetch_seconds[layer] = idle_read_seconds(*x.flash, prefetch_runs) + loading_seconds(x.load_s_per_byte, prefetch_runs);
     }
     sum.max_representatives = std::max<std::int64_t>(sum.max_representatives, rec.layer_representatives[layer]);
     rec.io_seconds += rec.layer_io_seconds[layer];
@@ -311,15 +347,12 @@ void SessionReplay::step(ExactAttention& exact) {
   sum.steps.push_back(std::move(rec));
 }
 
-ReplaySummary SessionReplay::finish() {
-  State& x = *st_;
-  const traces::KvSession& s = x.s;
-  const ReplayOptions& opt = x.opt;
-  auto& tabs = x.tabs;
-  auto& cache = x.cache;
-  auto& sum = x.sum;
-  sum.kv_bytes_end = static_cast<std::int64_t>(s.positions()) * s.tables() * opt.entry_bytes;
-  for (auto& ts : tabs) {
+// What finish() adds to the running statistics: the tables' and layouts' state, the cache's counts.
+void SessionReplay::fill_end_statistics(ReplaySummary& sum, int decoded) const {
+  const State& x = *st_;
+  const traces::KvShape& s = x.s.shape();
+  sum.kv_bytes_end = static_cast<std::int64_t>(s.prefill + decoded) * s.tables() * x.opt.entry_bytes;
+  for (const auto& ts : x.tabs) {
     ts.table.check_invariants();
     sum.mean_variance += ts.table.mean_variance() / s.tables();
     sum.clusters_end += ts.table.n_alive();
@@ -331,13 +364,24 @@ ReplaySummary SessionReplay::finish() {
     sum.flash.allocated_bytes += f.allocated_bytes;
     sum.flash.pools += f.pools;
   }
-  if (cache) {
-    sum.cache_hits = cache->hits();
-    sum.cache_misses = cache->misses();
-    sum.cache_peak_bytes = cache->peak_bytes();
+  if (x.cache) {
+    sum.cache_hits = x.cache->hits();
+    sum.cache_misses = x.cache->misses();
+    sum.cache_peak_bytes = x.cache->peak_bytes();
   }
   for (double h : x.within_hits) sum.updated_retrieved_within.push_back(x.within_total > 0 ? h / x.within_total : 0.0);
-  return std::move(sum);
+}
+
+ReplaySummary SessionReplay::finish() {
+  ReplaySummary sum = std::move(st_->sum);
+  fill_end_statistics(sum, st_->s.shape().decode);
+  return sum;
+}
+
+ReplaySummary SessionReplay::summary() const {
+  ReplaySummary sum = st_->sum;
+  fill_end_statistics(sum, st_->next_step);
+  return sum;
 }
 
 ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& policy, const ReplayOptions& opt) {
@@ -348,6 +392,16 @@ ReplaySummary replay_session(const traces::KvSession& s, const KvClusterPolicy& 
 }
 
 std::vector<ReplaySummary> replay_sessions(const traces::KvSession& s, const std::vector<ReplayJob>& jobs) {
+  traces::SessionStream stream(s, "replay");
+  return std::move(replay_stream(stream, jobs, {s.decode}).front());
+}
+
+std::vector<std::vector<ReplaySummary>> replay_stream(traces::KvStream& s, const std::vector<ReplayJob>& jobs,
+                                                      const std::vector<int>& lengths) {
+  const int decode = s.shape().decode;
+  for (std::size_t k = 0; k < lengths.size(); ++k)
+    if (lengths[k] < 0 || lengths[k] > decode || (k > 0 && lengths[k] < lengths[k - 1]))
+      throw Error(fmt::format("replay: lengths must ascend within [0, {}] (got {})", decode, lengths[k]));
   int stride = 0;  // the measured steps of every job are multiples of this
   for (const auto& j : jobs)
     if (j.options.accuracy_every > 0) stride = std::gcd(stride, j.options.accuracy_every);
@@ -355,12 +409,25 @@ std::vector<ReplaySummary> replay_sessions(const traces::KvSession& s, const std
   std::vector<SessionReplay> replays;
   replays.reserve(jobs.size());
   for (const auto& j : jobs) replays.emplace_back(s, *j.policy, j.options);
+  std::vector<std::vector<ReplaySummary>> out;
+  std::size_t next = 0;
+  // The summaries of every length reached after `done` decode steps (the whole session's: final).
+  auto take = [&](int done) {
+    for (; next < lengths.size() && lengths[next] == done; ++next) {
+      std::vector<ReplaySummary> at;
+      at.reserve(replays.size());
+      for (auto& r : replays) at.push_back(done == decode && next + 1 == lengths.size() ? r.finish() : r.summary());
+      out.push_back(std::move(at));
+    }
+  };
+  take(0);
+  const int last = lengths.empty() ? 0 : lengths.back();
   // Step-major: every replay's step t reads the exact attention of step t, computed once.
-  for (int step = 0; step < s.decode; ++step)
+  for (int step = 0; step < last; ++step) {
     for (auto& r : replays) r.step(exact);
-  std::vector<ReplaySummary> out;
-  out.reserve(replays.size());
-  for (auto& r : replays) out.push_back(r.finish());
+    s.release(step + 1);
+    take(step + 1);
+  }
   return out;
 }
 

@@ -24,6 +24,7 @@
 #include "policies/kvcluster/flash_layout.h"
 #include "policies/kvcluster/kv_cluster.h"
 #include "traces/kv_session.h"
+#include "traces/kv_stream.h"
 
 namespace mobisim::policies::kvcluster {
 
@@ -77,7 +78,9 @@ struct StepRecord {
 
 struct ReplaySummary {
   std::vector<StepRecord> steps;
-  std::vector<int> run_entries;     // entries per read run, every run of every step (Figure 12)
+  // Entries per read run over every run of every step (Figure 12), kept as running totals.
+  std::int64_t run_count = 0, run_entries_sum = 0;
+  int run_entries_max = 0;
   // The same reads counted in byte-contiguous pieces (entry granularity, no page merging).
   std::int64_t piece_count = 0, piece_entries = 0;
   int longest_piece = 0;
@@ -113,6 +116,9 @@ class ExactAttention {
   // of the next few of them are computed together, in one pass over the keys.
   // `row_block`: key rows per block of that pass (tests make it small to exercise the block edges).
   explicit ExactAttention(const traces::KvSession& s, int stride = 1, int row_block = 256);
+  // The same over a stream, which must keep its keys (KvStream::keeps_keys) and outlive this.
+  explicit ExactAttention(traces::KvStream& s, int stride = 1, int row_block = 256);
+  ~ExactAttention();
   // Query head `head_in_group` of table (layer x KV head) `table`'s GQA group at `step`, over keys [0, n).
   const ExactScores& scores(int step, int table, int head_in_group, int n);
 
@@ -126,7 +132,8 @@ class ExactAttention {
     int base = -1;  // step of ahead[0]; ahead[k] is step base + k x stride
     std::vector<Entry> ahead;
   };
-  const traces::KvSession& session_;
+  std::unique_ptr<traces::SessionStream> own_;  // the stream over a KvSession given to the constructor
+  traces::KvStream* stream_;
   int stride_;
   int row_block_;  // key rows per block (256: 128 KB at head_dim 128)
   std::vector<Slot> slots_;
@@ -136,6 +143,8 @@ class ExactAttention {
 class SessionReplay {
  public:
   SessionReplay(const traces::KvSession& s, const KvClusterPolicy& policy, ReplayOptions opt);
+  // The same over a stream (it must outlive the replay); a step makes the stream draw that far.
+  SessionReplay(traces::KvStream& s, const KvClusterPolicy& policy, ReplayOptions opt);
   ~SessionReplay();
   SessionReplay(SessionReplay&&) noexcept;
   SessionReplay& operator=(SessionReplay&&) = delete;
@@ -144,9 +153,15 @@ class SessionReplay {
   void step(ExactAttention& exact);
   // Final statistics; call once, after the last step.
   ReplaySummary finish();
+  // The statistics so far, as finish() would give them after this step (the replay goes on).
+  ReplaySummary summary() const;
 
  private:
   struct State;
+  void init(std::unique_ptr<traces::SessionStream> own, traces::KvStream& s, const KvClusterPolicy& policy,
+            ReplayOptions opt);
+  // Adds the tables', layouts' and cache's statistics to `sum`, as of `decoded` decode steps.
+  void fill_end_statistics(ReplaySummary& sum, int decoded) const;
   std::unique_ptr<State> st_;
 };
 
@@ -159,5 +174,13 @@ struct ReplayJob {
   ReplayOptions options;
 };
 std::vector<ReplaySummary> replay_sessions(const traces::KvSession& s, const std::vector<ReplayJob>& jobs);
+// The same over a stream, drawn as the replays go and released behind them, with the summaries
+// taken after decode step T - 1 for every T of `lengths` (ascending, each in [1, decode]): result
+// [k][j] is job j at lengths[k]. A replay reads nothing past its step, so each equals the replay
+// of a session of lengths[k] decode steps, provided no option depends on the session's length
+// (no DRAM cache, whose budget is a share of the whole session) and every length reaches the
+// co-retrieval window (coretrieval_steps).
+std::vector<std::vector<ReplaySummary>> replay_stream(traces::KvStream& s, const std::vector<ReplayJob>& jobs,
+                                                      const std::vector<int>& lengths);
 
 }  // namespace mobisim::policies::kvcluster
