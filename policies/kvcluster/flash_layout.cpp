@@ -385,6 +385,21 @@ void FlashLayout::sync(const ClusterTable& t, const StepOutcome& step) {
 // ---------------------------------------------------------------------------
 // Reads
 // ---------------------------------------------------------------------------
+// Sets the bit of every offset's entry slot in slot_bits_ (grown to `words` words); false when an
+// offset repeats. The caller clears the bits it read.
+bool FlashLayout::mark_slots(const std::vector<std::int64_t>& offsets, std::int64_t words) const {
+  if (static_cast<std::int64_t>(slot_bits_.size()) < words) slot_bits_.resize(static_cast<std::size_t>(words), 0);
+  bool distinct = true;
+  for (std::int64_t off : offsets) {
+    const std::int64_t slot = entry_slot(off);
+    std::uint64_t& w = slot_bits_[static_cast<std::size_t>(slot / 64)];
+    const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
+    distinct = distinct && !(w & bit);
+    w |= bit;
+  }
+  return distinct;
+}
+
 void FlashLayout::sort_offsets(std::vector<std::int64_t>& offsets) const {
   std::int64_t top = 0;
   bool slots = true;
@@ -398,15 +413,7 @@ void FlashLayout::sort_offsets(std::vector<std::int64_t>& offsets) const {
     std::sort(offsets.begin(), offsets.end());
     return;
   }
-  if (static_cast<std::int64_t>(slot_bits_.size()) < words) slot_bits_.resize(static_cast<std::size_t>(words), 0);
-  bool distinct = true;
-  for (std::int64_t off : offsets) {
-    const std::int64_t slot = entry_slot(off);
-    std::uint64_t& w = slot_bits_[static_cast<std::size_t>(slot / 64)];
-    const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
-    distinct = distinct && !(w & bit);
-    w |= bit;
-  }
+  const bool distinct = mark_slots(offsets, words);
   std::size_t n = 0;
   for (std::int64_t i = 0; i < words; ++i) {
     std::uint64_t w = slot_bits_[static_cast<std::size_t>(i)];
@@ -428,15 +435,7 @@ bool FlashLayout::page_runs_from_bitmap(const std::vector<std::int64_t>& offsets
   }
   const std::int64_t words = entry_slot(top) / 64 + 1;
   if (words > 4 * static_cast<std::int64_t>(offsets.size()) + 64) return false;  // as sort_offsets decides
-  if (static_cast<std::int64_t>(slot_bits_.size()) < words) slot_bits_.resize(static_cast<std::size_t>(words), 0);
-  bool distinct = true;
-  for (std::int64_t off : offsets) {
-    const std::int64_t slot = entry_slot(off);
-    std::uint64_t& w = slot_bits_[static_cast<std::size_t>(slot / 64)];
-    const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
-    distinct = distinct && !(w & bit);
-    w |= bit;
-  }
+  const bool distinct = mark_slots(offsets, words);
   if (!distinct) {
     std::fill(slot_bits_.begin(), slot_bits_.begin() + words, 0);
     return false;

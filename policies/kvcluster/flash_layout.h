@@ -144,6 +144,7 @@ class FlashLayout {
   // Sorts entry offsets ascending: by a bitmap over entry slots when they are distinct
   // multiples of entry_bytes (every layout's case; linear), otherwise by std::sort.
   void sort_offsets(std::vector<std::int64_t>& offsets) const;
+  bool mark_slots(const std::vector<std::int64_t>& offsets, std::int64_t words) const;
   std::vector<ReadRun> pieces_from_sorted_offsets(const std::vector<std::int64_t>& offsets) const;
   // off / entry_bytes and off / page_bytes, by a shift when the size is a power of two (every
   // layout the experiments build): a 64-bit division per entry read was the reads' largest cost.
