@@ -64,6 +64,11 @@ double DeviceProfile::compute_seconds(const std::string& u, const models::Work& 
   return unit(u, needed_by).seconds(work, dtype);
 }
 
+double DeviceProfile::marginal_energy_j(const std::string& u, double seconds, const std::string& needed_by) const {
+  const auto [active_w, idle_w] = unit_power_w(u, needed_by);
+  return (active_w - idle_w) * seconds;
+}
+
 std::pair<double, double> DeviceProfile::unit_power_w(const std::string& u, const std::string& needed_by) const {
   if (is_npu(*this, u)) {
     const NpuSpec& n = require_npu(needed_by);
@@ -360,7 +365,7 @@ sim::Task<void> Device::compute(const std::string& unit, const models::Work& wor
 sim::Task<void> Device::compute_for(const std::string& unit, UnitCost cost, std::string label, int priority,
                                     bool preempt, bool preemptible) {
   Unit& u = unit_state(unit);
-  const UnitCost& c = cost;  // taken by value: a lazily started coroutine must own its arguments
+  const UnitCost& c = cost;  // `cost` is taken by value: a lazily started coroutine owns its arguments
   auto lease = co_await u.queue->acquire(priority, preempt, preemptible);
   const sim::Time t0 = sim_.now();
   const sim::Time alone = sim::from_seconds(c.seconds);

@@ -59,6 +59,9 @@ struct DeviceProfile {
                          const std::string& needed_by) const;
   // Active and idle power of `unit` (compute unit or npu).
   std::pair<double, double> unit_power_w(const std::string& unit, const std::string& needed_by) const;
+  // Energy `unit` draws above its idle floor while busy for `seconds`: what doing the work costs
+  // compared with staying idle (a request's own share of the phone's energy).
+  double marginal_energy_j(const std::string& unit, double seconds, const std::string& needed_by) const;
 
   static DeviceProfile from_yaml(const YAML::Node& root, const ConfigSource& source);
 };

@@ -18,6 +18,7 @@
 // /runs/<scenario>.<app>/records one row per request of that app.
 #include <fmt/format.h>
 
+#include <map>
 #include <memory>
 
 #include "devices/device.h"
@@ -196,24 +197,31 @@ class PhoneExperiment : public Experiment {
     }
   };
 
-  std::unique_ptr<App> make_app(std::size_t i) const {
+  // A fresh app (each simulation needs its own state), prepared on the workloads this run has read.
+  std::unique_ptr<App> make_app(std::size_t i) {
     auto app = Registry<App>::instance().create(apps_[i].node, apps_[i].source);
     policies::AppEnvironment env;
     env.seed = seed_;
     env.run = run_;
     env.device = &device_;
-    WorkloadCache* cache = workloads_;
-    const std::uint64_t seed = seed_;
-    env.rag_workload = [cache, seed](const YAML::Node& node, const ConfigSource& source) {
-      return load_rag_workload(node, source, seed, cache);
-    };
+    env.rag_workload = [this](const YAML::Node& node, const ConfigSource& source) { return rag_workload(node, source); };
     app->prepare(env);
     return app;
   }
 
+  // Each RAG workload node is read or generated once per run, however many apps and scenarios
+  // use it (apps take copies of their user).
+  const traces::RagTrace& rag_workload(const YAML::Node& node, const ConfigSource& source) {
+    const std::string key = yaml_to_string(node);
+    auto it = rag_workloads_.find(key);
+    if (it == rag_workloads_.end())
+      it = rag_workloads_.emplace(key, load_rag_workload(node, source, seed_, workloads_)).first;
+    return it->second;
+  }
+
   // One phone running the apps `which` at once; their records and totals go to the results.
   void simulate(RunContext& ctx, const std::string& scenario, const std::vector<std::size_t>& which,
-                Summary& summary) const {
+                Summary& summary) {
     std::vector<std::unique_ptr<App>> apps;
     for (std::size_t i : which) apps.push_back(make_app(i));
     const std::string name = scenario == "shared" ? scenario : scenario + "." + apps_[which.front()].label;
@@ -248,6 +256,7 @@ class PhoneExperiment : public Experiment {
   bool shared_ = false, alone_ = false;
   std::uint64_t seed_ = 1, run_ = 0;
   WorkloadCache* workloads_ = nullptr;
+  std::map<std::string, traces::RagTrace> rag_workloads_;  // by workload node, see rag_workload()
 };
 
 MOBISIM_REGISTER(Experiment, PhoneExperiment, "phone",

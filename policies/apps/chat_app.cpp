@@ -61,11 +61,6 @@ std::int64_t ChatApp::hold_turn_kv(devices::Dram& dram, const std::string& owner
   return total;
 }
 
-double ChatApp::active_energy(const devices::Device& device, double seconds) const {
-  const auto [active, idle] = device.profile().unit_power_w(unit_, "chat app");
-  return (active - idle) * seconds;
-}
-
 sim::Task<void> ChatApp::run(devices::Device& device, std::string owner, sim::StatGroup& stats) {
   (void)stats;
   device.profile().require_unit(unit_, "chat app 'unit'");
@@ -86,13 +81,13 @@ sim::Task<void> ChatApp::run(devices::Device& device, std::string owner, sim::St
         unit_, cost_.prefill(models::PrefillShape{t.computed_tokens, t.cached_tokens, 0, 1}), cost_.spec().weight_dtype,
         "chat prefill");
     co_await device.compute_for(unit_, prefill, "chat prefill", priority());
-    t.times.active_energy_j += active_energy(device, prefill.seconds);
+    t.times.active_energy_j += device.profile().marginal_energy_j(unit_, prefill.seconds, "chat prefill");
     t.times.first_token_s = sim::to_seconds(sim.now());
     const std::int64_t prompt_end = context + prompt_tokens_;
     for (std::int64_t i = 1; i < output_tokens_; ++i) {
       const devices::UnitCost step = decode_.at(device, prompt_end + i - 1);  // as Pipeline::serve
       co_await device.compute_for(unit_, step, "chat decode", priority());
-      t.times.active_energy_j += active_energy(device, step.seconds);
+      t.times.active_energy_j += device.profile().marginal_energy_j(unit_, step.seconds, "chat decode");
     }
     t.times.output_tokens = output_tokens_;
     t.times.end_s = sim::to_seconds(sim.now());

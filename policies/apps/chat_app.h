@@ -50,7 +50,6 @@ class ChatApp : public App {
   // drop the history and cut the oldest tokens of `context`.
   std::int64_t hold_turn_kv(devices::Dram& dram, const std::string& owner, std::int64_t& context,
                             std::int64_t& history, Turn& t) const;
-  double active_energy(const devices::Device& device, double seconds) const;
 
   models::CostModel cost_;
   std::string unit_;

@@ -24,7 +24,7 @@ sim::Task<void> NpuGraphPrefill::run(devices::Device& device, const models::Cost
   const models::Work work = cost.prefill(models::PrefillShape{n_new, n_cached, 0, 1});
   co_await device.compute_for("npu", devices::UnitCost{seconds, work.flops(), work.bytes()}, "prefill (npu graphs)",
                               priority);
-  active_energy_j += (npu.active_power_w - npu.idle_power_w) * seconds;
+  active_energy_j += device.profile().marginal_energy_j("npu", seconds, "prefill: npu_graphs");
 }
 
 MOBISIM_REGISTER(PrefillStage, NpuGraphPrefill, "npu_graphs",

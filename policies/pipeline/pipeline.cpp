@@ -22,12 +22,12 @@ Pipeline::Pipeline(const models::CostModel& cost, PipelineOptions options, std::
 
 sim::Task<void> Pipeline::start(devices::Device& device, const std::string& owner) {
   reuse_->begin(cost_.spec().kv_bytes_per_token());
+  // What a split costs on this phone, built once (it copies the model and the profile).
+  split_costs_ = std::make_unique<kvsplit::DeviceSplitCosts>(
+      cost_, device.profile(),
+      kvsplit::DeviceCostOptions{options_.unit, "", kvsplit::RecomputeKind::kPrefill, kvsplit::Payload::kKv, 64,
+                                 options_.page_cache_fraction});
   co_await prefill_->begin(device, cost_, owner);
-}
-
-double Pipeline::active_energy(const devices::Device& device, double seconds) const {
-  const auto [active, idle] = device.profile().unit_power_w(options_.unit, "pipeline");
-  return (active - idle) * seconds;
 }
 
 // Stored K/V from flash; the page-cached share is a DRAM copy instead.
@@ -40,11 +40,7 @@ sim::Task<void> Pipeline::load(devices::Device& device, double bytes) {
 // Recompute [0, l) on the unit while [l, s) is loaded, as the split strategy plans it.
 sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, Served& out) {
   sim::Simulator& sim = device.sim();
-  const kvsplit::DeviceSplitCosts costs(
-      cost_, device.profile(),
-      kvsplit::DeviceCostOptions{options_.unit, "", kvsplit::RecomputeKind::kPrefill, kvsplit::Payload::kKv, 64,
-                                 options_.page_cache_fraction});
-  const kvsplit::SplitPlan plan = split_->plan(costs, kvsplit::SplitRequest{s, false});
+  const kvsplit::SplitPlan plan = split_->plan(*split_costs_, kvsplit::SplitRequest{s, false});
   const std::int64_t l = std::clamp<std::int64_t>(plan.recomputed_tokens, 0, s);
   out.recomputed_tokens = l;
   out.loaded_tokens = s - l;
@@ -55,7 +51,7 @@ sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, Se
   if (l > 0) {
     recompute = device.unit_cost(options_.unit, cost_.prefill(models::PrefillShape{l, 0, 0, 0}),
                                  cost_.spec().weight_dtype, "recompute");
-    out.times.active_energy_j += active_energy(device, recompute.seconds);
+    out.times.active_energy_j += device.profile().marginal_energy_j(options_.unit, recompute.seconds, "recompute");
   }
   if (l > 0 && s - l > 0) {  // the two streams at once
     std::vector<sim::Event> streams{
@@ -111,7 +107,7 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   for (std::int64_t i = 1; i < r.output_tokens; ++i) {
     const devices::UnitCost step = decode_.at(device, n + i - 1);
     co_await device.compute_for(options_.unit, step, "decode", options_.priority);
-    out.times.active_energy_j += active_energy(device, step.seconds);
+    out.times.active_energy_j += device.profile().marginal_energy_j(options_.unit, step.seconds, "decode");
   }
   out.times.end_s = sim::to_seconds(sim.now());
   out.decode_s = out.times.end_s - out.times.first_token_s;

@@ -23,6 +23,7 @@
 #include "devices/device.h"
 #include "models/cost_model.h"
 #include "policies/kvsplit/kv_split.h"
+#include "policies/kvsplit/split_costs.h"
 #include "policies/pipeline/answer_cache.h"
 #include "policies/pipeline/decode_costs.h"
 #include "policies/pipeline/kv_reuse.h"
@@ -68,12 +69,12 @@ class Pipeline {
  private:
   sim::Task<void> bring_back(devices::Device& device, std::int64_t s, Served& out);
   sim::Task<void> load(devices::Device& device, double bytes);
-  double active_energy(const devices::Device& device, double seconds) const;
 
   const models::CostModel& cost_;
   PipelineOptions options_;
   std::unique_ptr<KvReuse> reuse_;
   std::unique_ptr<kvsplit::KvSplitStrategy> split_;
+  std::unique_ptr<kvsplit::DeviceSplitCosts> split_costs_;  // set by start(): the phone's
   std::unique_ptr<PrefillStage> prefill_;
   std::unique_ptr<AnswerCache> answers_;  // may be null: no answer cache
   DecodeCosts decode_;

@@ -15,8 +15,7 @@ sim::Task<void> UnitPrefill::run(devices::Device& device, const models::CostMode
   const devices::UnitCost c = device.unit_cost(unit_, cost.prefill(models::PrefillShape{n_new, n_cached, 0, 1}),
                                                cost.spec().weight_dtype, "prefill");
   co_await device.compute_for(unit_, c, "prefill", priority);
-  const auto [active, idle] = device.profile().unit_power_w(unit_, "prefill");
-  active_energy_j += (active - idle) * c.seconds;
+  active_energy_j += device.profile().marginal_energy_j(unit_, c.seconds, "prefill");
 }
 
 MOBISIM_REGISTER(PrefillStage, UnitPrefill, "unit", "The prompt as one batched pass on a compute unit.")

@@ -204,8 +204,7 @@ double RagPipeline::estimate_write_s(double bytes) const {
 
 // Energy above the idle floor: what doing this work costs compared with staying idle.
 void RagPipeline::add_energy(QueryRecord& rec, const std::string& unit, double busy_s) const {
-  const auto [active_w, idle_w] = device_.profile().unit_power_w(unit, "pipeline");
-  rec.active_energy_j += (active_w - idle_w) * busy_s;
+  rec.active_energy_j += device_.profile().marginal_energy_j(unit, busy_s, "pipeline");
 }
 
 void RagPipeline::add_storage_energy(QueryRecord& rec, double busy_s, double io_energy_j) const {
