@@ -126,6 +126,10 @@ class Device {
   Dram& dram() { return dram_; }
   const Dram& dram() const { return dram_; }
 
+  // The timeline this device's spans go to (null without --timeline): callers add spans of their
+  // own, such as one per query, beside the units' tracks.
+  sim::TimelineProcess* timeline() const { return timeline_; }
+
   double busy_seconds(const std::string& unit) const;
   double energy_j() const;                 // since the start of the simulation
   double battery_percent(double joules) const;

@@ -32,11 +32,13 @@ ParamSchema StorageSpec::schema() {
   s.real("load_ns_per_byte", 0.0,
          "runtime cost per byte read, after the I/O (deserialisation, conversion, copies); 0 = none")
       .non_negative()
-      .with_unit("ns/B");
+      .with_unit("ns/B")
+      .zero_means_not_modelled();
   s.real("read_command_overhead_us", 0.0,
          "host time per read command on the serial submission path (the runtime's loader); 0 = none")
       .non_negative()
-      .with_unit("us");
+      .with_unit("us")
+      .zero_means_not_modelled();
   s.integer("lanes", 1, "interface lanes (UFS 2.x-4.0: 2)").range(1, 16);
   s.real("lane_gbps", 0.0, "payload rate per lane (UFS 4.0 HS-G5: 2.9; 0: unchecked)").non_negative().with_unit("GB/s");
   s.text("source", std::string(""), "where these numbers come from");
@@ -66,7 +68,33 @@ StorageSpec StorageSpec::from_params(const Params& p) {
   if (s.interface_gbps() > 0 && s.seq_read_gbps > s.interface_gbps() * (1 + 1e-9))
     p.fail("seq_read_gbps", fmt::format("{} GB/s exceeds the interface ({} lanes x {} GB/s)", s.seq_read_gbps, s.lanes,
                                         s.lane_gbps));
+  // Whatever the lanes say, no device moves more than its standard's link carries: a value above
+  // it is a unit slip (MB/s typed as GB/s), not a fast phone.
+  const double standard_max = standard_max_gbps(s.kind);
+  for (const auto& [key, value] : {std::pair{"seq_read_gbps", s.seq_read_gbps}, {"seq_write_gbps", s.seq_write_gbps}})
+    if (value > standard_max)
+      p.fail(key, fmt::format("{} GB/s is beyond what {} can carry ({} GB/s: {}); a MB/s value typed as GB/s?", value,
+                              s.kind, standard_max, standard_link(s.kind)));
   return s;
+}
+
+// Payload ceilings of the links (JEDEC / NVMe specifications, after line coding): UFS 2.x
+// HS-G3 x2 with 8b/10b 2 x 0.583 GB/s; UFS 3.x HS-G4 x2 2 x 1.166 GB/s; UFS 4.0 HS-G5 x2 with
+// 128b/130b 2 x 2.9 GB/s; eMMC 5.1 HS400 0.4 GB/s; NVMe up to PCIe 4.0 x4, 7.9 GB/s.
+double StorageSpec::standard_max_gbps(const std::string& kind) {
+  if (kind == "ufs2.1" || kind == "ufs2.2") return 1.17;
+  if (kind == "ufs3.0" || kind == "ufs3.1") return 2.34;
+  if (kind == "ufs4.0") return 5.8;
+  if (kind == "emmc") return 0.4;
+  return 7.9;  // nvme
+}
+
+std::string StorageSpec::standard_link(const std::string& kind) {
+  if (kind == "ufs2.1" || kind == "ufs2.2") return "2 lanes of HS-Gear3";
+  if (kind == "ufs3.0" || kind == "ufs3.1") return "2 lanes of HS-Gear4";
+  if (kind == "ufs4.0") return "2 lanes of HS-Gear5";
+  if (kind == "emmc") return "eMMC 5.1 HS400";
+  return "PCIe 4.0 x4";
 }
 
 double StorageSpec::written_bytes(double bytes) const {

@@ -80,6 +80,9 @@ struct StorageSpec {
   // (each split into commands of at most max_transfer_kb; at most this->queue_depth commands in flight).
   double read_bps(double request_bytes, int queue_depth) const;
   double interface_gbps() const { return lane_gbps > 0 ? lanes * lane_gbps : 0.0; }
+  // The most any device of a storage standard (`kind`) can move, in GB/s, and the link behind it.
+  static double standard_max_gbps(const std::string& kind);
+  static std::string standard_link(const std::string& kind);
   // Serial submission-path time of one read command: the controller's 1/iops plus the host's overhead.
   double read_command_seconds() const { return 1.0 / random_read_iops + read_command_overhead_us * 1e-6; }
 };

@@ -9,6 +9,8 @@
 // size of an error (it is a report, not a test).
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include <iostream>
 
 #include "experiments/experiment.h"
@@ -92,7 +94,9 @@ int calibrate_main(const std::vector<std::string>& args) {
                    "of the registry only: continuous ones by nonlinear least squares on ln(simulated / published) (GSL\n"
                    "gsl_multifit_nlinear), discrete ones (values: [...], method: grid) by coordinate passes of a grid\n"
                    "search. Writes OUT/<profile>.yaml (a fitted workload: OUT/workload-<name>.yaml): the fitted values,\n"
-                   "each commented with the points it was fitted to.");
+                   "each commented with the points it was fitted to. Progress (parameters, cost, runs, time left) goes\n"
+                   "to stderr and OUT/state.yaml after each iteration; candidate runs are kept in --runs by\n"
+                   "configuration hash, so rerunning an interrupted fit replays the finished runs from disk.");
   a.option("spec", "FILE", "free parameters (default <source>/experiments/published/calibration.yaml)")
       .option("registry", "DIR", "registry folder (default <source>/experiments/published)")
       .repeated("only", "", "KEY", "fit only this parameter (KEY or PROFILE:KEY); the others keep their initial value")
@@ -118,6 +122,7 @@ int calibrate_main(const std::vector<std::string>& args) {
   o.max_iterations = static_cast<std::size_t>(std::max(1L, a.get_int("max-iterations")));
   o.max_passes = static_cast<std::size_t>(std::max(1L, a.get_int("max-passes")));
   o.only = a.all("only");
+  o.state_file = (std::filesystem::path(a.get("out")) / "state.yaml").string();
   const FitResult fit = calibrate(spec, registry, o);
   std::cout << fmt::format("{}: {} after {} iterations ({} evaluations), cost {:.4g} -> {:.4g}\n\n", spec.file, fit.status,
                            fit.iterations, fit.evaluations, fit.cost_before, fit.cost_after);

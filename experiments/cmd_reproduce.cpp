@@ -11,6 +11,8 @@
 // present), where <shared> is --shared, $MOBISIM_SHARED_DIR or <source>/../shared.
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -223,6 +225,42 @@ struct PlotsAtExit {
 struct Selected {
   const Set* set = nullptr;
   std::size_t job = 0;  // index in set->jobs
+  std::string name() const { return set->name + "/" + set->jobs[job].yaml; }
+};
+
+// Wall time per figure: printed to stderr as each ends, with the count done and an ETA (stdout,
+// the figures' tables, stays the same for any --threads), and written to
+// results/reproduce_times_<set>[_<only>].csv at the end (the timings the docs quote come from that file).
+class FigureClock {
+ public:
+  using Clock = std::chrono::steady_clock;
+  FigureClock(std::size_t figures, bool quiet) : seconds_(figures, -1.0), starts_(figures), quiet_(quiet), begin_(Clock::now()) {}
+  void started(std::size_t i) { starts_[i] = Clock::now(); }
+  void finished(std::size_t i, const std::string& name) {
+    seconds_[i] = std::chrono::duration<double>(Clock::now() - starts_[i]).count();
+    ++done_;
+    if (quiet_) return;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - begin_).count();
+    const std::size_t left = seconds_.size() - done_;
+    const double eta = left == 0 ? 0.0 : elapsed / static_cast<double>(done_) * static_cast<double>(left);
+    std::cerr << fmt::format("[reproduce] {}: {:.1f} s ({} of {} done, {:.0f} s elapsed{})\n", name, seconds_[i], done_,
+                             seconds_.size(), elapsed, left ? fmt::format(", about {:.0f} s left", eta) : "");
+  }
+  void write(const std::string& path, const std::vector<Selected>& selected, int threads) const {
+    std::string csv = "figure,wall_s,threads\n";
+    for (std::size_t i = 0; i < selected.size(); ++i)
+      if (seconds_[i] >= 0) csv += fmt::format("{},{:.2f},{}\n", selected[i].name(), seconds_[i], threads);
+    csv += fmt::format("total,{:.2f},{}\n", std::chrono::duration<double>(Clock::now() - begin_).count(), threads);
+    create_dirs(fs::path(path).parent_path().string());
+    write_file_atomic(path, csv);
+  }
+
+ private:
+  std::vector<double> seconds_;
+  std::vector<Clock::time_point> starts_;
+  bool quiet_;
+  Clock::time_point begin_;
+  std::size_t done_ = 0;
 };
 
 // The figures of a reproduce with --threads N > 1: each runs in a child process (`reproduce SET --job
@@ -231,7 +269,7 @@ struct Selected {
 // plots queued in set order as the figures finish in that order, so what is printed and written does
 // not depend on N. Stops starting figures after one fails; returns the first failure's exit code.
 int reproduce_in_children(const std::vector<Selected>& selected, int threads, const std::vector<std::string>& passed,
-                          bool no_plot, std::vector<PlotJob>& plots) {
+                          bool no_plot, std::vector<PlotJob>& plots, FigureClock& clock) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("mobisim-reproduce-{}", ::getpid());
   fs::create_directories(dir);
   struct Child {
@@ -264,6 +302,7 @@ int reproduce_in_children(const std::vector<Selected>& selected, int threads, co
         selected.size(), threads,
         [&](std::size_t i) {
           Child& c = children[i];
+          clock.started(i);
           c.log = (dir / fmt::format("{}.log", i)).string();
           c.plots_file = (dir / fmt::format("{}.plots", i)).string();
           std::vector<std::string> args{"reproduce", selected[i].set->name, "--job", std::to_string(selected[i].job),
@@ -275,6 +314,7 @@ int reproduce_in_children(const std::vector<Selected>& selected, int threads, co
         [&](std::size_t i, int status) {
           children[i].done = true;
           children[i].status = status;
+          clock.finished(i, selected[i].name());
           print_finished_in_order();
           return exit_code_of(status) == kExitOk;
         });
@@ -363,19 +403,28 @@ int reproduce_main(const std::vector<std::string>& args) {
       if (only.empty() || j.yaml == only || short_name == only) selected.push_back({&s, k});
     }
   if (selected.empty()) throw UsageError(fmt::format("no experiment named '{}' in set '{}'", only, set));
+  const std::string times_path = fmt::format("results/reproduce_times_{}{}.csv", set, only.empty() ? "" : "_" + only);
   if (threads > 1 && !use_mpi && selected.size() > 1) {
     for (const auto& sel : selected) ensure_inputs(*sel.set, sel.set->jobs[sel.job], a);
     std::vector<std::string> passed;
     if (const auto shared = a.maybe("shared")) passed.insert(passed.end(), {"--shared", *shared});
     if (a.flag_set("quiet")) passed.push_back("--quiet");
     if (a.flag_set("no-plot")) passed.push_back("--no-plot");
-    return reproduce_in_children(selected, threads, passed, a.flag_set("no-plot"), plots);
+    FigureClock clock(selected.size(), a.flag_set("quiet"));
+    const int rc = reproduce_in_children(selected, threads, passed, a.flag_set("no-plot"), plots, clock);
+    clock.write(times_path, selected, threads);
+    return rc;
   }
-  for (const auto& sel : selected) {
+  FigureClock clock(selected.size(), a.flag_set("quiet"));
+  for (std::size_t i = 0; i < selected.size(); ++i) {
+    const Selected& sel = selected[i];
+    clock.started(i);
     ensure_inputs(*sel.set, sel.set->jobs[sel.job], a);
     const int rc = run_job(*sel.set, sel.set->jobs[sel.job], threads, use_mpi, a, plots);
     if (rc != kExitOk) return rc;
+    clock.finished(i, sel.name());
   }
+  clock.write(times_path, selected, threads);
   return kExitOk;
 }
 

@@ -1,15 +1,19 @@
 // `mobisim run`, `mobisim validate` and `mobisim list`.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "devices/device.h"
 #include "devices/engine.h"
 #include "experiments/experiment.h"
+#include "experiments/sweep.h"
 #include "models/model_spec.h"
+#include "policies/rag/rag_policy.h"
 #include "sim/cli.h"
 #include "sim/error.h"
 #include "sim/registry.h"
+#include "sim/rng.h"
 
 namespace mobisim::experiments {
 namespace {
@@ -29,12 +33,79 @@ cli::ArgParser run_parser(const std::string& usage, const std::string& doc) {
   return a;
 }
 
+// Splits "a,b,[1,2],{x: 1, y: 2}" at the commas outside brackets, braces and quotes.
+std::vector<std::string> split_top_level(const std::string& text) {
+  std::vector<std::string> parts(1);
+  int depth = 0;
+  char quote = 0;
+  for (char c : text) {
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    } else if (c == ',' && depth == 0) {
+      parts.emplace_back();
+      continue;
+    }
+    parts.back().push_back(c);
+  }
+  return parts;
+}
+
+// `run CONFIG -m KEY=a,b -m KEY2=x,y`: the grid sweep of those values (Hydra's multirun), each
+// run its own result file under results/multirun/<name>-<hash of the -m/-p arguments>/.
+int multirun(const cli::ArgParser& a, const RunOptions& o) {
+  sweep::Spec spec;
+  spec.file = a.get("CONFIG");
+  spec.base = spec.file;
+  spec.fixed = o.overrides;
+  std::string signature;
+  for (const auto& m : a.all("multirun")) {
+    const auto eq = m.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == m.size())
+      throw UsageError(fmt::format("-m '{}': expected KEY.PATH=VALUE,VALUE,... (e.g. -m experiment.device=pixel7,oneplus-12)", m));
+    sweep::Axis axis;
+    axis.keys = {m.substr(0, eq)};
+    for (const auto& v : split_top_level(m.substr(eq + 1))) {
+      if (v.empty()) throw UsageError(fmt::format("-m '{}': an empty value between commas", m));
+      axis.values.push_back({v});
+    }
+    spec.axes.push_back(std::move(axis));
+    signature.append(m).append("\n");
+  }
+  for (const auto& f : spec.fixed) signature.append("-p ").append(f).append("\n");
+  spec.output = o.output_override.empty()
+                    ? fmt::format("results/multirun/{}-{:08x}", std::filesystem::path(spec.file).stem().string(),
+                                  sim::fnv1a64(signature) & 0xffffffffULL)
+                    : o.output_override;
+  sweep::Options so;
+  so.threads = o.threads;
+  so.in_process = true;  // one process: generated workloads are shared by the points
+  so.quiet = o.quiet;
+  so.dry_run = o.dry_run;
+  so.resume = !o.force;  // points already run with the same configuration are kept
+  return sweep::run_sweep(spec, so);
+}
+
 int cmd_run(const std::vector<std::string>& args) {
-  auto a = run_parser("mobisim run CONFIG [-p key=value]... [--output FILE.h5] [--timeline FILE.json]",
+  auto a = run_parser("mobisim run CONFIG [-p key=value]... [-m key=a,b,c]... [--output FILE.h5] [--timeline FILE.json]",
                       "Runs an experiment: prints its summary table, writes an HDF5 result file, a CSV summary\n"
-                      "and (unless --no-plot) a PNG plot next to it.");
+                      "and (unless --no-plot) a PNG plot next to it. With overrides (-p) and no --output, the result\n"
+                      "goes to <output>-<config hash>.h5 so it never replaces the plain run's; an existing result file\n"
+                      "is replaced only when it holds the same configuration (or with --force).\n"
+                      "With -m, runs every combination of the listed values as a sweep (index.csv with one row per\n"
+                      "point and policy; --output names its directory).");
+  a.flag("force", "replace the result file even when it holds another configuration's results");
+  a.repeated("multirun", "m", "KEY.PATH=A,B,C",
+             "run once per value (several -m: every combination), as a sweep in results/multirun/ (see mobisim sweep)");
   if (!a.parse(args)) return kExitOk;
   RunOptions o;
+  o.protect_results = true;
+  o.force = a.flag_set("force");
   o.overrides = a.all("set");
   o.output_override = a.maybe("output").value_or("");
   o.timeline_override = a.maybe("timeline").value_or("");
@@ -44,6 +115,10 @@ int cmd_run(const std::vector<std::string>& args) {
   o.quiet = a.flag_set("quiet");
   o.threads = static_cast<int>(a.get_int("threads"));
   if (o.threads < 1) throw UsageError("--threads must be >= 1");
+  if (!a.all("multirun").empty()) {
+    if (!o.timeline_override.empty()) throw UsageError("--timeline writes one run's timeline: not with -m");
+    return multirun(a, o);
+  }
   return run_experiment_file(a.get("CONFIG"), o);
 }
 
@@ -78,9 +153,21 @@ void list_device_schema() {
     std::cout << fmt::format("  {}: {}\n", section.path.empty() ? "(top level)" : section.path, section.doc);
     for (const auto& d : section.schema.defs()) {
       const std::string def = d.required() ? "required" : d.type == ParamType::kNode ? "section" : "default " + d.default_text();
-      std::cout << fmt::format("      {:<26} {:<8} {:<10} {:<16} {}\n", d.name, to_string(d.type),
-                               d.unit.empty() ? "-" : d.unit, def, d.doc);
+      std::cout << fmt::format("      {:<26} {:<8} {:<10} {:<16} {}{}\n", d.name, to_string(d.type),
+                               d.unit.empty() ? "-" : d.unit, def, d.doc,
+                               d.zero_not_modelled ? " (0: not modelled, flagged in results)" : "");
     }
+  }
+}
+
+void list_rag_pipeline_schema() {
+  std::cout << "\nRAG pipeline fields (`pipeline:` of the rag_qa, percache_overhead and phone (rag app) experiments):\n";
+  ParamSchema schema = policies::PipelineConfig::schema();
+  for (const auto& d : schema.defs()) {
+    const std::string def = d.required() ? "required" : "default " + d.default_text();
+    std::cout << fmt::format("      {:<26} {:<8} {:<10} {:<16} {}{}\n", d.name, to_string(d.type),
+                             d.unit.empty() ? "-" : d.unit, def, d.doc,
+                             d.zero_not_modelled ? " (0: not modelled, flagged in results)" : "");
   }
 }
 
@@ -139,8 +226,9 @@ void list_plugins(bool verbose) {
       if (!verbose) continue;
       for (const auto& d : e.schema.defs()) {
         std::string def = d.required() ? "required" : "default " + d.default_text();
-        std::cout << fmt::format("      {:<28} {:<10} {:<18} {}{}\n", d.name, to_string(d.type), def, d.doc,
-                                 d.unit.empty() ? "" : " [" + d.unit + "]");
+        std::cout << fmt::format("      {:<28} {:<10} {:<18} {}{}{}\n", d.name, to_string(d.type), def, d.doc,
+                                 d.unit.empty() ? "" : " [" + d.unit + "]",
+                                 d.zero_not_modelled ? " (0: not modelled, flagged in results)" : "");
       }
     }
   }
@@ -161,7 +249,10 @@ int cmd_list(const std::vector<std::string>& args) {
   }
   if (what == "all" || what == "engines") list_engines();
   if (what == "all" || what == "models") list_models();
-  if (what == "all" || what == "plugins") list_plugins(!a.flag_set("brief"));
+  if (what == "all" || what == "plugins") {
+    list_plugins(!a.flag_set("brief"));
+    if (!a.flag_set("brief")) list_rag_pipeline_schema();
+  }
   return kExitOk;
 }
 

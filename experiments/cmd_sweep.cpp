@@ -11,6 +11,7 @@
 #include "sim/atomic_file.h"
 #include "sim/cli.h"
 #include "sim/error.h"
+#include "sim/strings.h"
 
 namespace mobisim::experiments {
 namespace {
@@ -113,6 +114,7 @@ int compare_main(const std::vector<std::string>& args) {
                    "one column per file, and each file's ratio to the first.");
   a.positional("FILES", "two or more result files (the first is the reference)")
       .repeated("metric", "m", "NAME", "only these metrics (default: every numeric summary column)")
+      .option("variants", "A,B", "only these variants (policies, apps) by name, comma-separated")
       .option("csv", "OUT.csv", "also write the table as CSV");
   // The parser takes one positional: collect the rest by hand.
   std::vector<std::string> files, rest;
@@ -136,10 +138,20 @@ int compare_main(const std::vector<std::string>& args) {
     if (std::find(s.front().metrics.begin(), s.front().metrics.end(), m) == s.front().metrics.end())
       throw UsageError(fmt::format("{}: no metric '{}' in /summary (it has: {})", files.front(), m,
                                    fmt::join(s.front().metrics, ", ")));
+  std::vector<std::string> variants = s.front().variants;
+  if (auto wanted = a.maybe("variants")) {
+    variants.clear();
+    for (const auto& v : split(*wanted, ',')) {
+      if (std::find(s.front().variants.begin(), s.front().variants.end(), v) == s.front().variants.end())
+        throw UsageError(fmt::format("{}: no variant '{}' in /summary (it has: {})", files.front(), v,
+                                     fmt::join(s.front().variants, ", ")));
+      variants.push_back(v);
+    }
+  }
   h5::Table t;
   std::vector<std::string> variant_col, metric_col;
   std::vector<std::vector<double>> values(files.size()), ratios(files.size());
-  for (const auto& v : s.front().variants)
+  for (const auto& v : variants)
     for (const auto& m : metrics) {
       variant_col.push_back(v);
       metric_col.push_back(m);

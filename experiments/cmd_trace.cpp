@@ -353,7 +353,13 @@ int trace_main(const std::vector<std::string>& args) {
   if (args[0] == "import") {
     if (args.size() >= 2 && args[1] == "qmsum") return import_qmsum_cmd(rest(2));
     if (args.size() >= 2 && args[1] == "jsonl") return import_jsonl_cmd(rest(2));
-    throw UsageError("usage: mobisim trace import {qmsum|jsonl} [options]");
+    if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
+      std::cout << "usage: mobisim trace import {qmsum|jsonl} [options]   (--help on each)\n\n"
+                << "  qmsum   QMSum meetings: one meeting = one user, its queries and reference answers\n"
+                << "  jsonl   a JSONL workload (users, documents, chunks, queries; docs/formats.md)\n";
+      return kExitOk;
+    }
+    throw UsageError("usage: mobisim trace import {qmsum|jsonl} [options] (mobisim trace import --help)");
   }
   if (args[0] == "generate") return generate_cmd(rest(1));
   if (args[0] == "generate-chat") return generate_chat_cmd(rest(1));

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "sim/build_id.h"
 #include "sim/error.h"
 #include "sim/registry.h"
+#include "sim/rng.h"
 #include "sim/version.h"
 
 #include <unistd.h>
@@ -93,6 +95,47 @@ std::string format_table(const h5::Table& t, std::size_t max_rows) {
   return out;
 }
 
+std::string config_hash(const std::string& version, const std::string& resolved_yaml) {
+  return fmt::format("{:016x}", sim::fnv1a64(version + "\n" + resolved_yaml));
+}
+
+namespace {
+
+// Scalars of a YAML tree by dotted path (sequence entries by index), in document order.
+void flatten_yaml(const YAML::Node& n, const std::string& path, std::vector<std::pair<std::string, std::string>>& out) {
+  if (n.IsMap()) {
+    for (const auto& kv : n) flatten_yaml(kv.second, path.empty() ? kv.first.Scalar() : path + "." + kv.first.Scalar(), out);
+  } else if (n.IsSequence()) {
+    for (std::size_t i = 0; i < n.size(); ++i) flatten_yaml(n[i], path + "." + std::to_string(i), out);
+  } else {
+    out.emplace_back(path, n.IsScalar() ? n.Scalar() : std::string("null"));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> config_differences(const YAML::Node& before, const YAML::Node& after, std::size_t max) {
+  std::vector<std::pair<std::string, std::string>> a, b;
+  flatten_yaml(before, "", a);
+  flatten_yaml(after, "", b);
+  const std::map<std::string, std::string> old_values(a.begin(), a.end());
+  const std::map<std::string, std::string> new_values(b.begin(), b.end());
+  std::vector<std::string> diffs;
+  auto note = [&](const std::string& key, const std::string& x, const std::string& y) {
+    if (diffs.size() < max) diffs.push_back(fmt::format("{}: {} -> {}", key, x, y));
+  };
+  for (const auto& [key, value] : b) {
+    const auto it = old_values.find(key);
+    if (it == old_values.end())
+      note(key, "(absent)", value);
+    else if (it->second != value)
+      note(key, it->second, value);
+  }
+  for (const auto& [key, value] : a)
+    if (!new_values.count(key)) note(key, value, "(absent)");
+  return diffs;
+}
+
 std::string write_results(const RunContext& ctx) {
   h5::Writer w(ctx.output);
   {  // every HDF5 handle must be closed before commit() so the file is really closed
@@ -104,6 +147,11 @@ std::string write_results(const RunContext& ctx) {
   h5::write_attr(root, "seed", static_cast<std::int64_t>(ctx.seed));
   h5::write_attr(root, "run", static_cast<std::int64_t>(ctx.run));
   h5::write_attr(root, "config", yaml_to_string(ctx.resolved));
+  // Where it came from: the experiment file as named on the command line and the overrides.
+  h5::write_attr(root, "config_file", ctx.config_path);
+  h5::write_attr(root, "overrides", ctx.overrides);
+  // Costs this run took as 0 because they are not modelled (ParamDef::zero_means_not_modelled).
+  h5::write_attr(root, "not_modelled", ctx.not_modelled->keys());
   if (ctx.resolved["experiment"]["impl"])
     h5::write_attr(root, "experiment", ctx.resolved["experiment"]["impl"].as<std::string>());
   ctx.results.summary.write(root, "summary");
@@ -220,11 +268,31 @@ struct LoadedExperiment {
   std::string plot;
 };
 
+std::string with_stem_suffix(const std::string& path, const std::string& suffix) {
+  const std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + suffix + p.extension().string())).string();
+}
+
+bool overrides_name_output(const std::vector<std::string>& overrides) {
+  return std::any_of(overrides.begin(), overrides.end(), [](const std::string& o) { return o.starts_with("output="); });
+}
+
+// A run with overrides writes next to the plain run, not over it: <stem>-<config hash>.h5 (and
+// the same suffix on a timeline the YAML names), unless the command line names the file.
+void give_overridden_run_its_own_files(const RunOptions& options, RunContext& ctx) {
+  if (options.overrides.empty() || !options.output_override.empty() || overrides_name_output(options.overrides))
+    return;
+  const std::string suffix = fmt::format("-{:08x}", sim::fnv1a64(yaml_to_string(ctx.resolved)) & 0xffffffffULL);
+  ctx.output = with_stem_suffix(ctx.output, suffix);
+  if (options.timeline_override.empty() && !ctx.timeline_path.empty())
+    ctx.timeline_path = with_stem_suffix(ctx.timeline_path, suffix);
+}
+
 LoadedExperiment load_experiment(YAML::Node root, const std::string& origin, const RunOptions& options,
                                  RunContext& ctx) {
   auto overrides = std::make_shared<const std::vector<std::string>>(options.overrides);
   for (const auto& o : options.overrides) apply_override(root, o);
-  ConfigSource src{std::make_shared<std::string>(origin), "", overrides};
+  ConfigSource src{std::make_shared<std::string>(origin), "", overrides, ctx.not_modelled};
   ParamSchema schema = run_schema();
   Params p(root, schema, src, {});
   YAML::Node exp_node = p.node("experiment");
@@ -262,7 +330,39 @@ LoadedExperiment load_experiment(YAML::Node root, const std::string& origin, con
       loaded.experiment->resolved_config(Registry<Experiment>::instance().resolve(exp_node, src.child("experiment")));
   // Normalised through text, so a rerun of the stored YAML stores exactly the same text.
   ctx.resolved = YAML::Load(yaml_to_string(resolved));
+  ctx.overrides = options.overrides;
+  if (options.protect_results) give_overridden_run_its_own_files(options, ctx);
+  if (ctx.timeline)
+    ctx.timeline->set_metadata({{"mobisim_version", kVersion},
+                                {"config_file", origin},
+                                {"overrides", fmt::format("{}", fmt::join(options.overrides, " "))},
+                                {"name", ctx.name},
+                                {"results", ctx.output}});
   return loaded;
+}
+
+// Refuses to replace a result file that holds another configuration's results (see
+// RunOptions::protect_results), naming the keys that differ.
+void guard_existing_result(const RunContext& ctx, const RunOptions& options) {
+  if (!options.protect_results || options.force || !path_exists(ctx.output)) return;
+  const std::string how = "pass --force to replace it or --output FILE.h5 to write elsewhere";
+  std::string stored;
+  try {
+    stored = h5::Reader(ctx.output).attr_string("/", "config");
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("{} exists and is not a readable mobisim result ({}); {}", ctx.output, e.what(), how));
+  }
+  const std::string current = yaml_to_string(ctx.resolved);
+  if (stored == current) return;
+  std::vector<std::string> diffs;
+  try {
+    diffs = config_differences(YAML::Load(stored), ctx.resolved);
+  } catch (const YAML::Exception&) {
+    diffs = {"its stored configuration is not YAML"};
+  }
+  if (diffs.empty()) diffs = {"the same values, written differently"};
+  throw UsageError(fmt::format("{} holds the results of another configuration ({}); {}", ctx.output,
+                               fmt::join(diffs, "; "), how));
 }
 
 }  // namespace
@@ -289,11 +389,16 @@ int run_experiment(YAML::Node root, const std::string& origin, const RunOptions&
     return kExitOk;
   }
 
+  guard_existing_result(ctx, options);
   loaded.experiment->run(ctx);
+  if (ctx.timeline) ctx.timeline->check_filter_matched();
   const std::string csv = write_results(ctx);
   if (ctx.timeline) ctx.timeline->write(ctx.timeline_path);
   if (!ctx.quiet) {
     std::cout << format_table(ctx.results.summary);
+    if (const auto keys = ctx.not_modelled->keys(); !keys.empty())
+      std::cout << fmt::format("note: not modelled (taken as 0 s): {} (`mobisim list` shows each; set them to model "
+                               "those costs)\n", fmt::join(keys, ", "));
     std::cout << fmt::format("results: {} (summary CSV: {})\n", ctx.output, csv);
     if (ctx.timeline)
       std::cout << fmt::format("timeline: {} ({} runs, {} spans)\n", ctx.timeline_path, ctx.timeline->processes(),

@@ -51,6 +51,9 @@ struct RunContext {
   std::uint64_t run = 0;
   std::string output;       // HDF5 path
   std::string timeline_path;
+  std::vector<std::string> overrides;  // -p KEY=VALUE as given (recorded in the result file)
+  // The keys read as "0: not modelled" (recorded in the result file, named after the table).
+  std::shared_ptr<NotModelledKeys> not_modelled = std::make_shared<NotModelledKeys>();
   bool quiet = false;
   int threads = 1;          // worker threads for independent simulations (results do not depend on it)
   WorkloadCache* workloads = nullptr;  // generated workloads shared with the process's other runs, or null
@@ -109,12 +112,25 @@ struct RunOptions {
   WorkloadCache* workloads = nullptr;
   // When set, the plot is queued here instead of drawn (reproduce draws a set's plots together).
   std::vector<PlotJob>* deferred_plots = nullptr;
+  // The `run` command's guard against clobbering results: a run with overrides and no --output
+  // writes to <output stem>-<hash of its resolved config>.h5, and an existing result file is
+  // replaced only when it holds the same configuration (or `force`). Off for reproduce, sweeps
+  // and tests, which own their output paths.
+  bool protect_results = false;
+  bool force = false;
 };
 int run_experiment_file(const std::string& path, const RunOptions& options);
 // Same, for an already-loaded YAML document (used by `reproduce` and tests).
 int run_experiment(YAML::Node root, const std::string& origin, const RunOptions& options);
 // The fully resolved configuration of an experiment file (what --dry-run prints and results store).
 YAML::Node resolve_experiment_config(YAML::Node root, const std::string& origin, const RunOptions& options);
+
+// What a run simulated: a hash (16 hex digits) of mobisim's version and the resolved
+// configuration, the text stored in the result file's /config attribute.
+std::string config_hash(const std::string& version, const std::string& resolved_yaml);
+// The first few keys (dotted paths) whose values differ between two resolved configurations,
+// "key: A -> B" each; empty when they are the same.
+std::vector<std::string> config_differences(const YAML::Node& before, const YAML::Node& after, std::size_t max = 4);
 
 // Writes the results (HDF5 + CSV) atomically; returns the CSV path.
 std::string write_results(const RunContext& ctx);

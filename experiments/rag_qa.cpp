@@ -308,10 +308,11 @@ class RagQaExperiment : public Experiment {
       // histogram's copy and its sorted copy make it 24 bytes a query, for one policy at a time).
       sim::Histogram latency;
       for (double x : spools[p]->doubles("latency_s")) latency.add(x);
+      const TokenTimes token_times = token_times_of(*spools[p], latency);
       ctx.progress(fmt::format("policy {}: {} queries, mean latency {:.2f} s", policies_[p].label, latency.count(),
                                latency.mean()));
       ctx.results.variant(policies_[p].label).spooled_records = spools[p];
-      summary.add(policies_[p].label, sums[p], latency);
+      summary.add(policies_[p].label, sums[p], latency, token_times);
     }
     summary.to_table(ctx.results.summary);
   }
@@ -454,17 +455,46 @@ class RagQaExperiment : public Experiment {
     double mean(double sum) const { return rows == 0 ? 0.0 : sum / static_cast<double>(rows); }
   };
 
+  // Time to first token (arrival to the end of prefill: decode is a query's last phase) and time
+  // per output token (decode time over the tokens decoded, for the queries the LLM answered).
+  struct TokenTimes {
+    sim::Histogram ttft;
+    double mean_tpot_s = 0;
+  };
+  static TokenTimes token_times_of(const h5::SpooledTable& records, const sim::Histogram& latency) {
+    TokenTimes t;
+    const auto decode = records.doubles("decode_s");
+    const auto tokens = records.ints("answer_tokens");
+    double tpot_sum = 0;
+    std::size_t decoded = 0;
+    for (std::size_t i = 0; i < decode.size(); ++i) {
+      t.ttft.add(latency.samples()[i] - decode[i]);
+      if (decode[i] > 0 && tokens[i] > 0) {
+        tpot_sum += decode[i] / static_cast<double>(tokens[i]);
+        ++decoded;
+      }
+    }
+    t.mean_tpot_s = decoded ? tpot_sum / static_cast<double>(decoded) : 0.0;
+    return t;
+  }
+
   struct SummaryBuilder {
     std::vector<std::string> policy;
     std::vector<std::int64_t> queries, stale_hits;
-    std::vector<double> mean_latency, p50, p90, mean_prefill, mean_decode, mean_load, qa_hit_rate, tflops, energy,
-        kv_chunk_hit_rate, bg_tflops, bg_energy, rouge, bleu_mean, dram_peak, dram_mean;
-    void add(const std::string& label, const RecordSums& c, const sim::Histogram& latency) {
+    std::vector<double> mean_latency, p50, p90, p99, mean_ttft, p90_ttft, p99_ttft, mean_tpot, mean_prefill,
+        mean_decode, mean_load, qa_hit_rate, tflops, energy, kv_chunk_hit_rate, bg_tflops, bg_energy, rouge, bleu_mean,
+        dram_peak, dram_mean;
+    void add(const std::string& label, const RecordSums& c, const sim::Histogram& latency, const TokenTimes& tokens) {
       policy.push_back(label);
       queries.push_back(static_cast<std::int64_t>(c.rows));
       mean_latency.push_back(latency.mean());
       p50.push_back(latency.percentile(50));
       p90.push_back(latency.percentile(90));
+      p99.push_back(latency.percentile(99));
+      mean_ttft.push_back(tokens.ttft.mean());
+      p90_ttft.push_back(tokens.ttft.percentile(90));
+      p99_ttft.push_back(tokens.ttft.percentile(99));
+      mean_tpot.push_back(tokens.mean_tpot_s);
       mean_prefill.push_back(c.mean(c.prefill));
       mean_decode.push_back(c.mean(c.decode));
       mean_load.push_back(c.mean(c.load));
@@ -486,6 +516,11 @@ class RagQaExperiment : public Experiment {
       t.add("mean_latency_s", mean_latency, "s");
       t.add("p50_latency_s", p50, "s");
       t.add("p90_latency_s", p90, "s");
+      t.add("p99_latency_s", p99, "s");
+      t.add("mean_ttft_s", mean_ttft, "s");
+      t.add("p90_ttft_s", p90_ttft, "s");
+      t.add("p99_ttft_s", p99_ttft, "s");
+      t.add("mean_tpot_s", mean_tpot, "s");
       t.add("mean_prefill_s", mean_prefill, "s");
       t.add("mean_decode_s", mean_decode, "s");
       t.add("mean_load_s", mean_load, "s");

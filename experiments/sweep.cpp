@@ -211,12 +211,6 @@ std::vector<Point> expand(const Spec& spec) {
 // ---------------------------------------------------------------------------
 namespace {
 
-// What a run simulated: the hash of mobisim's version and the resolved configuration (the text
-// stored in the result file's /config attribute).
-std::string config_hash(const std::string& version, const std::string& resolved_yaml) {
-  return fmt::format("{:016x}", sim::fnv1a64(version + "\n" + resolved_yaml));
-}
-
 std::string run_name(std::size_t point, std::optional<std::uint64_t> seed) {
   return seed ? fmt::format("p{:04d}_s{}", point, *seed) : fmt::format("p{:04d}", point);
 }
@@ -756,6 +750,16 @@ int run_search(const Spec& spec, const Options& options) {
 
 }  // namespace
 
+std::string seeds_note(std::size_t seeds) {
+  if (seeds >= 3) return "";
+  if (seeds <= 1)
+    return "note: one seed per point, so the index has no confidence intervals (the *_ci95 columns are 0); "
+           "list 3 or more seeds (seeds: [1, 2, 3]) to see the spread";
+  return fmt::format("note: {} seeds per point: a 95% interval with {} degree(s) of freedom is {:.1f} standard errors "
+                     "wide on each side; use 3 or more seeds for intervals a reader can use",
+                     seeds, seeds - 1, gsl_cdf_tdist_Pinv(0.975, static_cast<double>(seeds - 1)));
+}
+
 int run_sweep(const Spec& spec, const Options& options) {
   if (spec.search) {
     if (options.dry_run) {
@@ -790,6 +794,7 @@ int run_sweep(const Spec& spec, const Options& options) {
     std::cout << fmt::format("{}: {} points x {} seeds = {} runs, all valid\n", spec.file, points.size(),
                              std::max<std::size_t>(1, spec.seeds.size()), runs.size())
               << format_table(t, 1000);
+    if (const std::string note = seeds_note(spec.seeds.size()); !note.empty()) std::cout << note << "\n";
     return kExitOk;
   }
   const std::size_t resumed = options.resume ? resume_from_results(runs) : 0;
@@ -809,9 +814,11 @@ int run_sweep(const Spec& spec, const Options& options) {
   index.maybe(write, true);
   std::size_t failed = 0;
   for (const auto& r : runs) failed += r.status == "failed";
-  if (!options.quiet)
+  if (!options.quiet) {
     std::cout << fmt::format("sweep: {} runs, {} failed; index: {}/index.h5 (and index.csv, runs.csv)\n", runs.size(),
                              failed, spec.output);
+    if (const std::string note = seeds_note(spec.seeds.size()); !note.empty()) std::cout << note << "\n";
+  }
   return failed ? kExitFailure : kExitOk;
 }
 

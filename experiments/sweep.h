@@ -163,6 +163,8 @@ h5::Table read_summary(const std::string& h5_path);
 void write_index(const Spec& spec, const std::vector<Point>& points, const std::vector<Run>& runs,
                  const std::optional<h5::Table>& search_table);
 
+// What a reader should know about intervals from `seeds` seeds per point (empty from 3 on).
+std::string seeds_note(std::size_t seeds);
 // Student-t 95% confidence half-width of the mean of `v` (0 for fewer than two values).
 double ci95_half_width(const std::vector<double>& v);
 

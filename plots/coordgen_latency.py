@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mobisim_results import load_runs, strs  # noqa: E402
+from mobisim_results import load_runs, strs, title  # noqa: E402
 
 PHASES = [("mean_prefill_s", "prefill"), ("mean_switch_s", "graph switch"), ("mean_calibration_s", "calibration"),
           ("mean_draft_s", "draft"), ("mean_decode_s", "decode")]
@@ -47,7 +47,7 @@ def main(path, out):
     for a in ax:
         a.set_xticks(list(x))
         a.set_xticklabels(pol, rotation=40, ha="right", fontsize=8)
-    fig.suptitle(name)
+    title(fig, path, name)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 

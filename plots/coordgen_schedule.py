@@ -13,7 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mobisim_results import load_runs, strs  # noqa: E402
+from mobisim_results import load_runs, strs, title  # noqa: E402
 
 
 def main(path, out):
@@ -40,7 +40,7 @@ def main(path, out):
     a2.bar(names, peak, color="tab:gray")
     a2.set_ylabel("peak NPU memory (GB)")
     a2.tick_params(axis="x", rotation=40)
-    fig.suptitle(name)
+    title(fig, path, name)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 

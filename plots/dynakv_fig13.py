@@ -6,6 +6,7 @@ packed KV bytes, per model.
 usage: dynakv_fig13.py RESULT.h5 OUT.png
 """
 from dynakv_common import main, plt, summary
+from mobisim_results import title  # noqa: E402
 
 
 def draw(path, out):
@@ -33,7 +34,7 @@ def draw(path, out):
     for a in axes:
         a.set_xticks(xs)
         a.set_xticklabels(models)
-    fig.suptitle(name)
+    title(fig, path, name)
     fig.tight_layout()
     fig.savefig(out, dpi=150)
 

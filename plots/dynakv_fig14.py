@@ -6,6 +6,7 @@ cluster-aligned replacement, DynaKV with LRU and PQCache with LRU (variants NAME
 usage: dynakv_fig14.py RESULT.h5 OUT.png
 """
 from dynakv_common import main, plt, summary
+from mobisim_results import title  # noqa: E402
 
 
 def draw(path, out):
@@ -28,7 +29,7 @@ def draw(path, out):
     for a in axes:
         a.set_xlabel("cache ratio")
         a.legend(fontsize=7)
-    fig.suptitle(name)
+    title(fig, path, name)
     fig.tight_layout()
     fig.savefig(out, dpi=150)
 

@@ -5,6 +5,7 @@ each policy across models (variants MODEL/POLICY).
 usage: dynakv_fig18.py RESULT.h5 OUT.png
 """
 from dynakv_common import POLICY_COLORS, grouped, main, plt, summary
+from mobisim_results import title  # noqa: E402
 
 
 def draw(path, out):
@@ -19,7 +20,7 @@ def draw(path, out):
         ax.legend(fontsize=7)
     axes[0].set_title("(a) power")
     axes[1].set_title("(b) energy")
-    fig.suptitle(name)
+    title(fig, path, name)
     fig.tight_layout()
     fig.savefig(out, dpi=150)
 

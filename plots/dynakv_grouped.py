@@ -1,5 +1,6 @@
 """Grouped bars of a `dynakv` summary whose variants are named GROUP/.../POLICY."""
 from dynakv_common import POLICY_COLORS, grouped, plt, summary
+from mobisim_results import title  # noqa: E402
 
 
 def draw_grouped(path, out, metric, ylabel, panel_key=None, figsize=(11, 4)):
@@ -16,6 +17,6 @@ def draw_grouped(path, out, metric, ylabel, panel_key=None, figsize=(11, 4)):
         if panel:
             ax.set_title(panel)
         ax.legend(fontsize=7)
-    fig.suptitle(name)
+    title(fig, path, name)
     fig.tight_layout()
     fig.savefig(out, dpi=150)

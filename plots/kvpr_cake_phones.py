@@ -16,7 +16,9 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mobisim_results import open_result, rows, table  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from mobisim_results import open_result, rows, table, title  # noqa: E402
 
 
 def main(path, out):
@@ -25,7 +27,11 @@ def main(path, out):
         th = table(f, "tables/phone_threshold")
         name = f.attrs["name"]
     devices = list(dict.fromkeys(t["device"]))
-    fig, axes = plt.subplots(1, len(devices), figsize=(4.2 * len(devices), 4.5), sharey=True, squeeze=False)
+    # A colour per (unit, block size), the same in every panel; the payload is the line style.
+    combos = list(dict.fromkeys((t["unit"][i], t["block_tokens"][i]) for i in range(len(t["unit"]))))
+    palette = plt.get_cmap("tab10" if len(combos) <= 10 else "tab20").colors
+    color = {c: palette[k % len(palette)] for k, c in enumerate(combos)}
+    fig, axes = plt.subplots(1, len(devices), figsize=(4.2 * len(devices) + 2.2, 4.8), sharey=True, squeeze=False)
     for ax, dev in zip(axes[0], devices):
         storage = t["storage"][rows(t, device=dev)[0]]
         for unit in dict.fromkeys(t["unit"][i] for i in rows(t, device=dev)):
@@ -34,7 +40,7 @@ def main(path, out):
                     idx = rows(t, device=dev, unit=unit, block_tokens=block, payload=pl)
                     if idx:
                         ax.plot([t["prefix_len"][i] for i in idx], [t["cake_over_load"][i] for i in idx], style,
-                                marker=".", ms=3, label=f"{unit} b={block} {pl}")
+                                marker=".", ms=3, color=color[(unit, block)])
         idx = rows(t, device=dev, unit="gpu", payload="kv", block_tokens=t["block_tokens"][0])
         ax.plot([t["prefix_len"][i] for i in idx], [t["best_split_over_load"][i] for i in idx], color="black",
                 linewidth=2, label="best split (gpu, kv)")
@@ -47,9 +53,14 @@ def main(path, out):
         ax.set_title(f"{dev} ({storage})\n" + ("; ".join(wins) if wins else "Cake never beats pure load"), fontsize=8)
         ax.set_xlabel("prefix length (tokens)")
     axes[0][0].set_ylabel("Cake time / pure-load time")
-    axes[0][-1].legend(fontsize=6, ncol=2)
-    fig.suptitle(f"{name}: prefix caches on phone storage, recompute while reading")
-    fig.tight_layout()
+    handles = [Line2D([], [], color=color[c], label=f"{c[0]}, {c[1]}-token blocks") for c in combos]
+    handles += [Line2D([], [], color="grey", linestyle="-", label="K/V payload"),
+                Line2D([], [], color="grey", linestyle="--", label="PerCache Q/K/V payload"),
+                Line2D([], [], color="black", linewidth=2, label="best split (gpu, K/V)"),
+                Line2D([], [], color="red", linestyle="--", linewidth=1, label="pure load (= 1)")]
+    fig.legend(handles=handles, loc="center right", fontsize=7, frameon=False)
+    title(fig, path, f"{name}: prefix caches on phone storage, recompute while reading (below 1: Cake wins)")
+    fig.tight_layout(rect=(0, 0, 1 - 2.2 / (4.2 * len(devices) + 2.2), 1))
     fig.savefig(out, dpi=150)
 
 

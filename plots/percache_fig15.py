@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mobisim_results import load_runs  # noqa: E402
+from mobisim_results import load_runs, title  # noqa: E402
 
 
 def main(path, out):
@@ -34,7 +34,7 @@ def main(path, out):
     ax2.set_ylabel("latency (s)")
     ax1.legend(fontsize=8)
     ax2.legend(fontsize=8)
-    fig.suptitle(name)
+    title(fig, path, name)
     fig.tight_layout()
     fig.savefig(out, dpi=130)
 

@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mobisim_results import load_runs, strs  # noqa: E402
+from mobisim_results import load_runs, strs, title  # noqa: E402
 
 
 def main(path, out):
@@ -31,7 +31,7 @@ def main(path, out):
     ax2.set_xticks(x)
     ax2.set_xticklabels(order, rotation=30, ha="right", fontsize=8)
     ax2.legend(fontsize=8)
-    fig.suptitle(name)
+    title(fig, path, name)
     fig.tight_layout()
     fig.savefig(out, dpi=130)
 

@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mobisim_results import load_runs, strs  # noqa: E402
+from mobisim_results import load_runs, strs, title  # noqa: E402
 
 
 def main(path, out):
@@ -29,7 +29,7 @@ def main(path, out):
         ax.set_xticks(range(len(order)))
         ax.set_xticklabels(order, rotation=45, ha="right", fontsize=7)
         ax.set_title(label, fontsize=9)
-    fig.suptitle(name)
+    title(fig, path, name)
     fig.tight_layout()
     fig.savefig(out, dpi=130)
 

@@ -17,7 +17,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mobisim_results import open_result, rows, table  # noqa: E402
+from mobisim_results import open_result, rows, table, title  # noqa: E402
 
 
 def main(path, out):
@@ -62,7 +62,7 @@ def main(path, out):
     a3.axhline(7.1, color="gray", linestyle="-.", label="note: 71% (x10)")
     a3.set_xlabel("suffix tokens after the 180-token prefix")
     a3.legend(fontsize=6)
-    fig.suptitle(str(name))
+    title(fig, path, str(name))
     fig.tight_layout()
     fig.savefig(out, dpi=150)
 

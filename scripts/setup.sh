@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package mobisim needs (idempotent; sudo only when not root),
-# then configures and builds a Release tree in ./build. Nothing else is downloaded.
+# then configures a Release tree in ./build and builds the `mobisim` binary only (the quick start
+# needs nothing else; scripts/test.sh builds the tests and benchmarks). Nothing else is downloaded.
 #   scripts/setup.sh            # install + build
 #   BUILD_DIR=out scripts/setup.sh
 set -euo pipefail
@@ -11,7 +12,7 @@ packages=(
   libeigen3-dev libboost-dev libyaml-cpp-dev libhdf5-dev libgsl-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev nlohmann-json3-dev
   libboost-mpi-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev
-  python3 python3-matplotlib python3-h5py python3-pandas python3-simpy valgrind ccache
+  python3 python3-matplotlib python3-h5py python3-pandas python3-yaml python3-simpy valgrind ccache
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -32,5 +33,5 @@ launcher=()
 export CCACHE_BASEDIR="$PWD"   # cache hits across clones of the repository
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
-cmake --build "$build" -j"$(nproc)"
+cmake --build "$build" -j"$(nproc)" --target mobisim
 echo "setup: built $build/mobisim"

@@ -1054,12 +1054,17 @@ std::vector<std::size_t> Reader::shape(const std::string& path) const {
 }
 
 // Opens a single-valued attribute; an array attribute would overrun the one value read into.
-static H5::Attribute open_attr(const H5::H5File& file, const std::string& object_path, const std::string& name) {
+static H5::Attribute open_any_attr(const H5::H5File& file, const std::string& object_path, const std::string& name) {
   H5O_info_t info;
   if (H5Oget_info_by_name(file.getId(), object_path.c_str(), &info, H5P_DEFAULT) < 0)
     throw H5::Exception("open_attr", "cannot inspect object");
-  H5::Attribute a = info.type == H5O_TYPE_DATASET ? file.openDataSet(object_path).openAttribute(name)
-                                                   : file.openGroup(object_path).openAttribute(name);
+  return info.type == H5O_TYPE_DATASET ? file.openDataSet(object_path).openAttribute(name)
+                                       : file.openGroup(object_path).openAttribute(name);
+}
+
+// A single-valued attribute.
+static H5::Attribute open_attr(const H5::H5File& file, const std::string& object_path, const std::string& name) {
+  H5::Attribute a = open_any_attr(file, object_path, name);
   if (a.getSpace().getSimpleExtentNpoints() != 1)
     throw H5::Exception("open_attr", fmt::format("attribute '{}' holds {} values, expected one", name,
                                                  a.getSpace().getSimpleExtentNpoints()));
@@ -1123,6 +1128,60 @@ double Reader::attr_double(const std::string& object_path, const std::string& na
 static herr_t collect_link_name(hid_t, const char* name, const H5L_info_t*, void* out) {
   static_cast<std::vector<std::string>*>(out)->emplace_back(name);
   return 0;
+}
+
+std::vector<std::string> Reader::attr_strings(const std::string& object_path, const std::string& name) const {
+  if (!has_attr(object_path, name)) fail(object_path, fmt::format("missing attribute '{}'", name));
+  try {
+    H5::Attribute a = open_any_attr(file_, object_path, name);
+    if (a.getTypeClass() != H5T_STRING) fail(object_path, fmt::format("attribute '{}' is not a string list", name));
+    H5::DataSpace space = a.getSpace();
+    if (space.getSimpleExtentNdims() != 1) fail(object_path, fmt::format("attribute '{}' is not a list", name));
+    hsize_t n = 0;
+    space.getSimpleExtentDims(&n);
+    check_extent(object_path + "@" + name, n, sizeof(char*));
+    std::vector<std::string> out;
+    if (n == 0) return out;
+    H5::StrType t = a.getStrType();
+    if (!t.isVariableStr()) fail(object_path, fmt::format("attribute '{}': expected variable-length strings", name));
+    std::vector<char*> ptrs(n, nullptr);
+    a.read(t, ptrs.data());
+    for (char* p : ptrs) out.emplace_back(p ? p : "");
+    H5::DataSet::vlenReclaim(ptrs.data(), t, space);
+    return out;
+  } catch (const H5::Exception& e) {
+    fail(object_path, fmt::format("attribute '{}' unreadable: {}", name, e.getDetailMsg()));
+  }
+}
+
+Table Reader::table(const std::string& group_path) const {
+  const std::vector<std::string> names =
+      has_attr(group_path, "columns") ? attr_strings(group_path, "columns") : children(group_path);
+  Table t;
+  for (const auto& name : names) {
+    const std::string path = group_path + "/" + name;
+    H5T_class_t kind = H5T_NO_CLASS;
+    std::string unit;
+    try {
+      const H5::DataSet ds = dataset(path, 1, std::nullopt);
+      kind = ds.getTypeClass();
+      if (ds.attrExists("unit")) {
+        H5::Attribute a = ds.openAttribute("unit");
+        a.read(a.getStrType(), unit);
+      }
+    } catch (const H5::Exception& e) {
+      fail(path, "unreadable (truncated or corrupt?): " + e.getDetailMsg());
+    }
+    if (kind == H5T_STRING)
+      t.add(name, strings(path));
+    else if (kind == H5T_INTEGER)
+      t.add(name, ints(path), unit);
+    else if (kind == H5T_FLOAT)
+      t.add(name, doubles(path), unit);
+    else
+      fail(path, "expected a column of text, integers or reals");
+  }
+  return t;
 }
 
 std::vector<std::string> Reader::children(const std::string& group_path) const {

@@ -230,7 +230,12 @@ class Reader {
   std::int64_t attr_int(const std::string& object_path, const std::string& name) const;
   double attr_double(const std::string& object_path, const std::string& name) const;
   bool has_attr(const std::string& object_path, const std::string& name) const;
+  // A string-list attribute (such as a table's "columns").
+  std::vector<std::string> attr_strings(const std::string& object_path, const std::string& name) const;
   std::vector<std::string> children(const std::string& group_path) const;  // sorted names
+  // A group written by Table::write, columns in their written order (the group's "columns"
+  // attribute; sorted names without it), each column as its stored kind (text, integer, real).
+  Table table(const std::string& group_path) const;
 
  private:
   [[noreturn]] void fail(const std::string& object, const std::string& what) const;

@@ -120,12 +120,22 @@ ParamSchema& ParamSchema::merge(const ParamSchema& other) {
 // ---------------------------------------------------------------------------
 // ConfigSource
 // ---------------------------------------------------------------------------
+void NotModelledKeys::add(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  keys_.insert(key);
+}
+
+std::vector<std::string> NotModelledKeys::keys() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {keys_.begin(), keys_.end()};
+}
+
 ConfigSource ConfigSource::child(const std::string& key) const {
-  return {file, key_path.empty() ? key : key_path + "." + key, overrides};
+  return {file, key_path.empty() ? key : key_path + "." + key, overrides, not_modelled};
 }
 
 ConfigSource ConfigSource::element(std::size_t index) const {
-  return {file, fmt::format("{}[{}]", key_path, index), overrides};
+  return {file, fmt::format("{}[{}]", key_path, index), overrides, not_modelled};
 }
 
 static std::vector<std::string> key_steps(const std::string& path) {
@@ -288,7 +298,9 @@ double Params::real(const std::string& name) const {
   YAML::Node n = value_of(name, ParamType::kReal);
   double v = 0;
   if (!parse_real(n, v)) fail(name, fmt::format("expected a number, got {}", describe(n)));
-  check_range(*this, *schema_->find(name), v);
+  const ParamDef& def = *schema_->find(name);
+  check_range(*this, def, v);
+  if (v == 0 && def.zero_not_modelled && source_.not_modelled) source_.not_modelled->add(source_.child(name).key_path);
   return v;
 }
 

@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,10 @@ struct ParamDef {
   ParamDef& in(std::vector<std::string> allowed) { choices = std::move(allowed); return *this; }
   ParamDef& with_unit(std::string u) { unit = std::move(u); return *this; }
   ParamDef& optional() { optional_ = true; return *this; }
+  // A cost whose 0 stands for "not modelled" (not for "free"): `list` says so, and a run whose
+  // value is 0 names the key in its result file and on the terminal.
+  ParamDef& zero_means_not_modelled() { zero_not_modelled = true; return *this; }
+  bool zero_not_modelled = false;
   // For lists: an empty list is an error (the value sizes or drives work).
   ParamDef& non_empty() { non_empty_ = true; return *this; }
   bool non_empty_ = false;
@@ -69,12 +75,25 @@ class ParamSchema {
 };
 
 // Where a YAML node came from: the file and the dotted key path inside it.
+// The keys a run read as "0: not modelled" (ParamDef::zero_means_not_modelled), collected while
+// its components read their parameters (some do so on worker threads, hence the lock).
+class NotModelledKeys {
+ public:
+  void add(const std::string& key);
+  std::vector<std::string> keys() const;  // sorted
+
+ private:
+  mutable std::mutex mutex_;
+  std::set<std::string> keys_;
+};
+
 struct ConfigSource {
   std::shared_ptr<const std::string> file;  // may be null for built-in or command-line nodes
   std::string key_path;                     // e.g. "policies[2].qa_bank"
   // Command-line overrides ("a.b[2].c=value") applied to this document: a key at or below an
   // overridden path is reported as coming from the override, not from the file.
   std::shared_ptr<const std::vector<std::string>> overrides = nullptr;
+  std::shared_ptr<NotModelledKeys> not_modelled = nullptr;  // null: not collected
 
   ConfigSource child(const std::string& key) const;
   ConfigSource element(std::size_t index) const;

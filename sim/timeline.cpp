@@ -82,9 +82,27 @@ void TimelineProcess::instant(const std::string& track, const std::string& name,
 // The file
 // ---------------------------------------------------------------------------
 TimelineProcess* Timeline::process(const std::string& name, const std::map<std::string, std::string>& labels) {
+  for (const auto& [key, value] : labels) {
+    auto& seen = seen_labels_[key];
+    if (std::find(seen.begin(), seen.end(), value) == seen.end()) seen.push_back(value);
+  }
   if (!filter_.accepts(labels)) return nullptr;
   processes_.push_back(std::make_unique<TimelineProcess>(name, filter_));
   return processes_.back().get();
+}
+
+void Timeline::check_filter_matched() const {
+  for (const auto& [key, values] : filter_.labels) {
+    const auto it = seen_labels_.find(key);
+    for (const auto& v : values) {
+      if (it != seen_labels_.end() && std::find(it->second.begin(), it->second.end(), v) != it->second.end()) continue;
+      if (it == seen_labels_.end())
+        throw UsageError(fmt::format("--timeline-filter: {}={} names no run: this experiment's runs have no '{}' label",
+                                     key, v, key));
+      throw UsageError(fmt::format("--timeline-filter: {}={} names no run (the runs have {}: {})", key, v, key,
+                                   fmt::join(it->second, ", ")));
+    }
+  }
 }
 
 std::size_t Timeline::size() const {
@@ -111,7 +129,18 @@ static std::string json_escape(const std::string& s) {
 }
 
 std::string Timeline::to_json() const {
-  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  std::string out = "{\"displayTimeUnit\":\"ms\",";
+  if (!metadata_.empty()) {
+    out += "\"otherData\":{";
+    bool first_key = true;
+    for (const auto& [k, v] : metadata_) {
+      if (!first_key) out += ",";
+      first_key = false;
+      out += fmt::format(R"("{}":"{}")", json_escape(k), json_escape(v));
+    }
+    out += "},\n";
+  }
+  out += "\"traceEvents\":[\n";
   bool first = true;
   auto sep = [&] {
     if (!first) out += ",\n";

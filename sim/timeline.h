@@ -73,10 +73,18 @@ class Timeline {
   std::size_t processes() const { return processes_.size(); }
   std::string to_json() const;
   void write(const std::string& path) const;  // atomic
+  // Where the timeline came from (config file, overrides, version): written as the trace's
+  // "otherData" object, which Perfetto shows under "metadata".
+  void set_metadata(std::map<std::string, std::string> metadata) { metadata_ = std::move(metadata); }
+  // UsageError when a label value of the filter matched none of the runs asked for so far (a typo
+  // such as policy=percahce would otherwise write an empty timeline), naming the values the runs had.
+  void check_filter_matched() const;
 
  private:
   TimelineFilter filter_;
   std::vector<std::unique_ptr<TimelineProcess>> processes_;
+  std::map<std::string, std::string> metadata_;
+  std::map<std::string, std::vector<std::string>> seen_labels_;  // label -> values of every run, first-seen order
 };
 
 }  // namespace mobisim::sim

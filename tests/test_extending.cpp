@@ -31,10 +31,39 @@ TEST(Extending, EveryCodeBlockOfThePageIsTheCodeInTheTree) {
   const std::string page = testing::read_bytes(root + "/docs/extending.md");
   const std::vector<std::string> cpp = code_blocks(page, "cpp"), yaml = code_blocks(page, "yaml");
   ASSERT_EQ(cpp.size(), 2u);
-  ASSERT_EQ(yaml.size(), 1u);
+  ASSERT_EQ(yaml.size(), 2u);
   EXPECT_EQ(cpp[0], testing::read_bytes(root + "/policies/pipeline/system_prompt_reuse.h"));
   EXPECT_EQ(cpp[1], testing::read_bytes(root + "/policies/pipeline/system_prompt_reuse.cpp"));
   EXPECT_EQ(yaml[0], testing::read_bytes(root + "/experiments/compose/example_system_prompt.yaml"));
+  EXPECT_EQ(yaml[1], testing::read_bytes(root + "/docs/examples/pixel7-ufs4.yaml"));
+}
+
+// The device example: the same phone with faster flash loads stored K/V faster and computes
+// exactly as fast (prefill and decode do not touch the flash).
+TEST(Extending, TheDeviceExampleLoadsFasterAndComputesTheSame) {
+  testing::TempDir dir("extending_device");
+  const std::string root = testing::source_dir();
+  auto run = [&](const std::string& extra, const std::string& out) {
+    const auto r = testing::run_mobisim(fmt::format("run {}/experiments/quickstart.yaml --no-plot --quiet --output {} {}",
+                                                    root, out, extra));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  };
+  run("", dir.file("pixel7.h5"));
+  run(fmt::format("-p experiment.device={}/docs/examples/pixel7-ufs4.yaml", root), dir.file("ufs4.h5"));
+  const h5::Reader base(dir.file("pixel7.h5")), ufs4(dir.file("ufs4.h5"));
+  const auto base_load = base.doubles("/runs/ragcache/records/load_s"), ufs4_load = ufs4.doubles("/runs/ragcache/records/load_s");
+  const auto base_prefill = base.doubles("/runs/ragcache/records/prefill_s");
+  const auto ufs4_prefill = ufs4.doubles("/runs/ragcache/records/prefill_s");
+  ASSERT_EQ(base_load.size(), ufs4_load.size());
+  double loaded = 0, faster = 0;
+  for (std::size_t i = 0; i < base_load.size(); ++i) {
+    EXPECT_LE(ufs4_load[i], base_load[i]) << "query " << i;
+    EXPECT_EQ(ufs4_prefill[i], base_prefill[i]) << "query " << i;
+    loaded += base_load[i];
+    faster += base_load[i] - ufs4_load[i];
+  }
+  EXPECT_GT(loaded, 0.0);  // RAGCache loads stored chunk K/V on this workload
+  EXPECT_GT(faster, 0.0);
 }
 
 TEST(Extending, TheWorkedExampleRunsAndReusesTheSystemPrompt) {

@@ -35,7 +35,7 @@ std::string generate_trace(const TempDir& dir) {
 
 testing::CommandResult replay(const std::string& trace, const std::string& out) {
   return testing::run_mobisim("run '" + testing::source_dir() + "/experiments/quickstart.yaml' -p 'experiment.workload={trace: " + trace +
-                              "}' --no-plot --quiet --output '" + out + "'");
+                              "}' --no-plot --quiet --force --output '" + out + "'");
 }
 
 // `bytes` with `count` bytes changed (each to a different value) at positions from `seed`.

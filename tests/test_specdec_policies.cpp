@@ -328,7 +328,7 @@ TEST(SpecdecPolicies, ExperimentOnQmsumShowsTableFourDirection) {
                        << ", task: summary, history_from_other_task: " << (history ? "true" : "false") << "}\n"
                        << "  policies:\n    - {impl: npu_pld, label: PLD}\n    - {impl: npu_pld, label: PLDr, reuse: true}\n"
                        << "    - {impl: npu_sam, label: SAM}\n    - {impl: npu_sam, label: SAMr, reuse: true}\n";
-    r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --output '" + dir.file("t4s.h5") + "'");
+    r = mobisim::testing::run_mobisim("run '" + cfg + "' --no-plot --force --output '" + dir.file("t4s.h5") + "'");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     std::ifstream scsv(dir.file("t4s_summary.csv"));
     std::getline(scsv, header);

@@ -7,6 +7,7 @@
 #include <gsl/gsl_vector.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +41,7 @@ struct Problem {
   std::vector<double> fixed;            // every parameter's value (the free ones overwritten per call)
   std::size_t evaluations = 0;
   std::string failure;                  // a run failure stops the fit
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
   std::vector<double> values_of(const gsl_vector* u) {
     std::vector<double> v = fixed;
@@ -89,8 +91,31 @@ void progress_cb(const std::size_t iter, void* data, const gsl_multifit_nlinear_
   double chi = 0;
   gsl_blas_ddot(f, f, &chi);
   std::vector<std::string> vals;
-  for (std::size_t j = 0; j < pb->free.size(); ++j) vals.push_back(value_text(std::exp(gsl_vector_get(x, j))));
-  std::cerr << fmt::format("[calibrate] iteration {}: cost {:.3g}, {}\n", iter, 0.5 * chi, fmt::join(vals, ", "));
+  std::string state = fmt::format("# mobisim calibrate: the fit in progress (a rerun with the same --runs folder reuses\n"
+                                  "# every candidate run already made, so an interrupted fit resumes where it stopped)\n"
+                                  "iteration: {}\ncost: {:.6g}\nevaluations: {}\nvalues:\n",
+                                  iter, 0.5 * chi, pb->evaluations);
+  for (std::size_t j = 0; j < pb->free.size(); ++j) {
+    const FreeParameter& f = pb->spec->parameters[pb->free[j]];
+    const std::string name = f.profile.empty() ? f.key : f.profile + ":" + f.key;
+    const std::string value = value_text(std::exp(gsl_vector_get(x, j)));
+    vals.push_back(name + "=" + value);
+    state += fmt::format("  \"{}\": {}\n", name, value);
+  }
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - pb->started).count();
+  const std::size_t max_iter = pb->options->max_iterations;
+  const double left = iter + 1 < max_iter ? elapsed / static_cast<double>(iter + 1) * static_cast<double>(max_iter - iter - 1) : 0.0;
+  std::cerr << fmt::format("[calibrate] iteration {} of at most {}: cost {:.4g} ({} runs, {:.0f} s; at most about {:.0f} s "
+                           "left): {}\n",
+                           iter + 1, max_iter, 0.5 * chi, pb->evaluations, elapsed, left, fmt::join(vals, ", "));
+  if (!pb->options->state_file.empty()) {
+    try {
+      create_dirs(fs::path(pb->options->state_file).parent_path().string());
+      write_file_atomic(pb->options->state_file, state);
+    } catch (const Error& e) {
+      std::cerr << "[calibrate] warning: state not written: " << e.what() << "\n";
+    }
+  }
 }
 
 bool selected(const FreeParameter& p, const std::vector<std::string>& only) {

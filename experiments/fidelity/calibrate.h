@@ -82,6 +82,7 @@ struct CalibrateOptions {
   std::size_t max_iterations = 25;
   std::size_t max_passes = 4;      // coordinate passes over grid parameters at most
   std::vector<std::string> only;   // fit only these parameter keys (profile:key or key); others stay initial
+  std::string state_file;          // rewritten after each iteration: the values, the cost (empty: none)
 };
 
 FitResult calibrate(const CalibrationSpec& spec, const std::vector<Point>& registry, const CalibrateOptions& o);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -105,6 +106,7 @@ std::size_t RunCache::execute() {
     if (e.outcome.status == "planned") by_base[e.base].push_back(key);
   std::size_t total = 0, done = 0, failed = 0;
   for (const auto& [base, keys] : by_base) total += keys.size();
+  const auto t0 = std::chrono::steady_clock::now();
   for (const auto& group : by_base) {
     const std::string& base = group.first;
     const std::vector<std::string>& keys = group.second;  // named: clang 14 cannot capture bindings
@@ -125,9 +127,13 @@ std::size_t RunCache::execute() {
       e.outcome.error = r.error;
       ++done;
       if (r.status != "ok") ++failed;
-      if (!o_.quiet)
-        std::cerr << fmt::format("[fidelity] {}/{} runs: {} {}{}\n", done, total,
-                                 fs::path(r.result).filename().string(), r.status, r.error.empty() ? "" : ": " + r.error);
+      if (!o_.quiet) {
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double left = elapsed / static_cast<double>(done) * static_cast<double>(total - done);
+        std::cerr << fmt::format("[fidelity] {}/{} runs ({:.0f} s, about {:.0f} s left): {} {}{}\n", done, total, elapsed,
+                                 left, fs::path(r.result).filename().string(), r.status,
+                                 r.error.empty() ? "" : ": " + r.error);
+      }
     });
   }
   return failed;

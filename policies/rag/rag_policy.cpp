@@ -24,14 +24,18 @@ ParamSchema PipelineConfig::schema() {
   s.integer("answer_tokens", 0, "fixed answer length; 0 uses the trace's reference answer length").range(0, 1000000);
   s.real("embed_query_ms", 0.0, "fixed cost of embedding a query (PerCache Table 1 measures 1610 ms incl. matching)")
       .range(0, kMaxFixedCostMs)
-      .with_unit("ms");
-  s.real("retrieval_ms", 0.0, "fixed cost of hybrid retrieval (PerCache Table 1: 3940 ms)").range(0, kMaxFixedCostMs).with_unit("ms");
+      .with_unit("ms")
+      .zero_means_not_modelled();
+  s.real("retrieval_ms", 0.0, "fixed cost of hybrid retrieval (PerCache Table 1: 3940 ms)").range(0, kMaxFixedCostMs).with_unit("ms")
+      .zero_means_not_modelled();
   s.real("qa_match_ms", 0.0, "fixed cost of matching a query against a QA bank (cosine over entries)")
       .range(0, kMaxFixedCostMs)
-      .with_unit("ms");
+      .with_unit("ms")
+      .zero_means_not_modelled();
   s.real("kv_match_ms", 0.0, "fixed cost of matching retrieved chunks in a KV/QKV cache tree (Table 1: 15 ms)")
       .range(0, kMaxFixedCostMs)
-      .with_unit("ms");
+      .with_unit("ms")
+      .zero_means_not_modelled();
   return s;
 }
 

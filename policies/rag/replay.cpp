@@ -32,6 +32,11 @@ sim::Task<void> replay_user(RagPolicy& policy, RagPipeline& pipe, std::vector<Qu
     const double e0 = device.energy_j();
     co_await policy.serve(pipe, q, rec);
     rec.end_s = sim::to_seconds(sim.now());
+    if (auto* timeline = device.timeline()) {
+      std::string label = "query ";
+      label.append(user.user_id).append("#").append(std::to_string(i));
+      timeline->span("queries", label, arrival, sim.now(), "query");
+    }
     rec.energy_j = device.energy_j() - e0;
     // Quality: an answer generated for this query stands for the reference answer; an answer
     // served from the QA bank is scored against it (ROUGE-L F, sentence BLEU-4).
