@@ -34,6 +34,8 @@ fi
 quick_s=$(cd "$scratch" && seconds "$src/$build/mobisim" run "$src/experiments/quickstart.yaml" --no-plot --quiet --force)
 tenk_s=$(cd "$scratch" && seconds "$src/$build/mobisim" run "$src/experiments/quickstart.yaml" --no-plot --quiet --force \
   -p 'experiment.workload.generate={base: rag_default, users: 500}')
+sweep_s=$(seconds "$build/mobisim" sweep experiments/sweeps/tau_by_phone.yaml --threads "$threads" --quiet \
+  --output "$scratch/tau_by_phone")
 repro_s=$(seconds "$build/mobisim" reproduce all --no-plot --quiet --threads "$threads")
 tests_s=$( (cd "$build" && seconds ctest -j"$threads" --timeout 600) )
 
@@ -49,6 +51,7 @@ tests_s=$( (cd "$build" && seconds ctest -j"$threads" --timeout 600) )
   [ -n "$fresh_line" ] && echo "$fresh_line"
   echo "| quick start (\`run experiments/quickstart.yaml\`, 100 queries x 7 policies) | $quick_s s |"
   echo "| quick start at 10,000 queries (500 users) | $tenk_s s |"
+  echo "| \`sweep experiments/sweeps/tau_by_phone.yaml --threads $threads\` (30 runs) | $sweep_s s |"
   echo "| \`reproduce all --no-plot --threads $threads\` | $repro_s s |"
   echo "| the test suite (\`ctest -j$threads\`) | $tests_s s |"
   echo
