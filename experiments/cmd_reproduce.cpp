@@ -342,7 +342,7 @@ void ensure_inputs(const Set& s, const Job& j, const cli::ArgParser& a) {
   const std::string experiment_path =
       j.sweep ? sweep::Spec::load(path, j.overrides).base : path;  // the experiment the runs start from
   const YAML::Node root = load_yaml_file(experiment_path);
-  if (const std::string trace = workload_trace(root); !trace.empty())
+  if (const std::string trace = workload_trace(root, experiment_path); !trace.empty())
     ensure_qmsum_trace(trace, shared_dir(a.maybe("shared").value_or("")));
   if (s.name == "coordgen" && j.yaml == "cag_requests_ui")
     ensure_example_requests("results/coordgen/requests", shared_dir(a.maybe("shared").value_or("")));

@@ -228,8 +228,8 @@ class DynaKvExperiment : public Experiment {
     s.integer("prefill", 512, "prefill length L0 of generated sessions").at_least(1);
     s.integer("sim_layers", 2, "layers generated and replayed").at_least(1);
     s.integer("session_seed", 1, "seed of the drifting generator").non_negative();
-    s.text("session_file", std::nullopt, "a mobisim-kv-session file to replay instead").optional();
-    s.text("capture_checkpoint", std::nullopt, "llama2.c checkpoint to capture real K/V/Q from").optional();
+    s.text("session_file", std::nullopt, "a mobisim-kv-session file to replay instead").optional().input_path();
+    s.text("capture_checkpoint", std::nullopt, "llama2.c checkpoint to capture real K/V/Q from").optional().input_path();
     s.integer("capture_prefill", 64, "prefill of the captured session").at_least(1);
     s.integer("capture_seed", 11, "sampling seed of the captured sequence").non_negative();
     s.node("generator", "drifting-generator parameters (traces::DriftingSpec)");

@@ -44,7 +44,7 @@ using policies::App;
 traces::RagTrace load_rag_workload(const YAML::Node& node, const ConfigSource& source, std::uint64_t seed,
                                    WorkloadCache* cache) {
   ParamSchema s;
-  s.text("trace", std::string(""), "an HDF5 RAG trace (mobisim trace import/generate)");
+  s.text("trace", std::string(""), "an HDF5 RAG trace (mobisim trace import/generate)").input_path();
   s.node("generate", "generate a trace: 'default', a generator YAML path, or an inline generator config");
   const Params w(node, s, source, {});
   const std::string trace_path = w.text("trace");

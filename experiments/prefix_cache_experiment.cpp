@@ -157,7 +157,7 @@ class PrefixCacheExperiment : public Experiment {
       }
       if (!wl["trace"].IsScalar() || wl["trace"].as<std::string>().empty())
         p.fail("workload", "'trace' must be the path of a chat trace (mobisim trace generate-chat --out FILE.h5)");
-      trace_path_ = wl["trace"].as<std::string>();
+      trace_path_ = resolve_input_path(wl["trace"].as<std::string>(), p.source_of("workload").child("trace"));
       trace_sessions_ = kc::sessions_from_chat_trace(traces::read_chat_trace(trace_path_));
     } else {
       ParamSchema ws = kc::ChatWorkloadConfig::schema();

@@ -48,7 +48,7 @@ using policies::RagPolicy;
 struct WorkloadSpec {
   static ParamSchema schema() {
     ParamSchema s;
-    s.text("trace", std::string(""), "an HDF5 RAG trace (mobisim trace import/generate)");
+    s.text("trace", std::string(""), "an HDF5 RAG trace (mobisim trace import/generate)").input_path();
     s.node("generate", "generate a trace: 'default', a generator YAML path, or an inline generator config "
            "({base: NAME|PATH, ...} inherits a generator config and overrides its keys)");
     s.integer("max_users", 0, "simulate only the first N users (0 = all)").non_negative();

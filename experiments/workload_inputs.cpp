@@ -50,14 +50,16 @@ ResolvedWorkload resolve_workload_config(const YAML::Node& node, const ConfigSou
   return {devices::expand_profile_bases(load_yaml_string(text, origin), file, "workloads"), origin, file};
 }
 
-std::string workload_trace(const YAML::Node& root) {
+std::string workload_trace(const YAML::Node& root, const std::string& origin) {
   // A missing key yields an invalid node whose type may not be asked: test IsDefined() first.
   auto child = [](const YAML::Node& n, const char* key) {
     return n.IsDefined() && n.IsMap() && n[key].IsDefined() ? n[key] : YAML::Node();
   };
   const YAML::Node trace = child(child(root, "experiment"), "workload");
   const YAML::Node t = child(trace, "trace");
-  return t.IsDefined() && t.IsScalar() ? t.Scalar() : "";
+  if (!t.IsDefined() || !t.IsScalar()) return "";
+  // Where the experiment will read it (sim/params.h resolve_input_path): against the file's folder.
+  return resolve_input_path(t.Scalar(), ConfigSource{std::make_shared<std::string>(origin), "experiment.workload.trace"});
 }
 
 void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared) {

@@ -32,7 +32,7 @@ std::string expand_shared(const std::string& path);
 // the command starts any thread or child, so every run it starts resolves {shared} there.
 void export_shared_flag(const std::string& flag);
 // experiment.workload.trace of an experiment file, or "" (read without inserting keys).
-std::string workload_trace(const YAML::Node& root);
+std::string workload_trace(const YAML::Node& root, const std::string& origin);
 // Imports <shared>/data/qmsum (val split, Llama-2 tokenizer when present) into `trace_path` when
 // that file is missing; InputError naming both when the data is absent.
 void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared);

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -155,6 +156,27 @@ static std::vector<std::string> key_steps(const std::string& path) {
 
 std::vector<std::string> override_path_steps(const std::string& assignment) {
   return key_steps(assignment.substr(0, assignment.find('=')));
+}
+
+bool ConfigSource::from_override() const {
+  if (!overrides) return false;
+  const auto here = key_steps(key_path);
+  for (const auto& o : *overrides) {
+    const auto steps = override_path_steps(o);
+    if (!steps.empty() && steps.size() <= here.size() && std::equal(steps.begin(), steps.end(), here.begin()))
+      return true;
+  }
+  return false;
+}
+
+std::string resolve_input_path(const std::string& value, const ConfigSource& where) {
+  constexpr std::string_view kCwd = "{cwd}/";
+  if (value.starts_with(kCwd)) return value.substr(kCwd.size());
+  if (value.empty() || value.front() == '{' || std::filesystem::path(value).is_absolute()) return value;
+  if (!where.file || where.file->starts_with("builtin:") || where.from_override()) return value;
+  const std::filesystem::path dir = std::filesystem::path(*where.file).parent_path();
+  if (dir.empty()) return value;
+  return (dir / value).lexically_normal().string();
 }
 
 std::string ConfigSource::where(const YAML::Node& node) const {
@@ -328,7 +350,7 @@ std::string Params::text(const std::string& name) const {
     for (const auto& c : d.choices) ok = ok || c == n.Scalar();
     if (!ok) fail(name, fmt::format("'{}' is not one of: {}", n.Scalar(), fmt::join(d.choices, ", ")));
   }
-  return n.Scalar();
+  return d.is_input_path ? resolve_input_path(n.Scalar(), source_.child(name)) : n.Scalar();
 }
 
 template <class T, class ParseFn>
@@ -384,7 +406,9 @@ YAML::Node Params::resolved() const {
   YAML::Node out(YAML::NodeType::Map);
   if (node_.IsMap() && node_["impl"].IsDefined()) out["impl"] = yaml_clone(node_["impl"]);
   for (const auto& d : schema_->defs()) {
-    if (has(d.name))
+    if (has(d.name) && d.is_input_path && node_[d.name].IsScalar())
+      out[d.name] = resolve_input_path(node_[d.name].Scalar(), source_.child(d.name));
+    else if (has(d.name))
       out[d.name] = yaml_clone(node_[d.name]);
     else if (d.default_value)
       out[d.name] = yaml_clone(*d.default_value);

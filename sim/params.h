@@ -44,6 +44,10 @@ struct ParamDef {
   // value is 0 names the key in its result file and on the terminal.
   ParamDef& zero_means_not_modelled() { zero_not_modelled = true; return *this; }
   bool zero_not_modelled = false;
+  // A file to read: a relative path written in a YAML file resolves against that file's folder
+  // (resolve_input_path); Params::text and Params::resolved give the resolved path.
+  ParamDef& input_path() { is_input_path = true; return *this; }
+  bool is_input_path = false;
   // For lists: an empty list is an error (the value sizes or drives work).
   ParamDef& non_empty() { non_empty_ = true; return *this; }
   bool non_empty_ = false;
@@ -97,9 +101,19 @@ struct ConfigSource {
 
   ConfigSource child(const std::string& key) const;
   ConfigSource element(std::size_t index) const;
+  // True when a -p override set this key or one above it (its text came from the command line).
+  bool from_override() const;
   // "file.yaml:12:5: key 'a.b'" (line/column when the node carries a mark).
   std::string where(const YAML::Node& node) const;
 };
+
+// Where an input file named in a config lives. A relative path written in a YAML file resolves
+// against that file's folder (so a config and its data move together); one given on the command
+// line (-p) or in a built-in profile stays relative to the working directory, as does one written
+// `{cwd}/PATH` (files other runs write under the working directory, e.g. `{cwd}/results/x.h5`).
+// `{shared}/...` and absolute paths are left as they are. The result is relative to the working
+// directory when the YAML's folder is.
+std::string resolve_input_path(const std::string& value, const ConfigSource& where);
 
 // A validated view of one YAML mapping.
 class Params {

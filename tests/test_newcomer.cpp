@@ -203,3 +203,50 @@ TEST(Newcomer, EverySubcommandAnswersHelp) {
 
 }  // namespace
 }  // namespace mobisim
+
+namespace mobisim {
+namespace {
+
+TEST(Newcomer, PathsInAYamlResolveAgainstItsFolder) {
+  ConfigSource in_file{std::make_shared<std::string>("configs/exp/run.yaml"), "experiment.workload.trace"};
+  EXPECT_EQ(resolve_input_path("data/t.h5", in_file), "configs/exp/data/t.h5");
+  EXPECT_EQ(resolve_input_path("../t.h5", in_file), "configs/t.h5");
+  EXPECT_EQ(resolve_input_path("{cwd}/results/t.h5", in_file), "results/t.h5");  // written by other runs
+  EXPECT_EQ(resolve_input_path("/abs/t.h5", in_file), "/abs/t.h5");
+  EXPECT_EQ(resolve_input_path("{shared}/models/m.bin", in_file), "{shared}/models/m.bin");
+  EXPECT_EQ(resolve_input_path("", in_file), "");
+  // A YAML in the working directory, a built-in profile, and a -p override keep the path as given.
+  EXPECT_EQ(resolve_input_path("t.h5", ConfigSource{std::make_shared<std::string>("run.yaml"), "x"}), "t.h5");
+  EXPECT_EQ(resolve_input_path("t.h5", ConfigSource{std::make_shared<std::string>("builtin:configs/a.yaml"), "x"}),
+            "t.h5");
+  auto overrides = std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"experiment.workload={trace: t.h5}"});
+  EXPECT_EQ(resolve_input_path("t.h5", ConfigSource{std::make_shared<std::string>("configs/exp/run.yaml"),
+                                                     "experiment.workload.trace", overrides}),
+            "t.h5");
+}
+
+TEST(Newcomer, AnExperimentReadsATraceBesideItsYamlFromAnyWorkingDirectory) {
+  testing::TempDir dir("newcomer_paths");
+  fs::create_directories(dir.file("exp"));
+  ASSERT_EQ(testing::run_mobisim(fmt::format("trace generate {}/configs/workloads/rag_default.yaml --out {}",
+                                             testing::source_dir(), dir.file("exp/my_trace.h5")))
+                .exit_code,
+            0);
+  testing::write_text(dir.file("exp/run.yaml"), R"(name: beside
+experiment:
+  impl: rag_qa
+  device: pixel7
+  model: {base: llama-3.2-3b, weight_dtype: int4, activation_dtype: fp32}
+  workload: {trace: my_trace.h5, max_users: 1, max_queries_per_user: 2}
+  policies: [{impl: naive}]
+)");
+  // Run from another folder: the trace is found beside the YAML, and the stored configuration
+  // names where it was read from.
+  const auto r = testing::run_mobisim_in(dir.path().string(), "run exp/run.yaml --no-plot --quiet --output out.h5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const YAML::Node stored = YAML::Load(h5::Reader(dir.file("out.h5")).attr_string("/", "config"));
+  EXPECT_EQ(stored["experiment"]["workload"]["trace"].as<std::string>(), "exp/my_trace.h5");
+}
+
+}  // namespace
+}  // namespace mobisim

@@ -401,7 +401,7 @@ const ParamSchema& generator_schema() {
     ParamSchema x;
     x.integer("seed", 1, "random seed (the --seed option overrides it)").non_negative();
     x.integer("users", 5, "number of users (PerCache evaluates 5 users per dataset)").range(1, 100000);
-    x.text("tokenizer", "", "SentencePiece model for exact token counts; empty: documented estimate");
+    x.text("tokenizer", "", "SentencePiece model for exact token counts; empty: documented estimate").input_path();
     x.node("knowledge", "knowledge base: chunks, topics, vocabulary");
     x.node("queries", "query stream: popularity, paraphrases, answers");
     x.node("arrival", "sparse arrival model and idle windows");

@@ -73,7 +73,7 @@ std::string RunCache::request(const std::string& experiment, const std::vector<s
   e.overrides = overrides;
   try {
     const YAML::Node root = load_yaml_file(base);
-    if (const std::string trace = workload_trace(root); !trace.empty()) ensure_qmsum_trace(trace, shared_dir(o_.shared));
+    if (const std::string trace = workload_trace(root, base); !trace.empty()) ensure_qmsum_trace(trace, shared_dir(o_.shared));
     RunOptions ro;
     ro.overrides = overrides;
     const YAML::Node resolved = resolve_experiment_config(load_yaml_file(base), base, ro);

@@ -61,7 +61,8 @@ void add_prediction_params(ParamSchema& s) {
       .range(1, 1 << 20);
   s.text("knowledge_type", std::string("meeting record"),
          "the B.3 prompt's [personal emails/daily dialog/meeting record] slot");
-  s.text("tokenizer", std::string(""), "SentencePiece model counting prompt tokens; empty: documented estimate");
+  s.text("tokenizer", std::string(""), "SentencePiece model counting prompt tokens; empty: documented estimate")
+      .input_path();
   s.node("predictor", "how predicted texts are produced: {impl: generator|file|oracle, ...} (default generator)");
   s.boolean("charging_only", false, "run background work only inside the trace's charging idle windows");
 }

@@ -359,7 +359,7 @@ class FilePredictor : public QueryPredictor {
   }
   static ParamSchema schema() {
     ParamSchema s;
-    s.text("path", std::nullopt, "YAML file of offline LLM predictions (format in query_predictor.cpp)");
+    s.text("path", std::nullopt, "YAML file of offline LLM predictions (format in query_predictor.cpp)").input_path();
     return s;
   }
   std::vector<std::string> knowledge_based(const PredictionContext& c, int n) override { return take(c, "knowledge", n); }
