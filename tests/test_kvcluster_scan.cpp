@@ -18,12 +18,22 @@ using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 
 TEST(KvClusterScan, DistancesAndScoresEqualEigenBitForBit) {
   sim::Rng rng(3, 0, "test/kvcluster", "scan");
-  // Row counts around the kernels' blocks (8 rows, 2 rows), even and odd dimensions, 1 to 9 queries.
-  for (int rows : {2, 3, 7, 8, 9, 17, 64, 301})
+  // Row counts around the kernels' panels (8 rows, taken 1, 2 or 4 at a time), even and odd
+  // dimensions, 1 to 9 queries.
+  for (int rows : {2, 3, 7, 8, 9, 16, 17, 24, 31, 32, 33, 64, 301})
     for (int dim : {1, 2, 5, 64, 128})
       for (int heads : {1, 3, 4, 8, 9}) {
         RowMatD c(rows, dim);
         for (Eigen::Index i = 0; i < c.size(); ++i) c.data()[i] = rng.normal(0.0, 4.0);
+        // The panels the scans read, grown twice as a table grows them (new rows zero until set).
+        CentroidPanels panels(dim);
+        panels.grow(rows / 2);
+        panels.grow(rows);
+        for (int r = 0; r < rows; ++r) panels.set_row(r, c.row(r).data());
+        ASSERT_EQ(panels.rows(), rows);
+        std::vector<double> back(dim);
+        panels.copy_row(rows - 1, back.data());
+        for (int d = 0; d < dim; ++d) ASSERT_EQ(back[d], c(rows - 1, d));
         std::vector<Eigen::VectorXf> qf(heads, Eigen::VectorXf(dim));
         for (auto& q : qf)
           for (int d = 0; d < dim; ++d) q[d] = static_cast<float>(rng.normal(0.0, 2.0));
@@ -31,7 +41,7 @@ TEST(KvClusterScan, DistancesAndScoresEqualEigenBitForBit) {
         const Eigen::RowVectorXd kv = qf[0].transpose().cast<double>();
         Eigen::VectorXd want = (c.rowwise() - kv).rowwise().squaredNorm();
         std::vector<double> got(rows);
-        squared_distances(c.data(), rows, dim, kv.data(), got.data());
+        squared_distances(panels, kv.data(), got.data());
         for (int r = 0; r < rows; ++r) ASSERT_EQ(got[r], want[r]) << rows << "x" << dim << " row " << r;
         // Scores of every query, as ClusterTable::select's GEMV computed them.
         std::vector<Eigen::VectorXd> qd;
@@ -39,7 +49,7 @@ TEST(KvClusterScan, DistancesAndScoresEqualEigenBitForBit) {
         for (const auto& q : qf) qd.push_back(q.cast<double>());
         for (const auto& q : qd) ptrs.push_back(q.data());
         std::vector<double> scores(static_cast<std::size_t>(rows) * heads);
-        centroid_scores(c.data(), rows, dim, ptrs.data(), heads, scores.data());
+        centroid_scores(panels, ptrs.data(), heads, scores.data());
         for (int h = 0; h < heads; ++h) {
           Eigen::VectorXd s(rows);
           s.setZero();

@@ -18,7 +18,7 @@ namespace {
 using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 }  // namespace
 
-ClusterTable::ClusterTable(int head_dim, int head) : dim_(head_dim), head_(head) {
+ClusterTable::ClusterTable(int head_dim, int head) : centroids_(head_dim), dim_(head_dim), head_(head) {
   if (head_dim <= 0) throw Error(fmt::format("ClusterTable: head_dim must be positive (got {})", head_dim));
 }
 
@@ -66,10 +66,9 @@ void ClusterTable::refresh_candidate(int c) {
 }
 
 void ClusterTable::sync_centroid(int c) {
-  const std::size_t need = clusters_.size() * static_cast<std::size_t>(dim_);
-  if (centroids_.size() < need) centroids_.resize(need, 0.0);
+  centroids_.grow(static_cast<int>(clusters_.size()));
   const auto& r = clusters_[c].centroid;
-  if (static_cast<int>(r.size()) == dim_) std::copy(r.begin(), r.end(), centroids_.begin() + static_cast<std::ptrdiff_t>(c) * dim_);
+  if (static_cast<int>(r.size()) == dim_) centroids_.set_row(c, r.data());
 }
 
 int ClusterTable::make_cluster(const std::vector<int>& positions) {
@@ -202,12 +201,12 @@ int ClusterTable::regroup(const std::vector<int>& positions) {
 }
 
 int ClusterTable::nearest_cluster(const float* k) const {
-  const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
+  const int rows = centroids_.rows();
   Eigen::VectorXd& d2 = scratch_scores_;
   if (rows > 0) {
     scratch_query_.assign(k, k + dim_);  // the key in double, as the distances take it
     d2.resize(rows);
-    squared_distances(centroids_.data(), rows, dim_, scratch_query_.data(), d2.data());
+    squared_distances(centroids_, scratch_query_.data(), d2.data());
   }
   int best = -1;
   double best_d = std::numeric_limits<double>::infinity();
@@ -240,14 +239,22 @@ double ClusterTable::similarity(int c, const float* q) const {
 }
 
 std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
-  const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
+  const int rows = centroids_.rows();
   Eigen::VectorXd& scores = scratch_scores_;
   if (rows > 0) {
-    const Eigen::Map<const RowMatD> cm(centroids_.data(), rows, dim_);
-    const Eigen::VectorXd qd = Eigen::Map<const Eigen::VectorXf>(q, dim_).cast<double>();
+    scratch_query_.assign(q, q + dim_);  // the query in double
+    const double* qd = scratch_query_.data();
     scores.resize(rows);
-    scores.setZero();
-    scores.noalias() += cm * qd;  // what `scores = cm * qd` evaluates (zeroed destination, one GEMV), minus its temporary
+    if (rows >= 2) {
+      centroid_scores(centroids_, &qd, 1, scores.data());  // what `scores = C * qd` (one GEMV) gives
+    } else {
+      // One row: Eigen's product is a dot product, in its own order.
+      scratch_multi_.resize(static_cast<std::size_t>(dim_));
+      centroids_.copy_row(0, scratch_multi_.data());
+      const Eigen::Map<const RowMatD> cm(scratch_multi_.data(), 1, dim_);
+      scores.setZero();
+      scores.noalias() += cm * Eigen::Map<const Eigen::VectorXd>(qd, dim_);
+    }
   }
   return select_scored(scores.data(), rows, q, top);
 }
@@ -374,7 +381,7 @@ void KvClusterPolicy::prefill(ClusterTable& t, const kernel::Mat& keys) const {
 
 std::vector<int> ClusterTable::select_union(QueryGroup qs, const TopK& top) const {
   if (qs.empty()) return {};
-  const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
+  const int rows = centroids_.rows();
   if (qs.size() == 1 || rows < 2) {
     std::vector<int> out = select(qs[0], top);
     if (qs.size() == 1) return out;
@@ -398,7 +405,7 @@ std::vector<int> ClusterTable::select_union(QueryGroup qs, const TopK& top) cons
     qd[h] = scratch_query_.data() + h * dim;
   }
   scratch_multi_.resize(static_cast<std::size_t>(rows) * heads);
-  centroid_scores(centroids_.data(), rows, dim_, qd.data(), heads, scratch_multi_.data());
+  centroid_scores(centroids_, qd.data(), heads, scratch_multi_.data());
   std::vector<int> out = select_scored(scratch_multi_.data(), rows, qs[0], top);
   std::vector<char>& taken = scratch_taken_;
   taken.assign(clusters_.size(), 0);

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "models/kernel/transformer.h"
+#include "policies/kvcluster/cluster_scan.h"
 #include "sim/params.h"
 
 namespace mobisim::policies::kvcluster {
@@ -130,9 +131,9 @@ class ClusterTable {
   std::vector<double> centroid_of(const std::vector<int>& positions) const;
   // Copies cluster c's centroid into the contiguous mirror the scans run over.
   void sync_centroid(int c);
-  // Row-major [clusters x dim] copy of every centroid (kept in step with Cluster::centroid), so
-  // selection and assignment scan contiguous memory with vectorized kernels.
-  std::vector<double> centroids_;
+  // A copy of every centroid (kept in step with Cluster::centroid) in the panels the scans of
+  // selection and assignment run over (policies/kvcluster/cluster_scan.h).
+  CentroidPanels centroids_;
   // Scratch of select / nearest_cluster, kept so a decode step allocates nothing there
   // (a table is only ever used by one thread at a time).
   // Per cluster: alive, with members on flash and not ClusterKV's window (what select and
