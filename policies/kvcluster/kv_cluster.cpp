@@ -265,12 +265,17 @@ std::vector<int> ClusterTable::select_scored(const double* scores, int rows, con
   std::vector<std::pair<double, int>>& heap = scratch_heap_;
   heap.clear();
   heap.reserve(clusters_.size());
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;  // the scores' range, for keep_top_bins
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
-    if (candidate_[c])
-      heap.emplace_back(c < rows ? scores[c] : similarity(c, q), c);
+    if (candidate_[c]) {
+      const double score = c < rows ? scores[c] : similarity(c, q);
+      heap.emplace_back(score, c);
+      lo = std::min(lo, score);
+      hi = std::max(hi, score);
+    }
   const bool by_count = top.clusters > 0;
   const double need = top.percent / 100.0 * n_entries();
-  keep_top_bins(heap, by_count ? static_cast<double>(top.clusters) : need, by_count);
+  keep_top_bins(heap, lo, hi, by_count ? static_cast<double>(top.clusters) : need, by_count);
   auto lower_rank = [](const std::pair<double, int>& a, const std::pair<double, int>& b) {
     return a.first < b.first || (a.first == b.first && a.second > b.second);
   };
@@ -288,27 +293,32 @@ std::vector<int> ClusterTable::select_scored(const double* scores, int rows, con
   return out;
 }
 
-void ClusterTable::keep_top_bins(std::vector<std::pair<double, int>>& cand, double need, bool by_count) const {
+void ClusterTable::keep_top_bins(std::vector<std::pair<double, int>>& cand, double lo, double hi, double need,
+                                 bool by_count) const {
   // Scores binned between their minimum and maximum: the bin index never decreases with the
   // score, so every candidate of a lower bin scores strictly below every candidate kept. The top
   // bins holding `need` (entries, or clusters by count) hold the whole ranked prefix selection takes.
   constexpr int kBins = 256;
   if (cand.size() < 2 * static_cast<std::size_t>(kBins) / 8) return;  // small tables: the heap is cheap
-  double lo = cand[0].first, hi = cand[0].first;
-  for (const auto& [score, c] : cand) {
-    lo = std::min(lo, score);
-    hi = std::max(hi, score);
-  }
   if (!(hi > lo)) return;
   const double scale = (kBins - 1) / (hi - lo);
   auto bin_of = [&](double score) { return std::clamp(static_cast<int>((score - lo) * scale), 0, kBins - 1); };
   double weight[kBins] = {};
-  for (const auto& [score, c] : cand) weight[bin_of(score)] += by_count ? 1.0 : clusters_[c].size();
+  std::vector<std::uint8_t>& bins = scratch_bins_;  // each candidate's bin, computed once
+  bins.resize(cand.size());
+  for (std::size_t i = 0; i < cand.size(); ++i) {
+    const int b = bin_of(cand[i].first);
+    bins[i] = static_cast<std::uint8_t>(b);
+    weight[b] += by_count ? 1.0 : clusters_[cand[i].second].size();
+  }
   int first = kBins - 1;  // lowest bin kept
   double held = weight[first];
   while (first > 0 && !(held >= need && held > 0)) held += weight[--first];
   if (first == 0) return;
-  std::erase_if(cand, [&](const std::pair<double, int>& e) { return bin_of(e.first) < first; });
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < cand.size(); ++i)
+    if (bins[i] >= first) cand[kept++] = cand[i];
+  cand.resize(kept);
 }
 
 std::vector<int> ClusterTable::positions_of(const std::vector<int>& cs) const {

@@ -143,11 +143,13 @@ class ClusterTable {
   // select's ranking of the live clusters by precomputed scores (rows of them; similarity beyond).
   std::vector<int> select_scored(const double* scores, int rows, const float* q, const TopK& top) const;
   // Drops the (score, cluster) candidates that cannot be in a selection needing `need` (entries,
-  // or clusters when by_count), so the heap orders only the rest.
-  void keep_top_bins(std::vector<std::pair<double, int>>& cand, double need, bool by_count) const;
+  // or clusters when by_count), so the heap orders only the rest; [lo, hi]: the scores' range.
+  void keep_top_bins(std::vector<std::pair<double, int>>& cand, double lo, double hi, double need,
+                     bool by_count) const;
   mutable Eigen::VectorXd scratch_scores_;
   mutable std::vector<double> scratch_query_, scratch_multi_;  // queries (or a key) in double; every head's scores
   mutable std::vector<char> scratch_taken_;
+  mutable std::vector<std::uint8_t> scratch_bins_;
   mutable std::vector<std::pair<double, int>> scratch_heap_;
   int dim_;
   int head_;
