@@ -4,6 +4,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -56,6 +57,42 @@ TEST(KvClusterScan, DistancesAndScoresEqualEigenBitForBit) {
           s.noalias() += c * qd[h];
           for (int r = 0; r < rows; ++r)
             ASSERT_EQ(scores[static_cast<std::size_t>(h) * rows + r], s[r]) << rows << "x" << dim << " head " << h;
+        }
+      }
+}
+
+TEST(KvClusterScan, KeyScoresEqualEigenGemvBitForBit) {
+  // Exact attention (policies/kvcluster/session_replay.h): a block of decode steps' queries, each
+  // over one more stride of keys, as ExactAttention took them from Eigen's GEMV.
+  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  sim::Rng rng(4, 0, "test/kvcluster", "key_scores");
+  for (int dim : {1, 3, 4, 5, 64, 128})
+    for (int queries : {1, 2, 3, 9, 16, 17})
+      for (int stride : {0, 1, 3}) {
+        const int n0 = 2 + static_cast<int>(rng.uniform(0.0, 40.0));
+        std::vector<int> n;
+        for (int j = 0; j < queries; ++j) n.push_back(n0 + j * stride);
+        Mat keys(n.back(), dim);
+        for (Eigen::Index i = 0; i < keys.size(); ++i) keys.data()[i] = static_cast<float>(rng.normal(0.0, 1.5));
+        std::vector<Eigen::VectorXf> q(queries, Eigen::VectorXf(dim));
+        for (auto& v : q)
+          for (int d = 0; d < dim; ++d) v[d] = static_cast<float>(rng.normal(0.0, 2.0));
+        std::vector<const float*> qp;
+        for (const auto& v : q) qp.push_back(v.data());
+        std::vector<Eigen::VectorXf> got(queries);
+        std::vector<float*> outp;
+        for (int j = 0; j < queries; ++j) {
+          got[j].setConstant(n[j], -1.0f);
+          outp.push_back(got[j].data());
+        }
+        const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+        key_scores(keys.data(), dim, qp.data(), n.data(), queries, scale, outp.data());
+        for (int j = 0; j < queries; ++j) {
+          const Eigen::Map<const Eigen::RowVectorXf> qv(q[j].data(), dim);
+          Eigen::VectorXf want(n[j]);
+          want.noalias() = (keys.topRows(n[j]) * qv.transpose()) * scale;
+          for (int r = 0; r < n[j]; ++r)
+            ASSERT_EQ(got[j][r], want[r]) << "dim " << dim << " query " << j << " row " << r;
         }
       }
 }

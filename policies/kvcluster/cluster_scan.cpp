@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <vector>
 
 #include "sim/simd.h"
 
@@ -155,6 +156,75 @@ MOBISIM_INLINE void scores_kernel(const CentroidPanels& c, const double* const* 
     for (; h < n_queries; ++h) scores_of<V, 1>(c, p, qs + h, out + h * rows);
   }
 }
+
+// ---- key_scores ----
+using F4 = float __attribute__((vector_size(16)));
+using F8 = float __attribute__((vector_size(32)));
+template <class V>
+struct UnalignedF;
+template <>
+struct UnalignedF<F4> {
+  using type = float __attribute__((vector_size(16), aligned(4), may_alias));
+};
+template <>
+struct UnalignedF<F8> {
+  using type = float __attribute__((vector_size(32), aligned(4), may_alias));
+};
+#define MOBISIM_LOADF(p) (*reinterpret_cast<const typename UnalignedF<V>::type*>(p))
+#define MOBISIM_STOREF(p) (*reinterpret_cast<typename UnalignedF<V>::type*>(p))
+
+// Row x against query groups [g0, g0 + kAcc) of the interleaved queries `qbuf` (per chunk of four
+// columns, `groups` groups of kW floats: the chunk of each of the group's kW / 4 queries), one
+// accumulator per group: out_lanes[a * kW + l] = lane l of group g0 + a.
+template <class V, int kAcc>
+MOBISIM_INLINE void key_row_lanes(const float* x, int chunks, const float* qbuf, int groups, int g0, float* out_lanes) {
+  constexpr int kW = sizeof(V) / sizeof(float);
+  V acc[kAcc] = {};
+  for (int c = 0; c < chunks; ++c) {
+    const F4 x4 = *reinterpret_cast<const typename UnalignedF<F4>::type*>(x + 4 * c);
+    V xv;
+    if constexpr (kW == 4) {
+      xv = x4;
+    } else {
+      xv = __builtin_shufflevector(x4, x4, 0, 1, 2, 3, 0, 1, 2, 3);
+    }
+    const float* q = qbuf + (static_cast<std::size_t>(c) * groups + g0) * kW;
+#pragma GCC unroll 8
+    for (int a = 0; a < kAcc; ++a) acc[a] += xv * MOBISIM_LOADF(q + a * kW);
+  }
+  for (int a = 0; a < kAcc; ++a) MOBISIM_STOREF(out_lanes + a * kW) = acc[a];
+}
+
+template <class V, int kAcc>
+MOBISIM_INLINE void key_scores_kernel(const float* keys, int dim, const float* const* qs, const int* n, int nq,
+                                      float scale, float* const* out) {
+  constexpr int kW = sizeof(V) / sizeof(float), kQ = kW / 4;  // queries per vector
+  const int chunks = dim / 4;
+  const int groups = (nq + kQ - 1) / kQ;
+  const int padded = (groups + kAcc - 1) / kAcc * kAcc;  // whole passes of kAcc groups
+  std::vector<float> qbuf(static_cast<std::size_t>(chunks) * padded * kW, 0.0f);
+  for (int c = 0; c < chunks; ++c)
+    for (int j = 0; j < nq; ++j)
+      for (int l = 0; l < 4; ++l)
+        qbuf[(static_cast<std::size_t>(c) * padded + j / kQ) * kW + (j % kQ) * 4 + l] = qs[j][4 * c + l];
+  float lanes[kAcc * kW];
+  int first = 0;  // the first query whose rows reach row r
+  for (int r = 0; r < n[nq - 1]; ++r) {
+    while (n[first] <= r) ++first;
+    const float* x = keys + static_cast<std::size_t>(r) * dim;
+    for (int g0 = first / kQ / kAcc * kAcc; g0 < groups; g0 += kAcc) {
+      key_row_lanes<V, kAcc>(x, chunks, qbuf.data(), padded, g0, lanes);
+      for (int j = std::max(first, g0 * kQ); j < std::min(nq, (g0 + kAcc) * kQ); ++j) {
+        const float* l = lanes + (j / kQ - g0) * kW + (j % kQ) * 4;
+        float s = (l[0] + l[2]) + (l[1] + l[3]);
+        for (int d = 4 * chunks; d < dim; ++d) s += x[d] * qs[j][d];
+        out[j][r] = s * scale;
+      }
+    }
+  }
+}
+#undef MOBISIM_LOADF
+#undef MOBISIM_STOREF
 #undef MOBISIM_INLINE
 #undef MOBISIM_LOAD
 #undef MOBISIM_STORE
@@ -164,7 +234,15 @@ void distances_sse2(const CentroidPanels& c, const double* k, double* out) { dis
 void scores_sse2(const CentroidPanels& c, const double* const* qs, int n, double* out) {
   scores_kernel<V2, 1>(c, qs, n, out);
 }
+void key_scores_sse2(const float* keys, int dim, const float* const* qs, const int* n, int nq, float scale,
+                     float* const* out) {
+  key_scores_kernel<F4, 8>(keys, dim, qs, n, nq, scale, out);
+}
 #if MOBISIM_X86_DISPATCH
+[[gnu::target("avx2")]] void key_scores_avx2(const float* keys, int dim, const float* const* qs, const int* n, int nq,
+                                            float scale, float* const* out) {
+  key_scores_kernel<F8, 8>(keys, dim, qs, n, nq, scale, out);
+}
 [[gnu::target("avx2")]] void distances_avx2(const CentroidPanels& c, const double* k, double* out) {
   distances_kernel<V4, 4>(c, k, out);
 }
@@ -186,6 +264,15 @@ void centroid_scores(const CentroidPanels& c, const double* const* qs, int n_que
   if (sim::cpu_has_avx2()) return scores_avx2(c, qs, n_queries, out);
 #endif
   scores_sse2(c, qs, n_queries, out);
+}
+
+void key_scores(const float* keys, int dim, const float* const* qs, const int* n, int n_queries, float scale,
+                float* const* out) {
+  if (n_queries <= 0) return;
+#if MOBISIM_X86_DISPATCH
+  if (sim::cpu_has_avx2()) return key_scores_avx2(keys, dim, qs, n, n_queries, scale, out);
+#endif
+  key_scores_sse2(keys, dim, qs, n, n_queries, scale, out);
 }
 
 }  // namespace mobisim::policies::kvcluster

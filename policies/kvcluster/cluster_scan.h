@@ -41,4 +41,14 @@ void squared_distances(const CentroidPanels& c, const double* k, double* out);
 // (Eigen takes a one-row product as a dot product, another summation order).
 void centroid_scores(const CentroidPanels& c, const double* const* qs, int n_queries, double* out);
 
+// The exact attention scores of several queries over the rows of a key matrix (row-major floats,
+// `dim` a row): out[j][r] = (keys[r] . qs[j]) * scale for r < n[j] (n ascending, every n[j] >= 2),
+// as Eigen's row-major GEMV computes `(K.topRows(n[j]) * q) * scale` with SSE (and no FMA): four
+// lanes, the columns equal mod 4, each summed in order; then (lane 0 + lane 2) + (lane 1 + lane 3);
+// then the columns past the last multiple of four one by one; then the scale. Each key row is read
+// once for every query (the queries of a block of decode steps), and the AVX2 version holds two
+// queries' lanes in one register.
+void key_scores(const float* keys, int dim, const float* const* qs, const int* n, int n_queries, float scale,
+                float* const* out);
+
 }  // namespace mobisim::policies::kvcluster
