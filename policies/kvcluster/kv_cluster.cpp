@@ -256,37 +256,45 @@ std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
       scores.noalias() += cm * Eigen::Map<const Eigen::VectorXd>(qd, dim_);
     }
   }
+  gather_candidates();
   return select_scored(scores.data(), rows, q, top);
 }
 
-std::vector<int> ClusterTable::select_scored(const double* scores, int rows, const float* q, const TopK& top) const {
-  // Ranked by score, ties to the lower id; only as many as needed are ordered (a heap), which
-  // yields exactly the prefix a full stable sort would.
-  std::vector<std::pair<double, int>>& heap = scratch_heap_;
-  heap.clear();
-  heap.reserve(clusters_.size());
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;  // the scores' range, for keep_top_bins
+void ClusterTable::gather_candidates() const {
+  scratch_cand_.clear();
+  scratch_cand_size_.clear();
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
     if (candidate_[c]) {
-      const double score = c < rows ? scores[c] : similarity(c, q);
-      heap.emplace_back(score, c);
-      lo = std::min(lo, score);
-      hi = std::max(hi, score);
+      scratch_cand_.push_back(c);
+      scratch_cand_size_.push_back(clusters_[c].size());
     }
+}
+
+std::vector<int> ClusterTable::select_scored(const double* scores, int rows, const float* q, const TopK& top) const {
+  // Ranked by score, ties to the lower id: exactly the prefix a full stable sort would yield.
+  std::vector<std::pair<double, int>>& heap = scratch_heap_;
+  heap.clear();
+  heap.reserve(scratch_cand_.size());
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;  // the scores' range, for keep_top_bins
+  for (int c : scratch_cand_) {
+    const double score = c < rows ? scores[c] : similarity(c, q);
+    heap.emplace_back(score, c);
+    lo = std::min(lo, score);
+    hi = std::max(hi, score);
+  }
   const bool by_count = top.clusters > 0;
   const double need = top.percent / 100.0 * n_entries();
   keep_top_bins(heap, lo, hi, by_count ? static_cast<double>(top.clusters) : need, by_count);
-  auto lower_rank = [](const std::pair<double, int>& a, const std::pair<double, int>& b) {
-    return a.first < b.first || (a.first == b.first && a.second > b.second);
+  // What is left is about what the selection takes: sorted whole (the ranking is a strict order,
+  // so any sort gives the heap's order), where a heap paid two unpredictable branches a level.
+  auto higher_rank = [](const std::pair<double, int>& a, const std::pair<double, int>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  std::make_heap(heap.begin(), heap.end(), lower_rank);
+  std::sort(heap.begin(), heap.end(), higher_rank);
   std::vector<int> out;
   double covered = 0;
-  while (!heap.empty()) {
+  for (const auto& [score, c] : heap) {
     if (by_count ? static_cast<int>(out.size()) >= top.clusters : (!out.empty() && covered >= need)) break;
-    std::pop_heap(heap.begin(), heap.end(), lower_rank);
-    const int c = heap.back().second;
-    heap.pop_back();
     out.push_back(c);
     covered += clusters_[c].size();
   }
@@ -309,7 +317,7 @@ void ClusterTable::keep_top_bins(std::vector<std::pair<double, int>>& cand, doub
   for (std::size_t i = 0; i < cand.size(); ++i) {
     const int b = bin_of(cand[i].first);
     bins[i] = static_cast<std::uint8_t>(b);
-    weight[b] += by_count ? 1.0 : clusters_[cand[i].second].size();
+    weight[b] += by_count ? 1.0 : scratch_cand_size_[i];  // cand[i] is still candidate i here
   }
   int first = kBins - 1;  // lowest bin kept
   double held = weight[first];
@@ -416,6 +424,7 @@ std::vector<int> ClusterTable::select_union(QueryGroup qs, const TopK& top) cons
   }
   scratch_multi_.resize(static_cast<std::size_t>(rows) * heads);
   centroid_scores(centroids_, qd.data(), heads, scratch_multi_.data());
+  gather_candidates();  // the same for every head
   std::vector<int> out = select_scored(scratch_multi_.data(), rows, qs[0], top);
   std::vector<char>& taken = scratch_taken_;
   taken.assign(clusters_.size(), 0);

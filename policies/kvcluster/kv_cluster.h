@@ -140,7 +140,10 @@ class ClusterTable {
   // nearest_cluster consider), kept beside the scans so they do not touch every Cluster.
   std::vector<char> candidate_;
   void refresh_candidate(int c);
-  // select's ranking of the live clusters by precomputed scores (rows of them; similarity beyond).
+  // The clusters select considers (candidate_) and their sizes, into scratch_cand_ / _size_.
+  void gather_candidates() const;
+  mutable std::vector<int> scratch_cand_, scratch_cand_size_;
+  // select's ranking of the gathered candidates by precomputed scores (rows of them; similarity beyond).
   std::vector<int> select_scored(const double* scores, int rows, const float* q, const TopK& top) const;
   // Drops the (score, cluster) candidates that cannot be in a selection needing `need` (entries,
   // or clusters when by_count), so the heap orders only the rest; [lo, hi]: the scores' range.
