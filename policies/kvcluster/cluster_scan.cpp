@@ -175,7 +175,7 @@ struct UnalignedF<F8> {
 
 // Row x against query groups [g0, g0 + kAcc) of the interleaved queries `qbuf` (per chunk of four
 // columns, `groups` groups of kW floats: the chunk of each of the group's kW / 4 queries), one
-// accumulator per group: out_lanes[a * kW + l] = lane l of group g0 + a.
+// accumulator per group: out_lanes[a * kW + 4 * t] = the reduced lanes of query t of group g0 + a.
 template <class V, int kAcc>
 MOBISIM_INLINE void key_row_lanes(const float* x, int chunks, const float* qbuf, int groups, int g0, float* out_lanes) {
   constexpr int kW = sizeof(V) / sizeof(float);
@@ -192,7 +192,20 @@ MOBISIM_INLINE void key_row_lanes(const float* x, int chunks, const float* qbuf,
 #pragma GCC unroll 8
     for (int a = 0; a < kAcc; ++a) acc[a] += xv * MOBISIM_LOADF(q + a * kW);
   }
-  for (int a = 0; a < kAcc; ++a) MOBISIM_STOREF(out_lanes + a * kW) = acc[a];
+  // Each query's four lanes reduced as the GEMV's predux: t = lanes + lanes (2, 3, 0, 1), then
+  // t + t (1, 0, 3, 2): lane 0 of a query holds (l0 + l2) + (l1 + l3).
+#pragma GCC unroll 8
+  for (int a = 0; a < kAcc; ++a) {
+    V t, u;
+    if constexpr (kW == 4) {
+      t = acc[a] + __builtin_shufflevector(acc[a], acc[a], 2, 3, 0, 1);
+      u = t + __builtin_shufflevector(t, t, 1, 0, 3, 2);
+    } else {
+      t = acc[a] + __builtin_shufflevector(acc[a], acc[a], 2, 3, 0, 1, 6, 7, 4, 5);
+      u = t + __builtin_shufflevector(t, t, 1, 0, 3, 2, 5, 4, 7, 6);
+    }
+    MOBISIM_STOREF(out_lanes + a * kW) = u;
+  }
 }
 
 template <class V, int kAcc>
@@ -215,8 +228,7 @@ MOBISIM_INLINE void key_scores_kernel(const float* keys, int dim, const float* c
     for (int g0 = first / kQ / kAcc * kAcc; g0 < groups; g0 += kAcc) {
       key_row_lanes<V, kAcc>(x, chunks, qbuf.data(), padded, g0, lanes);
       for (int j = std::max(first, g0 * kQ); j < std::min(nq, (g0 + kAcc) * kQ); ++j) {
-        const float* l = lanes + (j / kQ - g0) * kW + (j % kQ) * 4;
-        float s = (l[0] + l[2]) + (l[1] + l[3]);
+        float s = lanes[(j / kQ - g0) * kW + (j % kQ) * 4];  // (l0 + l2) + (l1 + l3)
         for (int d = 4 * chunks; d < dim; ++d) s += x[d] * qs[j][d];
         out[j][r] = s * scale;
       }
