@@ -67,7 +67,7 @@ TEST(KvClusterScan, KeyScoresEqualEigenGemvBitForBit) {
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   sim::Rng rng(4, 0, "test/kvcluster", "key_scores");
   for (int dim : {1, 3, 4, 5, 64, 128})
-    for (int queries : {1, 2, 3, 9, 16, 17})
+    for (int queries : {1, 2, 3, 6, 9, 16, 17})  // every pass width (1, 2, 4, 8 groups)
       for (int stride : {0, 1, 3}) {
         const int n0 = 2 + static_cast<int>(rng.uniform(0.0, 40.0));
         std::vector<int> n;

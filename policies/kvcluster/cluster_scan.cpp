@@ -235,6 +235,18 @@ MOBISIM_INLINE void key_scores_kernel(const float* keys, int dim, const float* c
     }
   }
 }
+// Passes of as many accumulators as there are query groups (up to eight): a block of one or two
+// queries does not pay for eight.
+template <class V>
+MOBISIM_INLINE void key_scores_any(const float* keys, int dim, const float* const* qs, const int* n, int nq,
+                                   float scale, float* const* out) {
+  constexpr int kQ = sizeof(V) / sizeof(float) / 4;
+  const int groups = (nq + kQ - 1) / kQ;
+  if (groups <= 1) return key_scores_kernel<V, 1>(keys, dim, qs, n, nq, scale, out);
+  if (groups <= 2) return key_scores_kernel<V, 2>(keys, dim, qs, n, nq, scale, out);
+  if (groups <= 4) return key_scores_kernel<V, 4>(keys, dim, qs, n, nq, scale, out);
+  key_scores_kernel<V, 8>(keys, dim, qs, n, nq, scale, out);
+}
 #undef MOBISIM_LOADF
 #undef MOBISIM_STOREF
 #undef MOBISIM_INLINE
@@ -248,12 +260,12 @@ void scores_sse2(const CentroidPanels& c, const double* const* qs, int n, double
 }
 void key_scores_sse2(const float* keys, int dim, const float* const* qs, const int* n, int nq, float scale,
                      float* const* out) {
-  key_scores_kernel<F4, 8>(keys, dim, qs, n, nq, scale, out);
+  key_scores_any<F4>(keys, dim, qs, n, nq, scale, out);
 }
 #if MOBISIM_X86_DISPATCH
 [[gnu::target("avx2")]] void key_scores_avx2(const float* keys, int dim, const float* const* qs, const int* n, int nq,
                                             float scale, float* const* out) {
-  key_scores_kernel<F8, 8>(keys, dim, qs, n, nq, scale, out);
+  key_scores_any<F8>(keys, dim, qs, n, nq, scale, out);
 }
 [[gnu::target("avx2")]] void distances_avx2(const CentroidPanels& c, const double* k, double* out) {
   distances_kernel<V4, 4>(c, k, out);
