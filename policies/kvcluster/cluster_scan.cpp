@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "sim/simd.h"
@@ -34,16 +36,14 @@ constexpr std::size_t kPanelRow = kLanes;  // doubles per dimension of a panel
 // per instruction set; a lane's operations and their order do not depend on the width.
 using V2 = double __attribute__((vector_size(16)));
 using V4 = double __attribute__((vector_size(32)));
-// The same, read from (and written to) doubles at any 8-byte boundary.
+// Float vectors alike (the exact attention's keys and queries).
+using F4 = float __attribute__((vector_size(16)));
+using F8 = float __attribute__((vector_size(32)));
+// Any of these, read from (and written to) its elements at any element boundary.
 template <class V>
-struct Unaligned;
-template <>
-struct Unaligned<V2> {
-  using type = double __attribute__((vector_size(16), aligned(8), may_alias));
-};
-template <>
-struct Unaligned<V4> {
-  using type = double __attribute__((vector_size(32), aligned(8), may_alias));
+struct Unaligned {
+  using Elem = std::remove_cvref_t<decltype(std::declval<V>()[0])>;
+  typedef Elem type __attribute__((vector_size(sizeof(V)), aligned(sizeof(Elem)), may_alias));
 };
 // (Plain reads and writes of these, not helper functions: a helper passing an AVX2 vector by value
 // would be compiled for the default target, where that changes the ABI.)
@@ -158,20 +158,6 @@ MOBISIM_INLINE void scores_kernel(const CentroidPanels& c, const double* const* 
 }
 
 // ---- key_scores ----
-using F4 = float __attribute__((vector_size(16)));
-using F8 = float __attribute__((vector_size(32)));
-template <class V>
-struct UnalignedF;
-template <>
-struct UnalignedF<F4> {
-  using type = float __attribute__((vector_size(16), aligned(4), may_alias));
-};
-template <>
-struct UnalignedF<F8> {
-  using type = float __attribute__((vector_size(32), aligned(4), may_alias));
-};
-#define MOBISIM_LOADF(p) (*reinterpret_cast<const typename UnalignedF<V>::type*>(p))
-#define MOBISIM_STOREF(p) (*reinterpret_cast<typename UnalignedF<V>::type*>(p))
 
 // Row x against query groups [g0, g0 + kAcc) of the interleaved queries `qbuf` (per chunk of four
 // columns, `groups` groups of kW floats: the chunk of each of the group's kW / 4 queries), one
@@ -181,7 +167,7 @@ MOBISIM_INLINE void key_row_lanes(const float* x, int chunks, const float* qbuf,
   constexpr int kW = sizeof(V) / sizeof(float);
   V acc[kAcc] = {};
   for (int c = 0; c < chunks; ++c) {
-    const F4 x4 = *reinterpret_cast<const typename UnalignedF<F4>::type*>(x + 4 * c);
+    const F4 x4 = *reinterpret_cast<const Unaligned<F4>::type*>(x + 4 * c);
     V xv;
     if constexpr (kW == 4) {
       xv = x4;
@@ -190,7 +176,7 @@ MOBISIM_INLINE void key_row_lanes(const float* x, int chunks, const float* qbuf,
     }
     const float* q = qbuf + (static_cast<std::size_t>(c) * groups + g0) * kW;
 #pragma GCC unroll 8
-    for (int a = 0; a < kAcc; ++a) acc[a] += xv * MOBISIM_LOADF(q + a * kW);
+    for (int a = 0; a < kAcc; ++a) acc[a] += xv * MOBISIM_LOAD(q + a * kW);
   }
   // Each query's four lanes reduced as the GEMV's predux: t = lanes + lanes (2, 3, 0, 1), then
   // t + t (1, 0, 3, 2): lane 0 of a query holds (l0 + l2) + (l1 + l3).
@@ -204,7 +190,7 @@ MOBISIM_INLINE void key_row_lanes(const float* x, int chunks, const float* qbuf,
       t = acc[a] + __builtin_shufflevector(acc[a], acc[a], 2, 3, 0, 1, 6, 7, 4, 5);
       u = t + __builtin_shufflevector(t, t, 1, 0, 3, 2, 5, 4, 7, 6);
     }
-    MOBISIM_STOREF(out_lanes + a * kW) = u;
+    MOBISIM_STORE(out_lanes + a * kW) = u;
   }
 }
 
@@ -247,8 +233,6 @@ MOBISIM_INLINE void key_scores_any(const float* keys, int dim, const float* cons
   if (groups <= 4) return key_scores_kernel<V, 4>(keys, dim, qs, n, nq, scale, out);
   key_scores_kernel<V, 8>(keys, dim, qs, n, nq, scale, out);
 }
-#undef MOBISIM_LOADF
-#undef MOBISIM_STOREF
 #undef MOBISIM_INLINE
 #undef MOBISIM_LOAD
 #undef MOBISIM_STORE
