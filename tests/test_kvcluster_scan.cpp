@@ -42,21 +42,25 @@ TEST(KvClusterScan, DistancesAndScoresEqualEigenBitForBit) {
         const Eigen::RowVectorXd kv = qf[0].transpose().cast<double>();
         Eigen::VectorXd want = (c.rowwise() - kv).rowwise().squaredNorm();
         std::vector<double> got(rows);
-        squared_distances(panels, kv.data(), got.data());
-        for (int r = 0; r < rows; ++r) ASSERT_EQ(got[r], want[r]) << rows << "x" << dim << " row " << r;
+        for (ScanIsa isa : {ScanIsa::kBest, ScanIsa::kSse2}) {
+          squared_distances(panels, kv.data(), got.data(), isa);
+          for (int r = 0; r < rows; ++r) ASSERT_EQ(got[r], want[r]) << rows << "x" << dim << " row " << r;
+        }
         // Scores of every query, as ClusterTable::select's GEMV computed them.
         std::vector<Eigen::VectorXd> qd;
         std::vector<const double*> ptrs;
         for (const auto& q : qf) qd.push_back(q.cast<double>());
         for (const auto& q : qd) ptrs.push_back(q.data());
         std::vector<double> scores(static_cast<std::size_t>(rows) * heads);
-        centroid_scores(panels, ptrs.data(), heads, scores.data());
-        for (int h = 0; h < heads; ++h) {
-          Eigen::VectorXd s(rows);
-          s.setZero();
-          s.noalias() += c * qd[h];
-          for (int r = 0; r < rows; ++r)
-            ASSERT_EQ(scores[static_cast<std::size_t>(h) * rows + r], s[r]) << rows << "x" << dim << " head " << h;
+        for (ScanIsa isa : {ScanIsa::kBest, ScanIsa::kSse2}) {
+          centroid_scores(panels, ptrs.data(), heads, scores.data(), isa);
+          for (int h = 0; h < heads; ++h) {
+            Eigen::VectorXd s(rows);
+            s.setZero();
+            s.noalias() += c * qd[h];
+            for (int r = 0; r < rows; ++r)
+              ASSERT_EQ(scores[static_cast<std::size_t>(h) * rows + r], s[r]) << rows << "x" << dim << " head " << h;
+          }
         }
       }
 }
@@ -79,20 +83,22 @@ TEST(KvClusterScan, KeyScoresEqualEigenGemvBitForBit) {
           for (int d = 0; d < dim; ++d) v[d] = static_cast<float>(rng.normal(0.0, 2.0));
         std::vector<const float*> qp;
         for (const auto& v : q) qp.push_back(v.data());
-        std::vector<Eigen::VectorXf> got(queries);
-        std::vector<float*> outp;
-        for (int j = 0; j < queries; ++j) {
-          got[j].setConstant(n[j], -1.0f);
-          outp.push_back(got[j].data());
-        }
         const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-        key_scores(keys.data(), dim, qp.data(), n.data(), queries, scale, outp.data());
-        for (int j = 0; j < queries; ++j) {
-          const Eigen::Map<const Eigen::RowVectorXf> qv(q[j].data(), dim);
-          Eigen::VectorXf want(n[j]);
-          want.noalias() = (keys.topRows(n[j]) * qv.transpose()) * scale;
-          for (int r = 0; r < n[j]; ++r)
-            ASSERT_EQ(got[j][r], want[r]) << "dim " << dim << " query " << j << " row " << r;
+        for (ScanIsa isa : {ScanIsa::kBest, ScanIsa::kSse2}) {
+          std::vector<Eigen::VectorXf> got(queries);
+          std::vector<float*> outp;
+          for (int j = 0; j < queries; ++j) {
+            got[j].setConstant(n[j], -1.0f);
+            outp.push_back(got[j].data());
+          }
+          key_scores(keys.data(), dim, qp.data(), n.data(), queries, scale, outp.data(), isa);
+          for (int j = 0; j < queries; ++j) {
+            const Eigen::Map<const Eigen::RowVectorXf> qv(q[j].data(), dim);
+            Eigen::VectorXf want(n[j]);
+            want.noalias() = (keys.topRows(n[j]) * qv.transpose()) * scale;
+            for (int r = 0; r < n[j]; ++r)
+              ASSERT_EQ(got[j][r], want[r]) << "dim " << dim << " query " << j << " row " << r;
+          }
         }
       }
 }

@@ -260,25 +260,26 @@ void key_scores_sse2(const float* keys, int dim, const float* const* qs, const i
 #endif
 }  // namespace
 
-void squared_distances(const CentroidPanels& c, const double* k, double* out) {
+void squared_distances(const CentroidPanels& c, const double* k, double* out, [[maybe_unused]] ScanIsa isa) {
 #if MOBISIM_X86_DISPATCH
-  if (sim::cpu_has_avx2()) return distances_avx2(c, k, out);
+  if (isa == ScanIsa::kBest && sim::cpu_has_avx2()) return distances_avx2(c, k, out);
 #endif
   distances_sse2(c, k, out);
 }
 
-void centroid_scores(const CentroidPanels& c, const double* const* qs, int n_queries, double* out) {
+void centroid_scores(const CentroidPanels& c, const double* const* qs, int n_queries, double* out,
+                     [[maybe_unused]] ScanIsa isa) {
 #if MOBISIM_X86_DISPATCH
-  if (sim::cpu_has_avx2()) return scores_avx2(c, qs, n_queries, out);
+  if (isa == ScanIsa::kBest && sim::cpu_has_avx2()) return scores_avx2(c, qs, n_queries, out);
 #endif
   scores_sse2(c, qs, n_queries, out);
 }
 
 void key_scores(const float* keys, int dim, const float* const* qs, const int* n, int n_queries, float scale,
-                float* const* out) {
+                float* const* out, [[maybe_unused]] ScanIsa isa) {
   if (n_queries <= 0) return;
 #if MOBISIM_X86_DISPATCH
-  if (sim::cpu_has_avx2()) return key_scores_avx2(keys, dim, qs, n, n_queries, scale, out);
+  if (isa == ScanIsa::kBest && sim::cpu_has_avx2()) return key_scores_avx2(keys, dim, qs, n, n_queries, scale, out);
 #endif
   key_scores_sse2(keys, dim, qs, n, n_queries, scale, out);
 }

@@ -34,12 +34,17 @@ class CentroidPanels {
   std::vector<double> v_;
 };
 
+// Which version a scan runs: the widest the CPU has (AVX2 on most x86-64 CPUs), or SSE2 (every
+// x86-64 CPU; tests check both against Eigen, since the results must not depend on the machine).
+enum class ScanIsa { kBest, kSse2 };
+
 // out[r] = sum over d in order of (c[r][d] - k[d])^2.
-void squared_distances(const CentroidPanels& c, const double* k, double* out);
+void squared_distances(const CentroidPanels& c, const double* k, double* out, ScanIsa isa = ScanIsa::kBest);
 
 // out[h * rows + r] = q_h . c[r] for every query h < n_queries (qs[h]: dim doubles); rows >= 2
 // (Eigen takes a one-row product as a dot product, another summation order).
-void centroid_scores(const CentroidPanels& c, const double* const* qs, int n_queries, double* out);
+void centroid_scores(const CentroidPanels& c, const double* const* qs, int n_queries, double* out,
+                     ScanIsa isa = ScanIsa::kBest);
 
 // The exact attention scores of several queries over the rows of a key matrix (row-major floats,
 // `dim` a row): out[j][r] = (keys[r] . qs[j]) * scale for r < n[j] (n ascending, every n[j] >= 2),
@@ -49,6 +54,6 @@ void centroid_scores(const CentroidPanels& c, const double* const* qs, int n_que
 // once for every query (the queries of a block of decode steps), and the AVX2 version holds two
 // queries' lanes in one register.
 void key_scores(const float* keys, int dim, const float* const* qs, const int* n, int n_queries, float scale,
-                float* const* out);
+                float* const* out, ScanIsa isa = ScanIsa::kBest);
 
 }  // namespace mobisim::policies::kvcluster
