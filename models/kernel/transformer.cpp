@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "sim/error.h"
+#include "sim/simd.h"
 
 namespace mobisim::kernel {
 
@@ -245,18 +246,7 @@ void attend(const float* q, const Mat& K, const Mat& V, int kvh, int head_dim, c
 // On x86-64 it is also compiled for AVX2 and picked at load time where the CPU has it: one register
 // holds a lane block instead of two, and the operations and their order are the same, so are the
 // bits (AVX2 brings no FMA for the compiler to contract into; KernelOracles.TreeAttention* checks
-// whichever version runs). Not under ThreadSanitizer, whose runtime is not up when the load-time
-// resolver runs.
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MOBISIM_TSAN 1
-#endif
-#endif
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(MOBISIM_TSAN)
-#define MOBISIM_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
-#else
-#define MOBISIM_AVX2_CLONE
-#endif
+// whichever version runs; sim/simd.h).
 MOBISIM_AVX2_CLONE void tree_attention(const Mat& q, const Mat& K, const Mat& V, int c0,
                                        const std::vector<std::vector<int>>& chunk_keys, int n_heads, int kv_mul,
                                        int hd, std::vector<float>& buf, Mat& att_out) {

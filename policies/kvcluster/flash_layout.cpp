@@ -441,16 +441,22 @@ bool FlashLayout::page_runs_from_bitmap(const std::vector<std::int64_t>& offsets
     return false;
   }
   // Entries in ascending order, each joining the run its first page continues (or opening one);
-  // its pieces, entries and longest piece counted as runs_from_offsets counts them.
+  // its pieces, entries and longest piece counted as runs_from_offsets counts them. Taken a block
+  // of adjacent slots (set bits in a row) at a time: after a block's first entry every entry
+  // continues its run (its bytes follow the previous entry's) and its piece, so the block counts as
+  // its entries one by one would.
   std::int64_t prev_page = -2, prev_off = -1;
   int piece = 0;
   for (std::int64_t i = 0; i < words; ++i) {
     std::uint64_t w = slot_bits_[static_cast<std::size_t>(i)];
     slot_bits_[static_cast<std::size_t>(i)] = 0;
     while (w) {
-      const std::int64_t off = (i * 64 + std::countr_zero(w)) * entry_bytes_;
-      w &= w - 1;
-      const std::int64_t first = page_index(off), last = page_index(off + entry_bytes_ - 1);
+      const int lo = std::countr_zero(w);
+      const int len = std::countr_one(w >> lo);  // the block: slots i * 64 + lo .. + len - 1
+      w = len + lo >= 64 ? 0 : w & ~(((std::uint64_t{1} << len) - 1) << lo);
+      const std::int64_t off = (i * 64 + lo) * entry_bytes_;
+      const std::int64_t end = off + len * entry_bytes_;  // one past the block's last byte
+      const std::int64_t first = page_index(off), last = page_index(end - 1);
       const bool same_run = !runs.empty() && first <= prev_page + 1;
       if (same_run) {
         prev_page = std::max(prev_page, last);
@@ -464,10 +470,10 @@ bool FlashLayout::page_runs_from_bitmap(const std::vector<std::int64_t>& offsets
         r.pieces += 1;
         piece = 0;
       }
-      piece += 1;
-      r.entries += 1;
+      piece += len;
+      r.entries += len;
       r.longest_piece = std::max(r.longest_piece, piece);
-      prev_off = off;
+      prev_off = end - entry_bytes_;
     }
   }
   return true;

@@ -18,7 +18,7 @@ namespace {
 using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 }  // namespace
 
-ClusterTable::ClusterTable(int head_dim, int head) : dim_(head_dim), head_(head) {
+ClusterTable::ClusterTable(int head_dim, int head) : centroids_(head_dim), dim_(head_dim), head_(head) {
   if (head_dim <= 0) throw Error(fmt::format("ClusterTable: head_dim must be positive (got {})", head_dim));
 }
 
@@ -66,10 +66,9 @@ void ClusterTable::refresh_candidate(int c) {
 }
 
 void ClusterTable::sync_centroid(int c) {
-  const std::size_t need = clusters_.size() * static_cast<std::size_t>(dim_);
-  if (centroids_.size() < need) centroids_.resize(need, 0.0);
+  centroids_.grow(static_cast<int>(clusters_.size()));
   const auto& r = clusters_[c].centroid;
-  if (static_cast<int>(r.size()) == dim_) std::copy(r.begin(), r.end(), centroids_.begin() + static_cast<std::ptrdiff_t>(c) * dim_);
+  if (static_cast<int>(r.size()) == dim_) centroids_.set_row(c, r.data());
 }
 
 int ClusterTable::make_cluster(const std::vector<int>& positions) {
@@ -202,12 +201,12 @@ int ClusterTable::regroup(const std::vector<int>& positions) {
 }
 
 int ClusterTable::nearest_cluster(const float* k) const {
-  const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
+  const int rows = centroids_.rows();
   Eigen::VectorXd& d2 = scratch_scores_;
   if (rows > 0) {
     scratch_query_.assign(k, k + dim_);  // the key in double, as the distances take it
     d2.resize(rows);
-    squared_distances(centroids_.data(), rows, dim_, scratch_query_.data(), d2.data());
+    squared_distances(centroids_, scratch_query_.data(), d2.data());
   }
   int best = -1;
   double best_d = std::numeric_limits<double>::infinity();
@@ -240,68 +239,94 @@ double ClusterTable::similarity(int c, const float* q) const {
 }
 
 std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
-  const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
+  const int rows = centroids_.rows();
   Eigen::VectorXd& scores = scratch_scores_;
   if (rows > 0) {
-    const Eigen::Map<const RowMatD> cm(centroids_.data(), rows, dim_);
-    const Eigen::VectorXd qd = Eigen::Map<const Eigen::VectorXf>(q, dim_).cast<double>();
+    scratch_query_.assign(q, q + dim_);  // the query in double
+    const double* qd = scratch_query_.data();
     scores.resize(rows);
-    scores.setZero();
-    scores.noalias() += cm * qd;  // what `scores = cm * qd` evaluates (zeroed destination, one GEMV), minus its temporary
+    if (rows >= 2) {
+      centroid_scores(centroids_, &qd, 1, scores.data());  // what `scores = C * qd` (one GEMV) gives
+    } else {
+      // One row: Eigen's product is a dot product, in its own order.
+      scratch_multi_.resize(static_cast<std::size_t>(dim_));
+      centroids_.copy_row(0, scratch_multi_.data());
+      const Eigen::Map<const RowMatD> cm(scratch_multi_.data(), 1, dim_);
+      scores.setZero();
+      scores.noalias() += cm * Eigen::Map<const Eigen::VectorXd>(qd, dim_);
+    }
   }
+  gather_candidates();
   return select_scored(scores.data(), rows, q, top);
 }
 
+void ClusterTable::gather_candidates() const {
+  scratch_cand_.clear();
+  scratch_cand_size_.clear();
+  for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
+    if (candidate_[c]) {
+      scratch_cand_.push_back(c);
+      scratch_cand_size_.push_back(clusters_[c].size());
+    }
+}
+
 std::vector<int> ClusterTable::select_scored(const double* scores, int rows, const float* q, const TopK& top) const {
-  // Ranked by score, ties to the lower id; only as many as needed are ordered (a heap), which
-  // yields exactly the prefix a full stable sort would.
+  // Ranked by score, ties to the lower id: exactly the prefix a full stable sort would yield.
   std::vector<std::pair<double, int>>& heap = scratch_heap_;
   heap.clear();
-  heap.reserve(clusters_.size());
-  for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
-    if (candidate_[c])
-      heap.emplace_back(c < rows ? scores[c] : similarity(c, q), c);
+  heap.reserve(scratch_cand_.size());
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;  // the scores' range, for keep_top_bins
+  for (int c : scratch_cand_) {
+    const double score = c < rows ? scores[c] : similarity(c, q);
+    heap.emplace_back(score, c);
+    lo = std::min(lo, score);
+    hi = std::max(hi, score);
+  }
   const bool by_count = top.clusters > 0;
   const double need = top.percent / 100.0 * n_entries();
-  keep_top_bins(heap, by_count ? static_cast<double>(top.clusters) : need, by_count);
-  auto lower_rank = [](const std::pair<double, int>& a, const std::pair<double, int>& b) {
-    return a.first < b.first || (a.first == b.first && a.second > b.second);
+  keep_top_bins(heap, lo, hi, by_count ? static_cast<double>(top.clusters) : need, by_count);
+  // What is left is about what the selection takes: sorted whole (the ranking is a strict order,
+  // so any sort gives the heap's order), where a heap paid two unpredictable branches a level.
+  auto higher_rank = [](const std::pair<double, int>& a, const std::pair<double, int>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  std::make_heap(heap.begin(), heap.end(), lower_rank);
+  std::sort(heap.begin(), heap.end(), higher_rank);
   std::vector<int> out;
   double covered = 0;
-  while (!heap.empty()) {
+  for (const auto& [score, c] : heap) {
     if (by_count ? static_cast<int>(out.size()) >= top.clusters : (!out.empty() && covered >= need)) break;
-    std::pop_heap(heap.begin(), heap.end(), lower_rank);
-    const int c = heap.back().second;
-    heap.pop_back();
     out.push_back(c);
     covered += clusters_[c].size();
   }
   return out;
 }
 
-void ClusterTable::keep_top_bins(std::vector<std::pair<double, int>>& cand, double need, bool by_count) const {
+void ClusterTable::keep_top_bins(std::vector<std::pair<double, int>>& cand, double lo, double hi, double need,
+                                 bool by_count) const {
   // Scores binned between their minimum and maximum: the bin index never decreases with the
   // score, so every candidate of a lower bin scores strictly below every candidate kept. The top
   // bins holding `need` (entries, or clusters by count) hold the whole ranked prefix selection takes.
   constexpr int kBins = 256;
   if (cand.size() < 2 * static_cast<std::size_t>(kBins) / 8) return;  // small tables: the heap is cheap
-  double lo = cand[0].first, hi = cand[0].first;
-  for (const auto& [score, c] : cand) {
-    lo = std::min(lo, score);
-    hi = std::max(hi, score);
-  }
   if (!(hi > lo)) return;
   const double scale = (kBins - 1) / (hi - lo);
   auto bin_of = [&](double score) { return std::clamp(static_cast<int>((score - lo) * scale), 0, kBins - 1); };
   double weight[kBins] = {};
-  for (const auto& [score, c] : cand) weight[bin_of(score)] += by_count ? 1.0 : clusters_[c].size();
+  std::vector<std::uint8_t>& bins = scratch_bins_;  // each candidate's bin, computed once
+  bins.resize(cand.size());
+  for (std::size_t i = 0; i < cand.size(); ++i) {
+    const int b = bin_of(cand[i].first);
+    bins[i] = static_cast<std::uint8_t>(b);
+    weight[b] += by_count ? 1.0 : scratch_cand_size_[i];  // cand[i] is still candidate i here
+  }
   int first = kBins - 1;  // lowest bin kept
   double held = weight[first];
   while (first > 0 && !(held >= need && held > 0)) held += weight[--first];
   if (first == 0) return;
-  std::erase_if(cand, [&](const std::pair<double, int>& e) { return bin_of(e.first) < first; });
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < cand.size(); ++i)
+    if (bins[i] >= first) cand[kept++] = cand[i];
+  cand.resize(kept);
 }
 
 std::vector<int> ClusterTable::positions_of(const std::vector<int>& cs) const {
@@ -374,7 +399,7 @@ void KvClusterPolicy::prefill(ClusterTable& t, const kernel::Mat& keys) const {
 
 std::vector<int> ClusterTable::select_union(QueryGroup qs, const TopK& top) const {
   if (qs.empty()) return {};
-  const int rows = static_cast<int>(centroids_.size() / static_cast<std::size_t>(std::max(1, dim_)));
+  const int rows = centroids_.rows();
   if (qs.size() == 1 || rows < 2) {
     std::vector<int> out = select(qs[0], top);
     if (qs.size() == 1) return out;
@@ -398,7 +423,8 @@ std::vector<int> ClusterTable::select_union(QueryGroup qs, const TopK& top) cons
     qd[h] = scratch_query_.data() + h * dim;
   }
   scratch_multi_.resize(static_cast<std::size_t>(rows) * heads);
-  centroid_scores(centroids_.data(), rows, dim_, qd.data(), heads, scratch_multi_.data());
+  centroid_scores(centroids_, qd.data(), heads, scratch_multi_.data());
+  gather_candidates();  // the same for every head
   std::vector<int> out = select_scored(scratch_multi_.data(), rows, qs[0], top);
   std::vector<char>& taken = scratch_taken_;
   taken.assign(clusters_.size(), 0);

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "models/kernel/transformer.h"
+#include "policies/kvcluster/cluster_scan.h"
 #include "sim/params.h"
 
 namespace mobisim::policies::kvcluster {
@@ -130,23 +131,28 @@ class ClusterTable {
   std::vector<double> centroid_of(const std::vector<int>& positions) const;
   // Copies cluster c's centroid into the contiguous mirror the scans run over.
   void sync_centroid(int c);
-  // Row-major [clusters x dim] copy of every centroid (kept in step with Cluster::centroid), so
-  // selection and assignment scan contiguous memory with vectorized kernels.
-  std::vector<double> centroids_;
+  // A copy of every centroid (kept in step with Cluster::centroid) in the panels the scans of
+  // selection and assignment run over (policies/kvcluster/cluster_scan.h).
+  CentroidPanels centroids_;
   // Scratch of select / nearest_cluster, kept so a decode step allocates nothing there
   // (a table is only ever used by one thread at a time).
   // Per cluster: alive, with members on flash and not ClusterKV's window (what select and
   // nearest_cluster consider), kept beside the scans so they do not touch every Cluster.
   std::vector<char> candidate_;
   void refresh_candidate(int c);
-  // select's ranking of the live clusters by precomputed scores (rows of them; similarity beyond).
+  // The clusters select considers (candidate_) and their sizes, into scratch_cand_ / _size_.
+  void gather_candidates() const;
+  mutable std::vector<int> scratch_cand_, scratch_cand_size_;
+  // select's ranking of the gathered candidates by precomputed scores (rows of them; similarity beyond).
   std::vector<int> select_scored(const double* scores, int rows, const float* q, const TopK& top) const;
   // Drops the (score, cluster) candidates that cannot be in a selection needing `need` (entries,
-  // or clusters when by_count), so the heap orders only the rest.
-  void keep_top_bins(std::vector<std::pair<double, int>>& cand, double need, bool by_count) const;
+  // or clusters when by_count), so the heap orders only the rest; [lo, hi]: the scores' range.
+  void keep_top_bins(std::vector<std::pair<double, int>>& cand, double lo, double hi, double need,
+                     bool by_count) const;
   mutable Eigen::VectorXd scratch_scores_;
   mutable std::vector<double> scratch_query_, scratch_multi_;  // queries (or a key) in double; every head's scores
   mutable std::vector<char> scratch_taken_;
+  mutable std::vector<std::uint8_t> scratch_bins_;
   mutable std::vector<std::pair<double, int>> scratch_heap_;
   int dim_;
   int head_;

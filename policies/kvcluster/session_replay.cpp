@@ -9,6 +9,7 @@
 #include <set>
 #include <utility>
 
+#include "policies/kvcluster/cluster_scan.h"
 #include "policies/kvcluster/flash_io.h"
 #include "sim/error.h"
 
@@ -67,9 +68,9 @@ const ExactScores& ExactAttention::scores(int step, int table, int head_in_group
   if (k >= 0 && k < static_cast<int>(sl.ahead.size()) && sl.ahead[k].n == n) return sl.ahead[k].scores;
   if (!stream_->keeps_keys()) throw Error("exact attention: the session stream does not keep its keys");
   // A block of the steps to come (step, step + stride, ...), each over one more stride of keys,
-  // computed in one pass over the keys: a block of key rows stays in cache for all of them. Each
-  // score is still the GEMV's own dot product of that key row (row-major GEMV computes every row
-  // alike, whatever the rows around it), so the values are those exact_scores gives.
+  // computed in one pass over the keys: each key row is read once for all of them (key_scores).
+  // Each score is still the GEMV's own dot product of that key row (row-major GEMV computes every
+  // row alike, whatever the rows around it), so the values are those exact_scores gives.
   const int layer = table / shape.n_kv_heads, kvh = table % shape.n_kv_heads;
   const int head = layer * shape.n_heads + kvh * group + head_in_group;
   int count = 1;
@@ -86,16 +87,28 @@ const ExactScores& ExactAttention::scores(int step, int table, int head_in_group
   }
   const int n_last = sl.ahead.back().n;
   const traces::KeyRows keys = stream_->key_rows(table, 0, n_last);
-  for (int r0 = 0; r0 < n_last; r0 += row_block_)
+  if (sl.ahead[0].n >= 2) {
+    std::vector<const float*> qs(static_cast<std::size_t>(count));
+    std::vector<int> ns(static_cast<std::size_t>(count));
+    std::vector<float*> outs(static_cast<std::size_t>(count));
     for (int j = 0; j < count; ++j) {
-      // Eigen takes a one-row product as a dot product (another summation order), so a last
-      // block of one row joins the block before it.
-      const int left = sl.ahead[j].n - r0;
-      if (left <= 0 || (left == 1 && r0 > 0)) continue;
-      const int rows = left == row_block_ + 1 ? left : std::min(row_block_, left);
-      const Eigen::Map<const Eigen::RowVectorXf> qv(stream_->query(head, step + j * stride_), d);
-      sl.ahead[j].scores.weights.segment(r0, rows).noalias() = (keys.middleRows(r0, rows) * qv.transpose()) * scale;
+      qs[j] = stream_->query(head, step + j * stride_);
+      ns[j] = sl.ahead[j].n;
+      outs[j] = sl.ahead[j].scores.weights.data();
     }
+    key_scores(keys.data(), d, qs.data(), ns.data(), count, scale, outs.data());
+  } else {
+    // One key: Eigen takes a one-row product as a dot product (another summation order).
+    for (int r0 = 0; r0 < n_last; r0 += row_block_)
+      for (int j = 0; j < count; ++j) {
+        // A last block of one row joins the block before it (the GEMV's rows, as above).
+        const int left = sl.ahead[j].n - r0;
+        if (left <= 0 || (left == 1 && r0 > 0)) continue;
+        const int rows = left == row_block_ + 1 ? left : std::min(row_block_, left);
+        const Eigen::Map<const Eigen::RowVectorXf> qv(stream_->query(head, step + j * stride_), d);
+        sl.ahead[j].scores.weights.segment(r0, rows).noalias() = (keys.middleRows(r0, rows) * qv.transpose()) * scale;
+      }
+  }
   for (auto& e : sl.ahead) finish_scores(e.scores);
   return sl.ahead[0].scores;
 }

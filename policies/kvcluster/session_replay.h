@@ -114,7 +114,8 @@ class ExactAttention {
  public:
   // `stride`: decode steps between the steps that will be asked for (accuracy_every); the scores
   // of the next few of them are computed together, in one pass over the keys.
-  // `row_block`: key rows per block of that pass (tests make it small to exercise the block edges).
+  // `row_block`: key rows per block of that pass when the first of the steps sees a single key (the
+  // Eigen fallback; otherwise key_scores reads each row once for every step, whatever the block).
   explicit ExactAttention(const traces::KvSession& s, int stride = 1, int row_block = 256);
   // The same over a stream, which must keep its keys (KvStream::keeps_keys) and outlive this.
   explicit ExactAttention(traces::KvStream& s, int stride = 1, int row_block = 256);
