@@ -114,7 +114,7 @@ TEST(FidelityRegistry, ValidationReadingAFittedValueIsNamed) {
              "document: test\nset: t\npoints:\n"
              "  - {id: t.cal, source: x, quantity: q, unit: s, role: calibration, published: 1, fitted: [device.x],\n"
              "     experiment: e.yaml, extract: {dataset: /summary, where: {device: a}, column: c}}\n"
-             "  - {id: t.same, source: x, quantity: q, unit: s, role: validation, published: 2,\n"
+             "  - {id: t.same, source: x, quantity: q, unit: s, role: validation, published: 2, derived_from: [t.cal],\n"
              "     experiment: e.yaml, extract: {dataset: /summary, where: {device: a}, column: c}}\n"
              "  - {id: t.row, source: x, quantity: q, unit: s, role: validation, published: 2,\n"
              "     experiment: e.yaml, extract: {dataset: /summary, where: {device: b}, column: c}}\n"
@@ -122,7 +122,7 @@ TEST(FidelityRegistry, ValidationReadingAFittedValueIsNamed) {
              "     experiment: e.yaml, extract: {dataset: /summary, where: {device: a}, column: c}}\n"
              "  - {id: t.pcal, source: x, quantity: q, unit: s, role: calibration, published: 1, fitted: [engine.y],\n"
              "     probe: {impl: ondevice, device: d, model: m, phase: decode}}\n"
-             "  - {id: t.psame, source: x, quantity: q, unit: s, role: validation, published: 2,\n"
+             "  - {id: t.psame, source: x, quantity: q, unit: s, role: validation, published: 2, derived_from: [t.pcal],\n"
              "     probe: {impl: ondevice, device: d, model: m, phase: decode}}\n"
              "  - {id: t.pother, source: x, quantity: q, unit: s, role: validation, published: 2,\n"
              "     probe: {impl: ondevice, device: d, model: m, phase: prefill}}\n");
@@ -564,7 +564,8 @@ TEST(FidelityCalibrate, FitsAParameterToItsCalibrationPoint) {
   // The fidelity report over the same registry: the fitted point is calibration, the others validation.
   const auto f = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --runs rep --no-plot --quiet");
   ASSERT_EQ(f.exit_code, 0) << f.output;
-  EXPECT_NE(f.output.find("validation: 2 numeric points"), std::string::npos) << f.output;
+  EXPECT_NE(f.output.find("SEED DOCUMENTS, all validation points: median"), std::string::npos) << f.output;
+  EXPECT_NE(f.output.find(" over 2 ("), std::string::npos) << f.output;
   h5::Reader rep(dir.file("rep/fidelity.h5"));
   EXPECT_EQ(rep.strings("points/role"), (std::vector<std::string>{"calibration", "validation", "validation"}));
   // A second report reuses the runs (same configuration hash): nothing runs again.
