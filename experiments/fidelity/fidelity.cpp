@@ -581,16 +581,18 @@ h5::Table report_table(const std::vector<Evaluation>& ev) {
   t.add("run_file", run_file);
   t.add("error", error);
   t.add("reads_value_fitted_by", reads_fitted);
-  t.add("class", cls);
-  t.add("scope", scope);
-  t.add("statement", statement);
-  t.add("representative", representative);
-  t.add("headline", headline);
+  // Issue 38's accounting: class, scope and statement group, flags, and the error against a range's midpoint.
+  using Texts = std::vector<std::string>;
+  for (const auto& [name, column] : std::vector<std::pair<std::string, const Texts*>>{
+           {"class", &cls}, {"scope", &scope}, {"statement", &statement}, {"derived_from", &derived_from},
+           {"interpolated_between", &interpolated_between}})
+    t.add(name, *column);
+  using Flags = std::vector<std::int64_t>;
+  for (const auto& [name, column] : std::vector<std::pair<std::string, const Flags*>>{
+           {"representative", &representative}, {"headline", &headline}, {"in_medians", &counted}})
+    t.add(name, *column);
   t.add("mid_error", mid, "fraction");
   t.add("abs_mid_error", abs_mid, "fraction");
-  t.add("in_medians", counted);
-  t.add("derived_from", derived_from);
-  t.add("interpolated_between", interpolated_between);
   return t;
 }
 
