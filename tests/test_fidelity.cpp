@@ -569,6 +569,8 @@ TEST(FidelityCalibrate, FitsAParameterToItsCalibrationPoint) {
   EXPECT_NE(f.output.find(" over 2 ("), std::string::npos) << f.output;
   h5::Reader rep(dir.file("rep/fidelity.h5"));
   EXPECT_EQ(rep.strings("points/role"), (std::vector<std::string>{"calibration", "validation", "validation"}));
+  EXPECT_EQ(rep.strings("points/class"), (std::vector<std::string>{"calibration", "validation", "validation"}));
+  EXPECT_EQ(rep.strings("points/scope"), (std::vector<std::string>{"seed", "seed", "seed"}));
   // A second report reuses the runs (same configuration hash): nothing runs again.
   const auto again = testing::run_mobisim_in(dir.path().string(), "fidelity --registry reg --out rep --runs rep --no-plot");
   EXPECT_EQ(again.output.find("[fidelity]"), std::string::npos) << again.output;
@@ -912,6 +914,9 @@ TEST(FidelityHonest, HeadlineMedianPerDocument) {
   EXPECT_EQ(h.headline_not_counted, 1u);
   EXPECT_EQ(h.seed.n, 6u);
   EXPECT_NEAR(h.seed.median, (0.10 + 0.30) / 2, 1e-12);  // 0.04 0.06 0.10 0.30 0.50 0.90
+  EXPECT_NEAR(h.seed_by_document.at("a").median, 0.30, 1e-12);  // 0.10 0.30 0.90
+  EXPECT_NEAR(h.seed_by_document.at("b").median, 0.06, 1e-12);  // 0.04 0.06 0.50 (the calibration point apart)
+  EXPECT_EQ(h.seed_by_document.count("ext"), 0u);
   EXPECT_EQ(h.external.n, 2u);
   EXPECT_NEAR(h.external.median, 0.14, 1e-12);
   const auto lines = h.lines();

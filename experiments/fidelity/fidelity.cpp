@@ -318,7 +318,7 @@ bool in_medians(const Evaluation& e) {
 
 HonestSummary honest_summary(const std::vector<Evaluation>& ev) {
   HonestSummary h;
-  std::map<std::string, std::vector<double>> headline;
+  std::map<std::string, std::vector<double>> headline, seed_by_document;
   std::vector<double> all_headline, seed, external, derived, interpolated, sensitivity;
   for (const auto& e : ev) {
     const Point& p = *e.point;
@@ -332,6 +332,7 @@ HonestSummary honest_summary(const std::vector<Evaluation>& ev) {
     const double a = std::abs(e.mid_error);
     if (in_medians(e)) {
       (p.external ? external : seed).push_back(a);
+      if (!p.external) seed_by_document[p.set_name].push_back(a);
       if (p.headline && !p.external) {
         headline[p.set_name].push_back(a);
         all_headline.push_back(a);
@@ -347,7 +348,10 @@ HonestSummary honest_summary(const std::vector<Evaluation>& ev) {
     else
       sensitivity.push_back(a);  // a statement group's other members
   }
-  for (const auto& d : h.documents) h.headline[d] = error_stats(headline[d]);
+  for (const auto& d : h.documents) {
+    h.headline[d] = error_stats(headline[d]);
+    h.seed_by_document[d] = error_stats(seed_by_document[d]);
+  }
   h.headline_all = error_stats(all_headline);
   h.seed = error_stats(seed);
   h.external = error_stats(external);
@@ -369,6 +373,8 @@ std::vector<std::string> HonestSummary::lines() const {
                               "interpolated, trends or another run of their statement)",
                               headline_not_counted, headline_tagged));
   out.push_back(fmt::format("SEED DOCUMENTS, all validation points: {}", seed.text()));
+  for (const auto& d : documents)
+    if (seed_by_document.count(d)) out.push_back(fmt::format("  seed {}: {}", d, seed_by_document.at(d).text()));
   out.push_back(fmt::format("EXTERNAL on-device measurements (apart): {}", external.text()));
   out.push_back(fmt::format("not in any median: derived {}; interpolated {}; other runs of a statement (sensitivity) {}",
                             derived.text(), interpolated.text(), sensitivity.text()));

@@ -118,6 +118,7 @@ bool in_medians(const Evaluation& e);
 struct HonestSummary {
   std::vector<std::string> documents;        // seed sets in first-appearance order
   std::map<std::string, ErrorStats> headline;  // per seed set
+  std::map<std::string, ErrorStats> seed_by_document;  // per seed set
   ErrorStats headline_all, seed, external;
   ErrorStats derived, interpolated, sensitivity;   // reported apart, never in the medians above
   std::size_t headline_tagged = 0, headline_not_counted = 0;  // tagged; of them calibration/derived/...
