@@ -154,6 +154,11 @@ double relative_error(const Point& p, double simulated) {
   return (simulated - p.published) / p.published;
 }
 
+double midpoint_error(const Point& p, double simulated) {
+  if (p.kind == PublishedKind::kRange && std::isinf(p.hi)) return relative_error(p, simulated);
+  return (simulated - p.reference()) / p.reference();
+}
+
 std::vector<std::string> experiment_overrides(const Point& p, const std::vector<std::string>& candidates) {
   std::vector<std::string> out;
   for (const auto& c : candidates) {
@@ -235,6 +240,7 @@ std::vector<Evaluation> evaluate(const std::vector<Point>& points, const Evaluat
         ev.error = "the extracted value is not a finite number";
       } else {
         ev.rel_error = relative_error(p, ev.simulated);
+        ev.mid_error = midpoint_error(p, ev.simulated);
         ev.verdict = std::abs(ev.rel_error) <= p.tolerance_rel + 1e-12 ? "ok" : "off";
       }
     }
@@ -288,6 +294,91 @@ Summary summarize(const std::vector<Evaluation>& ev) {
   s.median_not_workload = percentile(not_workload, 0.5);
   s.p90_not_workload = percentile(not_workload, 0.9);
   return s;
+}
+
+ErrorStats error_stats(const std::vector<double>& abs_errors) {
+  ErrorStats s;
+  s.n = abs_errors.size();
+  s.median = percentile(abs_errors, 0.5);
+  s.p90 = percentile(abs_errors, 0.9);
+  for (double a : abs_errors)
+    if (a <= 0.10 + 1e-12) ++s.within_10;
+  return s;
+}
+
+std::string ErrorStats::text() const {
+  if (n == 0) return "no points";
+  return fmt::format("median {:.1f}% over {} (p90 {:.1f}%, {} within 10%)", 100 * median, n, 100 * p90, within_10);
+}
+
+bool in_medians(const Evaluation& e) {
+  const Point& p = *e.point;
+  return e.status == "ok" && p.kind != PublishedKind::kTrend && p.point_class() == "validation" && p.counted();
+}
+
+HonestSummary honest_summary(const std::vector<Evaluation>& ev) {
+  HonestSummary h;
+  std::map<std::string, std::vector<double>> headline, seed_by_document;
+  std::vector<double> all_headline, seed, external, derived, interpolated, sensitivity;
+  for (const auto& e : ev) {
+    const Point& p = *e.point;
+    if (!p.external && std::find(h.documents.begin(), h.documents.end(), p.set_name) == h.documents.end())
+      h.documents.push_back(p.set_name);
+    if (p.headline) ++h.headline_tagged;
+    if (e.status != "ok" || p.kind == PublishedKind::kTrend) {
+      if (p.headline) ++h.headline_not_counted;
+      continue;
+    }
+    const double a = std::abs(e.mid_error);
+    if (in_medians(e)) {
+      (p.external ? external : seed).push_back(a);
+      if (!p.external) seed_by_document[p.set_name].push_back(a);
+      if (p.headline && !p.external) {
+        headline[p.set_name].push_back(a);
+        all_headline.push_back(a);
+      }
+      continue;
+    }
+    if (p.headline) ++h.headline_not_counted;
+    if (p.calibration()) continue;
+    if (p.point_class() == "derived")
+      derived.push_back(a);
+    else if (p.point_class() == "interpolated")
+      interpolated.push_back(a);
+    else
+      sensitivity.push_back(a);  // a statement group's other members
+  }
+  for (const auto& d : h.documents) {
+    h.headline[d] = error_stats(headline[d]);
+    h.seed_by_document[d] = error_stats(seed_by_document[d]);
+  }
+  h.headline_all = error_stats(all_headline);
+  h.seed = error_stats(seed);
+  h.external = error_stats(external);
+  h.derived = error_stats(derived);
+  h.interpolated = error_stats(interpolated);
+  h.sensitivity = error_stats(sensitivity);
+  return h;
+}
+
+std::vector<std::string> HonestSummary::lines() const {
+  std::vector<std::string> out;
+  out.push_back("Errors against the published value, or a published range's midpoint; validation points only, each "
+                "statement once (its representative), derived and interpolated points apart.");
+  out.push_back(fmt::format("HEADLINE (abstract, introduction, conclusion numbers): {}", headline_all.text()));
+  for (const auto& d : documents)
+    if (headline.count(d)) out.push_back(fmt::format("  headline {}: {}", d, headline.at(d).text()));
+  if (headline_not_counted)
+    out.push_back(fmt::format("  ({} of {} tagged headline points are in no median: calibration, derived, "
+                              "interpolated, trends or another run of their statement)",
+                              headline_not_counted, headline_tagged));
+  out.push_back(fmt::format("SEED DOCUMENTS, all validation points: {}", seed.text()));
+  for (const auto& d : documents)
+    if (seed_by_document.count(d)) out.push_back(fmt::format("  seed {}: {}", d, seed_by_document.at(d).text()));
+  out.push_back(fmt::format("EXTERNAL on-device measurements (apart): {}", external.text()));
+  out.push_back(fmt::format("not in any median: derived {}; interpolated {}; other runs of a statement (sensitivity) {}",
+                            derived.text(), interpolated.text(), sensitivity.text()));
+  return out;
 }
 
 OnDeviceCoverage ondevice_coverage(const std::vector<Evaluation>& ev) {
@@ -385,17 +476,26 @@ std::string error_text(const Evaluation& e) {
   return fmt::format("{:+.1f}%", 100 * e.rel_error);
 }
 
+std::string mid_error_text(const Evaluation& e) {
+  if (e.status != "ok" || e.point->kind == PublishedKind::kTrend) return "";
+  return fmt::format("{:+.1f}%", 100 * e.mid_error);
+}
+
 }  // namespace
 
 std::string format_report(const std::vector<Evaluation>& ev) {
   std::size_t w = 5;
   for (const auto& e : ev) w = std::max(w, e.point->id.size());
-  std::string out = fmt::format("{:<{}}  {:>13}  {:>16}  {:>8}  {:<6}  {:<11}  {}\n", "point", w, "published", "simulated",
-                                "error", "unit", "role", "verdict");
+  // error: the distance to a range (0 inside); mid error: against its midpoint (what the medians use).
+  // flags: H headline, R statement representative, s another run of a statement (sensitivity).
+  std::string out = fmt::format("{:<{}}  {:>13}  {:>16}  {:>8}  {:>8}  {:<6}  {:<12}  {:<5}  {}\n", "point", w, "published",
+                                "simulated", "error", "mid err", "unit", "class", "flags", "verdict");
   for (const auto& e : ev) {
     const Point& p = *e.point;
-    out += fmt::format("{:<{}}  {:>13}  {:>16}  {:>8}  {:<6}  {:<11}  {}{}\n", p.id, w, p.published_text(),
-                       simulated_text(e), error_text(e), p.unit, p.role, e.verdict,
+    std::string flags = p.headline ? "H" : "";
+    if (!p.statement.empty()) flags.append(p.representative ? "R" : "s");
+    out += fmt::format("{:<{}}  {:>13}  {:>16}  {:>8}  {:>8}  {:<6}  {:<12}  {:<5}  {}{}\n", p.id, w, p.published_text(),
+                       simulated_text(e), error_text(e), mid_error_text(e), p.unit, p.point_class(), flags, e.verdict,
                        e.status != "ok" ? " (" + e.error.substr(0, 160) + ")" : "");
   }
   return out;
@@ -422,8 +522,9 @@ std::string fitted_value_line(const std::vector<Evaluation>& ev) {
 h5::Table report_table(const std::vector<Evaluation>& ev) {
   const auto shared = validation_reading_a_fitted_value(points_of(ev));
   std::vector<std::string> id, document, set, source, quantity, unit, role, kind, verdict, status, cause, cause_kind, experiment,
-      run_file, error, reads_fitted;
-  std::vector<double> published, lo, hi, simulated, rel, abs_rel, tol;
+      run_file, error, reads_fitted, cls, statement, scope, derived_from, interpolated_between;
+  std::vector<double> published, lo, hi, simulated, rel, abs_rel, tol, mid, abs_mid;
+  std::vector<std::int64_t> representative, headline, counted;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const auto& e : ev) {
     const Point& p = *e.point;
@@ -451,6 +552,16 @@ h5::Table report_table(const std::vector<Evaluation>& ev) {
     run_file.push_back(e.run_file);
     error.push_back(e.error);
     reads_fitted.push_back(shared.count(p.id) ? shared.at(p.id) : std::string());
+    cls.push_back(p.point_class());
+    statement.push_back(p.statement);
+    representative.push_back(p.representative ? 1 : 0);
+    headline.push_back(p.headline ? 1 : 0);
+    scope.push_back(p.external ? "external" : "seed");
+    mid.push_back(numeric ? e.mid_error : nan);
+    abs_mid.push_back(numeric ? std::abs(e.mid_error) : nan);
+    counted.push_back(in_medians(e) ? 1 : 0);
+    derived_from.push_back(fmt::format("{}", fmt::join(p.derived_from, " ")));
+    interpolated_between.push_back(fmt::format("{}", fmt::join(p.interpolated_between, " ")));
   }
   h5::Table t;
   t.add("id", id);
@@ -476,6 +587,18 @@ h5::Table report_table(const std::vector<Evaluation>& ev) {
   t.add("run_file", run_file);
   t.add("error", error);
   t.add("reads_value_fitted_by", reads_fitted);
+  // Issue 38's accounting: class, scope and statement group, flags, and the error against a range's midpoint.
+  using Texts = std::vector<std::string>;
+  for (const auto& [name, column] : std::vector<std::pair<std::string, const Texts*>>{
+           {"class", &cls}, {"scope", &scope}, {"statement", &statement}, {"derived_from", &derived_from},
+           {"interpolated_between", &interpolated_between}})
+    t.add(name, *column);
+  using Flags = std::vector<std::int64_t>;
+  for (const auto& [name, column] : std::vector<std::pair<std::string, const Flags*>>{
+           {"representative", &representative}, {"headline", &headline}, {"in_medians", &counted}})
+    t.add(name, *column);
+  t.add("mid_error", mid, "fraction");
+  t.add("abs_mid_error", abs_mid, "fraction");
   return t;
 }
 
@@ -484,19 +607,25 @@ namespace {
 std::string markdown(const std::vector<Evaluation>& ev, const Summary& s) {
   std::string md = "# mobisim fidelity report\n\n";
   md += fmt::format("mobisim {}. Every published point beside mobisim's value; calibration points had a parameter "
-                    "fitted to them, validation points did not.\n\n**{}**\n\n",
-                    kVersion, s.line());
+                    "fitted to them, validation points did not.\n\n",
+                    kVersion);
+  for (const auto& l : honest_summary(ev).lines()) md += fmt::format("* {}\n", l);
+  md += fmt::format("\nEvery validation-role point pooled, distances to ranges (the old accounting, not a headline): {}\n\n",
+                    s.line());
   md += fmt::format("**{}**\n\n", s.causes_line());
   if (const auto f = fitted_value_line(ev); !f.empty()) md += fmt::format("**{}**\n\n", f);
   if (const auto od = ondevice_coverage(ev).line(); !od.empty()) md += fmt::format("**{}**\n\n", od);
   md += "Per document:\n\n";
   for (const auto& l : per_set_lines(ev)) md += "* " + l + "\n";
-  md += "\n| point | source | published | simulated | error | unit | role | verdict | cause kind | cause |\n";
-  md += "|---|---|---:|---:|---:|---|---|---|---|---|\n";
+  md += "\n| point | source | published | simulated | error | mid error | unit | class | headline | statement | verdict | cause kind | cause |\n";
+  md += "|---|---|---:|---:|---:|---:|---|---|---|---|---|---|---|\n";
   for (const auto& e : ev) {
     const Point& p = *e.point;
-    md += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", p.id, p.document + ", " + p.source,
-                      p.published_text(), simulated_text(e), error_text(e), p.unit, p.role, e.verdict, p.cause_kind,
+    std::string group = p.statement;
+    if (!group.empty()) group.append(p.representative ? " (representative)" : " (sensitivity)");
+    md += fmt::format("| `{}` | {}, {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", p.id, p.document,
+                      p.source, p.published_text(), simulated_text(e), error_text(e), mid_error_text(e), p.unit,
+                      p.point_class(), p.headline ? "yes" : "", group, e.verdict, p.cause_kind,
                       e.status == "ok" ? p.cause : e.error.substr(0, 200));
   }
   return md;
@@ -518,6 +647,14 @@ void write_report(const std::vector<Evaluation>& ev, const std::string& out_dir,
     h5::write_attr(root, "fitted_value_summary", fitted_value_line(ev));
     h5::write_attr(root, "median_validation_error_not_workload", s.median_not_workload);
     h5::write_attr(root, "ondevice_summary", ondevice_coverage(ev).line());
+    const HonestSummary hs = honest_summary(ev);
+    h5::write_attr(root, "honest_summary", fmt::format("{}", fmt::join(hs.lines(), "\n")));
+    h5::write_attr(root, "median_headline_error", hs.headline_all.median);
+    h5::write_attr(root, "headline_points", static_cast<std::int64_t>(hs.headline_all.n));
+    h5::write_attr(root, "median_seed_error", hs.seed.median);
+    h5::write_attr(root, "seed_points", static_cast<std::int64_t>(hs.seed.n));
+    h5::write_attr(root, "median_external_error", hs.external.median);
+    h5::write_attr(root, "external_points", static_cast<std::int64_t>(hs.external.n));
     h5::write_attr(root, "median_validation_error", s.median_validation);
     h5::write_attr(root, "p90_validation_error", s.p90_validation);
     h5::write_attr(root, "validation_points", static_cast<std::int64_t>(s.validation_numeric));

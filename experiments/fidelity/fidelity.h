@@ -9,6 +9,7 @@
 //
 // Relative error: (simulated - published) / published; for a published range, 0 inside it and
 // the distance to the nearer end over that end outside; trends pass or fail.
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -60,13 +61,18 @@ struct Evaluation {
   double simulated = 0;             // numeric points
   std::vector<double> series;       // trends
   bool trend_pass = false;
-  double rel_error = 0;             // signed
+  double rel_error = 0;             // signed; a range: the distance to it (0 inside)
+  double mid_error = 0;             // signed; a range: against its midpoint (= rel_error for a value)
   std::string verdict;              // ok, off, pass, FAIL, error, n/a
   std::string run_file;
 };
 
 // Relative error of `simulated` against a point's published value or range.
 double relative_error(const Point& p, double simulated);
+// Relative error against the point's reference (a range's midpoint; an open range "over lo": the
+// distance to lo, as the document gives no middle). The honest medians use this one, so a range
+// cannot score 0 everywhere inside it.
+double midpoint_error(const Point& p, double simulated);
 
 // Probe override lists for the points of `points` (calibration passes candidates here).
 using PointOverrides = std::map<std::string, std::vector<std::string>>;  // point id -> overrides
@@ -97,6 +103,29 @@ struct Summary {
   std::string causes_line() const;
 };
 Summary summarize(const std::vector<Evaluation>& ev);
+// The honest accounting (issue 38). Medians use the midpoint error and count only points of class
+// validation that speak for their statement (Point::counted); derived, interpolated and the other members
+// of a statement group are reported apart. Seed documents and external measurements never pool.
+struct ErrorStats {
+  std::size_t n = 0;
+  double median = std::numeric_limits<double>::quiet_NaN(), p90 = std::numeric_limits<double>::quiet_NaN();
+  std::size_t within_10 = 0;
+  std::string text() const;  // "median 9.1% over 12 (p90 30.2%, 7 within 10%)"
+};
+ErrorStats error_stats(const std::vector<double>& abs_errors);
+// Whether a point's error enters the seed/headline/external medians.
+bool in_medians(const Evaluation& e);
+struct HonestSummary {
+  std::vector<std::string> documents;        // seed sets in first-appearance order
+  std::map<std::string, ErrorStats> headline;  // per seed set
+  std::map<std::string, ErrorStats> seed_by_document;  // per seed set
+  ErrorStats headline_all, seed, external;
+  ErrorStats derived, interpolated, sensitivity;   // reported apart, never in the medians above
+  std::size_t headline_tagged = 0, headline_not_counted = 0;  // tagged; of them calibration/derived/...
+  std::vector<std::string> lines() const;
+};
+HonestSummary honest_summary(const std::vector<Evaluation>& ev);
+
 // The on-device section (points probed with impl: ondevice): points, phones, runtimes, units and the
 // validation error; "" when there are none.
 struct OnDeviceCoverage {

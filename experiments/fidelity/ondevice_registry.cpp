@@ -33,6 +33,10 @@ ParamSchema point_schema() {
   s.text("cause", std::string(""), "why the residual is large (validation points over 50%)");
   s.text("cause_kind", std::string(""), "workload | mechanism | document (the fidelity registry's rule)")
       .in({"", "workload", "mechanism", "document"});
+  // The fidelity registry's grouping keys (registry.h); checked there.
+  s.text("statement", std::string(""), "the published statement several points score (registry.h)");
+  s.boolean("representative", false, "the statement group's member that counts (registry.h)");
+  s.boolean("headline", false, "an abstract / introduction / conclusion number (registry.h)");
   return s;
 }
 

@@ -40,6 +40,11 @@ ParamSchema point_schema() {
   s.text("cause", std::string(), "validation points over 25 % error: what the model omits or how the workload differs");
   s.text("cause_kind", std::string(), "what the cause is: workload | mechanism | document (the source's own numbers disagree)")
       .in({"", "workload", "mechanism", "document"});
+  s.text_list("derived_from", std::vector<std::string>{}, "calibration points a validation point is computed from (class derived: in no median)");
+  s.text_list("interpolated_between", std::vector<std::string>{}, "the two fitted points of the series a validation point lies between (class interpolated)");
+  s.text("statement", std::string(), "the published sentence or cell several points score (a group counts once)");
+  s.boolean("representative", false, "the statement group's member that counts in the medians");
+  s.boolean("headline", false, "a number of the document's abstract, introduction or conclusion");
   return s;
 }
 
@@ -174,6 +179,19 @@ Point parse_point(const YAML::Node& node, const ConfigSource& src, const std::st
     p.fail("fitted", "a validation point cannot be fitted to (make it a calibration point or drop 'fitted')");
   if (pt.calibration() && pt.fitted.empty()) p.fail("fitted", "a calibration point names the parameters fitted to it");
   if (pt.calibration() && pt.kind == PublishedKind::kTrend) p.fail("role", "a trend cannot calibrate (no value to fit)");
+  pt.derived_from = p.text_list("derived_from");
+  pt.interpolated_between = p.text_list("interpolated_between");
+  pt.statement = p.text("statement");
+  pt.representative = p.boolean("representative");
+  pt.headline = p.boolean("headline");
+  if (pt.calibration() && !pt.derived_from.empty()) p.fail("derived_from", "only a validation point is derived");
+  if (pt.calibration() && !pt.interpolated_between.empty())
+    p.fail("interpolated_between", "only a validation point is interpolated");
+  if (!pt.derived_from.empty() && !pt.interpolated_between.empty())
+    p.fail("interpolated_between", "a point is derived or interpolated, not both");
+  if (!pt.interpolated_between.empty() && pt.interpolated_between.size() != 2)
+    p.fail("interpolated_between", "expected the two fitted points around it: [low, high]");
+  if (pt.representative && pt.statement.empty()) p.fail("representative", "a representative names its statement");
   return pt;
 }
 
@@ -205,14 +223,18 @@ std::vector<Point> load_registry_file(const std::string& path) {
   s.text("set", std::string(), "the --set name of these points (default: from the file name)");
   s.text("notes", std::string(), "free text");
   s.node("points", "the published points");
+  s.boolean("external", false, "public measurements (reported as the external set), not a seed document");
   Params p(root, s, src, {});
   const std::string document = p.text("document");
+  const bool external = p.boolean("external");
   const std::string set = p.text("set").empty() ? set_of_file(path) : p.text("set");
   const YAML::Node points = p.node("points");
   if (!points.IsDefined() || !points.IsSequence()) p.fail("points", "expected a list of points");
   std::vector<Point> out;
   for (std::size_t i = 0; i < points.size(); ++i)
     out.push_back(parse_point(points[i], p.source_of("points").element(i), document, set, path));
+  for (auto& pt : out) pt.external = external;
+  check_hygiene(out, false);
   return out;
 }
 
@@ -231,9 +253,16 @@ std::vector<Point> load_registry(const std::string& dir, const std::vector<std::
       if (!ids.insert(pt.id).second)
         throw ConfigError(fmt::format("{}: point id '{}' is used twice in the registry", f.string(), pt.id));
       known_sets.insert(pt.set_name);
-      if (sets.empty() || std::find(sets.begin(), sets.end(), pt.set_name) != sets.end()) all.push_back(std::move(pt));
+      all.push_back(std::move(pt));
     }
   }
+  check_hygiene(all, true);  // over the whole registry: groups and references may span files
+  if (!sets.empty())
+    all.erase(std::remove_if(all.begin(), all.end(),
+                             [&](const Point& pt) {
+                               return std::find(sets.begin(), sets.end(), pt.set_name) == sets.end();
+                             }),
+              all.end());
   for (const auto& s : sets)
     if (!known_sets.count(s))
       throw UsageError(fmt::format("no registry points in set '{}' (known: {})", s, fmt::join(known_sets, ", ")));
@@ -260,6 +289,42 @@ std::map<std::string, std::string> validation_reading_a_fitted_value(const std::
     if (!p.calibration())
       if (auto it = fitted.find(value_signature(p)); it != fitted.end()) out[p.id] = it->second;
   return out;
+}
+
+void check_hygiene(const std::vector<Point>& points, bool whole) {
+  std::map<std::string, const Point*> by_id;
+  for (const auto& p : points) by_id.emplace(p.id, &p);
+  for (const auto& [validation, calibration] : validation_reading_a_fitted_value(points)) {
+    const Point& p = *by_id.at(validation);
+    if (std::find(p.derived_from.begin(), p.derived_from.end(), calibration) == p.derived_from.end())
+      throw ConfigError(fmt::format(
+          "{}: validation point '{}' reads the value calibration point '{}' is fitted to: mark it "
+          "derived_from: [{}] (class derived, in no median) or make it read something else",
+          p.file, p.id, calibration, calibration));
+  }
+  if (!whole) return;
+  auto must_calibrate = [&](const Point& p, const char* key, const std::string& ref) {
+    const auto it = by_id.find(ref);
+    if (it == by_id.end())
+      throw ConfigError(fmt::format("{}: point '{}': {} names '{}', which is no point of the registry", p.file, p.id, key, ref));
+    if (!it->second->calibration())
+      throw ConfigError(fmt::format("{}: point '{}': {} names '{}', which is not a calibration point", p.file, p.id, key, ref));
+  };
+  std::map<std::string, std::vector<const Point*>> groups;
+  for (const auto& p : points) {
+    for (const auto& ref : p.derived_from) must_calibrate(p, "derived_from", ref);
+    for (const auto& ref : p.interpolated_between) must_calibrate(p, "interpolated_between", ref);
+    if (!p.statement.empty()) groups[p.statement].push_back(&p);
+  }
+  for (const auto& [statement, members] : groups) {
+    std::vector<std::string> reps;
+    for (const Point* m : members)
+      if (m->representative) reps.push_back(m->id);
+    if (reps.size() != 1)
+      throw ConfigError(fmt::format("{}: statement '{}' ({} points) needs exactly one representative: true, has {}{}",
+                                    members.front()->file, statement, members.size(), reps.size(),
+                                    reps.empty() ? std::string() : fmt::format(" ({})", fmt::join(reps, ", "))));
+  }
 }
 
 std::vector<std::string> check_roles(const std::vector<Point>& points) {

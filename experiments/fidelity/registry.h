@@ -26,10 +26,22 @@
 //                                         # calibration.yaml names it (a profile field or an experiment
 //                                         # -p path such as experiment.workload.generate.queries.paraphrase_prob)
 //       cause: "one line"                 # required for a validation point whose error is > 25 %
+//       derived_from: [percache.table1.prefill_s]   # a validation point computed from calibrated values
+//                                         # (or reading the value a calibration point is fitted to): class
+//                                         # `derived`, in no median; an unmarked one is refused at load
+//       interpolated_between: [a.1k, a.16k]  # a validation point between two fitted points of its series:
+//                                         # class `interpolated`, reported apart, in no median
+//       statement: prefix.note.speedup    # points scoring one published sentence/cell (phones, workloads):
+//       representative: true              # the group counts once, through its representative (one per
+//                                         # group); the others are sensitivity runs, in no median
+//       headline: true                    # a number of the document's abstract, introduction or conclusion
 //       cause_kind: workload              # what the cause is: workload (mobisim's inputs differ from the
 //                                         # document's), mechanism (the model omits or simplifies something)
 //                                         # or document (the source's own numbers disagree); required with
 //                                         # a cause on a validation point
+//
+// A file may say `external: true` (public measurements, not a seed document): its points are reported
+// as the external set, apart from the seed documents'.
 //
 // Loading checks every key: unknown keys, a missing value, a role outside {calibration,
 // validation}, fitted on a validation point, duplicate ids are ConfigErrors naming file and key.
@@ -79,8 +91,23 @@ struct Point {
   Extract extract;
   YAML::Node probe;                    // {impl: NAME, ...} or null
   std::vector<std::string> fitted;
+  std::vector<std::string> derived_from;          // calibration ids a derived validation point is computed from
+  std::vector<std::string> interpolated_between;  // the two fitted points of the series around it
+  std::string statement;                          // statement group ("" = a group of its own)
+  bool representative = false;                    // the group's member that counts
+  bool headline = false;                          // abstract / introduction / conclusion number
+  bool external = false;                          // from an `external: true` file (on-device measurements)
 
   bool calibration() const { return role == "calibration"; }
+  // calibration, validation, derived or interpolated.
+  std::string point_class() const {
+    if (calibration()) return "calibration";
+    if (!derived_from.empty()) return "derived";
+    if (!interpolated_between.empty()) return "interpolated";
+    return "validation";
+  }
+  // Whether the point speaks for its statement (no group, or the group's representative).
+  bool counted() const { return statement.empty() || representative; }
   // The published value a numeric comparison uses: the value, or the range's midpoint.
   // The value errors and plots refer to: a range's middle, or its low end when it is open ("over lo").
   double reference() const {
@@ -100,6 +127,12 @@ std::vector<Point> load_registry_file(const std::string& path);
 // same run and extractor, or the same probe): their error follows from the fit and the two published
 // numbers, not from the model. Validation id -> the calibration point's id (the first, in registry order).
 std::map<std::string, std::string> validation_reading_a_fitted_value(const std::vector<Point>& points);
+
+// The hygiene rules over `points` (a whole registry, or one file when `whole` is false): a validation
+// point reading a fitted value must be marked derived_from; derived_from and interpolated_between name
+// calibration points; every statement group has exactly one representative (whole registry only, as
+// groups may span files). ConfigError naming the point's file and id.
+void check_hygiene(const std::vector<Point>& points, bool whole);
 
 // Counts by role and the disjointness rule: a point has exactly one role, at most a third of
 // the numeric points calibrate. Returns the problems found (empty when the registry is sound).
