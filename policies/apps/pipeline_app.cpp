@@ -28,6 +28,8 @@ ParamSchema PipelineApp::schema() {
   s.node("kv_reuse", "KV-reuse stage: {impl: none|prefix_store, ...} (default none)");
   s.node("answer_cache", "answer-cache stage: {impl: semantic, tau_query, embed_ms, match_ms, ...} (default: none)");
   s.node("prefill", "prefill stage: {impl: unit|npu_graphs, ...} (default: one pass on `unit`)");
+  s.node("decode", "decode stage: {impl: vanilla|speculative, ...} (default: vanilla, one token per step on `unit`)");
+  s.node("kv_residency", "KV-residency stage: {impl: dram|dynakv, ...} (default: dram, all K/V in DRAM)");
   s.node("load_or_recompute",
          "how stored K/V comes back: {impl: always_load|always_recompute|cake|kvpr_ilp|kvpr_closed_form, ...} "
          "(default always_load)");
@@ -57,12 +59,19 @@ PipelineApp::PipelineApp(const Params& p)
   const YAML::Node split = or_default(p, "load_or_recompute", "always_load");
   YAML::Node prefill = or_default(p, "prefill", "unit");
   if (prefill.IsMap() && prefill["impl"] && prefill["impl"].Scalar() == "unit" && !prefill["unit"]) prefill["unit"] = unit_;
+  YAML::Node decode = or_default(p, "decode", "vanilla");
+  if (decode.IsMap() && decode["impl"] && decode["impl"].Scalar() == "vanilla" && !decode["unit"]) decode["unit"] = unit_;
+  const YAML::Node residency = or_default(p, "kv_residency", "dram");
   pipeline_ = std::make_unique<Pipeline>(
       cost_, PipelineOptions{unit_, priority(), 0.0}, Registry<KvReuse>::instance().create(reuse, p.source_of("kv_reuse")),
       Registry<kvsplit::KvSplitStrategy>::instance().create(split, p.source_of("load_or_recompute")),
       Registry<PrefillStage>::instance().create(prefill, p.source_of("prefill")),
       p.has("answer_cache") ? Registry<AnswerCache>::instance().create(p.node("answer_cache"), p.source_of("answer_cache"))
-                            : nullptr);
+                            : nullptr,
+      Registry<DecodeStage>::instance().create(decode, p.source_of("decode")),
+      Registry<KvResidency>::instance().create(residency, p.source_of("kv_residency")));
+  resolved_["decode"] = Registry<DecodeStage>::instance().resolve(decode, p.source_of("decode"));
+  resolved_["kv_residency"] = Registry<KvResidency>::instance().resolve(residency, p.source_of("kv_residency"));
   resolved_["prefill"] = Registry<PrefillStage>::instance().resolve(prefill, p.source_of("prefill"));
   if (p.has("answer_cache"))
     resolved_["answer_cache"] = Registry<AnswerCache>::instance().resolve(p.node("answer_cache"), p.source_of("answer_cache"));
@@ -126,8 +135,8 @@ sim::Task<void> PipelineApp::run(devices::Device& device, std::string owner, sim
 
 void PipelineApp::records(h5::Table& out) const {
   std::vector<RequestTimes> times;
-  std::vector<std::int64_t> prompt, reused, recomputed, loaded, answer_hit;
-  std::vector<double> split, estimate, prefill, decode, stored;
+  std::vector<std::int64_t> prompt, reused, recomputed, loaded, answer_hit, steps;
+  std::vector<double> split, estimate, prefill, decode, stored, accepted, decode_estimate;
   for (const Served& s : served_) {
     times.push_back(s.times);
     prompt.push_back(s.prompt_tokens);
@@ -140,6 +149,9 @@ void PipelineApp::records(h5::Table& out) const {
     prefill.push_back(s.prefill_s);
     decode.push_back(s.decode_s);
     stored.push_back(s.stored.bytes);
+    steps.push_back(s.decode_steps);
+    accepted.push_back(s.accepted_per_step);
+    decode_estimate.push_back(s.decode_estimate_s);
   }
   add_request_columns(out, times);
   out.add("prompt_tokens", prompt, "tokens");
@@ -152,6 +164,9 @@ void PipelineApp::records(h5::Table& out) const {
   out.add("prefill_s", prefill, "s");
   out.add("decode_s", decode, "s");
   out.add("stored_bytes", stored, "bytes");
+  out.add("decode_steps", steps, "count");
+  out.add("accepted_per_step", accepted, "tokens");
+  out.add("decode_estimate_s", decode_estimate, "s");
 }
 
 AppTotals PipelineApp::totals() const {

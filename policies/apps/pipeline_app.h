@@ -12,8 +12,10 @@
 //                       always_load, always_recompute, cake, kvpr_ilp, kvpr_closed_form, ...)
 //   prefill             the prompt's other tokens, attending to the s reused ones (registry prefill:
 //                       unit, npu_graphs)
-//   decode              one token at a time on `unit`
-//   kv residency        the request's K/V held in the phone's DRAM ledger while it runs
+//   decode              the answer after its first token (registry decode: vanilla, one token per
+//                       step on `unit`; speculative, a CoordGen-document policy)
+//   kv residency        where the request's K/V lives while it decodes (registry kv_residency:
+//                       dram, all of it in the DRAM ledger; dynakv, DynaKV clusters on flash)
 //
 // Every stage issues its work as events on the phone's Device (policies/pipeline/pipeline.h): the
 // recompute and the flash read of a split run concurrently (the split strategy's closed-form time
@@ -28,6 +30,8 @@
 //   kv_reuse                          {impl: none|prefix_store|system_prompt, ...}
 //   load_or_recompute                 {impl: always_load|cake|kvpr_ilp|..., ...}
 //   prefill                           {impl: unit (default, on `unit`)|npu_graphs, ...}
+//   decode                            {impl: vanilla (default, on `unit`)|speculative, ...}
+//   kv_residency                      {impl: dram (default)|dynakv, ...}
 // Embedding, retrieval and QA matching are not charged here (the rag app charges them).
 #include <memory>
 #include <vector>

@@ -4,21 +4,25 @@
 #include <vector>
 
 #include "policies/kvsplit/split_costs.h"
+#include "policies/pipeline/dram_residency.h"
 #include "policies/pipeline/unit_prefill.h"
+#include "policies/pipeline/vanilla_decode.h"
 #include "sim/event.h"
 
 namespace mobisim::policies::pipeline {
 
 Pipeline::Pipeline(const models::CostModel& cost, PipelineOptions options, std::unique_ptr<KvReuse> reuse,
                    std::unique_ptr<kvsplit::KvSplitStrategy> split, std::unique_ptr<PrefillStage> prefill,
-                   std::unique_ptr<AnswerCache> answers)
+                   std::unique_ptr<AnswerCache> answers, std::unique_ptr<DecodeStage> decode,
+                   std::unique_ptr<KvResidency> residency)
     : cost_(cost),
       options_(std::move(options)),
       reuse_(std::move(reuse)),
       split_(std::move(split)),
       prefill_(prefill ? std::move(prefill) : std::make_unique<UnitPrefill>(options_.unit)),
       answers_(std::move(answers)),
-      decode_(cost_, options_.unit) {}
+      decode_(decode ? std::move(decode) : std::make_unique<VanillaDecode>(options_.unit)),
+      residency_(residency ? std::move(residency) : std::make_unique<DramResidency>()) {}
 
 sim::Task<void> Pipeline::start(devices::Device& device, const std::string& owner) {
   reuse_->begin(cost_.spec().kv_bytes_per_token());
@@ -27,7 +31,10 @@ sim::Task<void> Pipeline::start(devices::Device& device, const std::string& owne
       cost_, device.profile(),
       kvsplit::DeviceCostOptions{options_.unit, "", kvsplit::RecomputeKind::kPrefill, kvsplit::Payload::kKv, 64,
                                  options_.page_cache_fraction});
+  owner_ = owner;
+  residency_->begin(cost_);
   co_await prefill_->begin(device, cost_, owner);
+  decode_->begin(device, cost_);
 }
 
 // Stored K/V from flash; the page-cached share is a DRAM copy instead.
@@ -87,9 +94,9 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
       co_return;
     }
   }
-  // KV residency: the request's K/V is held in DRAM while it runs; one that cannot be stops the run.
-  const double kv_bytes = static_cast<double>(n + r.output_tokens) * cost_.spec().kv_bytes_per_token();
-  device.dram().reserve(kv_owner, kv_bytes);
+  // KV residency: the request's K/V is held while it runs (in DRAM, as far as the stage keeps it
+  // there); one that cannot be stops the run.
+  residency_->hold(device, kv_owner, n + r.output_tokens);
   const KvMatch match = reuse_->match(r, out.times.start_s);
   out.reuse_rejected = match.rejected;
   out.matched_tokens = match.tokens;
@@ -102,16 +109,15 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   out.prefill_s = sim::to_seconds(sim.now() - t_prefill);
   out.first_token = sim.now();
   out.times.first_token_s = sim::to_seconds(out.first_token);
-  // Output token i + 1 comes from a step over token i, attending to the prompt and the i - 1
-  // tokens before it: a context of n + i - 1 cached positions.
-  for (std::int64_t i = 1; i < r.output_tokens; ++i) {
-    const devices::UnitCost step = decode_.at(device, n + i - 1);
-    co_await device.compute_for(options_.unit, step, "decode", options_.priority);
-    out.times.active_energy_j += device.profile().marginal_energy_j(options_.unit, step.seconds, "decode");
-  }
+  Decoded decoded;
+  const DecodeJob job{device, cost_, r, n, options_.priority, owner_, *residency_, out.times.active_energy_j};
+  co_await decode_->run(job, decoded);
+  out.decode_steps = decoded.steps;
+  out.accepted_per_step = decoded.accepted_per_step;
+  out.decode_estimate_s = decoded.estimate_s;
   out.times.end_s = sim::to_seconds(sim.now());
   out.decode_s = out.times.end_s - out.times.first_token_s;
-  device.dram().release(kv_owner, kv_bytes);
+  residency_->release(device, kv_owner);
   // What the store keeps is written to flash in the background, after the answer (later flash
   // reads queue behind it).
   out.stored = reuse_->store(r, out.times.end_s);
