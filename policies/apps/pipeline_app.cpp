@@ -17,6 +17,10 @@ ParamSchema PipelineApp::schema() {
   s.node("model", "model: built-in name, YAML path, or {base: NAME, field: override}");
   s.text("unit", std::string("cpu"), "compute unit that recomputes, prefills and decodes (cpu, gpu, npu, ...)");
   s.node("workload", "{trace: FILE.h5} or {generate: default|PATH|{...}} (queries with precomputed retrieval)");
+  s.node("conversation",
+         "instead of `workload`: one chat conversation {turns, prompt_tokens, answer_tokens}; turn i's prompt is "
+         "the system prompt, every earlier turn (its prompt and answer) and its own prompt_tokens, one turn every "
+         "interarrival_s");
   s.text("user", std::string(""), "user id replayed (empty: the workload's first user)");
   s.integer("max_queries", 0, "replay only the first N queries (0: all)").non_negative();
   s.real("interarrival_s", 0.0, "query i arrives at start_s + i x interarrival_s (0: the workload's arrivals)")
@@ -37,6 +41,22 @@ ParamSchema PipelineApp::schema() {
 }
 
 namespace {
+// The `conversation` workload's three numbers (all zero when it is not given).
+PipelineApp::Conversation conversation_of(const Params& p) {
+  if (!p.has("conversation")) {
+    if (!p.has("workload")) p.fail("workload", "give a RAG workload ({trace|generate}) or a `conversation`");
+    return {};
+  }
+  if (p.has("workload")) p.fail("conversation", "give either `workload` or `conversation`, not both");
+  ParamSchema s;
+  s.integer("turns", std::nullopt, "turns of the conversation").range(1, 1 << 20);
+  s.integer("prompt_tokens", 128, "new tokens the user sends per turn").range(1, 1 << 20);
+  s.integer("answer_tokens", 256, "tokens of every answer").range(1, 1 << 20);
+  const Params c(p.node("conversation"), s, p.source_of("conversation"), {});
+  if (p.real("interarrival_s") <= 0) p.fail("interarrival_s", "a conversation needs the time between turns (> 0)");
+  return {c.integer("turns"), c.integer("prompt_tokens"), c.integer("answer_tokens")};
+}
+
 YAML::Node or_default(const Params& p, const std::string& key, const char* impl) {
   return p.has(key) ? yaml_clone(p.node(key)) : YAML::Load(fmt::format("{{impl: {}}}", impl));
 }
@@ -47,6 +67,7 @@ PipelineApp::PipelineApp(const Params& p)
       cost_(models::load_model_spec(p.node("model"), p.source_of("model"))),
       unit_(p.text("unit")),
       workload_(yaml_clone(p.node("workload"))),
+      conversation_(conversation_of(p)),
       workload_source_(p.source_of("workload")),
       user_id_(p.text("user")),
       max_queries_(p.integer("max_queries")),
@@ -83,8 +104,9 @@ PipelineApp::PipelineApp(const Params& p)
 
 // The user's queries as requests: system prompt, the top-k retrieved chunks (best first), the query.
 void PipelineApp::prepare(const AppEnvironment& env) {
-  if (!env.rag_workload) throw Error("internal: the pipeline app needs a RAG workload loader");
   if (env.device) env.device->require_unit(unit_, "pipeline app 'unit'");
+  if (conversation_.turns > 0) return prepare_conversation();
+  if (!env.rag_workload) throw Error("internal: the pipeline app needs a RAG workload loader");
   const traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
   const traces::UserTrace& u = pick_user(trace, user_id_, workload_source_.where(workload_));
   std::size_t n = u.queries.size();
@@ -114,6 +136,25 @@ void PipelineApp::prepare(const AppEnvironment& env) {
   }
 }
 
+// Turn i: the system prompt, every earlier turn's prompt and answer, then its own prompt. A turn's
+// prompt has the same key in every later request, so each prompt is a prefix of the next one's.
+void PipelineApp::prepare_conversation() {
+  requests_.clear();
+  for (std::int64_t i = 0; i < conversation_.turns; ++i) {
+    Request r;
+    r.id = i;
+    r.arrival_s = start_s() + static_cast<double>(i) * interarrival_s_;
+    if (system_prompt_tokens_ > 0) r.prompt.push_back({"system", 0x5157E1ULL, system_prompt_tokens_});
+    for (std::int64_t j = 0; j < i; ++j) {
+      r.prompt.push_back({"history", 0xC0A7000000ULL + static_cast<std::uint64_t>(j), conversation_.prompt_tokens});
+      r.prompt.push_back({"answer", 0xA5000000000ULL + static_cast<std::uint64_t>(j), conversation_.answer_tokens});
+    }
+    r.prompt.push_back({"query", 0xC0A7000000ULL + static_cast<std::uint64_t>(i), conversation_.prompt_tokens});
+    r.output_tokens = conversation_.answer_tokens;
+    requests_.push_back(std::move(r));
+  }
+}
+
 std::vector<std::pair<std::string, double>> PipelineApp::resident_dram() const {
   return {{"weights", cost_.spec().weight_bytes()}};
 }
@@ -136,7 +177,7 @@ sim::Task<void> PipelineApp::run(devices::Device& device, std::string owner, sim
 void PipelineApp::records(h5::Table& out) const {
   std::vector<RequestTimes> times;
   std::vector<std::int64_t> prompt, reused, recomputed, loaded, answer_hit, steps;
-  std::vector<double> split, estimate, prefill, decode, stored, accepted, decode_estimate;
+  std::vector<double> split, estimate, prefill, decode, stored, accepted, decode_estimate, kv_read;
   for (const Served& s : served_) {
     times.push_back(s.times);
     prompt.push_back(s.prompt_tokens);
@@ -152,6 +193,7 @@ void PipelineApp::records(h5::Table& out) const {
     steps.push_back(s.decode_steps);
     accepted.push_back(s.accepted_per_step);
     decode_estimate.push_back(s.decode_estimate_s);
+    kv_read.push_back(s.kv_read_bytes);
   }
   add_request_columns(out, times);
   out.add("prompt_tokens", prompt, "tokens");
@@ -167,6 +209,7 @@ void PipelineApp::records(h5::Table& out) const {
   out.add("decode_steps", steps, "count");
   out.add("accepted_per_step", accepted, "tokens");
   out.add("decode_estimate_s", decode_estimate, "s");
+  out.add("kv_read_bytes", kv_read, "bytes");
 }
 
 AppTotals PipelineApp::totals() const {

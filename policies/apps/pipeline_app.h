@@ -24,6 +24,10 @@
 //
 // Parameters (besides priority and start_s, see app.h):
 //   model, unit, workload ({trace|generate}), user, max_queries, interarrival_s  (as the rag app)
+//   conversation                      instead of workload: one chat {turns, prompt_tokens,
+//                                     answer_tokens}; turn i's prompt = system prompt + every earlier
+//                                     turn (prompt and answer) + its own prompt; a turn every
+//                                     interarrival_s
 //   system_prompt_tokens, top_k       the prompt's layout
 //   answer_tokens                     > 0: every answer has this length (0: the workload's)
 //   answer_cache                      {impl: semantic, tau_query, embed_ms, match_ms, ...} (default: none)
@@ -57,11 +61,16 @@ class PipelineApp : public App {
   std::string unit() const override { return unit_; }
 
   const std::vector<pipeline::Served>& served() const { return served_; }
+  struct Conversation {
+    std::int64_t turns = 0, prompt_tokens = 0, answer_tokens = 0;  // turns 0: a RAG workload instead
+  };
 
  private:
   models::CostModel cost_;  // declared before pipeline_, which refers to it
   std::string unit_;
+  void prepare_conversation();
   YAML::Node workload_;
+  Conversation conversation_;
   ConfigSource workload_source_;
   std::string user_id_;
   std::int64_t max_queries_, system_prompt_tokens_, top_k_, answer_tokens_;

@@ -13,7 +13,7 @@ class DramResidency : public KvResidency {
   DramResidency() = default;
   static ParamSchema schema() { return {}; }
   void begin(const models::CostModel& cost) override { bytes_per_token_ = cost.spec().kv_bytes_per_token(); }
-  void hold(devices::Device& device, const std::string& owner, std::int64_t tokens) override;
+  void hold(devices::Device& device, const std::string& owner, std::int64_t prompt, std::int64_t answer) override;
   void release(devices::Device& device, const std::string& owner) override;
 
  private:

@@ -96,7 +96,7 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   }
   // KV residency: the request's K/V is held while it runs (in DRAM, as far as the stage keeps it
   // there); one that cannot be stops the run.
-  residency_->hold(device, kv_owner, n + r.output_tokens);
+  residency_->hold(device, kv_owner, n, r.output_tokens);
   const KvMatch match = reuse_->match(r, out.times.start_s);
   out.reuse_rejected = match.rejected;
   out.matched_tokens = match.tokens;
@@ -110,11 +110,13 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   out.first_token = sim.now();
   out.times.first_token_s = sim::to_seconds(out.first_token);
   Decoded decoded;
+  const double read_before = residency_->read_bytes();
   const DecodeJob job{device, cost_, r, n, options_.priority, owner_, *residency_, out.times.active_energy_j};
   co_await decode_->run(job, decoded);
   out.decode_steps = decoded.steps;
   out.accepted_per_step = decoded.accepted_per_step;
   out.decode_estimate_s = decoded.estimate_s;
+  out.kv_read_bytes = residency_->read_bytes() - read_before;
   out.times.end_s = sim::to_seconds(sim.now());
   out.decode_s = out.times.end_s - out.times.first_token_s;
   residency_->release(device, kv_owner);

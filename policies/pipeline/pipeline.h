@@ -52,6 +52,7 @@ struct Served {
   // time for the request (-1: the stage has none).
   std::int64_t decode_steps = 0;
   double accepted_per_step = 0, decode_estimate_s = -1;
+  double kv_read_bytes = 0;  // what the KV-residency stage read from flash while it decoded
   bool reuse_rejected = false;  // a stored entry failed verification (the prompt was prefilled whole)
   bool answer_hit = false;      // served by the answer cache: no prefill, no decode
   double answer_similarity = -1;

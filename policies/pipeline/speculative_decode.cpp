@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "policies/specdec/retrieval_drafter.h"
 #include "sim/error.h"
@@ -109,8 +110,11 @@ sim::Task<void> SpeculativeDecode::run(const DecodeJob& job, Decoded& out) {
   const double extra = std::max(0.0, b.peak_memory_bytes - kv - held);
   if (extra > 0) device.dram().reserve(decoder, extra);
 
-  auto issue = [&](const std::string& unit, double seconds, const std::string& label) -> sim::Task<void> {
-    co_await device.busy(unit, sim::from_seconds(seconds), label, job.priority);
+  // (string_view arguments: a temporary std::string in a co_await expression is what g++ 12
+  // destroys twice, see decode_stage.h)
+  auto issue = [&](std::string_view unit_name, double seconds, std::string_view label) -> sim::Task<void> {
+    const std::string unit(unit_name);
+    co_await device.busy(unit, sim::from_seconds(seconds), std::string(label), job.priority);
     job.active_energy_j += phone.marginal_energy_j(unit, seconds, "decode: speculative");
   };
   if (b.switch_s > 0) co_await issue("npu", b.switch_s, "graph switch");
@@ -131,8 +135,10 @@ sim::Task<void> SpeculativeDecode::run(const DecodeJob& job, Decoded& out) {
   std::size_t v = 0;
   for (const specdec::Phase& ph : b.phases) {
     if (before_decoding(ph)) continue;
-    if (ph.label == "verify" && reads && v < context.size()) co_await job.residency.step(device, context[v++]);
-    co_await issue(ph.unit, ph.seconds, ph.label);
+    if (ph.label == "verify" && reads && v < context.size())  // the verification attends the cache
+      co_await with_step_reads(device, job.residency, context[v++], issue(ph.unit, ph.seconds, ph.label));
+    else
+      co_await issue(ph.unit, ph.seconds, ph.label);
   }
   if (extra > 0) device.dram().release(decoder, extra);
 }

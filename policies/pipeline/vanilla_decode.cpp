@@ -20,9 +20,12 @@ sim::Task<void> VanillaDecode::run(const DecodeJob& job, Decoded& out) {
   const std::int64_t n = job.prompt_tokens;
   const bool reads = job.residency.reads_per_step();
   for (std::int64_t i = 1; i < job.request.output_tokens; ++i) {
-    if (reads) co_await job.residency.step(device, n + i - 1);
     const devices::UnitCost step = costs_->at(device, n + i - 1);
-    co_await device.compute_for(unit_, step, "decode", job.priority);
+    if (reads)
+      co_await with_step_reads(device, job.residency, n + i - 1,
+                               device.compute_for(unit_, step, "decode", job.priority));
+    else
+      co_await device.compute_for(unit_, step, "decode", job.priority);
     job.active_energy_j += device.profile().marginal_energy_j(unit_, step.seconds, "decode");
     ++out.steps;
   }
