@@ -15,6 +15,7 @@
 #include "policies/pipeline/dynakv_residency.h"
 #include "sim/error.h"
 #include "sim/registry.h"
+#include "test_util.h"
 
 namespace mobisim {
 namespace {
@@ -158,6 +159,28 @@ TEST(PipelineResidency, BadResidencyAndConversationYamlNamesTheKey) {
   expect_config_error(head + chat + ", workload: {generate: default}}", "conversation");
   expect_config_error(fmt::format("{{impl: pipeline, model: {}, conversation: {{turns: 2}}}}", kModel), "interarrival_s");
   expect_config_error(fmt::format("{{impl: pipeline, model: {}}}", kModel), "workload");
+}
+
+TEST(PipelineResidency, TheNewCompositionsAreIdenticalAtAnyThreadCount) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
+  testing::TempDir dir("compose-threads");
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"b_npu_prefill_coordgen", "-p experiment.apps.0.max_queries=3 -p experiment.apps.5.max_queries=3"},
+      {"c_long_chat", "-p experiment.apps.0.conversation.turns=2 -p experiment.apps.1.conversation.turns=2"}};
+  for (const auto& [name, overrides] : runs) {
+    std::string first;
+    for (int threads : {1, 3}) {
+      const std::string out = dir.file(fmt::format("{}_t{}.h5", name, threads));
+      const auto r = testing::run_mobisim(fmt::format("run {}/experiments/compose/{}.yaml --no-plot --quiet --threads {} --output {} {}",
+                                                      testing::source_dir(), name, threads, out, overrides));
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      const std::string bytes = testing::read_bytes(out);
+      if (first.empty())
+        first = bytes;
+      else
+        EXPECT_TRUE(bytes == first) << name << ": threads " << threads << " differs from threads 1";
+    }
+  }
 }
 
 }  // namespace
