@@ -219,7 +219,7 @@ AppTotals PipelineApp::totals() const {
 }
 
 MOBISIM_REGISTER(App, PipelineApp, "pipeline",
-                 "Requests through the stage slots: kv_reuse, load_or_recompute (a kv_split_strategy), prefill and "
-                 "decode on a unit, KV held in DRAM.")
+                 "Requests through the stage slots: answer_cache, kv_reuse, load_or_recompute (a kv_split_strategy), "
+                 "prefill, decode, kv_residency; a RAG workload or a chat conversation.")
 
 }  // namespace mobisim::policies
