@@ -15,6 +15,7 @@
 #include "policies/pipeline/speculative_decode.h"
 #include "sim/error.h"
 #include "sim/registry.h"
+#include "test_pipeline_util.h"
 
 namespace mobisim {
 namespace {
@@ -24,51 +25,20 @@ using policies::PipelineApp;
 
 constexpr const char* kModel = "{base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}";
 
-// One user, three 100-token chunks, every query retrieves all three; answers of `answer` tokens.
-traces::RagTrace workload(int queries, std::int32_t answer) {
-  traces::RagTrace t;
-  traces::UserTrace u;
-  u.user_id = "u0";
-  for (int c = 0; c < 3; ++c) {
-    traces::Chunk ch;
-    ch.tokens = 100;
-    u.chunks.push_back(ch);
-  }
-  for (int i = 0; i < queries; ++i) {
-    traces::Query q;
-    q.arrival_s = 1000.0 * i;
-    q.tokens = 20;
-    q.answer_tokens = answer;
-    q.retrieved = {0, 1, 2};
-    u.queries.push_back(q);
-  }
-  t.users.push_back(u);
-  return t;
-}
-
 std::unique_ptr<App> app_with(const std::string& stages, int queries = 3, std::int32_t answer = 40) {
   const YAML::Node node = YAML::Load(fmt::format(
       "{{impl: pipeline, model: {}, unit: cpu, workload: {{generate: default}}, system_prompt_tokens: 64, top_k: 3{}{}}}",
       kModel, stages.empty() ? "" : ", ", stages));
   auto app = Registry<App>::instance().create(node, ConfigSource{});
   policies::AppEnvironment env;
-  env.rag_workload = [queries, answer](const YAML::Node&, const ConfigSource&) { return workload(queries, answer); };
+  env.rag_workload = [queries, answer](const YAML::Node&, const ConfigSource&) { return testing::three_chunk_workload(queries, 20, answer); };
   app->prepare(env);
   return app;
 }
 
-struct Ran {
-  std::vector<policies::pipeline::Served> served;
-  std::map<std::string, double> peaks;
-};
+using Ran = testing::PipelineRun;
 
-Ran run_alone(App& app, const devices::DeviceProfile& profile) {
-  sim::StatGroup stats("phone");
-  experiments::SimulatedRun run(profile, stats.child("device"));
-  run.start(app.run(run.device(), "app", stats.child("app")), "app");
-  run.run();
-  return {dynamic_cast<PipelineApp&>(app).served(), run.device().dram().owner_peaks()};
-}
+Ran run_alone(App& app, const devices::DeviceProfile& profile) { return testing::run_pipeline_alone(app, profile); }
 
 // The decode loop the pipeline ran before it had a decode slot (Pipeline::serve at 7e786fc).
 sim::Task<void> old_decode_path(devices::Device& device, const models::CostModel& cost, std::int64_t n,

@@ -15,6 +15,7 @@
 #include "policies/pipeline/dynakv_residency.h"
 #include "sim/error.h"
 #include "sim/registry.h"
+#include "test_pipeline_util.h"
 #include "test_util.h"
 
 namespace mobisim {
@@ -35,18 +36,9 @@ std::unique_ptr<App> chat_with(const std::string& stages) {
   return app;
 }
 
-struct Ran {
-  std::vector<policies::pipeline::Served> served;
-  std::map<std::string, double> peaks;
-};
+using Ran = testing::PipelineRun;
 
-Ran run_alone(App& app, const devices::DeviceProfile& profile) {
-  sim::StatGroup stats("phone");
-  experiments::SimulatedRun run(profile, stats.child("device"));
-  run.start(app.run(run.device(), "app", stats.child("app")), "app");
-  run.run();
-  return {dynamic_cast<PipelineApp&>(app).served(), run.device().dram().owner_peaks()};
-}
+Ran run_alone(App& app, const devices::DeviceProfile& profile) { return testing::run_pipeline_alone(app, profile); }
 
 double kv_per_token() {
   return models::load_model_spec(YAML::Load(kModel), ConfigSource{}).kv_bytes_per_token();
