@@ -130,6 +130,29 @@ TEST(PipelineResidency, ADecodeStepsFlashReadsQueueBehindAnotherAppsReads) {
   EXPECT_GT(shared, alone * 1.5) << alone << " vs " << shared;
 }
 
+TEST(PipelineIdle, PrefetchPromotesTheLastPromptsStoredPrefixToDramForTheNextTurn) {
+  const devices::DeviceProfile phone = devices::load_device_profile("pixel7");
+  const std::string store = "kv_reuse: {impl: prefix_store, granularities: [64, 128, 256]}";
+  auto without = chat_with(store);
+  auto with = chat_with(store + ", idle: {impl: prefetch, quiet_s: 5}");
+  auto too_late = chat_with(store + ", idle: {impl: prefetch, quiet_s: 1000}");  // after the next turn's arrival
+  const Ran a = run_alone(*without, phone), b = run_alone(*with, phone), c = run_alone(*too_late, phone);
+  // Turn 1's prompt opens with turn 0's 160 tokens; of those the store holds 128 (its granularity),
+  // which the idle stage read into DRAM: all of turn 1's reuse comes from DRAM.
+  ASSERT_EQ(b.served.size(), 3u);
+  EXPECT_EQ(b.served[0].prefetched_tokens, 0);
+  EXPECT_EQ(b.served[1].prefetched_tokens, 128);
+  EXPECT_EQ(b.served[1].reused_tokens, 128);
+  EXPECT_DOUBLE_EQ(b.peaks.at("app/prefetch"), 256 * kv_per_token());  // turn 1's 256-token prefix, for turn 2
+  const double copy_s = 128 * kv_per_token() / (phone.dram.bandwidth_gbps * 1e9);
+  EXPECT_NEAR(b.served[1].split_s, sim::to_seconds(sim::from_seconds(copy_s)), 1e-12);
+  EXPECT_LT(b.served[1].split_s, a.served[1].split_s);  // instead of a flash read
+  for (std::size_t i = 0; i < a.served.size(); ++i) {
+    EXPECT_EQ(c.served[i].prefetched_tokens, 0);
+    EXPECT_EQ(c.served[i].times.end_s, a.served[i].times.end_s) << i;
+  }
+}
+
 void expect_config_error(const std::string& yaml, const std::string& needle) {
   try {
     auto app = Registry<App>::instance().create(YAML::Load(yaml), ConfigSource{});
@@ -146,6 +169,8 @@ TEST(PipelineResidency, BadResidencyAndConversationYamlNamesTheKey) {
   expect_config_error(head + chat + ", kv_residency: {impl: dynakv, cache_ratio: -0.5}}", "cache_ratio");
   expect_config_error(head + chat + ", kv_residency: {impl: dynakv, policy: {impl: kmeans}}}", "kmeans");
   expect_config_error(head + chat + ", kv_residency: {impl: dynakv, placement: diagonal}}", "placement");
+  expect_config_error(head + chat + ", idle: {impl: prefetch, quiet_s: -1}}", "quiet_s");
+  expect_config_error(head + chat + ", idle: {impl: nap}}", "nap");
   expect_config_error(head + "conversation: {prompt_tokens: 10}}", "turns");
   expect_config_error(head + "conversation: {turns: 2, answer_tokens: 0}}", "answer_tokens");
   expect_config_error(head + chat + ", workload: {generate: default}}", "conversation");

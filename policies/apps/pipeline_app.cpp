@@ -34,6 +34,7 @@ ParamSchema PipelineApp::schema() {
   s.node("prefill", "prefill stage: {impl: unit|npu_graphs, ...} (default: one pass on `unit`)");
   s.node("decode", "decode stage: {impl: vanilla|speculative, ...} (default: vanilla, one token per step on `unit`)");
   s.node("kv_residency", "KV-residency stage: {impl: dram|dynakv, ...} (default: dram, all K/V in DRAM)");
+  s.node("idle", "idle-work stage between requests: {impl: prefetch, ...} (default: none)");
   s.node("load_or_recompute",
          "how stored K/V comes back: {impl: always_load|always_recompute|cake|kvpr_ilp|kvpr_closed_form, ...} "
          "(default always_load)");
@@ -90,7 +91,9 @@ PipelineApp::PipelineApp(const Params& p)
       p.has("answer_cache") ? Registry<AnswerCache>::instance().create(p.node("answer_cache"), p.source_of("answer_cache"))
                             : nullptr,
       Registry<DecodeStage>::instance().create(decode, p.source_of("decode")),
-      Registry<KvResidency>::instance().create(residency, p.source_of("kv_residency")));
+      Registry<KvResidency>::instance().create(residency, p.source_of("kv_residency")),
+      p.has("idle") ? Registry<IdleStage>::instance().create(p.node("idle"), p.source_of("idle")) : nullptr);
+  if (p.has("idle")) resolved_["idle"] = Registry<IdleStage>::instance().resolve(p.node("idle"), p.source_of("idle"));
   resolved_["decode"] = Registry<DecodeStage>::instance().resolve(decode, p.source_of("decode"));
   resolved_["kv_residency"] = Registry<KvResidency>::instance().resolve(residency, p.source_of("kv_residency"));
   resolved_["prefill"] = Registry<PrefillStage>::instance().resolve(prefill, p.source_of("prefill"));
@@ -176,7 +179,7 @@ sim::Task<void> PipelineApp::run(devices::Device& device, std::string owner, sim
 
 void PipelineApp::records(h5::Table& out) const {
   std::vector<RequestTimes> times;
-  std::vector<std::int64_t> prompt, reused, recomputed, loaded, answer_hit, steps;
+  std::vector<std::int64_t> prompt, reused, recomputed, loaded, answer_hit, steps, prefetched;
   std::vector<double> split, estimate, prefill, decode, stored, accepted, decode_estimate, kv_read;
   for (const Served& s : served_) {
     times.push_back(s.times);
@@ -194,6 +197,7 @@ void PipelineApp::records(h5::Table& out) const {
     accepted.push_back(s.accepted_per_step);
     decode_estimate.push_back(s.decode_estimate_s);
     kv_read.push_back(s.kv_read_bytes);
+    prefetched.push_back(s.prefetched_tokens);
   }
   add_request_columns(out, times);
   out.add("prompt_tokens", prompt, "tokens");
@@ -210,6 +214,7 @@ void PipelineApp::records(h5::Table& out) const {
   out.add("accepted_per_step", accepted, "tokens");
   out.add("decode_estimate_s", decode_estimate, "s");
   out.add("kv_read_bytes", kv_read, "bytes");
+  out.add("prefetched_tokens", prefetched, "tokens");
 }
 
 AppTotals PipelineApp::totals() const {
@@ -220,6 +225,6 @@ AppTotals PipelineApp::totals() const {
 
 MOBISIM_REGISTER(App, PipelineApp, "pipeline",
                  "Requests through the stage slots: answer_cache, kv_reuse, load_or_recompute (a kv_split_strategy), "
-                 "prefill, decode, kv_residency; a RAG workload or a chat conversation.")
+                 "prefill, decode, kv_residency, idle; a RAG workload or a chat conversation.")
 
 }  // namespace mobisim::policies

@@ -16,6 +16,8 @@
 //                       step on `unit`; speculative, a CoordGen-document policy)
 //   kv residency        where the request's K/V lives while it decodes (registry kv_residency:
 //                       dram, all of it in the DRAM ledger; dynakv, DynaKV clusters on flash)
+//   idle                work between requests (registry idle: prefetch, the K/V the next request
+//                       will likely reuse promoted from flash to DRAM; optional)
 //
 // Every stage issues its work as events on the phone's Device (policies/pipeline/pipeline.h): the
 // recompute and the flash read of a split run concurrently (the split strategy's closed-form time
@@ -36,6 +38,7 @@
 //   prefill                           {impl: unit (default, on `unit`)|npu_graphs, ...}
 //   decode                            {impl: vanilla (default, on `unit`)|speculative, ...}
 //   kv_residency                      {impl: dram (default)|dynakv, ...}
+//   idle                              {impl: prefetch, ...} (default: none)
 // Embedding, retrieval and QA matching are not charged here (the rag app charges them).
 #include <memory>
 #include <vector>

@@ -12,6 +12,8 @@
 //   kv residency        where the request's K/V lives while it runs (KvResidency: all in the DRAM
 //                       ledger, or DynaKV's clusters on flash read by every decode step)
 //   store               what the KV-reuse stage keeps, written to flash in the background
+//   idle                what the app does until its next request (IdleStage; optional: e.g.
+//                       promote the K/V the next request will likely reuse from flash to DRAM)
 //
 // Every step is an event on the Device: it queues on the unit at the pipeline's priority, shares
 // the DRAM bus and the flash with whatever else runs on the phone. The split strategy's
@@ -28,6 +30,7 @@
 #include "policies/kvsplit/split_costs.h"
 #include "policies/pipeline/answer_cache.h"
 #include "policies/pipeline/decode_stage.h"
+#include "policies/pipeline/idle_stage.h"
 #include "policies/pipeline/kv_residency.h"
 #include "policies/pipeline/kv_reuse.h"
 #include "policies/pipeline/prefill_stage.h"
@@ -53,6 +56,7 @@ struct Served {
   std::int64_t decode_steps = 0;
   double accepted_per_step = 0, decode_estimate_s = -1;
   double kv_read_bytes = 0;  // what the KV-residency stage read from flash while it decoded
+  std::int64_t prefetched_tokens = 0;  // leading prompt tokens the idle stage had put in DRAM
   bool reuse_rejected = false;  // a stored entry failed verification (the prompt was prefilled whole)
   bool answer_hit = false;      // served by the answer cache: no prefill, no decode
   double answer_similarity = -1;
@@ -64,11 +68,12 @@ struct Served {
 class Pipeline {
  public:
   // `prefill` null: one batched pass on options.unit; `answers` null: no answer cache; `decode`
-  // null: one token per step on options.unit; `residency` null: all K/V in DRAM.
+  // null: one token per step on options.unit; `residency` null: all K/V in DRAM; `idle` null:
+  // nothing between requests.
   Pipeline(const models::CostModel& cost, PipelineOptions options, std::unique_ptr<KvReuse> reuse,
            std::unique_ptr<kvsplit::KvSplitStrategy> split, std::unique_ptr<PrefillStage> prefill = nullptr,
            std::unique_ptr<AnswerCache> answers = nullptr, std::unique_ptr<DecodeStage> decode = nullptr,
-           std::unique_ptr<KvResidency> residency = nullptr);
+           std::unique_ptr<KvResidency> residency = nullptr, std::unique_ptr<IdleStage> idle = nullptr);
   // Before the first request, on the phone: the KV-reuse stage learns the model's K/V size, the
   // prefill and decode stages set up what they keep (graphs held in DRAM under `owner`).
   sim::Task<void> start(devices::Device& device, const std::string& owner);
@@ -77,8 +82,10 @@ class Pipeline {
   sim::Task<void> serve(devices::Device& device, const std::string& kv_owner, const Request& r, Served& out);
 
  private:
-  sim::Task<void> bring_back(devices::Device& device, std::int64_t s, Served& out);
-  sim::Task<void> load(devices::Device& device, double bytes);
+  // `in_dram`: leading prompt tokens whose K/V the idle stage put in DRAM.
+  sim::Task<void> bring_back(devices::Device& device, std::int64_t s, std::int64_t in_dram, Served& out);
+  // `bytes` from flash (less the page-cached share), `dram_bytes` copied from DRAM.
+  sim::Task<void> load(devices::Device& device, double bytes, double dram_bytes);
 
   const models::CostModel& cost_;
   PipelineOptions options_;
@@ -89,6 +96,7 @@ class Pipeline {
   std::unique_ptr<AnswerCache> answers_;  // may be null: no answer cache
   std::unique_ptr<DecodeStage> decode_;
   std::unique_ptr<KvResidency> residency_;
+  std::unique_ptr<IdleStage> idle_;  // may be null
   std::string owner_;  // set by start()
 };
 
