@@ -130,6 +130,19 @@ TEST(PipelineResidency, ADecodeStepsFlashReadsQueueBehindAnotherAppsReads) {
   EXPECT_GT(shared, alone * 1.5) << alone << " vs " << shared;
 }
 
+TEST(PipelineResidency, ASpeculativeDecoderReadsOncePerVerification) {
+  const devices::DeviceProfile phone = devices::load_device_profile("oneplus-12");
+  auto vanilla = chat_with("kv_residency: {impl: dynakv, cache_ratio: 0.1}");
+  auto sam = chat_with("decode: {impl: speculative, policy: {impl: npu_sam}}, kv_residency: {impl: dynakv, cache_ratio: 0.1}");
+  const Ran a = run_alone(*vanilla, phone), b = run_alone(*sam, phone);
+  for (std::size_t i = 0; i < a.served.size(); ++i) {
+    EXPECT_GT(b.served[i].kv_read_bytes, 0.0) << i;
+    // SAM drafts from the conversation (answers copy it): fewer verifications, fewer steps' reads.
+    EXPECT_LT(b.served[i].decode_steps, a.served[i].decode_steps) << i;
+    EXPECT_LT(b.served[i].kv_read_bytes, a.served[i].kv_read_bytes) << i;
+  }
+}
+
 TEST(PipelineIdle, PrefetchPromotesTheLastPromptsStoredPrefixToDramForTheNextTurn) {
   const devices::DeviceProfile phone = devices::load_device_profile("pixel7");
   const std::string store = "kv_reuse: {impl: prefix_store, granularities: [64, 128, 256]}";
