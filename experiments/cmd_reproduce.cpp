@@ -130,7 +130,12 @@ std::vector<Set> document_sets() {
       {"dynakv", dynakv_jobs()},
       {"coordgen", coordgen_jobs()},
       {"compose",
-       {{"a_rag_kv_reuse", {}, ""}, {"b_npu_prefill", {}, ""}, {"d_chat_on_cpu", {}, ""}, {"d_chat_on_gpu", {}, ""}}},
+       {{"a_rag_kv_reuse", {}, ""},
+        {"b_npu_prefill", {}, ""},
+        {"b_npu_prefill_coordgen", {}, ""},
+        {"c_long_chat", {}, ""},
+        {"d_chat_on_cpu", {}, ""},
+        {"d_chat_on_gpu", {}, ""}}},
   };
 }
 

@@ -13,6 +13,7 @@
 #include "policies/apps/pipeline_app.h"
 #include "sim/error.h"
 #include "sim/registry.h"
+#include "test_pipeline_util.h"
 
 namespace mobisim {
 namespace {
@@ -20,28 +21,7 @@ namespace {
 using policies::App;
 using policies::PipelineApp;
 
-// One user, three 100-token chunks; every query retrieves all three, so consecutive prompts share
-// the system prompt and the chunks and differ only in the query.
-traces::RagTrace three_chunk_workload(int queries, std::int32_t query_tokens) {
-  traces::RagTrace t;
-  traces::UserTrace u;
-  u.user_id = "u0";
-  for (int c = 0; c < 3; ++c) {
-    traces::Chunk ch;
-    ch.tokens = 100;
-    u.chunks.push_back(ch);
-  }
-  for (int i = 0; i < queries; ++i) {
-    traces::Query q;
-    q.arrival_s = 1000.0 * i;
-    q.tokens = query_tokens;
-    q.answer_tokens = 4;
-    q.retrieved = {0, 1, 2};
-    u.queries.push_back(q);
-  }
-  t.users.push_back(u);
-  return t;
-}
+using testing::three_chunk_workload;
 
 std::unique_ptr<App> pipeline_app(const std::string& stages, int queries, std::int32_t query_tokens = 20) {
   const YAML::Node node = YAML::Load(fmt::format(
@@ -58,11 +38,7 @@ std::unique_ptr<App> pipeline_app(const std::string& stages, int queries, std::i
 }
 
 std::vector<policies::pipeline::Served> run_alone(App& app, const devices::DeviceProfile& profile) {
-  sim::StatGroup stats("phone");
-  experiments::SimulatedRun run(profile, stats.child("device"));
-  run.start(app.run(run.device(), "app", stats.child("app")), "app");
-  run.run();
-  return dynamic_cast<PipelineApp&>(app).served();
+  return testing::run_pipeline_alone(app, profile).served;
 }
 
 TEST(PipelineStages, PrefixStoreReusesTheLongestStoredPrefixOfTheNextPrompt) {

@@ -17,6 +17,10 @@ ParamSchema PipelineApp::schema() {
   s.node("model", "model: built-in name, YAML path, or {base: NAME, field: override}");
   s.text("unit", std::string("cpu"), "compute unit that recomputes, prefills and decodes (cpu, gpu, npu, ...)");
   s.node("workload", "{trace: FILE.h5} or {generate: default|PATH|{...}} (queries with precomputed retrieval)");
+  s.node("conversation",
+         "instead of `workload`: one chat conversation {turns, prompt_tokens, answer_tokens}; turn i's prompt is "
+         "the system prompt, every earlier turn (its prompt and answer) and its own prompt_tokens, one turn every "
+         "interarrival_s");
   s.text("user", std::string(""), "user id replayed (empty: the workload's first user)");
   s.integer("max_queries", 0, "replay only the first N queries (0: all)").non_negative();
   s.real("interarrival_s", 0.0, "query i arrives at start_s + i x interarrival_s (0: the workload's arrivals)")
@@ -28,6 +32,9 @@ ParamSchema PipelineApp::schema() {
   s.node("kv_reuse", "KV-reuse stage: {impl: none|prefix_store, ...} (default none)");
   s.node("answer_cache", "answer-cache stage: {impl: semantic, tau_query, embed_ms, match_ms, ...} (default: none)");
   s.node("prefill", "prefill stage: {impl: unit|npu_graphs, ...} (default: one pass on `unit`)");
+  s.node("decode", "decode stage: {impl: vanilla|speculative, ...} (default: vanilla, one token per step on `unit`)");
+  s.node("kv_residency", "KV-residency stage: {impl: dram|dynakv, ...} (default: dram, all K/V in DRAM)");
+  s.node("idle", "idle-work stage between requests: {impl: prefetch, ...} (default: none)");
   s.node("load_or_recompute",
          "how stored K/V comes back: {impl: always_load|always_recompute|cake|kvpr_ilp|kvpr_closed_form, ...} "
          "(default always_load)");
@@ -35,6 +42,22 @@ ParamSchema PipelineApp::schema() {
 }
 
 namespace {
+// The `conversation` workload's three numbers (all zero when it is not given).
+PipelineApp::Conversation conversation_of(const Params& p) {
+  if (!p.has("conversation")) {
+    if (!p.has("workload")) p.fail("workload", "give a RAG workload ({trace|generate}) or a `conversation`");
+    return {};
+  }
+  if (p.has("workload")) p.fail("conversation", "give either `workload` or `conversation`, not both");
+  ParamSchema s;
+  s.integer("turns", std::nullopt, "turns of the conversation").range(1, 1 << 20);
+  s.integer("prompt_tokens", 128, "new tokens the user sends per turn").range(1, 1 << 20);
+  s.integer("answer_tokens", 256, "tokens of every answer").range(1, 1 << 20);
+  const Params c(p.node("conversation"), s, p.source_of("conversation"), {});
+  if (p.real("interarrival_s") <= 0) p.fail("interarrival_s", "a conversation needs the time between turns (> 0)");
+  return {c.integer("turns"), c.integer("prompt_tokens"), c.integer("answer_tokens")};
+}
+
 YAML::Node or_default(const Params& p, const std::string& key, const char* impl) {
   return p.has(key) ? yaml_clone(p.node(key)) : YAML::Load(fmt::format("{{impl: {}}}", impl));
 }
@@ -45,6 +68,7 @@ PipelineApp::PipelineApp(const Params& p)
       cost_(models::load_model_spec(p.node("model"), p.source_of("model"))),
       unit_(p.text("unit")),
       workload_(yaml_clone(p.node("workload"))),
+      conversation_(conversation_of(p)),
       workload_source_(p.source_of("workload")),
       user_id_(p.text("user")),
       max_queries_(p.integer("max_queries")),
@@ -57,12 +81,21 @@ PipelineApp::PipelineApp(const Params& p)
   const YAML::Node split = or_default(p, "load_or_recompute", "always_load");
   YAML::Node prefill = or_default(p, "prefill", "unit");
   if (prefill.IsMap() && prefill["impl"] && prefill["impl"].Scalar() == "unit" && !prefill["unit"]) prefill["unit"] = unit_;
+  YAML::Node decode = or_default(p, "decode", "vanilla");
+  if (decode.IsMap() && decode["impl"] && decode["impl"].Scalar() == "vanilla" && !decode["unit"]) decode["unit"] = unit_;
+  const YAML::Node residency = or_default(p, "kv_residency", "dram");
   pipeline_ = std::make_unique<Pipeline>(
       cost_, PipelineOptions{unit_, priority(), 0.0}, Registry<KvReuse>::instance().create(reuse, p.source_of("kv_reuse")),
       Registry<kvsplit::KvSplitStrategy>::instance().create(split, p.source_of("load_or_recompute")),
       Registry<PrefillStage>::instance().create(prefill, p.source_of("prefill")),
       p.has("answer_cache") ? Registry<AnswerCache>::instance().create(p.node("answer_cache"), p.source_of("answer_cache"))
-                            : nullptr);
+                            : nullptr,
+      Registry<DecodeStage>::instance().create(decode, p.source_of("decode")),
+      Registry<KvResidency>::instance().create(residency, p.source_of("kv_residency")),
+      p.has("idle") ? Registry<IdleStage>::instance().create(p.node("idle"), p.source_of("idle")) : nullptr);
+  if (p.has("idle")) resolved_["idle"] = Registry<IdleStage>::instance().resolve(p.node("idle"), p.source_of("idle"));
+  resolved_["decode"] = Registry<DecodeStage>::instance().resolve(decode, p.source_of("decode"));
+  resolved_["kv_residency"] = Registry<KvResidency>::instance().resolve(residency, p.source_of("kv_residency"));
   resolved_["prefill"] = Registry<PrefillStage>::instance().resolve(prefill, p.source_of("prefill"));
   if (p.has("answer_cache"))
     resolved_["answer_cache"] = Registry<AnswerCache>::instance().resolve(p.node("answer_cache"), p.source_of("answer_cache"));
@@ -74,8 +107,9 @@ PipelineApp::PipelineApp(const Params& p)
 
 // The user's queries as requests: system prompt, the top-k retrieved chunks (best first), the query.
 void PipelineApp::prepare(const AppEnvironment& env) {
-  if (!env.rag_workload) throw Error("internal: the pipeline app needs a RAG workload loader");
   if (env.device) env.device->require_unit(unit_, "pipeline app 'unit'");
+  if (conversation_.turns > 0) return prepare_conversation();
+  if (!env.rag_workload) throw Error("internal: the pipeline app needs a RAG workload loader");
   const traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
   const traces::UserTrace& u = pick_user(trace, user_id_, workload_source_.where(workload_));
   std::size_t n = u.queries.size();
@@ -105,6 +139,25 @@ void PipelineApp::prepare(const AppEnvironment& env) {
   }
 }
 
+// Turn i: the system prompt, every earlier turn's prompt and answer, then its own prompt. A turn's
+// prompt has the same key in every later request, so each prompt is a prefix of the next one's.
+void PipelineApp::prepare_conversation() {
+  requests_.clear();
+  for (std::int64_t i = 0; i < conversation_.turns; ++i) {
+    Request r;
+    r.id = i;
+    r.arrival_s = start_s() + static_cast<double>(i) * interarrival_s_;
+    if (system_prompt_tokens_ > 0) r.prompt.push_back({"system", 0x5157E1ULL, system_prompt_tokens_});
+    for (std::int64_t j = 0; j < i; ++j) {
+      r.prompt.push_back({"history", 0xC0A7000000ULL + static_cast<std::uint64_t>(j), conversation_.prompt_tokens});
+      r.prompt.push_back({"answer", 0xA5000000000ULL + static_cast<std::uint64_t>(j), conversation_.answer_tokens});
+    }
+    r.prompt.push_back({"query", 0xC0A7000000ULL + static_cast<std::uint64_t>(i), conversation_.prompt_tokens});
+    r.output_tokens = conversation_.answer_tokens;
+    requests_.push_back(std::move(r));
+  }
+}
+
 std::vector<std::pair<std::string, double>> PipelineApp::resident_dram() const {
   return {{"weights", cost_.spec().weight_bytes()}};
 }
@@ -126,8 +179,8 @@ sim::Task<void> PipelineApp::run(devices::Device& device, std::string owner, sim
 
 void PipelineApp::records(h5::Table& out) const {
   std::vector<RequestTimes> times;
-  std::vector<std::int64_t> prompt, reused, recomputed, loaded, answer_hit;
-  std::vector<double> split, estimate, prefill, decode, stored;
+  std::vector<std::int64_t> prompt, reused, recomputed, loaded, answer_hit, steps, prefetched;
+  std::vector<double> split, estimate, prefill, decode, stored, accepted, decode_estimate, kv_read;
   for (const Served& s : served_) {
     times.push_back(s.times);
     prompt.push_back(s.prompt_tokens);
@@ -140,6 +193,11 @@ void PipelineApp::records(h5::Table& out) const {
     prefill.push_back(s.prefill_s);
     decode.push_back(s.decode_s);
     stored.push_back(s.stored.bytes);
+    steps.push_back(s.decode_steps);
+    accepted.push_back(s.accepted_per_step);
+    decode_estimate.push_back(s.decode_estimate_s);
+    kv_read.push_back(s.kv_read_bytes);
+    prefetched.push_back(s.prefetched_tokens);
   }
   add_request_columns(out, times);
   out.add("prompt_tokens", prompt, "tokens");
@@ -152,6 +210,11 @@ void PipelineApp::records(h5::Table& out) const {
   out.add("prefill_s", prefill, "s");
   out.add("decode_s", decode, "s");
   out.add("stored_bytes", stored, "bytes");
+  out.add("decode_steps", steps, "count");
+  out.add("accepted_per_step", accepted, "tokens");
+  out.add("decode_estimate_s", decode_estimate, "s");
+  out.add("kv_read_bytes", kv_read, "bytes");
+  out.add("prefetched_tokens", prefetched, "tokens");
 }
 
 AppTotals PipelineApp::totals() const {
@@ -161,7 +224,7 @@ AppTotals PipelineApp::totals() const {
 }
 
 MOBISIM_REGISTER(App, PipelineApp, "pipeline",
-                 "Requests through the stage slots: kv_reuse, load_or_recompute (a kv_split_strategy), prefill and "
-                 "decode on a unit, KV held in DRAM.")
+                 "Requests through the stage slots: answer_cache, kv_reuse, load_or_recompute (a kv_split_strategy), "
+                 "prefill, decode, kv_residency, idle; a RAG workload or a chat conversation.")
 
 }  // namespace mobisim::policies

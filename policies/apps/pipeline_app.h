@@ -12,8 +12,12 @@
 //                       always_load, always_recompute, cake, kvpr_ilp, kvpr_closed_form, ...)
 //   prefill             the prompt's other tokens, attending to the s reused ones (registry prefill:
 //                       unit, npu_graphs)
-//   decode              one token at a time on `unit`
-//   kv residency        the request's K/V held in the phone's DRAM ledger while it runs
+//   decode              the answer after its first token (registry decode: vanilla, one token per
+//                       step on `unit`; speculative, a CoordGen-document policy)
+//   kv residency        where the request's K/V lives while it decodes (registry kv_residency:
+//                       dram, all of it in the DRAM ledger; dynakv, DynaKV clusters on flash)
+//   idle                work between requests (registry idle: prefetch, the K/V the next request
+//                       will likely reuse promoted from flash to DRAM; optional)
 //
 // Every stage issues its work as events on the phone's Device (policies/pipeline/pipeline.h): the
 // recompute and the flash read of a split run concurrently (the split strategy's closed-form time
@@ -22,12 +26,19 @@
 //
 // Parameters (besides priority and start_s, see app.h):
 //   model, unit, workload ({trace|generate}), user, max_queries, interarrival_s  (as the rag app)
+//   conversation                      instead of workload: one chat {turns, prompt_tokens,
+//                                     answer_tokens}; turn i's prompt = system prompt + every earlier
+//                                     turn (prompt and answer) + its own prompt; a turn every
+//                                     interarrival_s
 //   system_prompt_tokens, top_k       the prompt's layout
 //   answer_tokens                     > 0: every answer has this length (0: the workload's)
 //   answer_cache                      {impl: semantic, tau_query, embed_ms, match_ms, ...} (default: none)
 //   kv_reuse                          {impl: none|prefix_store|system_prompt, ...}
 //   load_or_recompute                 {impl: always_load|cake|kvpr_ilp|..., ...}
 //   prefill                           {impl: unit (default, on `unit`)|npu_graphs, ...}
+//   decode                            {impl: vanilla (default, on `unit`)|speculative, ...}
+//   kv_residency                      {impl: dram (default)|dynakv, ...}
+//   idle                              {impl: prefetch, ...} (default: none)
 // Embedding, retrieval and QA matching are not charged here (the rag app charges them).
 #include <memory>
 #include <vector>
@@ -53,11 +64,16 @@ class PipelineApp : public App {
   std::string unit() const override { return unit_; }
 
   const std::vector<pipeline::Served>& served() const { return served_; }
+  struct Conversation {
+    std::int64_t turns = 0, prompt_tokens = 0, answer_tokens = 0;  // turns 0: a RAG workload instead
+  };
 
  private:
   models::CostModel cost_;  // declared before pipeline_, which refers to it
   std::string unit_;
+  void prepare_conversation();
   YAML::Node workload_;
+  Conversation conversation_;
   ConfigSource workload_source_;
   std::string user_id_;
   std::int64_t max_queries_, system_prompt_tokens_, top_k_, answer_tokens_;

@@ -4,21 +4,26 @@
 #include <vector>
 
 #include "policies/kvsplit/split_costs.h"
+#include "policies/pipeline/dram_residency.h"
 #include "policies/pipeline/unit_prefill.h"
+#include "policies/pipeline/vanilla_decode.h"
 #include "sim/event.h"
 
 namespace mobisim::policies::pipeline {
 
 Pipeline::Pipeline(const models::CostModel& cost, PipelineOptions options, std::unique_ptr<KvReuse> reuse,
                    std::unique_ptr<kvsplit::KvSplitStrategy> split, std::unique_ptr<PrefillStage> prefill,
-                   std::unique_ptr<AnswerCache> answers)
+                   std::unique_ptr<AnswerCache> answers, std::unique_ptr<DecodeStage> decode,
+                   std::unique_ptr<KvResidency> residency, std::unique_ptr<IdleStage> idle)
     : cost_(cost),
       options_(std::move(options)),
       reuse_(std::move(reuse)),
       split_(std::move(split)),
       prefill_(prefill ? std::move(prefill) : std::make_unique<UnitPrefill>(options_.unit)),
       answers_(std::move(answers)),
-      decode_(cost_, options_.unit) {}
+      decode_(decode ? std::move(decode) : std::make_unique<VanillaDecode>(options_.unit)),
+      residency_(residency ? std::move(residency) : std::make_unique<DramResidency>()),
+      idle_(std::move(idle)) {}
 
 sim::Task<void> Pipeline::start(devices::Device& device, const std::string& owner) {
   reuse_->begin(cost_.spec().kv_bytes_per_token());
@@ -27,18 +32,22 @@ sim::Task<void> Pipeline::start(devices::Device& device, const std::string& owne
       cost_, device.profile(),
       kvsplit::DeviceCostOptions{options_.unit, "", kvsplit::RecomputeKind::kPrefill, kvsplit::Payload::kKv, 64,
                                  options_.page_cache_fraction});
+  owner_ = owner;
+  residency_->begin(cost_);
   co_await prefill_->begin(device, cost_, owner);
+  decode_->begin(device, cost_);
 }
 
-// Stored K/V from flash; the page-cached share is a DRAM copy instead.
-sim::Task<void> Pipeline::load(devices::Device& device, double bytes) {
+// Stored K/V from flash; the page-cached share, and what the idle stage promoted, is a DRAM copy instead.
+sim::Task<void> Pipeline::load(devices::Device& device, double bytes, double dram_bytes) {
   const double f = options_.page_cache_fraction;
-  co_await device.storage().read(bytes * (1 - f), "kv load");
-  if (f > 0) co_await device.sim().timeout(sim::from_seconds(bytes * f / (device.profile().dram.bandwidth_gbps * 1e9)));
+  if (bytes > 0 || dram_bytes <= 0) co_await device.storage().read(bytes * (1 - f), "kv load");
+  const double copy = dram_bytes > 0 ? bytes * f + dram_bytes : bytes * f;
+  if (copy > 0) co_await device.sim().timeout(sim::from_seconds(copy / (device.profile().dram.bandwidth_gbps * 1e9)));
 }
 
 // Recompute [0, l) on the unit while [l, s) is loaded, as the split strategy plans it.
-sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, Served& out) {
+sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, std::int64_t in_dram, Served& out) {
   sim::Simulator& sim = device.sim();
   const kvsplit::SplitPlan plan = split_->plan(*split_costs_, kvsplit::SplitRequest{s, false});
   const std::int64_t l = std::clamp<std::int64_t>(plan.recomputed_tokens, 0, s);
@@ -46,7 +55,9 @@ sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, Se
   out.loaded_tokens = s - l;
   out.split_estimate_s = plan.time_s;
   const sim::Time t0 = sim.now();
-  const double load_bytes = static_cast<double>(s - l) * cost_.spec().kv_bytes_per_token();
+  const std::int64_t from_dram = std::max<std::int64_t>(0, std::min(s, in_dram) - l);
+  const double load_bytes = static_cast<double>(s - l - from_dram) * cost_.spec().kv_bytes_per_token();
+  const double dram_bytes = static_cast<double>(from_dram) * cost_.spec().kv_bytes_per_token();
   devices::UnitCost recompute;
   if (l > 0) {
     recompute = device.unit_cost(options_.unit, cost_.prefill(models::PrefillShape{l, 0, 0, 0}),
@@ -57,12 +68,12 @@ sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, Se
     std::vector<sim::Event> streams{
         sim.start(device.compute_for(options_.unit, recompute, "kv recompute", options_.priority), "kv recompute")
             .done_event(),
-        sim.start(load(device, load_bytes), "kv load").done_event()};
+        sim.start(load(device, load_bytes, dram_bytes), "kv load").done_event()};
     co_await sim::all_of(sim, streams);
   } else if (l > 0) {
     co_await device.compute_for(options_.unit, recompute, "kv recompute", options_.priority);
   } else {
-    co_await load(device, load_bytes);
+    co_await load(device, load_bytes, dram_bytes);
   }
   out.split_s = sim::to_seconds(sim.now() - t0);
 }
@@ -76,6 +87,9 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   out.times.output_tokens = r.output_tokens;
   const std::int64_t n = r.prompt_tokens();
   out.prompt_tokens = n;
+  // The idle work since the last request ends; what it put in DRAM is this request's to use.
+  const std::int64_t in_dram = idle_ ? idle_->claim(device, owner_, r) : 0;
+  out.prefetched_tokens = in_dram;
   if (answers_) {
     AnswerLookup hit;
     co_await answers_->lookup(device, options_.unit, options_.priority, r, hit);
@@ -87,36 +101,38 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
       co_return;
     }
   }
-  // KV residency: the request's K/V is held in DRAM while it runs; one that cannot be stops the run.
-  const double kv_bytes = static_cast<double>(n + r.output_tokens) * cost_.spec().kv_bytes_per_token();
-  device.dram().reserve(kv_owner, kv_bytes);
+  // KV residency: the request's K/V is held while it runs (in DRAM, as far as the stage keeps it
+  // there); one that cannot be stops the run.
+  residency_->hold(device, kv_owner, n, r.output_tokens);
   const KvMatch match = reuse_->match(r, out.times.start_s);
   out.reuse_rejected = match.rejected;
   out.matched_tokens = match.tokens;
   // At least the last prompt token is computed: its logits give the first answer token.
   const std::int64_t s = std::min(match.tokens, n - 1);
   out.reused_tokens = s;
-  if (s > 0) co_await bring_back(device, s, out);
+  if (s > 0) co_await bring_back(device, s, in_dram, out);
   const sim::Time t_prefill = out.split_done = sim.now();
   co_await prefill_->run(device, cost_, n - s, s, options_.priority, out.times.active_energy_j);
   out.prefill_s = sim::to_seconds(sim.now() - t_prefill);
   out.first_token = sim.now();
   out.times.first_token_s = sim::to_seconds(out.first_token);
-  // Output token i + 1 comes from a step over token i, attending to the prompt and the i - 1
-  // tokens before it: a context of n + i - 1 cached positions.
-  for (std::int64_t i = 1; i < r.output_tokens; ++i) {
-    const devices::UnitCost step = decode_.at(device, n + i - 1);
-    co_await device.compute_for(options_.unit, step, "decode", options_.priority);
-    out.times.active_energy_j += device.profile().marginal_energy_j(options_.unit, step.seconds, "decode");
-  }
+  Decoded decoded;
+  const double read_before = residency_->read_bytes();
+  const DecodeJob job{device, cost_, r, n, options_.priority, owner_, *residency_, out.times.active_energy_j};
+  co_await decode_->run(job, decoded);
+  out.decode_steps = decoded.steps;
+  out.accepted_per_step = decoded.accepted_per_step;
+  out.decode_estimate_s = decoded.estimate_s;
+  out.kv_read_bytes = residency_->read_bytes() - read_before;
   out.times.end_s = sim::to_seconds(sim.now());
   out.decode_s = out.times.end_s - out.times.first_token_s;
-  device.dram().release(kv_owner, kv_bytes);
+  residency_->release(device, kv_owner);
   // What the store keeps is written to flash in the background, after the answer (later flash
   // reads queue behind it).
   out.stored = reuse_->store(r, out.times.end_s);
   if (answers_) answers_->insert(r);
   if (out.stored.bytes > 0) sim.start(device.storage().write(out.stored.bytes, "kv store write"), "kv store write");
+  if (idle_) sim.start(idle_->after(device, owner_, *reuse_, r, cost_.spec().kv_bytes_per_token()), "idle work");
 }
 
 }  // namespace mobisim::policies::pipeline

@@ -7,9 +7,13 @@
 //                       while [l, s) is read from flash (a page-cached share copied from DRAM)
 //   prefill             the prompt's other tokens, attending to the s reused ones (PrefillStage:
 //                       one pass on a unit, or the NPU's static graphs)
-//   decode              one token at a time on the unit
-//   kv residency        the request's K/V held in the phone's DRAM ledger while it runs
+//   decode              the answer after its first token (DecodeStage: one token per step on the
+//                       unit, or a CoordGen-document speculative decoder)
+//   kv residency        where the request's K/V lives while it runs (KvResidency: all in the DRAM
+//                       ledger, or DynaKV's clusters on flash read by every decode step)
 //   store               what the KV-reuse stage keeps, written to flash in the background
+//   idle                what the app does until its next request (IdleStage; optional: e.g.
+//                       promote the K/V the next request will likely reuse from flash to DRAM)
 //
 // Every step is an event on the Device: it queues on the unit at the pipeline's priority, shares
 // the DRAM bus and the flash with whatever else runs on the phone. The split strategy's
@@ -25,7 +29,9 @@
 #include "policies/kvsplit/kv_split.h"
 #include "policies/kvsplit/split_costs.h"
 #include "policies/pipeline/answer_cache.h"
-#include "policies/pipeline/decode_costs.h"
+#include "policies/pipeline/decode_stage.h"
+#include "policies/pipeline/idle_stage.h"
+#include "policies/pipeline/kv_residency.h"
 #include "policies/pipeline/kv_reuse.h"
 #include "policies/pipeline/prefill_stage.h"
 #include "policies/pipeline/request.h"
@@ -45,6 +51,12 @@ struct Served {
   sim::Time started = 0, split_done = 0, first_token = 0;
   std::int64_t prompt_tokens = 0, matched_tokens = 0, reused_tokens = 0, recomputed_tokens = 0, loaded_tokens = 0;
   double split_s = 0, split_estimate_s = 0, prefill_s = 0, decode_s = 0;
+  // The decode stage's verifications, accepted draft tokens per verification, and its closed-form
+  // time for the request (-1: the stage has none).
+  std::int64_t decode_steps = 0;
+  double accepted_per_step = 0, decode_estimate_s = -1;
+  double kv_read_bytes = 0;  // what the KV-residency stage read from flash while it decoded
+  std::int64_t prefetched_tokens = 0;  // leading prompt tokens the idle stage had put in DRAM
   bool reuse_rejected = false;  // a stored entry failed verification (the prompt was prefilled whole)
   bool answer_hit = false;      // served by the answer cache: no prefill, no decode
   double answer_similarity = -1;
@@ -55,20 +67,25 @@ struct Served {
 
 class Pipeline {
  public:
-  // `prefill` null: one batched pass on options.unit; `answers` null: no answer cache.
+  // `prefill` null: one batched pass on options.unit; `answers` null: no answer cache; `decode`
+  // null: one token per step on options.unit; `residency` null: all K/V in DRAM; `idle` null:
+  // nothing between requests.
   Pipeline(const models::CostModel& cost, PipelineOptions options, std::unique_ptr<KvReuse> reuse,
            std::unique_ptr<kvsplit::KvSplitStrategy> split, std::unique_ptr<PrefillStage> prefill = nullptr,
-           std::unique_ptr<AnswerCache> answers = nullptr);
+           std::unique_ptr<AnswerCache> answers = nullptr, std::unique_ptr<DecodeStage> decode = nullptr,
+           std::unique_ptr<KvResidency> residency = nullptr, std::unique_ptr<IdleStage> idle = nullptr);
   // Before the first request, on the phone: the KV-reuse stage learns the model's K/V size, the
-  // prefill stage sets up what it keeps (graphs held in DRAM under `owner`).
+  // prefill and decode stages set up what they keep (graphs held in DRAM under `owner`).
   sim::Task<void> start(devices::Device& device, const std::string& owner);
   const KvReuse& reuse() const { return *reuse_; }
   // Serves `r` from now on; `kv_owner` names its K/V in the DRAM ledger.
   sim::Task<void> serve(devices::Device& device, const std::string& kv_owner, const Request& r, Served& out);
 
  private:
-  sim::Task<void> bring_back(devices::Device& device, std::int64_t s, Served& out);
-  sim::Task<void> load(devices::Device& device, double bytes);
+  // `in_dram`: leading prompt tokens whose K/V the idle stage put in DRAM.
+  sim::Task<void> bring_back(devices::Device& device, std::int64_t s, std::int64_t in_dram, Served& out);
+  // `bytes` from flash (less the page-cached share), `dram_bytes` copied from DRAM.
+  sim::Task<void> load(devices::Device& device, double bytes, double dram_bytes);
 
   const models::CostModel& cost_;
   PipelineOptions options_;
@@ -77,7 +94,10 @@ class Pipeline {
   std::unique_ptr<kvsplit::DeviceSplitCosts> split_costs_;  // set by start(): the phone's
   std::unique_ptr<PrefillStage> prefill_;
   std::unique_ptr<AnswerCache> answers_;  // may be null: no answer cache
-  DecodeCosts decode_;
+  std::unique_ptr<DecodeStage> decode_;
+  std::unique_ptr<KvResidency> residency_;
+  std::unique_ptr<IdleStage> idle_;  // may be null
+  std::string owner_;  // set by start()
 };
 
 }  // namespace mobisim::policies::pipeline

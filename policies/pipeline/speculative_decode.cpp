@@ -1,0 +1,150 @@
+#include "policies/pipeline/speculative_decode.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include "policies/specdec/retrieval_drafter.h"
+#include "sim/error.h"
+#include "sim/registry.h"
+
+namespace mobisim::policies::pipeline {
+
+namespace {
+
+traces::CagSynthParams synth_params(const Params& p) {
+  const YAML::Node given = p.has("outputs") ? p.node("outputs") : YAML::Node(YAML::NodeType::Map);
+  const Params y(given, traces::cag_synth_schema(), p.source_of("outputs"), {});
+  traces::CagSynthParams s = traces::cag_synth_params(y);
+  s.validate(p.source_of("outputs").where(given));
+  return s;
+}
+
+std::unique_ptr<specdec::SpecDecPolicy> make_policy(const Params& p) {
+  if (!p.has("policy"))
+    p.fail("policy", "the speculative decode stage needs a CoordGen-document policy, e.g. policy: {impl: coordgen}");
+  return Registry<specdec::SpecDecPolicy>::instance().create(p.node("policy"), p.source_of("policy"));
+}
+
+// Main-chain phases of the prefill and of what follows it in closed form (this stage issues the
+// exposed switch and calibration itself).
+bool before_decoding(const specdec::Phase& ph) {
+  return ph.background || ph.label == "prefill" || ph.label == "prefill attention" || ph.label == "graph switch" ||
+         ph.label == "calibration";
+}
+
+}  // namespace
+
+SpeculativeDecode::SpeculativeDecode(const Params& p)
+    : policy_(make_policy(p)),
+      synth_(synth_params(p)),
+      rng_(synth_.seed, 0, "pipeline/decode/speculative", "outputs"),
+      zipf_(static_cast<std::size_t>(synth_.vocab - 3), synth_.zipf_exponent) {}  // ids 0-2: specials
+
+SpeculativeDecode::~SpeculativeDecode() = default;
+
+ParamSchema SpeculativeDecode::schema() {
+  ParamSchema s;
+  s.node("policy",
+         "the CoordGen-document policy: {impl: coordgen|npu_sam|npu_pld|npu_sam_graph|sam_ours|pld_ours|cpu_sam|"
+         "npu_eagle|cpu_eagle|npu_vanilla|npu_graph|cpu_vanilla, ...} (required)");
+  s.node("outputs",
+         "answer tokens for the drafter (traces/cag_synth.h): {seed, copy_start_prob, mean_span_tokens, "
+         "history_fraction, variant_prob, variant_in_top_n_prob, top_n, vocab, zipf_exponent} (default: its defaults)");
+  return s;
+}
+
+void SpeculativeDecode::begin(devices::Device& device, const models::CostModel& cost) {
+  const devices::DeviceProfile& phone = device.profile();
+  env_ = std::make_unique<specdec::SpecDecEnv>(specdec::SpecDecEnv{
+      phone.require_npu("decode: speculative"), phone.unit("cpu", "decode: speculative"), phone.base_power_w, cost,
+      cost});
+  // Where the policy verifies: its phases for a one-token request.
+  specdec::DecodeTrace one;
+  one.steps.push_back({0, 0});
+  for (const specdec::Phase& ph : policy_->run(*env_, 1, one).phases)
+    if (ph.label == "verify") unit_ = ph.unit;
+}
+
+SpeculativeDecode::Plan SpeculativeDecode::plan(const std::vector<std::int32_t>& prompt, std::int64_t output_tokens) {
+  if (!env_) throw Error("internal: decode stage 'speculative' planned before begin()");
+  traces::CagRequestRecord rec;
+  rec.context.assign(prompt.begin(), prompt.end());
+  traces::synthesize_output(rec, past_outputs_, static_cast<std::size_t>(output_tokens), synth_, rng_, zipf_);
+  Plan out;
+  if (std::optional<specdec::DrafterOptions> opt = policy_->drafter()) {
+    // The prefill's top-n after every prompt position, as many ranks as calibration samples.
+    specdec::PrefillPredictions pred;
+    if (opt->calibrate)
+      for (const auto& row : rec.top_ids)
+        pred.next.emplace_back(row.begin(),
+                               row.begin() + std::min<std::ptrdiff_t>(opt->calibration.top_n,
+                                                                      static_cast<std::ptrdiff_t>(row.size())));
+    specdec::CoordGenDrafter d(*opt, &history_);
+    out.trace = specdec::replay_decode(rec.context, rec.output, d, opt->calibrate ? &pred : nullptr);
+  } else {
+    out.trace.steps.assign(rec.output.size(), {0, 0});
+  }
+  history_.add(rec.output);
+  past_outputs_.push_back(rec.output);
+  out.breakdown = policy_->run(*env_, static_cast<std::int64_t>(prompt.size()), out.trace);
+  return out;
+}
+
+sim::Task<void> SpeculativeDecode::run(const DecodeJob& job, Decoded& out) {
+  devices::Device& device = job.device;
+  const devices::DeviceProfile& phone = device.profile();
+  const std::int64_t n = job.prompt_tokens;
+  const Plan p = plan(job.request.token_ids(), job.request.output_tokens);
+  const specdec::RequestBreakdown& b = p.breakdown;
+  out.steps = b.steps;
+  out.accepted_per_step = b.mean_accepted;
+  out.estimate_s = b.total_s() - b.prefill_s;
+
+  // What the policy holds beyond the K/V and the weight copies the app already holds.
+  const std::string decoder = job.owner + "/decoder";
+  const double kv = job.cost.spec().kv_bytes_per_token() * static_cast<double>(n + b.output_tokens);
+  const double held = device.dram().held_by(job.owner + "/npu_graph") +
+                      (unit_ == "cpu" ? job.cost.spec().weight_bytes() : 0.0);
+  const double extra = std::max(0.0, b.peak_memory_bytes - kv - held);
+  if (extra > 0) device.dram().reserve(decoder, extra);
+
+  // (string_view arguments: a temporary std::string in a co_await expression is what g++ 12
+  // destroys twice, see decode_stage.h)
+  auto issue = [&](std::string_view unit_name, double seconds, std::string_view label) -> sim::Task<void> {
+    const std::string unit(unit_name);
+    co_await device.busy(unit, sim::from_seconds(seconds), std::string(label), job.priority);
+    job.active_energy_j += phone.marginal_energy_j(unit, seconds, "decode: speculative");
+  };
+  if (b.switch_s > 0) co_await issue("npu", b.switch_s, "graph switch");
+  if (b.calibration_s > 0) co_await issue("cpu", b.calibration_s, "calibration");
+  if (b.calibration_cpu_s > b.calibration_s)  // sampling hidden behind the prefill: CPU energy, no time
+    job.active_energy_j += phone.marginal_energy_j("cpu", b.calibration_cpu_s - b.calibration_s, "decode: speculative");
+
+  // Context of each verification: the prompt plus what earlier steps produced.
+  std::vector<std::int64_t> context;
+  std::int64_t verifies = 0;
+  for (const specdec::Phase& ph : b.phases) verifies += !before_decoding(ph) && ph.label == "verify";
+  const bool exact = static_cast<std::int64_t>(p.trace.steps.size()) == verifies;
+  for (std::int64_t v = 0, c = n; v < verifies; ++v) {
+    context.push_back(exact ? c : n + v * b.output_tokens / std::max<std::int64_t>(1, verifies));
+    if (exact) c += 1 + p.trace.steps[static_cast<std::size_t>(v)].accepted;
+  }
+  const bool reads = job.residency.reads_per_step();
+  std::size_t v = 0;
+  for (const specdec::Phase& ph : b.phases) {
+    if (before_decoding(ph)) continue;
+    if (ph.label == "verify" && reads && v < context.size())  // the verification attends the cache
+      co_await with_step_reads(device, job.residency, context[v++], issue(ph.unit, ph.seconds, ph.label));
+    else
+      co_await issue(ph.unit, ph.seconds, ph.label);
+  }
+  if (extra > 0) device.dram().release(decoder, extra);
+}
+
+MOBISIM_REGISTER(DecodeStage, SpeculativeDecode, "speculative",
+                 "A CoordGen-document policy's decoding (coordgen, SAM, PLD, EAGLE, ...): its accept lengths and "
+                 "draft/verify costs as NPU/CPU busy time, its drafter memory in DRAM.")
+
+}  // namespace mobisim::policies::pipeline

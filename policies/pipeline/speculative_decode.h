@@ -1,0 +1,74 @@
+#pragma once
+// `speculative`: the answer decoded by one of the CoordGen document's policies (seed 004,
+// policies/specdec): CoordGen (NPU graph switching + retrieval-based speculative decoding with
+// in-context calibration and draft reuse), its baselines PLD, SAM and EAGLE-2, or plain NPU/CPU
+// decoding. The policy's own cost model is used unchanged:
+//   - accept lengths: the policy's drafter replays the request's answer (replay_decode), its
+//     history store growing over the app's requests (SAM's historical context);
+//   - costs: SpecDecPolicy::run's phases for the request; this stage replays the ones after the
+//     prefill (the exposed graph switch, the exposed calibration tail, then every step's draft,
+//     verify and CPU attention) as busy time on the phone's NPU and CPU at the request's priority.
+//     The pipeline's own prefill stage computes the prompt (use `prefill: {impl: npu_graphs}` for
+//     the NPU's graphs). With nothing else on the phone the stage takes exactly the policy's
+//     closed-form time after the prefill (switch_s + calibration_s + decode_s + draft_s),
+//     recorded beside it as decode_estimate_s. The hidden part of pipelined calibration is
+//     charged as CPU energy, not time.
+//   - memory: while a request decodes, what the policy's peak holds beyond the request's K/V
+//     (held by the KV-residency stage) and beyond the weight copies the app already holds (its
+//     own, when the policy decodes on the CPU, and the NPU graph of an npu_graphs prefill) is
+//     reserved as "<app>/decoder": the decode graph under switching, the calibrated tree,
+//     EAGLE's drafter. A phone that cannot hold it stops the run naming DRAM.
+//   - the KV-residency stage is called before every verification.
+// The answers' tokens (what the drafter can or cannot predict) are synthetic, made over the
+// request's prompt tokens by traces/cag_synth.h's output process (copied spans of the context,
+// model-preferred variants carried by the prefill's top-n, the user's earlier answers), seeded
+// by `outputs.seed`; a workload with real answers would replace it.
+//
+// Parameters:
+//   policy    {impl: coordgen|npu_sam|npu_pld|npu_sam_graph|sam_ours|pld_ours|cpu_sam|npu_eagle|
+//             cpu_eagle|npu_vanilla|npu_graph|cpu_vanilla, ...}: a specdec_policy with its knobs
+//             (required; `mobisim list` shows each one's)
+//   outputs   the answer-token process: {seed, copy_start_prob, mean_span_tokens, history_fraction,
+//             variant_prob, variant_in_top_n_prob, top_n, vocab, zipf_exponent} (traces/cag_synth.h;
+//             default: its defaults; the keys for generated contexts are not used here)
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policies/pipeline/decode_stage.h"
+#include "policies/specdec/specdec_policy.h"
+#include "sim/params.h"
+#include "sim/rng.h"
+#include "traces/cag_synth.h"
+
+namespace mobisim::policies::pipeline {
+
+class SpeculativeDecode : public DecodeStage {
+ public:
+  explicit SpeculativeDecode(const Params& p);
+  ~SpeculativeDecode() override;
+  static ParamSchema schema();
+  void begin(devices::Device& device, const models::CostModel& cost) override;
+  sim::Task<void> run(const DecodeJob& job, Decoded& out) override;
+  std::string unit() const override { return unit_; }
+
+  // The policy's plan for the next request of `prompt` tokens and `output_tokens` answer tokens:
+  // its acceptance trace and breakdown (advances the answer stream and the history store).
+  struct Plan {
+    specdec::DecodeTrace trace;
+    specdec::RequestBreakdown breakdown;
+  };
+  Plan plan(const std::vector<std::int32_t>& prompt, std::int64_t output_tokens);
+
+ private:
+  std::unique_ptr<specdec::SpecDecPolicy> policy_;
+  traces::CagSynthParams synth_;
+  sim::Rng rng_;
+  sim::ZipfSampler zipf_;
+  std::unique_ptr<specdec::SpecDecEnv> env_;  // set by begin()
+  specdec::HistoryStore history_;
+  std::vector<std::vector<int>> past_outputs_;
+  std::string unit_ = "npu";  // where verification runs (from the policy, in begin())
+};
+
+}  // namespace mobisim::policies::pipeline

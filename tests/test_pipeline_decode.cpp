@@ -1,0 +1,146 @@
+// The pipeline's decode slot: `vanilla` is the decode path the pipeline had before the slot
+// existed, step for step; `speculative` takes, on an otherwise idle phone, exactly what the
+// CoordGen-document policy it wraps charges the request after its prefill, and holds its drafter
+// memory in DRAM; bad stage YAML names the key.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "devices/device.h"
+#include "experiments/simulation.h"
+#include "models/cost_model.h"
+#include "policies/apps/app.h"
+#include "policies/apps/pipeline_app.h"
+#include "policies/pipeline/speculative_decode.h"
+#include "sim/error.h"
+#include "sim/registry.h"
+#include "test_pipeline_util.h"
+
+namespace mobisim {
+namespace {
+
+using policies::App;
+using policies::PipelineApp;
+
+constexpr const char* kModel = "{base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}";
+
+std::unique_ptr<App> app_with(const std::string& stages, int queries = 3, std::int32_t answer = 40) {
+  const YAML::Node node = YAML::Load(fmt::format(
+      "{{impl: pipeline, model: {}, unit: cpu, workload: {{generate: default}}, system_prompt_tokens: 64, top_k: 3{}{}}}",
+      kModel, stages.empty() ? "" : ", ", stages));
+  auto app = Registry<App>::instance().create(node, ConfigSource{});
+  policies::AppEnvironment env;
+  env.rag_workload = [queries, answer](const YAML::Node&, const ConfigSource&) { return testing::three_chunk_workload(queries, 20, answer); };
+  app->prepare(env);
+  return app;
+}
+
+using Ran = testing::PipelineRun;
+
+Ran run_alone(App& app, const devices::DeviceProfile& profile) { return testing::run_pipeline_alone(app, profile); }
+
+// The decode loop the pipeline ran before it had a decode slot (Pipeline::serve at 7e786fc).
+sim::Task<void> old_decode_path(devices::Device& device, const models::CostModel& cost, std::int64_t n,
+                                std::int64_t output_tokens, double& energy) {
+  for (std::int64_t i = 1; i < output_tokens; ++i) {
+    const devices::UnitCost step = device.unit_cost("cpu", cost.decode(n + i - 1), cost.spec().weight_dtype, "decode");
+    co_await device.compute_for("cpu", step, "decode", 0);
+    energy += device.profile().marginal_energy_j("cpu", step.seconds, "decode");
+  }
+}
+
+TEST(PipelineDecode, VanillaIsTheOldDecodePathStepForStep) {
+  const devices::DeviceProfile phone = devices::load_device_profile("pixel7");
+  auto by_default = app_with("");
+  auto named = app_with("decode: {impl: vanilla}, kv_residency: {impl: dram}");
+  const auto a = run_alone(*by_default, phone).served;
+  const auto b = run_alone(*named, phone).served;
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  const models::CostModel cost(models::load_model_spec(YAML::Load(kModel), ConfigSource{}));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].times.end_s, b[i].times.end_s) << i;
+    EXPECT_EQ(a[i].times.active_energy_j, b[i].times.active_energy_j) << i;
+    EXPECT_EQ(a[i].decode_steps, 39);
+    EXPECT_EQ(a[i].decode_estimate_s, -1.0);
+    // The old loop on a fresh, idle phone: the same time to the nanosecond, the same energy.
+    sim::StatGroup stats("phone");
+    experiments::SimulatedRun run(phone, stats.child("device"));
+    double energy = 0;
+    run.start(old_decode_path(run.device(), cost, a[i].prompt_tokens, 40, energy), "old");
+    run.run();
+    EXPECT_EQ(a[i].decode_s, a[i].times.end_s - a[i].times.first_token_s);
+    EXPECT_NEAR(a[i].decode_s, sim::to_seconds(run.sim().now()), 1e-9) << i;
+  }
+}
+
+TEST(PipelineDecode, SpeculativeTakesExactlyThePolicysOwnCostForTheRequest) {
+  const devices::DeviceProfile phone = devices::load_device_profile("oneplus-12");
+  const std::string stage = "decode: {impl: speculative, policy: {impl: coordgen}, outputs: {seed: 7}}";
+  auto app = app_with("prefill: {impl: npu_graphs}, " + stage);
+  const Ran ran = run_alone(*app, phone);
+  ASSERT_EQ(ran.served.size(), 3u);
+  // The same stage, planned again request by request (same answer stream, same history store):
+  // the policy's closed form after the prefill is what the phone spent decoding.
+  auto again = Registry<policies::pipeline::DecodeStage>::instance().create(
+      YAML::Load("{impl: speculative, policy: {impl: coordgen}, outputs: {seed: 7}}"), ConfigSource{});
+  auto& spec = dynamic_cast<policies::pipeline::SpeculativeDecode&>(*again);
+  const models::CostModel cost(models::load_model_spec(YAML::Load(kModel), ConfigSource{}));
+  sim::StatGroup stats("phone");
+  experiments::SimulatedRun run(phone, stats.child("device"));
+  spec.begin(run.device(), cost);
+  EXPECT_EQ(spec.unit(), "npu");
+  const auto& requests = dynamic_cast<PipelineApp&>(*app).served();
+  double accepted = 0;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    policies::pipeline::Request r;
+    r.prompt = {{"system", 0x5157E1ULL, 64}};
+    for (std::uint64_t c = 0; c < 3; ++c) r.prompt.push_back({"chunk", 0xC4000000ULL + c, 100});
+    r.prompt.push_back({"query", 0x9E000000000ULL + i, 20});
+    const auto plan = spec.plan(r.token_ids(), 40);
+    const double policy_s = plan.breakdown.total_s() - plan.breakdown.prefill_s;
+    EXPECT_NEAR(ran.served[i].decode_s, policy_s, 1e-6) << i;
+    EXPECT_NEAR(ran.served[i].decode_estimate_s, policy_s, 1e-12) << i;
+    EXPECT_EQ(ran.served[i].decode_steps, plan.breakdown.steps) << i;
+    accepted += ran.served[i].accepted_per_step;
+  }
+  EXPECT_GT(accepted, 0.0);  // retrieval drafting accepts something on answers copied from the prompt
+  // The calibrated tree and the decode graph under switching are held while a request decodes.
+  ASSERT_TRUE(ran.peaks.count("app/decoder"));
+  EXPECT_GT(ran.peaks.at("app/decoder"), 0.0);
+}
+
+TEST(PipelineDecode, PlainNpuDecodingVerifiesEveryTokenAndCoordGenFewerTimes) {
+  const devices::DeviceProfile phone = devices::load_device_profile("oneplus-12");
+  auto plain = app_with("decode: {impl: speculative, policy: {impl: npu_vanilla}}", 2, 60);
+  auto coordgen = app_with("decode: {impl: speculative, policy: {impl: coordgen}}", 2, 60);
+  const auto p = run_alone(*plain, phone).served;
+  const auto c = run_alone(*coordgen, phone).served;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    EXPECT_EQ(p[i].decode_steps, 60);  // the policy feeds every answer token, the first included
+    EXPECT_EQ(p[i].accepted_per_step, 0.0);
+    EXPECT_LT(c[i].decode_steps, p[i].decode_steps);
+  }
+}
+
+void expect_config_error(const std::string& stages, const std::string& needle) {
+  try {
+    app_with(stages);
+    FAIL() << "expected a ConfigError for " << stages;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(PipelineDecode, BadDecodeYamlNamesTheKey) {
+  expect_config_error("decode: {impl: medusa}", "medusa");
+  expect_config_error("decode: {impl: speculative}", "policy");
+  expect_config_error("decode: {impl: speculative, policy: {impl: coordgen, draft_budget: -3}}", "draft_budget");
+  expect_config_error("decode: {impl: speculative, policy: {impl: coordgen}, outputs: {variant_prob: 2}}",
+                      "variant_prob");
+  expect_config_error("decode: {impl: vanilla, units: gpu}", "units");
+}
+
+}  // namespace
+}  // namespace mobisim
