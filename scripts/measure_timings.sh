@@ -44,6 +44,7 @@ tests_s=$( (cd "$build" && seconds ctest -j"$threads" --timeout 600) )
   echo
   echo "Measured by \`scripts/measure_timings.sh\` on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD),"
   echo "$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), Release build."
+  echo "Load average when it finished: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine slows every row)."
   echo "Every timing in the docs comes from this file; rerun the script to refresh it."
   echo
   echo "| what | wall time |"

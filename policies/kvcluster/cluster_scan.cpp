@@ -53,6 +53,7 @@ struct Unaligned {
 // Every lane x (a broadcast straight from memory; V{} + x would turn a -0 into +0, and cost an add).
 template <class V>
 [[gnu::always_inline]] inline void broadcast(V& v, const double& x) {
+  v = V{};  // every lane is overwritten below; this only tells -O1 builds (TSan) that v is set
   for (std::size_t i = 0; i < sizeof(V) / sizeof(double); ++i) v[i] = x;
 }
 
