@@ -15,7 +15,7 @@ fresh=0
 seconds() {  # seconds COMMAND...: wall seconds of the command (its output discarded)
   local t0 t1
   t0=$(date +%s.%N)
-  "$@" >/dev/null 2>&1
+  if ! "$@" >/dev/null 2>&1; then echo "measure_timings: failed: $*" >&2; exit 1; fi
   t1=$(date +%s.%N)
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }'
 }
