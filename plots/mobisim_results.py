@@ -161,3 +161,9 @@ def color_of(name):
 def legend_outside(ax, **kw):
     """A legend to the right of the axes, never over the data."""
     return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8, frameon=False, **kw)
+
+
+def not_modelled(path):
+    """The keys a run took as 0 because their costs are not modelled (result attribute `not_modelled`)."""
+    with h5py.File(path, "r") as f:
+        return strs(f.attrs["not_modelled"]) if "not_modelled" in f.attrs else []

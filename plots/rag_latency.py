@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mobisim_results import color_of, legend_outside, load_runs, title  # noqa: E402
+from mobisim_results import color_of, legend_outside, load_runs, not_modelled, title  # noqa: E402
 
 PHASES = ["embed_s", "qa_match_s", "retrieval_s", "kv_match_s", "load_s", "prefill_s", "decode_s"]
 # Phases in blues and greens (policies own the other colours across figures); waiting in light grey.
@@ -60,7 +60,12 @@ def main(path, out):
     ax2.set_title("latency distribution (CDF)")
     legend_outside(ax2)
     title(fig, path, f"{name}: latency per query by policy")
-    fig.tight_layout()
+    unmodelled = not_modelled(path)
+    if unmodelled:
+        # A QA-bank hit at 0 s means its embedding and matching are not modelled, not free.
+        fig.text(0.01, 0.01, "not modelled (0 s): " + ", ".join(k.split(".")[-1] for k in unmodelled), fontsize=7,
+                 color="dimgray")
+    fig.tight_layout(rect=(0, 0.03 if unmodelled else 0, 1, 1))
     fig.savefig(out, dpi=150)
 
 
