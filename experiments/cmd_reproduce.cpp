@@ -136,6 +136,14 @@ std::vector<Set> document_sets() {
         {"c_long_chat", {}, ""},
         {"d_chat_on_cpu", {}, ""},
         {"d_chat_on_gpu", {}, ""}}},
+      // Sustained use (devices/power_manager.h): back-to-back decode, cold vs warm, CPU vs GPU.
+      {"sustained",
+       {{"decode_cold_warm", {}, ""},
+        {"decode_cold_warm", {"experiment.thermal.start=warm"}, "results/sustained/decode_warm_cpu.h5"},
+        {"decode_cold_warm", {"experiment.apps.0.unit=gpu"}, "results/sustained/decode_cold_gpu.h5"},
+        {"decode_cold_warm", {"experiment.apps.0.unit=gpu", "experiment.thermal.start=warm"},
+         "results/sustained/decode_warm_gpu.h5"},
+        {"decode_cold_warm", {"experiment.thermal=none"}, "results/sustained/decode_no_thermal_cpu.h5"}}},
   };
 }
 
