@@ -97,7 +97,7 @@ namespace fid = ::mobisim::experiments::fidelity;
 int cmd_ondevice(const std::vector<std::string>& args) {
   cli::ArgParser a("mobisim ondevice [FILE.yaml] [--fit [--out DIR]] [-p engine.KEY=V]...",
                    "The on-device section of `mobisim fidelity` (set ondevice): every published on-device point "
-                   "(phone x runtime x unit x phase) beside mobisim's prediction, with the median validation error; "
+                   "(phone x runtime x unit x phase) beside mobisim's prediction, with the median validation error overall and per engine x unit; "
                    "--fit runs `mobisim calibrate` on the on-device parameters of calibration.yaml only.");
   a.positional("FILES", "registry file (default: the ondevice set of experiments/published)", false);
   a.flag("fit", "fit the on-device calibration points' parameters (mobisim calibrate) and print them");
@@ -123,6 +123,7 @@ int cmd_ondevice(const std::vector<std::string>& args) {
   const auto ev = fid::evaluate(points, o);
   std::cout << fid::format_report(ev);
   std::cout << fid::ondevice_coverage(ev).line() << "\n";
+  for (const auto& l : fid::ondevice_groups(ev).lines()) std::cout << l << "\n";
   const fid::Summary s = fid::summarize(ev);
   std::cout << s.causes_line() << "\n" << s.line() << "\n";
   return s.failed ? kExitFailure : kExitOk;
