@@ -1,0 +1,248 @@
+# Builds experiments/published/ondevice_transfer.yaml from the collected points and applies the
+# calibration rule of docs/ondevice_data.md mechanically (it never reads a residual).
+import yaml, sys, collections
+
+MODEL_B = {'qwen2.5-0.5b':0.49,'llama-3.2-1b':1.24,'qwen2.5-1.5b':1.54,'qwen3-1.7b':1.72,'qwen1.5-1.8b':1.84,
+           'llama-3.2-3b':3.21,'mistral-7b':7.25,'llama-2-7b':6.74,'baichuan2-7b':7.5,'qwen2.5-7b':7.62,'llama-3-8b':8.03}
+SOC_YEAR = {'xiaomi-12':2021,'redmi-k70':2022,'iphone-14-pro':2022,'iphone-15-pro':2023,'oneplus-12':2023,
+            'galaxy-s24':2023,'xiaomi-14-pro':2023,'snapdragon-8-gen3-device':2023,'snapdragon-8-elite-qrd':2024,
+            'snapdragon-8-elite-gen5-qrd':2025,'poco-myron':2025,'galaxy-s22':2021,'pixel-8-pro':2023,'galaxy-s23':2022}
+
+AIHUB = ("Qualcomm AI Hub Models v0.46.1 (github.com/quic/ai-hub-models, commit 52c080d2), "
+         "qai_hub_models/models/{m}/perf.yaml, precision {p}, {dev}, runtime {rt}: ")
+P = []   # (source_key, source, id_suffix, quantity, published, unit, probe)
+def add(src_key, source, device, engine, model, unit, phase, published, metric='tokens_per_s', quantity='',
+        idx='', **probe):
+    pr = dict(impl='ondevice', device=device, engine=engine, model=model, unit=unit, phase=phase)
+    pr.update(probe); pr['metric'] = metric
+    P.append(dict(key=src_key, source=source, quantity=quantity, published=published, unit=metric, probe=pr,
+                  idx=idx))
+
+# ---- QNN (Genie / QNN context binaries): AI Hub perf.yaml -------------------------------------------
+def aihub(m, prec, dev_name, device, model, rt, tps, tmin, tmax, ctx=4096, note=''):
+    src = AIHUB.format(m=m, p=prec, dev=dev_name, rt=rt) + \
+        f"tokens_per_second {tps}, time_to_first_token_range_milliseconds min {tmin} / max {tmax}, context_length {ctx}" + \
+        " (TTFT range: lower bound = one 128-token prompt-processor pass, upper = the full context, as the model cards state)" + note
+    k = 'aihub-perf-yaml'
+    add(k, src, device, 'qnn', model, 'npu', 'decode', tps, quantity=f'{m} response rate ({ctx}-token static KV cache)',
+        idx=f'{m}.decode', tokens=ctx, dtype='int4', activation_dtype='fp16')
+    if tmin is not None:
+        add(k, src, device, 'qnn', model, 'npu', 'prefill', tmin, metric='ms', quantity=f'{m} time to first token, 128-token prompt',
+            idx=f'{m}.prefill-128', tokens=128, chunk=128, dtype='int4', activation_dtype='fp16')
+        add(k, src, device, 'qnn', model, 'npu', 'prefill', tmax, metric='ms', quantity=f'{m} time to first token, {ctx}-token prompt',
+            idx=f'{m}.prefill-{ctx}', tokens=ctx, chunk=128, dtype='int4', activation_dtype='fp16')
+g5 = ('Snapdragon 8 Elite Gen 5 QRD', 'snapdragon-8-elite-gen5-qrd')
+e8 = ('Snapdragon 8 Elite QRD', 'snapdragon-8-elite-qrd')
+aihub('llama_v3_2_1b_instruct','w4a16',*g5,'llama-3.2-1b','genie',64.04112,30.937,990.003)
+aihub('llama_v3_2_1b_instruct','w4a16',*e8,'llama-3.2-1b','genie',53.6399,37.0651,1186.0832)
+aihub('llama_v3_2_3b_instruct','w4a16',*g5,'llama-3.2-3b','genie',29.48402,58.016,1856.531)
+aihub('llama_v3_2_3b_instruct','w4a16',*e8,'llama-3.2-3b','genie',23.4718,88.195,2822.25)
+aihub('llama_v3_8b_instruct','w4a16',*g5,'llama-3-8b','genie',15.30721,102.882,3292.227)
+aihub('llama_v3_1_8b_instruct','w4a16',*g5,'llama-3-8b','genie',14.91757,109.992,3519.753,
+      note='; Llama 3.1 8B has Llama 3 8B\'s shapes (configs/models/llama-3-8b.yaml)')
+aihub('llama_v3_1_8b_instruct','w4a16',*e8,'llama-3-8b','genie',13.0546,154.517,4944.544,
+      note='; Llama 3.1 8B has Llama 3 8B\'s shapes (configs/models/llama-3-8b.yaml)')
+aihub('qwen2_5_7b_instruct','w4a16',*e8,'qwen2.5-7b','qnn_context_binary',15.40274,135.6538,4340.9216)
+aihub('llama_v2_7b_chat','w4a16','Samsung Galaxy S24','galaxy-s24','llama-2-7b','qnn_context_binary',12.85,None,None,ctx=1024,
+      note='; its TTFT min = max = 1495.83 ms names no prompt length, so only the response rate is a point')
+aihub('llama_v2_7b_chat','w4a16',*e8,'llama-2-7b','qnn_context_binary',17.94,None,None,ctx=1024,
+      note='; its TTFT min = max = 1440.0 ms names no prompt length, so only the response rate is a point')
+add('executorch-7411', 'github.com/pytorch/executorch/issues/7411 (description, 2024-12-20): "I ran Llama-v3.2-3B-Chat(precision w4a16) from ai-hub-model on a Snapdragon 8 Gen 3 device, achieving 20 tokens/s"',
+    'snapdragon-8-gen3-device','qnn','llama-3.2-3b','npu','decode',20.0, quantity='AI Hub Llama-v3.2-3B-Chat (w4a16) token rate',
+    idx='aihub-llama-3.2-3b.decode', tokens=4096, dtype='int4', activation_dtype='fp16')
+
+# ---- ExecuTorch QNN backend ---------------------------------------------------------------------------
+add('executorch-7411', 'github.com/pytorch/executorch/issues/7411 (description, 2024-12-20): "I ran inference for the Llama3.2-3B model quantized to W4A16 using executorch with the QNN backend on the same device [a Snapdragon 8 Gen 3 device]. The performance I observed was 10 tokens/s" (context length not given; 1024 assumed for the probe, the QNN llama example\'s default max_seq_len)',
+    'snapdragon-8-gen3-device','executorch','llama-3.2-3b','npu','decode',10.0, quantity='ExecuTorch QNN Llama-3.2-3B (w4a16) token rate',
+    idx='llama-3.2-3b.decode', tokens=1024, dtype='int4', activation_dtype='fp16')
+src = ('github.com/pytorch/executorch/pull/20587 (description, 2026-06-29): "Specs used: SM8750, QNN2.37, 16a8w, context_len=128", table "Token/Sec": '
+       '`llama3_2-1b` 29, `qwen2_5-0_5b` 130 (SM8750 device not named: the Snapdragon 8 Elite QRD profile stands for the SoC; 16a8w = 8-bit weights, 16-bit activations)')
+add('executorch-20587', src, 'snapdragon-8-elite-qrd','executorch','llama-3.2-1b','npu','decode',29.0, quantity='ExecuTorch QNN llama3_2-1b (16a8w) token rate, context 128',
+    idx='llama-3.2-1b.decode', tokens=128, dtype='int8', activation_dtype='fp16')
+add('executorch-20587', src, 'snapdragon-8-elite-qrd','executorch','qwen2.5-0.5b','npu','decode',130.0, quantity='ExecuTorch QNN qwen2_5-0_5b (16a8w) token rate, context 128',
+    idx='qwen2.5-0.5b.decode', tokens=128, dtype='int8', activation_dtype='fp16')
+
+# ---- llama.cpp Hexagon (HTP) backend ---------------------------------------------------------------
+src = ('ggml-org/llama.cpp docs/backend/hexagon/README.md (commit 37c56d57), "How to Run": Llama-3.2-1B-Instruct-Q4_0 on a Snapdragon device '
+       'whose log reads "Hexagon Arch version v79" (Snapdragon 8 Elite; model not named: the 8 Elite QRD profile stands for the SoC): ')
+k = 'llamacpp-hexagon-readme'
+add(k, src + 'llama-bench "pp128 | 169.42 ± 1.75" (HTP, n_batch 128)', 'snapdragon-8-elite-qrd','llama.cpp','llama-3.2-1b','npu','prefill',169.42,
+    quantity='llama-bench pp128 on HTP0', idx='llama-3.2-1b.pp128', tokens=128, chunk=128, dtype='int4', activation_dtype='int8')
+add(k, src + 'llama-bench "tg64 | 51.54 ± 1.13" (context 0-64: the probe takes 32)', 'snapdragon-8-elite-qrd','llama.cpp','llama-3.2-1b','npu','decode',51.54,
+    quantity='llama-bench tg64 on HTP0', idx='llama-3.2-1b.tg64', tokens=32, dtype='int4', activation_dtype='int8')
+add(k, src + 'run-completion "prompt eval time = 80.76 ms / 11 tokens ( 7.34 ms per token, 136.21 tokens per second)"', 'snapdragon-8-elite-qrd','llama.cpp','llama-3.2-1b','npu','prefill',136.21,
+    quantity='llama-completion prompt eval, 11 tokens', idx='llama-3.2-1b.prompt-11', tokens=11, chunk=128, dtype='int4', activation_dtype='int8')
+add(k, src + 'run-completion "eval time = 9210.59 ms / 475 runs ( 19.39 ms per token, 51.57 tokens per second)" (context 11-486: the probe takes 248)', 'snapdragon-8-elite-qrd','llama.cpp','llama-3.2-1b','npu','decode',51.57,
+    quantity='llama-completion eval, 475 tokens after 11', idx='llama-3.2-1b.eval-475', tokens=248, dtype='int4', activation_dtype='int8')
+
+# ---- llama.cpp CPU / OpenCL via llama.rn (pocketpal-ai bench) --------------------------------------
+src = ('github.com/a-ghorbani/pocketpal-ai/pull/702 (comment 2026-04-28, "First Adreno A8X baseline - POCO Myron (Snapdragon 8 Elite Gen 5 / Adreno 840v2)"), '
+       'table "Qwen3 1.7B", row {q}: {col} {v} (llama.rn = llama.cpp; the comment gives no prompt length, the repository\'s later bench comments (PRs #740, #743) run pp=256 tg=64, which the probe takes; tg from an empty cache: context 32)')
+for q, dt, cpp, ctg, gpp, gtg in [('q4_0','int4',99.9,30.4,629.0,28.1), ('q8_0','int8',100.0,25.7,558.2,26.0)]:
+    for unit, col, v, phase in [('cpu','CPU pp',cpp,'prefill'),('cpu','CPU tg',ctg,'decode'),('gpu','GPU pp',gpp,'prefill'),('gpu','GPU tg',gtg,'decode')]:
+        add('pocketpal-702', src.format(q=q, col=col, v=v), 'poco-myron','llama.cpp','qwen3-1.7b',unit,phase,v,
+            quantity=f'{col} (Qwen3 1.7B {q})', idx=f'qwen3-1.7b-{q}.{"pp" if phase=="prefill" else "tg"}',
+            tokens=256 if phase=='prefill' else 32, dtype=dt, activation_dtype='int8' if unit=='cpu' else 'fp16')
+
+# ---- llama.cpp OpenCL (Qualcomm engineers, 8 Elite Gen 5) --------------------------------------------
+src = ('ggml-org/llama.cpp PR #18871 (description, 2026-01-15): "On 8 Elite Gen 5, master:" llama-bench table, "qwen2 1.5B Q8_0 | 1.53 GiB | 1.54 B | OpenCL | 99 | {t} | {v}" '
+       '(device not named: the 8 Elite Gen 5 QRD profile stands for the SoC; qwen2 1.5B = Qwen2/2.5-1.5B shapes)')
+for t, v in [('pp128',151.12),('pp512',158.08),('pp1024',156.69),('pp2048',153.38),('tg128',23.69),('tg256',23.81)]:
+    n = int(t[2:]); ph = 'prefill' if t.startswith('pp') else 'decode'
+    add('llamacpp-18871', src.format(t=t, v=v), 'snapdragon-8-elite-gen5-qrd','llama.cpp','qwen2.5-1.5b','gpu',ph,v,
+        quantity=f'llama-bench {t} (OpenCL, Q8_0, master before the PR)', idx=f'qwen2.5-1.5b-q8_0.{t}',
+        tokens=n if ph=='prefill' else n//2, dtype='int8', activation_dtype='fp16')
+src = ('ggml-org/llama.cpp PR #22755 (comment by lhez, 2026-05-08, "I was able to reproduce your results on A840 with Qwen3-1.7B-f16"), with GGML_OPENCL_ADRENO_XMEM_GEMM=1: '
+       '"qwen3 1.7B F16 | 3.78 GiB | 2.03 B | OpenCL | 99 | {t} | {v}" (Adreno 840 = Snapdragon 8 Elite Gen 5; device not named)')
+for t, v in [('pp512',394.43),('tg128',13.60)]:
+    n = int(t[2:]); ph = 'prefill' if t.startswith('pp') else 'decode'
+    add('llamacpp-22755', src.format(t=t, v=v), 'snapdragon-8-elite-gen5-qrd','llama.cpp','qwen3-1.7b','gpu',ph,v,
+        quantity=f'llama-bench {t} (OpenCL, F16, xmem GEMM)', idx=f'qwen3-1.7b-f16.{t}',
+        tokens=n if ph=='prefill' else n//2, dtype='fp16', activation_dtype='fp16')
+
+# ---- MNN CPU: mnn-llm README (Xiaomi 12) ---------------------------------------------------------------
+src = ('github.com/wangzhaode/mnn-llm README.md (revision before effc141, 2024-06), "CPU 4线程速度: prefill / decode tok/s", column "android(f16/32)", row {r}: {v} '
+       '(device table: "android | XiaoMi12 | Snapdragon 8gen1 | 8 GB"; prompt length not stated: the probe takes 128 tokens{extra})')
+for r, model, dt, pre, dec, extra in [('qwen-1.8b-int4','qwen1.5-1.8b','int4',100.21,22.22,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
+                                      ('qwen-1.8b-int8','qwen1.5-1.8b','int8',99.95,16.94,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
+                                      ('baichuan2-7b-int4','baichuan2-7b','int4',13.87,6.08,''),
+                                      ('llama-2-7b-int4','llama-2-7b','int4',17.98,5.17,'')]:
+    s = src.format(r=r, v=f'{pre} / {dec}', extra=extra)
+    add('mnn-llm-readme', s, 'xiaomi-12','mnn',model,'cpu','prefill',pre, quantity=f'CPU prefill, 4 threads ({r})', idx=f'{r}.prefill', tokens=128, dtype=dt, activation_dtype='fp16')
+    add('mnn-llm-readme', s, 'xiaomi-12','mnn',model,'cpu','decode',dec, quantity=f'CPU decode, 4 threads ({r})', idx=f'{r}.decode', tokens=128, dtype=dt, activation_dtype='fp16')
+
+# ---- MNN CPU on iOS: MNN transformers/llm/engine/ios/README.md ---------------------------------------
+src = ('github.com/alibaba/MNN transformers/llm/engine/ios/README.md (commit of the MNN mirror HEAD), section "速度": "{m}" "{d}: pefill {p} tok/s, decode {q} tok/s" '
+       '(MNN iOS demo, CPU backend; bench prompt files, length not stated: the probe takes 128 tokens{extra})')
+for m, d, dev, model, dt, pre, dec, extra in [
+        ('Qwen-1.8b-chat 4bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int4',102.63,33.53,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
+        ('Qwen-1.8b-chat 8bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int8',105.41,25.45,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
+        ('Qwen2-0.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-0.5b','int4',234.51,51.36,'; Qwen2-0.5B has Qwen2.5-0.5B\'s shapes'),
+        ('Qwen2-1.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-1.5b','int4',107.64,25.57,'; Qwen2-1.5B has Qwen2.5-1.5B\'s shapes')]:
+    s = src.format(m=m, d=d, p=pre, q=dec, extra=extra)
+    tag = m.split()[0].lower() + '-' + m.split()[-1]
+    add('mnn-ios-readme', s, dev,'mnn',model,'cpu','prefill',pre, quantity=f'CPU prefill ({m})', idx=f'{tag}.prefill', tokens=128, dtype=dt, activation_dtype='fp16')
+    add('mnn-ios-readme', s, dev,'mnn',model,'cpu','decode',dec, quantity=f'CPU decode ({m})', idx=f'{tag}.decode', tokens=128, dtype=dt, activation_dtype='fp16')
+
+# ---- mllm NPU (llm.npu code path) ----------------------------------------------------------------------
+add('mllm-206', 'github.com/UbiquitousLearning/mllm/issues/206 (description, 2024-12-02): OnePlus 12 (8gen3, 24 GB), demo_qwen_npu, qwen-1.5-1.8b-chat-int8: "Prefill Tokens: 1022 ... Prefill Speed: 102.256 tokens/s"',
+    'oneplus-12','mllm','qwen1.5-1.8b','npu','prefill',102.256, quantity='NPU prefill throughput, 1022-token prompt', idx='qwen1.5-1.8b.prefill-1022',
+    tokens=1022, chunk=256, dtype='int8', activation_dtype='int8')
+add('mllm-299', 'github.com/UbiquitousLearning/mllm/issues/299 (description, 2025-07-10): Xiaomi 14 Pro (Snapdragon 8gen3, 16GB), qwen-1.5-1.8B on the NPU, "the prefill speed is about 170 tokens/s when I set `s=256`"',
+    'xiaomi-14-pro','mllm','qwen1.5-1.8b','npu','prefill',170.0, quantity='NPU prefill throughput, 256-token prompt', idx='qwen1.5-1.8b.prefill-256',
+    tokens=256, chunk=256, dtype='int8', activation_dtype='int8')
+
+
+# ---- more QNN (AI Hub perf.yaml v0.46.1) -------------------------------------------------------------
+aihub('qwen2_7b_instruct','w4a16',*e8,'qwen2.5-7b','qnn_context_binary',13.65,170.593,5458.976,
+      note='; Qwen2-7B has Qwen2.5-7B\'s shapes (configs/models/qwen2.5-7b.yaml)')
+aihub('mistral_7b_instruct_v0_3','w4a16',*e8,'mistral-7b','qnn_context_binary',12.56,165.65,5300.8,
+      note='; a later release of the card ondevice_public.yaml quotes at v0.31.0')
+
+# ---- ExecuTorch XNNPACK CPU: README revisions ---------------------------------------------------------
+src = ('pytorch/executorch examples/models/llama2/README.md (revision e172c5ce35, 2024-09-26), "Llama 2 7B performance was measured on the Samsung Galaxy S22, S24, and OnePlus 12 devices ... adb binary-based approach", '
+       'table row "{d} | ... | {v} tokens/second" in column "Groupwise 4-bit (256)"')
+for d, dev, v in [('Galaxy S22','galaxy-s22',8.3),('Galaxy S24','galaxy-s24',11.26),('OnePlus 12','oneplus-12',11.6)]:
+    add('executorch-llama2-readme', src.format(d=d, v=v), dev,'executorch','llama-2-7b','cpu','decode',v,
+        quantity='decode throughput, groupwise 4-bit (256)', idx='llama-2-7b-g256.decode', tokens=128, dtype='int4', group_size=256, activation_dtype='int8')
+src = ('pytorch/executorch examples/models/llama2/README.md (revision 34f59edd86, 2024-04-24, "Performance"): "{d}** | {a} tokens/second | {b} tokens/second" '
+       '(Groupwise 4-bit (128) | (256); "**: Measured via app based workflow"{extra})')
+for d, dev, a, b, extra in [('Galaxy S22','galaxy-s22',5.5,5.9,''),('iPhone 15 pro','iphone-15-pro',6.0,6.0,'; the README prints "~6"')]:
+    for gs, v in [(128, a), (256, b)]:
+        add('executorch-llama2-readme-app', src.format(d=d, a=('~' if extra else '')+str(a), b=('~' if extra else '')+str(b), extra=extra), dev,'executorch','llama-2-7b','cpu','decode',v,
+            quantity=f'decode throughput in the demo app, groupwise 4-bit ({gs})', idx=f'llama-2-7b-g{gs}-app.decode', tokens=128, dtype='int4', group_size=gs, activation_dtype='int8')
+
+# ---- MLC-LLM OpenCL on Mali (lm-Meter) -------------------------------------------------------------------
+src = ('github.com/amai-gsu/LM-Meter README.md (commit 058c884c), "Phase-level profiling accuracy on Pixel 8 Pro" (MLC LLM, Android GPU OpenCL): {m} "Decode" row, '
+       'LM-METER {v} ms (per decode step; quantisation not stated: q4f16_1, MLC\'s default, assumed; context not stated: 128 assumed{extra})')
+for m, model, v, extra in [('Llama-3.2-3B-Instruct','llama-3.2-3b',62.5669,''),('DeepSeek-R1-Distill-Qwen-1.5B','qwen2.5-1.5b',49.3840,'; the distill has Qwen2.5-1.5B\'s shapes')]:
+    add('lm-meter-readme', src.format(m=m, v=v, extra=extra), 'pixel-8-pro','mlc',model,'gpu','decode',v, metric='ms',
+        quantity=f'MLC decode step latency ({m})', idx=f'{model}.decode', tokens=128, dtype='int4', activation_dtype='fp16')
+
+# ---- mllm QNN AOT (full graph on the NPU) ------------------------------------------------------------------
+src = ('chenghuawang.github.io/News/2026-01-29-mllm-qnn-aot-support-en (the mllm README\'s "technical report"): "the Qwen3 1.7B model Using W4A16KV8 quantization configuration, chunk=32, pad=1024, '
+       'running on Qualcomm SM8650 achieved a performance of 758.28 tokens/s for prefill and 25.84 tokens/s for decode in a scenario with 640 prefill tokens and 128 decode tokens" '
+       '(SM8650 device not named)')
+add('mllm-qnn-aot-report', src, 'snapdragon-8-gen3-device','mllm','qwen3-1.7b','npu','prefill',758.28, quantity='QNN AOT prefill throughput, 640 tokens, chunk 32',
+    idx='qwen3-1.7b-aot.prefill-640', tokens=640, chunk=32, dtype='int4', activation_dtype='fp16', kv_dtype='int8')
+add('mllm-qnn-aot-report', src, 'snapdragon-8-gen3-device','mllm','qwen3-1.7b','npu','decode',25.84, quantity='QNN AOT decode throughput, 128 tokens after 640 (context 704 taken)',
+    idx='qwen3-1.7b-aot.decode', tokens=704, dtype='int4', activation_dtype='fp16', kv_dtype='int8')
+
+
+# ---- llama.rn (llama.cpp) bench comments, pocketpal-ai PRs #722 and #740 -----------------------------------
+# PR #722's two Myron tables: base columns 586.7/28.7 and 204.8/37.5 for qwen3-1.7b/q4_0 are PR #740's PR-713 GPU and CPU
+# values for poco-myron, which identifies them as the GPU and CPU tables.
+src722 = ('github.com/a-ghorbani/pocketpal-ai/pull/722 (comment 2026-05-12, bench params "pp=256, tg=64, pl=1, nr=3"), poco-myron {u} table '
+          '(identified by its base column, PR #740\'s PR-713 {U} value for qwen3-1.7b/q4_0), row "qwen3-1.7b/{q}": {col} {v} (the PR-722 value)')
+for unit, U, rows in [('gpu','GPU',[('q4_0','int4',643.4,34.9),('q8_0','int8',548.2,27.4),('q6_k','int6',385.6,21.8)]),
+                      ('cpu','CPU',[('q4_0','int4',302.4,38.6),('q8_0','int8',308.1,28.2),('q6_k','int6',143.1,26.3)])]:
+    for q, dt, pp, tg in rows:
+        for ph, col, v in [('prefill','pp',pp),('decode','tg',tg)]:
+            add('pocketpal-722', src722.format(u=unit, U=U, q=q, col=col, v=v), 'poco-myron','llama.cpp','qwen3-1.7b',unit,ph,v,
+                quantity=f'llama.rn {col} {"256" if col=="pp" else "64"} (Qwen3 1.7B {q}, {U}, llama.rn 0.12.0)', idx=f'qwen3-1.7b-{q}-722.{col}',
+                tokens=256 if ph=='prefill' else 32, dtype=dt, activation_dtype='int8' if unit=='cpu' else 'fp16')
+src740 = ('github.com/a-ghorbani/pocketpal-ai/pull/740 (comment 2026-05-24, "pp=256 tg=64 pl=1 nr=3", cpu+hex flash_attn on), "focused" representative-cell table, '
+          'row "{d} | {b}": {col} PR-740 {v} (the representative cell is qwen3-1.7b/q4_0: its PR-713 GPU and CPU values for poco-myron are the base '
+          'column of PR #722\'s qwen3-1.7b/q4_0 rows)')
+for d, dev, b, unit, pp, tg in [('poco-myron','poco-myron','cpu','cpu',212.1,38.0),('poco-myron','poco-myron','gpu','gpu',536.7,27.1),
+                                ('poco-myron','poco-myron','hexagon','npu',720.0,30.4),('samsung-s23','galaxy-s23','cpu','cpu',110.2,17.1),
+                                ('samsung-s23','galaxy-s23','gpu','gpu',264.3,16.6),('samsung-s23','galaxy-s23','hexagon','npu',459.9,20.9)]:
+    for ph, col, v in [('prefill','pp',pp),('decode','tg',tg)]:
+        extra = dict(chunk=256) if unit == 'npu' and ph == 'prefill' else {}
+        add('pocketpal-740', src740.format(d=d, b=b, col=col, v=v), dev,'llama.cpp','qwen3-1.7b',unit,ph,v,
+            quantity=f'llama.rn {col} {"256" if col=="pp" else "64"} (Qwen3 1.7B q4_0, {b}, llama.rn 0.12.3)', idx=f'qwen3-1.7b-q4_0-740.{col}',
+            tokens=256 if ph=='prefill' else 32, dtype='int4', activation_dtype='fp16' if unit=='gpu' else 'int8', **extra)
+
+# ---- roles by the rule (docs/ondevice_data.md) -------------------------------------------------------
+groups = collections.defaultdict(list)
+for i, p in enumerate(P):
+    groups[(p['probe']['engine'], p['probe']['unit'])].append(i)
+role = ['validation'] * len(P)
+fitted = [None] * len(P)
+for (eng, unit), idxs in groups.items():
+    if len(idxs) < 4: continue
+    by_src = collections.defaultdict(list)
+    for i in idxs: by_src[P[i]['key']].append(i)
+    def src_rank(k):
+        return (-len(by_src[k]), min(SOC_YEAR[P[i]['probe']['device']] for i in by_src[k]), k)
+    best = sorted(by_src, key=src_rank)[0]
+    by_dev = collections.defaultdict(list)
+    for i in by_src[best]: by_dev[P[i]['probe']['device']].append(i)
+    dev = sorted(by_dev, key=lambda d: (-len(by_dev[d]), SOC_YEAR[d], d))[0]
+    for phase in ('prefill', 'decode'):
+        cand = [i for i in by_dev[dev] if P[i]['probe']['phase'] == phase]
+        if not cand: continue
+        c = sorted(cand, key=lambda i: (MODEL_B[P[i]['probe']['model']], P[i]['probe']['tokens'], i))[0]
+        role[c] = 'calibration'
+        pr = P[c]['probe']
+        if unit == 'npu':
+            fitted[c] = 'engine.npu.max_utilization' if phase == 'prefill' else 'engine.npu.decode_bandwidth_efficiency'
+        else:
+            fitted[c] = f'engine.{unit}.prefill_efficiency.{pr["dtype"]}' if phase == 'prefill' else f'engine.{unit}.bandwidth_efficiency'
+            if phase == 'decode' and eng == 'executorch': fitted[c] += '.' + pr['dtype']   # executorch keys its bandwidth per weight dtype
+
+out = []
+for i, p in enumerate(P):
+    pr = p['probe']
+    pid = f"ondevice.{pr['device']}.{pr['engine']}.{p['idx']}.{pr['unit']}" if p['idx'] else None
+    e = {'id': pid, 'source': p['source'], 'quantity': p['quantity'], 'published': p['published'], 'unit': p['unit'], 'role': role[i], 'probe': pr}
+    if fitted[i]: e['fitted'] = [fitted[i]]
+    out.append(e)
+ids = [e['id'] for e in out]; assert len(ids) == len(set(ids)), [x for x in ids if ids.count(x) > 1]
+
+class Flow(dict): pass
+def flow_rep(d, data): return d.represent_mapping('tag:yaml.org,2002:map', data.items(), flow_style=True)
+yaml.add_representer(Flow, flow_rep)
+for e in out: e['probe'] = Flow(e['probe'])
+head = ("# Public on-device measurements that no mobisim parameter was fitted on (issue 37, item 3), beside mobisim's prediction.\n"
+        "# Same schema as ondevice_public.yaml. Roles follow the rule of docs/ondevice_data.md (committed before any of these\n"
+        "# points was evaluated); the calibration points are NOT refitted yet: today they are scored with the committed profiles.\n"
+        "# Generated from the collected citations; every `published` value is printed in its source as quoted.\n")
+doc = {'document': 'public on-device measurements for transfer (issue 37): AI Hub perf.yaml, runtime READMEs, GitHub threads', 'external': True, 'points': out}
+text = yaml.dump(doc, sort_keys=False, width=200, allow_unicode=True)
+open(sys.argv[1], 'w').write(head + text)
+cal = [(e['id'], e['probe']['engine'], e['fitted'][0]) for e in out if e['role'] == 'calibration']
+print(len(out), 'points,', len(cal), 'calibration')
+for c in cal: print('CAL', *c)
+cnt = collections.Counter((e['probe']['engine'], e['probe']['unit']) for e in out); print(dict(cnt))
+print(collections.Counter(e['probe']['device'] for e in out))
