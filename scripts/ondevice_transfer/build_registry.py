@@ -6,7 +6,7 @@ MODEL_B = {'qwen2.5-0.5b':0.49,'llama-3.2-1b':1.24,'qwen2.5-1.5b':1.54,'qwen3-1.
            'llama-3.2-3b':3.21,'mistral-7b':7.25,'llama-2-7b':6.74,'baichuan2-7b':7.5,'qwen2.5-7b':7.62,'llama-3-8b':8.03}
 SOC_YEAR = {'xiaomi-12':2021,'redmi-k70':2022,'iphone-14-pro':2022,'iphone-15-pro':2023,'oneplus-12':2023,
             'galaxy-s24':2023,'xiaomi-14-pro':2023,'snapdragon-8-gen3-device':2023,'snapdragon-8-elite-qrd':2024,
-            'snapdragon-8-elite-gen5-qrd':2025,'poco-myron':2025,'galaxy-s22':2021,'pixel-8-pro':2023,'galaxy-s23':2022}
+            'snapdragon-8-elite-gen5-qrd':2025,'poco-myron':2025,'galaxy-s22':2021,'pixel-8-pro':2023,'galaxy-s23':2022,'xiaomi-17':2025}
 
 AIHUB = ("Qualcomm AI Hub Models v0.46.1 (github.com/quic/ai-hub-models, commit 52c080d2), "
          "qai_hub_models/models/{m}/perf.yaml, precision {p}, {dev}, runtime {rt}: ")
@@ -192,6 +192,37 @@ for d, dev, b, unit, pp, tg in [('poco-myron','poco-myron','cpu','cpu',212.1,38.
         add('pocketpal-740', src740.format(d=d, b=b, col=col, v=v), dev,'llama.cpp','qwen3-1.7b',unit,ph,v,
             quantity=f'llama.rn {col} {"256" if col=="pp" else "64"} (Qwen3 1.7B q4_0, {b}, llama.rn 0.12.3)', idx=f'qwen3-1.7b-q4_0-740.{col}',
             tokens=256 if ph=='prefill' else 32, dtype='int4', activation_dtype='fp16' if unit=='gpu' else 'int8', **extra)
+
+
+# ---- llama.cpp OpenCL on Adreno 830 (Snapdragon 8 Elite; devices not named: the 8 Elite QRD profile stands for the SoC) ----
+src = ('ggml-org/llama.cpp PR #16469 (lhez, description 2025-10-08, "With Adreno 830"), {which} table: "qwen2 1.5B Q8_0 | 1.53 GiB | 1.54 B | OpenCL | 99 | {t} | {v}" '
+       '(qwen2 1.5B = Qwen2/2.5-1.5B shapes)')
+for which, t, v in [('*master*','pp512',46.33),('*master*','tg128',33.17),('*This PR*','pp512',148.54),('*This PR*','tg128',33.16)]:
+    n = int(t[2:]); ph = 'prefill' if t.startswith('pp') else 'decode'
+    add('llamacpp-16469', src.format(which=which, t=t, v=v), 'snapdragon-8-elite-qrd','llama.cpp','qwen2.5-1.5b','gpu',ph,v,
+        quantity=f'llama-bench {t} (OpenCL, Q8_0, {which.strip("*")})', idx=f'qwen2.5-1.5b-q8_0-16469-{"master" if "master" in which else "pr"}.{t}',
+        tokens=n if ph=='prefill' else n//2, dtype='int8', activation_dtype='fp16')
+src = ('ggml-org/llama.cpp PR #15732 (comment by rmatif, 2025-09-21, "QUALCOMM Adreno(TM) 830"): "llama 1B Q8_0 | 1.22 GiB | 1.24 B | OpenCL | 99 | {fa} | {t} | {v}" '
+       '(llama 1B, 1.24 B params = Llama 3.2 1B)')
+for fa, t, v in [(0,'pp512',58.38),(0,'tg128',38.80),(1,'pp512',47.74),(1,'tg128',34.16)]:
+    n = int(t[2:]); ph = 'prefill' if t.startswith('pp') else 'decode'
+    add('llamacpp-15732', src.format(fa=fa, t=t, v=v), 'snapdragon-8-elite-qrd','llama.cpp','llama-3.2-1b','gpu',ph,v,
+        quantity=f'llama-bench {t} (OpenCL, Q8_0, fa={fa})', idx=f'llama-3.2-1b-q8_0-fa{fa}.{t}',
+        tokens=n if ph=='prefill' else n//2, dtype='int8', activation_dtype='fp16')
+src = ('ggml-org/llama.cpp PR #14987 (rmatif, description 2025-07-31, "Results on Adreno 830"): "llama 1B F16 | 2.30 GiB | 1.24 B | OpenCL | 99 | {fa} | {t} | {v}" '
+       '(llama 1B, 1.24 B params = Llama 3.2 1B)')
+for fa, t, v in [(0,'pp512',198.69),(0,'tg128',21.88),(1,'pp512',274.75),(1,'tg128',21.58)]:
+    n = int(t[2:]); ph = 'prefill' if t.startswith('pp') else 'decode'
+    add('llamacpp-14987', src.format(fa=fa, t=t, v=v), 'snapdragon-8-elite-qrd','llama.cpp','llama-3.2-1b','gpu',ph,v,
+        quantity=f'llama-bench {t} (OpenCL, F16, fa={fa})', idx=f'llama-3.2-1b-f16-fa{fa}.{t}',
+        tokens=n if ph=='prefill' else n//2, dtype='fp16', activation_dtype='fp16')
+
+# ---- MNN CPU and QNN on the Xiaomi 17 (issue #4378, beside the Honor Magic7 rows ondevice_public.yaml holds) ----------
+src = ('github.com/alibaba/MNN/issues/4378 (description, 2026-04-16): "XiaoMi 17 SM8850 / cpu：prefill speed = 185.55 tok/s, decode speed = 36.00 tok/s / '
+       'qnn: prefill speed = 49.83 tok/s, decode speed = 18.01 tok/s" (Qwen3-1.7B-MNN, llm_demo; prompt length not stated: 128 assumed as for the Magic7 rows)')
+for unit, ph, v, act in [('cpu','prefill',185.55,'int8'),('cpu','decode',36.00,'int8'),('npu','prefill',49.83,'fp16'),('npu','decode',18.01,'fp16')]:
+    add('mnn-4378', src, 'xiaomi-17','mnn','qwen3-1.7b',unit,ph,v, quantity=f'{"QNN (NPU)" if unit=="npu" else "CPU"} {ph} speed (llm_demo)',
+        idx=f'qwen3-1.7b.{ph}', tokens=128 if ph=='prefill' else 256, dtype='int4', activation_dtype=act)
 
 # ---- roles by the rule (docs/ondevice_data.md) -------------------------------------------------------
 groups = collections.defaultdict(list)
