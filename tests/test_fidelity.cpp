@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iterator>
 #include <limits>
+#include <map>
 
 #include <H5Cpp.h>
 #include <fmt/format.h>
@@ -61,6 +62,18 @@ TEST(FidelityRegistry, RolesAreDisjointAndAtMostAThirdCalibrates) {
         if (p.id == id) {
           EXPECT_TRUE(p.calibration()) << id;
         }
+}
+
+// Selecting several sets keeps every point's probe as its file wrote it (regression: remove_if shifted the
+// points by YAML::Node copy assignment, which rewrites shared node data, so the ondevice set's probes took
+// the transfer set's).
+TEST(FidelityRegistry, SelectingSetsKeepsEachPointsProbe) {
+  const auto both = load_registry(kRegistry, {"ondevice", "transfer"});
+  std::map<std::string, std::string> written;
+  for (const auto* file : {"/ondevice_public.yaml", "/ondevice_transfer.yaml"})
+    for (const auto& p : load_registry_file(kRegistry + file)) written[p.id] = YAML::Dump(p.probe);
+  ASSERT_EQ(both.size(), written.size());
+  for (const auto& p : both) EXPECT_EQ(YAML::Dump(p.probe), written.at(p.id)) << p.id;
 }
 
 TEST(FidelityRegistry, CheckCalibrationRefusesAValidationPoint) {
@@ -980,6 +993,7 @@ TEST(FidelityReport, OnDeviceGroupsPerEngineAndUnit) {
       {"{impl: ondevice, engine: qnn, unit: npu}", "validation", 9.0, "failed"},  // counted, no error
       {"{impl: ondevice, unit: npu}", "validation", -0.05, "ok"},                  // engine: mllm (default)
       {"", "validation", 5.0, "ok"},                                                // not on-device: ignored
+      {"{impl: ondevice, engine: qnn, unit: npu}", "derived", 7.0, "ok"},           // derived: in no median
   };
   std::vector<Point> pts(std::size(rows));
   std::vector<Evaluation> ev(std::size(rows));
@@ -987,7 +1001,8 @@ TEST(FidelityReport, OnDeviceGroupsPerEngineAndUnit) {
     pts[i].id = "p" + std::to_string(i);
     pts[i].kind = PublishedKind::kValue;
     pts[i].published = 1;
-    pts[i].role = rows[i].role;
+    pts[i].role = std::string(rows[i].role) == "derived" ? "validation" : rows[i].role;
+    if (std::string(rows[i].role) == "derived") pts[i].derived_from = {"p0"};
     if (*rows[i].probe) pts[i].probe = YAML::Load(rows[i].probe);
     ev[i].point = &pts[i];
     ev[i].rel_error = rows[i].error;
@@ -1005,13 +1020,17 @@ TEST(FidelityReport, OnDeviceGroupsPerEngineAndUnit) {
   EXPECT_EQ(g.rows[0].error.n, 3u);
   EXPECT_NEAR(g.rows[0].error.median, 0.30, 1e-12);
   EXPECT_EQ(g.rows[0].within_25, 1u);
-  // qnn x npu: the failed point counts as a validation point but has no error; |0.20 0.40| -> 0.30.
+  // qnn x npu: the failed point counts as a validation point but has no error; |0.20 0.40| -> 0.30; the
+  // derived point is counted apart.
+  EXPECT_EQ(g.rows[2].points, 4u);
+  EXPECT_EQ(g.rows[2].other, 1u);
   EXPECT_EQ(g.rows[2].validation, 3u);
   EXPECT_EQ(g.rows[2].error.n, 2u);
   EXPECT_NEAR(g.rows[2].error.median, 0.30, 1e-12);
   EXPECT_NEAR(g.rows[1].error.median, 0.05, 1e-12);
-  // all: 8 on-device points, 7 validation; |0.05 0.10 0.20 0.30 0.40 2.00| -> median 0.25, p90 at 4.5: 1.20.
-  EXPECT_EQ(g.all.points, 8u);
+  // all: 9 on-device points (1 derived), 7 validation; |0.05 0.10 0.20 0.30 0.40 2.00| -> median 0.25, p90 at 4.5: 1.20.
+  EXPECT_EQ(g.all.points, 9u);
+  EXPECT_EQ(g.all.other, 1u);
   EXPECT_EQ(g.all.validation, 7u);
   EXPECT_EQ(g.all.error.n, 6u);
   EXPECT_NEAR(g.all.error.median, 0.25, 1e-12);

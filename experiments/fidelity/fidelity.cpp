@@ -452,6 +452,11 @@ OnDeviceGroups ondevice_groups(const std::vector<Evaluation>& ev) {
       ++g.all.calibration;
       continue;
     }
+    if (p.point_class() != "validation" || !p.counted()) {  // derived, interpolated, another run of a statement
+      ++r.other;
+      ++g.all.other;
+      continue;
+    }
     ++r.validation;
     ++g.all.validation;
     if (e.status != "ok" || p.kind == PublishedKind::kTrend) continue;
@@ -476,13 +481,14 @@ std::vector<std::string> OnDeviceGroups::lines() const {
   auto pct = [](const ErrorStats& s, double v) { return s.n ? fmt::format("{:.1f}%", 100 * v) : std::string("n/a"); };
   auto row = [&](const OnDeviceGroup& r) {
     const std::string name = r.unit.empty() ? r.engine : r.engine + " x " + r.unit;
-    return fmt::format("{:<20} {:>6} {:>5} {:>5} {:>9} {:>9} {:>9}", name, r.points, r.calibration, r.validation,
-                       pct(r.error, r.error.median), pct(r.error, r.error.p90), fmt::format("{}/{}", r.within_25, r.error.n));
+    return fmt::format("{:<20} {:>6} {:>5} {:>5} {:>5} {:>9} {:>9} {:>9}", name, r.points, r.calibration, r.validation,
+                       r.other, pct(r.error, r.error.median), pct(r.error, r.error.p90),
+                       fmt::format("{}/{}", r.within_25, r.error.n));
   };
   std::vector<std::string> out;
   out.push_back("on-device validation |error| per engine x unit:");
-  out.push_back(fmt::format("{:<20} {:>6} {:>5} {:>5} {:>9} {:>9} {:>9}", "engine x unit", "points", "cal", "val", "median",
-                            "p90", "<=25%"));
+  out.push_back(fmt::format("{:<20} {:>6} {:>5} {:>5} {:>5} {:>9} {:>9} {:>9}", "engine x unit", "points", "cal", "val",
+                            "other", "median", "p90", "<=25%"));
   for (const auto& r : rows) out.push_back(row(r));
   out.push_back(row(all));
   return out;

@@ -224,6 +224,13 @@ for unit, ph, v, act in [('cpu','prefill',185.55,'int8'),('cpu','decode',36.00,'
     add('mnn-4378', src, 'xiaomi-17','mnn','qwen3-1.7b',unit,ph,v, quantity=f'{"QNN (NPU)" if unit=="npu" else "CPU"} {ph} speed (llm_demo)',
         idx=f'qwen3-1.7b.{ph}', tokens=128 if ph=='prefill' else 256, dtype='int4', activation_dtype=act)
 
+# ---- the points already in the registry (ondevice_public.yaml), by probe --------------------------------------
+def probe_key(pr): return tuple(sorted((k, str(v)) for k, v in pr.items() if k != 'impl'))
+PUBLIC = {}
+for q in yaml.safe_load(open('experiments/published/ondevice_public.yaml'))['points']:
+    pr = dict(q['probe']); pr.setdefault('engine', 'mllm'); pr.setdefault('metric', 'tokens_per_s')
+    PUBLIC[probe_key(pr)] = (q['id'], q['role'])
+
 # ---- roles by the rule (docs/ondevice_data.md) -------------------------------------------------------
 groups = collections.defaultdict(list)
 for i, p in enumerate(P):
@@ -243,6 +250,9 @@ for (eng, unit), idxs in groups.items():
     for phase in ('prefill', 'decode'):
         cand = [i for i in by_dev[dev] if P[i]['probe']['phase'] == phase]
         if not cand: continue
+        # amendment 5b (docs/ondevice_data.md): pass over a candidate whose probe is a point of ondevice_public.yaml
+        cand = [i for i in cand if probe_key(P[i]['probe']) not in PUBLIC]
+        if not cand: continue
         c = sorted(cand, key=lambda i: (MODEL_B[P[i]['probe']['model']], P[i]['probe']['tokens'], i))[0]
         role[c] = 'calibration'
         pr = P[c]['probe']
@@ -252,13 +262,20 @@ for (eng, unit), idxs in groups.items():
             fitted[c] = f'engine.{unit}.prefill_efficiency.{pr["dtype"]}' if phase == 'prefill' else f'engine.{unit}.bandwidth_efficiency'
             if phase == 'decode' and eng == 'executorch': fitted[c] += '.' + pr['dtype']   # executorch keys its bandwidth per weight dtype
 
+# A validation point whose probe is a calibration point's reads the very value that point is fitted to (another
+# measurement of the same configuration): the registry counts it as derived (derived_from, in no median).
+cal_by_probe = {probe_key(P[i]['probe']): i for i in range(len(P)) if role[i] == 'calibration'}
 out = []
 for i, p in enumerate(P):
     pr = p['probe']
     pid = f"ondevice.{pr['device']}.{pr['engine']}.{p['idx']}.{pr['unit']}" if p['idx'] else None
     e = {'id': pid, 'source': p['source'], 'quantity': p['quantity'], 'published': p['published'], 'unit': p['unit'], 'role': role[i], 'probe': pr}
     if fitted[i]: e['fitted'] = [fitted[i]]
+    if role[i] == 'validation' and probe_key(pr) in cal_by_probe: e['derived_from'] = [None]; e['_cal'] = cal_by_probe[probe_key(pr)]
+    if role[i] == 'validation' and PUBLIC.get(probe_key(pr), ('', ''))[1] == 'calibration': e['derived_from'] = [PUBLIC[probe_key(pr)][0]]
     out.append(e)
+for e in out:
+    if '_cal' in e: e['derived_from'] = [out[e.pop('_cal')]['id']]
 ids = [e['id'] for e in out]; assert len(ids) == len(set(ids)), [x for x in ids if ids.count(x) > 1]
 
 class Flow(dict): pass
@@ -269,11 +286,11 @@ head = ("# Public on-device measurements that no mobisim parameter was fitted on
         "# Same schema as ondevice_public.yaml. Roles follow the rule of docs/ondevice_data.md (committed before any of these\n"
         "# points was evaluated); the calibration points are NOT refitted yet: today they are scored with the committed profiles.\n"
         "# Generated from the collected citations; every `published` value is printed in its source as quoted.\n")
-doc = {'document': 'public on-device measurements for transfer (issue 37): AI Hub perf.yaml, runtime READMEs, GitHub threads', 'external': True, 'points': out}
+doc = {'document': 'public on-device measurements for transfer (issue 37): AI Hub perf.yaml, runtime READMEs, GitHub threads', 'set': 'transfer', 'external': True, 'points': out}
 text = yaml.dump(doc, sort_keys=False, width=200, allow_unicode=True)
 open(sys.argv[1], 'w').write(head + text)
 cal = [(e['id'], e['probe']['engine'], e['fitted'][0]) for e in out if e['role'] == 'calibration']
-print(len(out), 'points,', len(cal), 'calibration')
+print(len(out), 'points,', len(cal), 'calibration,', sum('derived_from' in e for e in out), 'derived')
 for c in cal: print('CAL', *c)
 cnt = collections.Counter((e['probe']['engine'], e['probe']['unit']) for e in out); print(dict(cnt))
 print(collections.Counter(e['probe']['device'] for e in out))
