@@ -15,6 +15,8 @@ INITIAL = {  # today's effective value where the engine profile sets none (the d
     ('mlc', 'engine.gpu.prefill_efficiency.int4'): (0.2, [0.001, 1.0], "MLC-LLM OpenCL q4f16 prefill share of the GPU fp16 peak; today the device's 0.2"),
     ('executorch', 'engine.npu.max_utilization'): (0.15, [0.001, 1.0], "ExecuTorch QNN backend NPU prefill; today the device's mllm curve"),
     ('executorch', 'engine.npu.decode_bandwidth_efficiency'): (0.5, [0.01, 1.0], "ExecuTorch QNN backend NPU decode share of DRAM bandwidth"),
+    ('executorch', 'engine.gpu.prefill_efficiency.int4'): (0.2, [0.001, 1.0], "ExecuTorch Vulkan 8da4w prefill share of the GPU fp16 peak; today the device's 0.2"),
+    ('executorch', 'engine.gpu.bandwidth_efficiency.int4'): (0.6, [0.01, 1.0], "ExecuTorch Vulkan decode share of DRAM bandwidth; today the device's 0.6"),
     ('mnn', 'engine.npu.max_utilization'): (0.15, [0.001, 1.0], "MNN QNN backend NPU prefill"),
     ('mnn', 'engine.npu.decode_bandwidth_efficiency'): (0.5, [0.01, 1.0], "MNN QNN backend NPU decode"),
     ('mnn', 'engine.gpu.prefill_efficiency.int4'): (0.2, [0.001, 1.0], "MNN OpenCL prefill share of the GPU fp16 peak"),
