@@ -224,6 +224,57 @@ for unit, ph, v, act in [('cpu','prefill',185.55,'int8'),('cpu','decode',36.00,'
     add('mnn-4378', src, 'xiaomi-17','mnn','qwen3-1.7b',unit,ph,v, quantity=f'{"QNN (NPU)" if unit=="npu" else "CPU"} {ph} speed (llm_demo)',
         idx=f'qwen3-1.7b.{ph}', tokens=128 if ph=='prefill' else 256, dtype='int4', activation_dtype=act)
 
+
+# ---- pocketpal #702: the Q6_K row of the Qwen3 1.7B table (int6 weights) ------------------------------------------
+src = ('github.com/a-ghorbani/pocketpal-ai/pull/702 (comment 2026-04-28, "First Adreno A8X baseline - POCO Myron (Snapdragon 8 Elite Gen 5 / Adreno 840v2)"), '
+       'table "Qwen3 1.7B", row q6_k: {col} {v} (llama.rn = llama.cpp; prompt length not given in this comment, the later bench comments run pp=256 tg=64)')
+for unit, col, v, ph in [('cpu','CPU pp',70.9,'prefill'),('cpu','CPU tg',22.8,'decode'),('gpu','GPU pp',407.8,'prefill'),('gpu','GPU tg',23.0,'decode')]:
+    add('pocketpal-702', src.format(col=col, v=v), 'poco-myron','llama.cpp','qwen3-1.7b',unit,ph,v,
+        quantity=f'{col} (Qwen3 1.7B q6_k)', idx=f'qwen3-1.7b-q6_k.{"pp" if ph=="prefill" else "tg"}',
+        tokens=256 if ph=='prefill' else 32, dtype='int6', activation_dtype='int8' if unit=='cpu' else 'fp16')
+
+# ---- pocketpal #740: the PR-713 (baseline llama.rn) columns of the same representative-cell table ---------------------
+src713 = ('github.com/a-ghorbani/pocketpal-ai/pull/740 (comment 2026-05-24), "focused" representative-cell table (qwen3-1.7b/q4_0, pp=256 tg=64), '
+          'row "{d} | {b}": {col} PR-713 {v} (the baseline build the PR compares against)')
+for d, dev, b, unit, pp, tg in [('poco-myron','poco-myron','cpu','cpu',204.8,37.5),('poco-myron','poco-myron','gpu','gpu',586.7,28.7),
+                                ('poco-myron','poco-myron','hexagon','npu',330.0,30.6),('samsung-s23','galaxy-s23','cpu','cpu',103.9,17.2),
+                                ('samsung-s23','galaxy-s23','gpu','gpu',245.6,12.1),('samsung-s23','galaxy-s23','hexagon','npu',242.4,20.4)]:
+    for ph, col, v in [('prefill','pp',pp),('decode','tg',tg)]:
+        extra = dict(chunk=256) if unit == 'npu' and ph == 'prefill' else {}
+        add('pocketpal-740-base', src713.format(d=d, b=b, col=col, v=v), dev,'llama.cpp','qwen3-1.7b',unit,ph,v,
+            quantity=f'llama.rn {col} (Qwen3 1.7B q4_0, {b}, PR-713 baseline)', idx=f'qwen3-1.7b-q4_0-713.{col}',
+            tokens=256 if ph=='prefill' else 32, dtype='int4', activation_dtype='fp16' if unit=='gpu' else 'int8', **extra)
+
+# ---- ExecuTorch Vulkan (GPU) on the Galaxy S24 -------------------------------------------------------------------
+src = ('pytorch/executorch docs/source/backends/vulkan/tutorials/etvk-llama-tutorial.md (mirror HEAD cff6f4dd32): "sample output captured from a Galaxy S24", '
+       'Llama3.2-1B-Instruct, QUANT=8da4w, GROUP_SIZE=64, --vulkan-force-fp16: "Prompt Tokens: 14", "{what}"')
+add('executorch-vulkan-tutorial', src.format(what='Prompt evaluation: 0.164000 (seconds) Rate: 85.365854 (tokens/second)'), 'galaxy-s24','executorch','llama-3.2-1b','gpu','prefill',85.365854,
+    quantity='Vulkan prefill throughput, 14-token prompt', idx='llama-3.2-1b-vulkan.prefill-14', tokens=14, dtype='int4', group_size=64, activation_dtype='fp16')
+add('executorch-vulkan-tutorial', src.format(what='Generated 54 tokens: 1.025000 (seconds) Rate: 52.682927 (tokens/second)'), 'galaxy-s24','executorch','llama-3.2-1b','gpu','decode',52.682927,
+    quantity='Vulkan decode throughput, 54 tokens after 14 (context 41 taken)', idx='llama-3.2-1b-vulkan.decode-54', tokens=41, dtype='int4', group_size=64, activation_dtype='fp16')
+src = ('pytorch/executorch .wiki/backends/vulkan/overview.md (mirror HEAD cff6f4dd32), "Performance Characteristics": "LLM performance on Samsung Galaxy S24: ~260 tok/s prefill, '
+       '~34 tok/s decode with quantized Llama 3.2 1B [Source: #12920]" (approximate as printed; quantisation and lengths not given: 8da4w g64 and 128 tokens assumed, as the Vulkan tutorial)')
+add('executorch-vulkan-wiki', src, 'galaxy-s24','executorch','llama-3.2-1b','gpu','prefill',260.0, quantity='Vulkan prefill throughput (~)', idx='llama-3.2-1b-vulkan-wiki.prefill',
+    tokens=128, dtype='int4', group_size=64, activation_dtype='fp16')
+add('executorch-vulkan-wiki', src, 'galaxy-s24','executorch','llama-3.2-1b','gpu','decode',34.0, quantity='Vulkan decode throughput (~)', idx='llama-3.2-1b-vulkan-wiki.decode',
+    tokens=128, dtype='int4', group_size=64, activation_dtype='fp16')
+
+# ---- ExecuTorch QNN hybrid mode (draft PR #7569) -----------------------------------------------------------------
+add('executorch-7569', 'github.com/pytorch/executorch/pull/7569 (description, 2025-01-09): "Inference Speed: Achieve ~60tok/sec using hybrid mode on SM8650 with QNN 2.28" '
+    '("This PTE is generated with QNN 2.28, prefill=32, kv=512, ptq=16a4w, mode=hybrid"; Llama 3.2 (1B: the 1.1 GB PTE); SM8650 device not named; approximate as printed)',
+    'snapdragon-8-gen3-device','executorch','llama-3.2-1b','npu','decode',60.0, quantity='ExecuTorch QNN hybrid-mode token rate (~), kv 512',
+    idx='llama-3.2-1b-hybrid.decode', tokens=512, dtype='int4', activation_dtype='fp16')
+
+# ---- ExecuTorch XNNPACK, an earlier README revision (OnePlus 12, BF16) ------------------------------------------------
+src = ('pytorch/executorch examples/models/llama2/README.md (revision e172c5ce35, 2024-09-26): "Llama 3.2 1B and 3B performance was measured on the OnePlus 12 device ... for generating 128 tokens", '
+       'row "{m} | {d} tokens/second | {p} tokens/second" (decode | prefill; the BF16 models, the only 1B/3B export of that revision; prompt length not given: 128 assumed)')
+for m, model, dec, pre in [('1B','llama-3.2-1b',19.4,53.41),('3B','llama-3.2-3b',7.76,22.98)]:
+    s = src.format(m=m, d=dec, p=pre)
+    add('executorch-llama-readme-2024-09', s, 'oneplus-12','executorch',model,'cpu','prefill',pre, quantity=f'BF16 prefill ({m}, Sept 2024 README)', idx=f'{model}-bf16-2024-09.prefill',
+        tokens=128, dtype='bf16', activation_dtype='bf16')
+    add('executorch-llama-readme-2024-09', s, 'oneplus-12','executorch',model,'cpu','decode',dec, quantity=f'BF16 decode ({m}, Sept 2024 README)', idx=f'{model}-bf16-2024-09.decode',
+        tokens=128, dtype='bf16', activation_dtype='bf16')
+
 # ---- the points already in the registry (ondevice_public.yaml), by probe --------------------------------------
 def probe_key(pr): return tuple(sorted((k, str(v)) for k, v in pr.items() if k != 'impl'))
 PUBLIC = {}
@@ -265,17 +316,48 @@ for (eng, unit), idxs in groups.items():
 # A validation point whose probe is a calibration point's reads the very value that point is fitted to (another
 # measurement of the same configuration): the registry counts it as derived (derived_from, in no median).
 cal_by_probe = {probe_key(P[i]['probe']): i for i in range(len(P)) if role[i] == 'calibration'}
+# Causes (README rule: a validation point more than 25% off carries a one-line cause), by what the model omits
+# for its engine x unit x phase; attached only where today's residual exceeds 25% (residuals read from a
+# `mobisim ondevice` report given as the second argument). Classified by what they say: all are model gaps.
+CAUSES = {
+    ('llama.cpp', 'cpu', 'prefill'): "configs/engines/llama.cpp.yaml sets no CPU value, so llama.cpp CPU prefill runs at the device's mllm-fitted rate (0.031 of the int8 peak, PerCache's Pixel 7 Q4_K kernels); llama.cpp's repacked Q4_0/Q8_0/Q6_K GEMMs (SDOT/i8mm) reach several times that",
+    ('llama.cpp', 'cpu', 'decode'): "llama.cpp CPU decode runs at the device's default 0.5 of DRAM bandwidth (no engine value); llama.rn's thread count and the big cores' share of bandwidth set the published rate",
+    ('llama.cpp', 'gpu', 'prefill'): "llama.cpp OpenCL prefill has one fitted value (Q4_0 on the Redmi K70's Adreno 740, one 2025 build); the Adreno kernels change per quantisation and per build by up to 10x (Q4_0 SoA/xmem GEMMs, Q8_0 GEMM from PRs #16469/#18871), and Q8_0/F16 fall back to the device's 0.2",
+    ('llama.cpp', 'gpu', 'decode'): "llama.cpp OpenCL decode runs at the device's 0.6 of DRAM bandwidth; the Adreno GEMV kernels reach a different share per quantisation (Q8_0 as fast as Q4_0 in tok/s: not bandwidth-bound) and per build",
+    ('llama.cpp', 'npu', 'prefill'): "llama.cpp's Hexagon backend runs its matmuls on the HVX vector units (activations quantised on the fly, ops dispatched one by one), but mobisim has one NPU curve per device, fitted to mllm's QNN graphs on the HMX matrix engine: several times too fast",
+    ('llama.cpp', 'npu', 'decode'): "llama.cpp's Hexagon decode is HVX GEMVs with per-op dispatch and CPU wake-ups (PR #23647); mobisim's NPU decode streams the weights at the device's NPU bandwidth with no per-op cost: about 2-3x too fast",
+    ('mnn', 'cpu', 'prefill'): "MNN's CPU prefill efficiency (int4) was fitted on one SoC (Honor Magic7, 8 Elite); on the 8 Gen 1 / A16 / A17 Pro / 8 Elite Gen 5 cores MNN's W4A8 kernels reach another share of the int8 peak, and int8 weights have no MNN value (the device's mllm rate applies)",
+    ('mnn', 'cpu', 'decode'): "MNN CPU decode's share of DRAM bandwidth was fitted on the Honor Magic7; other memory systems (LPDDR5 on the 8 Gen 1, Apple's) and 8-bit weights (whose dequantisation MNN does on the fly) give another share",
+    ('mnn', 'npu', 'prefill'): "MNN's QNN backend is slower than its own CPU path (issue #4378 reports it as a bug): per-call graph setup and CPU fallbacks that the device's mllm NPU curve does not include",
+    ('mnn', 'npu', 'decode'): "MNN's QNN decode is half its CPU decode (issue #4378): per-token graph launch and CPU/NPU hand-offs of unsupported ops, not DRAM bandwidth",
+    ('mllm', 'npu', 'prefill'): "mllm v1's QNN path builds and finalises the QNN graphs inside the timed prefill (issue #116: graph building dominates) and the public builds run the chunks without the paper's CPU/NPU overlap; mobisim charges execution only",
+    ('executorch', 'cpu', 'decode'): "measured in the demo app (the README's ** workflow): the app's token loop, JNI and UI costs, which the adb-binary measurements (and the fitted bandwidth) exclude",
+    ('executorch', 'npu', 'decode'): "configs/engines/executorch.yaml sets no NPU value, so ExecuTorch's QNN decode runs on the device's mllm NPU curve; ExecuTorch's static-llama KV-cache I/O (updated on the CPU, issue #7614) and graph splits make it 2-4x slower",
+    ('executorch', 'gpu', 'prefill'): "configs/engines/executorch.yaml sets no GPU value: Vulkan prefill runs at the device's 0.2 of the Adreno fp16 peak, where ETVK's 8da4w prefill kernels reach a fraction of that",
+    ('qnn', 'npu', 'prefill'): "the 128-token TTFT is one prompt-processor pass plus launch and graph-switch costs the utilisation curve (calibrated at 4096 tokens) does not separate; on the 8 Elite Gen 5 QRD the profile inherits the 8 Elite's NPU peak (Qualcomm publishes none)",
+    ('qnn', 'npu', 'decode'): "the Gen 5 QRD profile inherits the 8 Elite's NPU and memory numbers (no published peaks); decode streams the weights at the 8 Elite's fitted bandwidth share",
+    ('mlc', 'gpu', 'decode'): "the Pixel 8 Pro profile inherits the Pixel 7's 51.2 GB/s (Google publishes no LPDDR5X speed) and MLC's bandwidth share was fitted on the Xiaomi 14's Adreno 750, not a Mali GPU",
+}
+RESID = {}
+if len(sys.argv) > 2:
+    for line in open(sys.argv[2]):
+        f = line.split()
+        if len(f) > 4 and f[0].startswith('ondevice.') and f[4].endswith('%'):
+            RESID[f[0]] = float(f[4].rstrip('%').replace('+', '')) / 100
 out = []
 for i, p in enumerate(P):
     pr = p['probe']
     pid = f"ondevice.{pr['device']}.{pr['engine']}.{p['idx']}.{pr['unit']}" if p['idx'] else None
     e = {'id': pid, 'source': p['source'], 'quantity': p['quantity'], 'published': p['published'], 'unit': p['unit'], 'role': role[i], 'probe': pr}
     if fitted[i]: e['fitted'] = [fitted[i]]
+    if role[i] == 'validation' and abs(RESID.get(pid, 0)) > 0.25 and (pr['engine'], pr['unit'], pr['phase']) in CAUSES:
+        e['cause_kind'] = 'mechanism'; e['cause'] = CAUSES[(pr['engine'], pr['unit'], pr['phase'])]
     if role[i] == 'validation' and probe_key(pr) in cal_by_probe: e['derived_from'] = [None]; e['_cal'] = cal_by_probe[probe_key(pr)]
     if role[i] == 'validation' and PUBLIC.get(probe_key(pr), ('', ''))[1] == 'calibration': e['derived_from'] = [PUBLIC[probe_key(pr)][0]]
     out.append(e)
 for e in out:
     if '_cal' in e: e['derived_from'] = [out[e.pop('_cal')]['id']]
+
 ids = [e['id'] for e in out]; assert len(ids) == len(set(ids)), [x for x in ids if ids.count(x) > 1]
 
 class Flow(dict): pass
