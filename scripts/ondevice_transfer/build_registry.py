@@ -6,7 +6,7 @@ MODEL_B = {'qwen2.5-0.5b':0.49,'llama-3.2-1b':1.24,'qwen2.5-1.5b':1.54,'qwen3-1.
            'llama-3.2-3b':3.21,'mistral-7b':7.25,'llama-2-7b':6.74,'baichuan2-7b':7.5,'qwen2.5-7b':7.62,'llama-3-8b':8.03}
 SOC_YEAR = {'xiaomi-12':2021,'redmi-k70':2022,'iphone-14-pro':2022,'iphone-15-pro':2023,'oneplus-12':2023,
             'galaxy-s24':2023,'xiaomi-14-pro':2023,'snapdragon-8-gen3-device':2023,'snapdragon-8-elite-qrd':2024,
-            'snapdragon-8-elite-gen5-qrd':2025,'poco-myron':2025,'galaxy-s22':2021,'pixel-8-pro':2023,'galaxy-s23':2022,'xiaomi-17':2025}
+            'snapdragon-8-elite-gen5-qrd':2025,'poco-myron':2025,'galaxy-s22':2021,'pixel-8-pro':2023,'galaxy-s23':2022,'xiaomi-17':2025,'realme-gt8-pro':2025}
 
 AIHUB = ("Qualcomm AI Hub Models v0.46.1 (github.com/quic/ai-hub-models, commit 52c080d2), "
          "qai_hub_models/models/{m}/perf.yaml, precision {p}, {dev}, runtime {rt}: ")
@@ -274,6 +274,13 @@ for m, model, dec, pre in [('1B','llama-3.2-1b',19.4,53.41),('3B','llama-3.2-3b'
         tokens=128, dtype='bf16', activation_dtype='bf16')
     add('executorch-llama-readme-2024-09', s, 'oneplus-12','executorch',model,'cpu','decode',dec, quantity=f'BF16 decode ({m}, Sept 2024 README)', idx=f'{model}-bf16-2024-09.decode',
         tokens=128, dtype='bf16', activation_dtype='bf16')
+
+
+# ---- QNN Genie on the realme GT 8 Pro (AI Hub app issue) ------------------------------------------------------------
+add('aihub-apps-150', 'github.com/qualcomm/ai-hub-apps/issues/150 (description, 2026-05-19): llama_v3_2_3b_instruct exported with --device "Snapdragon 8 Elite Gen 5 QRD", '
+    'run on a realme GT8 Pro (Snapdragon 8 Elite Gen 5): "Run the genie-t2t-run with --profile parameter, and got ~30 tokens/s" (approximate as printed; w4a16 and the 4096-token '
+    'context of the AI Hub export assumed)', 'realme-gt8-pro','qnn','llama-3.2-3b','npu','decode',30.0, quantity='Genie (genie-t2t-run) token rate (~)',
+    idx='llama-3.2-3b-genie.decode', tokens=4096, dtype='int4', activation_dtype='fp16')
 
 # ---- the points already in the registry (ondevice_public.yaml), by probe --------------------------------------
 def probe_key(pr): return tuple(sorted((k, str(v)) for k, v in pr.items() if k != 'impl'))
