@@ -6,7 +6,7 @@ MODEL_B = {'qwen2.5-0.5b':0.49,'llama-3.2-1b':1.24,'qwen2.5-1.5b':1.54,'qwen3-1.
            'llama-3.2-3b':3.21,'mistral-7b':7.25,'llama-2-7b':6.74,'baichuan2-7b':7.5,'qwen2.5-7b':7.62,'llama-3-8b':8.03}
 SOC_YEAR = {'xiaomi-12':2021,'redmi-k70':2022,'iphone-14-pro':2022,'iphone-15-pro':2023,'oneplus-12':2023,
             'galaxy-s24':2023,'xiaomi-14-pro':2023,'snapdragon-8-gen3-device':2023,'snapdragon-8-elite-qrd':2024,
-            'snapdragon-8-elite-gen5-qrd':2025,'poco-myron':2025,'galaxy-s22':2021,'pixel-8-pro':2023,'galaxy-s23':2022,'xiaomi-17':2025,'realme-gt8-pro':2025}
+            'snapdragon-8-elite-gen5-qrd':2025,'poco-myron':2025,'galaxy-s22':2021,'pixel-8-pro':2023,'galaxy-s23':2022,'xiaomi-17':2025,'realme-gt8-pro':2025,'galaxy-s23-ultra':2022}
 
 AIHUB = ("Qualcomm AI Hub Models v0.46.1 (github.com/quic/ai-hub-models, commit 52c080d2), "
          "qai_hub_models/models/{m}/perf.yaml, precision {p}, {dev}, runtime {rt}: ")
@@ -281,6 +281,31 @@ add('aihub-apps-150', 'github.com/qualcomm/ai-hub-apps/issues/150 (description, 
     'run on a realme GT8 Pro (Snapdragon 8 Elite Gen 5): "Run the genie-t2t-run with --profile parameter, and got ~30 tokens/s" (approximate as printed; w4a16 and the 4096-token '
     'context of the AI Hub export assumed)', 'realme-gt8-pro','qnn','llama-3.2-3b','npu','decode',30.0, quantity='Genie (genie-t2t-run) token rate (~)',
     idx='llama-3.2-3b-genie.decode', tokens=4096, dtype='int4', activation_dtype='fp16')
+
+
+# ---- QNN: 2024 revisions of the AI Hub perf.yaml (per-graph latencies; context 1024, a single 1024-token prompt graph) ----
+src = ('Qualcomm AI Hub Models (github.com/quic/ai-hub-models), qai_hub_models/models/{m}/perf.yaml at commit {c} ({d}): {dev}, torchscript_onnx_qnn, '
+       'precision uint16 (w4a16): {graph} inference_time {us} us (info.yaml of that revision: "Max context length: 1024", "Prompt processor input: 1024 tokens")')
+for m, model, c, d, dev_name, dev, tg_us, pp_us in [
+        ('llama_v2_7b_chat_quantized','llama-2-7b','03ff7b80','2024-02-23','Samsung Galaxy S23 Ultra','galaxy-s23-ultra',117812,2578521),
+        ('llama_v2_7b_chat_quantized','llama-2-7b','c5469651','2024-05-28','Samsung Galaxy S24','galaxy-s24',104953,1917811),
+        ('llama_v2_7b_chat_quantized','llama-2-7b','357d57dd','2024-09-10','Samsung Galaxy S24','galaxy-s24',88438,1484949),
+        ('llama_v3_8b_chat_quantized','llama-3-8b','bb0ca2e3','2024-07-16','Samsung Galaxy S24','galaxy-s24',72856,1316502)]:
+    tg = 'Llama2-TokenGenerator-KVCache-Quantized' if c == '357d57dd' else ('Llama3-TokenGenerator-KVCache-Quantized' if 'v3' in m else 'Llama-TokenGenerator-KVCache-Quantized')
+    pp = tg.replace('TokenGenerator-KVCache', 'PromptProcessor')
+    add('aihub-perf-yaml-2024', src.format(m=m, c=c, d=d, dev=dev_name, graph=tg, us=tg_us), dev,'qnn',model,'npu','decode',tg_us/1000, metric='ms',
+        quantity=f'{tg} latency per token (1024-token context)', idx=f'{m}-{c}.decode', tokens=1024, dtype='int4', activation_dtype='fp16')
+    add('aihub-perf-yaml-2024', src.format(m=m, c=c, d=d, dev=dev_name, graph=pp, us=pp_us), dev,'qnn',model,'npu','prefill',pp_us/1000, metric='ms',
+        quantity=f'{pp} latency, one 1024-token pass', idx=f'{m}-{c}.prefill-1024', tokens=1024, chunk=1024, dtype='int4', activation_dtype='fp16')
+
+
+# ---- MLC-LLM OpenCL decode on a Snapdragon 8 Gen 3 phone (TVM PR adding the Adreno GEMV schedule) -----------------------
+src = ('github.com/apache/tvm/pull/16932 (description): "Enabled new gemv schedule for opencl target, which effectively improves decode performance of mlc-llm LLM models with '
+       'q4f16_0 format. Few LLM models Decode performance on Snapdragon Gen-3 android. Models Baseline Latest improved / Llama-2-7B 10 tok/sec 12.5 tok/sec" '
+       '(device not named; context not given: 128 assumed as for the Xiaomi 14 point of ondevice_public.yaml)')
+for which, v in [('baseline', 10.0), ('improved', 12.5)]:
+    add('tvm-16932', src, 'snapdragon-8-gen3-device','mlc','llama-2-7b','gpu','decode',v, quantity=f'MLC decode throughput, q4f16_0 ({which} GEMV schedule)',
+        idx=f'llama-2-7b-{which}.decode', tokens=128, dtype='int4', activation_dtype='fp16')
 
 # ---- the points already in the registry (ondevice_public.yaml), by probe --------------------------------------
 def probe_key(pr): return tuple(sorted((k, str(v)) for k, v in pr.items() if k != 'impl'))
