@@ -384,6 +384,10 @@ for i, p in enumerate(P):
     if fitted[i]: e['fitted'] = [fitted[i]]
     if role[i] == 'validation' and abs(RESID.get(pid, 0)) > 0.25 and (pr['engine'], pr['unit'], pr['phase']) in CAUSES:
         e['cause_kind'] = 'mechanism'; e['cause'] = CAUSES[(pr['engine'], pr['unit'], pr['phase'])]
+        if pr['engine'] == 'qnn' and p['key'] == 'aihub-perf-yaml-2024':
+            e['cause'] = ("a 2024 AI Hub export (one 1024-token prompt graph, the QNN SDK of early/mid 2024) on an 8 Gen 2 / 8 Gen 3 HTP; the QNN "
+                          "utilisation and decode bandwidth share were calibrated on 2025 Genie exports (128-token graphs) on the 8 Elite, and mobisim "
+                          "carries one runtime efficiency across SDK releases and HTP generations")
     if role[i] == 'validation' and probe_key(pr) in cal_by_probe: e['derived_from'] = [None]; e['_cal'] = cal_by_probe[probe_key(pr)]
     if role[i] == 'validation' and PUBLIC.get(probe_key(pr), ('', ''))[1] == 'calibration': e['derived_from'] = [PUBLIC[probe_key(pr)][0]]
     out.append(e)
