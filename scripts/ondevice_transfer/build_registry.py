@@ -6,7 +6,7 @@ MODEL_B = {'qwen2.5-0.5b':0.49,'llama-3.2-1b':1.24,'qwen2.5-1.5b':1.54,'qwen3-1.
            'llama-3.2-3b':3.21,'mistral-7b':7.25,'llama-2-7b':6.74,'baichuan2-7b':7.5,'qwen2.5-7b':7.62,'llama-3-8b':8.03}
 SOC_YEAR = {'xiaomi-12':2021,'redmi-k70':2022,'iphone-14-pro':2022,'iphone-15-pro':2023,'oneplus-12':2023,
             'galaxy-s24':2023,'xiaomi-14-pro':2023,'snapdragon-8-gen3-device':2023,'snapdragon-8-elite-qrd':2024,
-            'snapdragon-8-elite-gen5-qrd':2025,'poco-myron':2025,'galaxy-s22':2021,'pixel-8-pro':2023,'galaxy-s23':2022,'xiaomi-17':2025,'realme-gt8-pro':2025,'galaxy-s23-ultra':2022}
+            'snapdragon-8-elite-gen5-qrd':2025,'poco-myron':2025,'galaxy-s22':2021,'pixel-8-pro':2023,'galaxy-s23':2022,'xiaomi-17':2025,'realme-gt8-pro':2025,'galaxy-s23-ultra':2022,'galaxy-s20-plus':2020}
 
 AIHUB = ("Qualcomm AI Hub Models v0.46.1 (github.com/quic/ai-hub-models, commit 52c080d2), "
          "qai_hub_models/models/{m}/perf.yaml, precision {p}, {dev}, runtime {rt}: ")
@@ -306,6 +306,15 @@ src = ('github.com/apache/tvm/pull/16932 (description): "Enabled new gemv schedu
 for which, v in [('baseline', 10.0), ('improved', 12.5)]:
     add('tvm-16932', src, 'snapdragon-8-gen3-device','mlc','llama-2-7b','gpu','decode',v, quantity=f'MLC decode throughput, q4f16_0 ({which} GEMV schedule)',
         idx=f'llama-2-7b-{which}.decode', tokens=128, dtype='int4', activation_dtype='fp16')
+
+
+# ---- llama.cpp CPU on a Snapdragon 865 phone (termux-llamacpp's published run) ----------------------------------------
+src = ('pypi.org/project/termux-llamacpp (1.2.0), "Key Highlights & Real-Device Benchmarks": "Tested on Samsung Galaxy S20+ 5G (Snapdragon 865 ...) running Termux", '
+       'Meta Llama 3.2 3B Instruct (Q4_K_M): "{what}" (Q4_K_M keeps v_proj and ffn_down in Q6_K, as mllm\'s Q4_K files)')
+add('termux-llamacpp', src.format(what='Prompt Processing Speed 16.19 tokens / sec (61.77 ms / token) 38 tokens evaluated in 2.34s'), 'galaxy-s20-plus','llama.cpp','llama-3.2-3b','cpu','prefill',16.19,
+    quantity='llama.cpp CPU prompt processing, 38 tokens', idx='llama-3.2-3b-q4_k_m.prefill-38', tokens=38, dtype='int4', activation_dtype='int8', linear_dtypes={'v_proj': 'int6', 'ffn_down': 'int6'})
+add('termux-llamacpp', src.format(what='Token Generation Speed 10.23 tokens / sec (97.75 ms / token)'), 'galaxy-s20-plus','llama.cpp','llama-3.2-3b','cpu','decode',10.23,
+    quantity='llama.cpp CPU token generation (context not given: 64 assumed)', idx='llama-3.2-3b-q4_k_m.decode', tokens=64, dtype='int4', activation_dtype='int8', linear_dtypes={'v_proj': 'int6', 'ffn_down': 'int6'})
 
 # ---- the points already in the registry (ondevice_public.yaml), by probe --------------------------------------
 def probe_key(pr): return tuple(sorted((k, str(v)) for k, v in pr.items() if k != 'impl'))
