@@ -316,6 +316,15 @@ add('termux-llamacpp', src.format(what='Prompt Processing Speed 16.19 tokens / s
 add('termux-llamacpp', src.format(what='Token Generation Speed 10.23 tokens / sec (97.75 ms / token)'), 'galaxy-s20-plus','llama.cpp','llama-3.2-3b','cpu','decode',10.23,
     quantity='llama.cpp CPU token generation (context not given: 64 assumed)', idx='llama-3.2-3b-q4_k_m.decode', tokens=64, dtype='int4', activation_dtype='int8', linear_dtypes={'v_proj': 'int6', 'ffn_down': 'int6'})
 
+
+# ---- ExecuTorch QNN static LLMs on SM8750 (PR #13544) --------------------------------------------------------------
+src = ('github.com/pytorch/executorch/pull/13544 (description, 2025-08-20), "Statistics on SM8750, seq_len=1024" (--ptq 16a8w, --model_mode kv): "{row}" '
+       '(SM8750 device not named: the 8 Elite QRD profile stands for the SoC; approximate as printed{extra})')
+for row, model, v, idx, extra in [('qwen2 1.5B: ~34tok/sec', 'qwen2.5-1.5b', 34.0, 'qwen2.5-1.5b-kv1024.decode', '; qwen2 1.5B = Qwen2.5-1.5B shapes'),
+                                  ('qwen3 1.7B: ~14tok/sec', 'qwen3-1.7b', 14.0, 'qwen3-1.7b-kv1024.decode', '')]:
+    add('executorch-13544', src.format(row=row, extra=extra), 'snapdragon-8-elite-qrd','executorch',model,'npu','decode',v,
+        quantity='ExecuTorch QNN kv-mode token rate (~), seq_len 1024', idx=idx, tokens=1024, dtype='int8', activation_dtype='fp16')
+
 # ---- the points already in the registry (ondevice_public.yaml), by probe --------------------------------------
 def probe_key(pr): return tuple(sorted((k, str(v)) for k, v in pr.items() if k != 'impl'))
 PUBLIC = {}
