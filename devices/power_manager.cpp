@@ -42,6 +42,9 @@ static ParamSchema battery_options_schema() {
   s.real("start_percent", 100.0, "state of charge at time 0").range(0, 100).with_unit("%");
   s.real("low_percent", 15.0, "below this (and not charging) the battery is low").range(0, 100).with_unit("%");
   s.node("charging", "charging windows: [{start_s, end_s, power_w}]");
+  s.real("trace_charging_w", 0.0, "charge in the workload trace's charging idle windows at this power (0: no)")
+      .non_negative()
+      .with_unit("W");
   return s;
 }
 
@@ -105,6 +108,7 @@ SustainedOptions SustainedOptions::from_yaml(const YAML::Node& node, const Confi
   const Params bp(b.IsDefined() && !b.IsNull() ? b : YAML::Node(YAML::NodeType::Map), bs, source.child("battery"), {});
   o.battery_start_percent = bp.real("start_percent");
   o.battery_low_percent = bp.real("low_percent");
+  o.trace_charging_w = bp.real("trace_charging_w");
   YAML::Node rb = bp.resolved();
   if (const YAML::Node c = bp.node("charging"); c.IsDefined() && !c.IsNull()) {
     if (!c.IsSequence()) bp.fail("charging", "expected a list of windows [{start_s, end_s, power_w}]");
@@ -121,6 +125,8 @@ SustainedOptions SustainedOptions::from_yaml(const YAML::Node& node, const Confi
     }
     rb["charging"] = rc;
   }
+  if (o.trace_charging_w > 0 && !o.charging.empty())
+    bp.fail("trace_charging_w", "charge either in the trace's windows or in the listed charging windows, not both");
   o.resolved["battery"] = rb;
   return o;
 }
@@ -147,7 +153,7 @@ void SustainedOptions::check_against(const DeviceProfile& profile, const std::st
       if (!fixed_mhz.count(unit))
         throw ConfigError(fmt::format("{}.fixed_mhz: governor fixed needs a clock for unit '{}' of device '{}'", where,
                                       unit, profile.name));
-  if ((!charging.empty() || battery_start_percent != 100) && !profile.battery)
+  if ((!charging.empty() || trace_charging_w > 0 || battery_start_percent != 100) && !profile.battery)
     throw ConfigError(fmt::format("{}.battery: device '{}' has no battery section", where, profile.name));
 }
 
@@ -211,10 +217,7 @@ PowerManager::PowerManager(sim::Simulator& sim, const DeviceProfile& profile, co
     u.cap = u.static_cap;
     set_point(u, wanted_point(u));
   }
-  for (const ChargingWindow& w : options_.charging) {
-    sim_.schedule_daemon_call(sim::from_seconds(w.start_s), [this, w] { start_charging(w.power_w); });
-    sim_.schedule_daemon_call(sim::from_seconds(w.end_s), [this] { stop_charging(); });
-  }
+  add_charging_windows(options_.charging);
   sample();
   arm_crossing();
 }
@@ -481,6 +484,15 @@ void PowerManager::poll() {
     poll_ = sim_.schedule_daemon_call(sim_.now() + sim::from_seconds(spec_.passive_polling_ms * 1e-3),
                                       [this] { poll(); });
   after_change(true);
+}
+
+void PowerManager::add_charging_windows(const std::vector<ChargingWindow>& windows) {
+  for (const ChargingWindow& w : windows) {
+    if (w.end_s <= sim::to_seconds(sim_.now())) continue;
+    sim_.schedule_daemon_call(std::max(sim_.now(), sim::from_seconds(w.start_s)),
+                              [this, w] { start_charging(w.power_w); });
+    sim_.schedule_daemon_call(sim::from_seconds(w.end_s), [this] { stop_charging(); });
+  }
 }
 
 void PowerManager::start_charging(double power_w) {

@@ -53,6 +53,7 @@ struct ChargingWindow {
 //     background_headroom_c: 5      # idle-time work waits until every sensor is this far below its trip
 //     series_interval_s: 1          # shortest time between two samples of the series (changes always sampled)
 //     battery: {start_percent: 100, low_percent: 15, charging: [{start_s: 0, end_s: 600, power_w: 15}]}
+//     (or battery: {trace_charging_w: 15}: the workload trace's charging idle windows, at 15 W)
 struct SustainedOptions {
   bool enabled = false;
   double ambient_c = 25;
@@ -65,6 +66,7 @@ struct SustainedOptions {
   double series_interval_s = 1;
   double battery_start_percent = 100, battery_low_percent = 15;
   std::vector<ChargingWindow> charging;
+  double trace_charging_w = 0;  // > 0: charge in the workload trace's charging windows at this power
   YAML::Node resolved;  // what the result files record ("none" when disabled)
 
   static ParamSchema schema();
@@ -104,6 +106,9 @@ class PowerManager {
   // The bus clock `unit`'s work runs on (-1: a unit without operating points, fixed clock).
   int clock_of(const std::string& unit) const;
   void set_busy(const std::string& unit, bool busy);
+  // Charging windows known only once the workload is read (a trace's charging idle windows): each
+  // starts charging at `power_w`. Windows must not overlap one another or the configured ones.
+  void add_charging_windows(const std::vector<ChargingWindow>& windows);
 
   // As of the simulator's current time.
   double energy_j() const;            // integral of the SoC's power (base + units) since time 0

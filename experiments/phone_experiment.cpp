@@ -270,6 +270,8 @@ class PhoneExperiment : public Experiment {
       for (std::size_t k = 0; k < apps.size(); ++k)
         for (const auto& [owner, bytes] : apps[k]->resident_dram())
           run.device().dram().reserve(apps_[which[k]].label + "/" + owner, bytes);
+      if (devices::PowerManager* pm = run.device().power(); pm && sustained_.trace_charging_w > 0)
+        pm->add_charging_windows(trace_charging_windows(apps));
       for (std::size_t k = 0; k < apps.size(); ++k) {
         const std::string& label = apps_[which[k]].label;
         run.start(apps[k]->run(run.device(), label, variant.stats.child(label)), "app " + label);
@@ -287,6 +289,18 @@ class PhoneExperiment : public Experiment {
         apps[k]->records(ctx.results.variant(scenario + "." + label).records);
       }
     }
+  }
+
+  // The charging windows of the apps' workloads (the first app that has any: one phone, one owner's
+  // charging habits), charged at thermal.battery.trace_charging_w.
+  std::vector<devices::ChargingWindow> trace_charging_windows(const std::vector<std::unique_ptr<App>>& apps) const {
+    std::vector<devices::ChargingWindow> out;
+    for (const auto& app : apps) {
+      for (const auto& [start, end] : app->charging_windows())
+        out.push_back({start, end, sustained_.trace_charging_w});
+      if (!out.empty()) break;
+    }
+    return out;
   }
 
   // The temperature, clock and charge series of one simulation: results table thermal.<name>.
