@@ -186,6 +186,21 @@ TEST(Thermal, AFixedTopClockGivesTheSameTimesAsThermalNone) {
   EXPECT_EQ(a.find("peak_skin_c"), std::string::npos);
 }
 
+TEST(Thermal, AThrottledRunIsIdenticalAtOneAndTwoThreads) {
+  if (sanitized_build()) GTEST_SKIP() << "runs the binary twice; covered by the Release build";
+  const std::string dir = (std::filesystem::temp_directory_path() / "mobisim_thermal_threads").string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // The ranking experiment from a warm phone on a warm day: every app is throttled.
+  const std::string config = dir + "/warm.yaml";
+  std::string text = read_bytes(source_dir() + "/experiments/sustained/ranking_warm.yaml");
+  text.replace(text.find("start: cold, ambient_c: 25"), 26, "start: warm, ambient_c: 30");
+  write_text(config, text);
+  EXPECT_EQ(same_bytes_at_one_and_two_threads(config, dir + "/a.h5", dir + "/b.h5"), "");
+  const std::string csv = read_bytes(dir + "/a_summary.csv");
+  EXPECT_NE(csv.find("time_throttled_s"), std::string::npos);
+}
+
 TEST(Thermal, BadThermalSettingsAreConfigErrorsNamingTheKey) {
   EXPECT_THROW(options("hot"), ConfigError);
   EXPECT_THROW(options("{governor: turbo}"), ConfigError);
