@@ -11,6 +11,8 @@
 #include "devices/power_manager.h"
 #include "devices/thermal.h"
 #include "experiments/simulation.h"
+#include "policies/apps/app.h"
+#include "sim/registry.h"
 #include "sim/error.h"
 #include "test_util.h"
 
@@ -223,6 +225,33 @@ TEST(Thermal, BadThermalSettingsAreConfigErrorsNamingTheKey) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("thermal: none"), std::string::npos) << e.what();
   }
+}
+
+TEST(Thermal, ABackgroundAppWaitsUntilTheTripIsReleased) {
+  // A warm phone (40 C) above its 30 C skin trip, idle at 0 W: the skin cools as 25 + 15 exp(-t / RC)
+  // (RC = 200.0002 s). The trip engages at once (first poll, t = 0) and is released by the poll after
+  // the skin falls below 30 - 1 = 29 C: t = RC ln(15 / 4) = 264.35 s, so the poll at 265 s. The
+  // background chat looks every 30 s: its first request starts at 270 s.
+  const devices::DeviceProfile phone = hot_phone("[{sensor: skin, temp_c: 30, hysteresis_c: 1, units: [cpu]}]");
+  const YAML::Node node = YAML::Load(
+      "{impl: chat, priority: background, background_recheck_s: 30, model: {base: qwen2.5-0.5b, weight_dtype: int8, "
+      "activation_dtype: fp16, kv_dtype: fp16}, unit: cpu, requests: 1, prompt_tokens: 16, output_tokens: 2}");
+  auto app = Registry<policies::App>::instance().create(node, ConfigSource{});
+  app->prepare(policies::AppEnvironment{});
+  sim::StatGroup stats("device");
+  experiments::SimulatedRun run(
+      phone, stats, nullptr,
+      options("{start: warm, warm_c: 40, ambient_c: 25, background_headroom_c: 0, governor: performance}"));
+  sim::StatGroup app_stats("chat");
+  run.start(app->run(run.device(), "chat", app_stats), "chat");
+  run.run();
+  h5::Table records;
+  app->records(records);
+  const auto& start = std::get<std::vector<double>>(records.column("start_s"));
+  const auto& arrival = std::get<std::vector<double>>(records.column("arrival_s"));
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_DOUBLE_EQ(arrival[0], 0.0);
+  EXPECT_DOUBLE_EQ(start[0], 270.0);
 }
 
 TEST(Thermal, DaemonEventsNeverKeepAFinishedRunGoing) {
