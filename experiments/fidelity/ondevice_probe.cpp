@@ -49,7 +49,13 @@ double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile&
   if (q.unit == "npu") {
     const devices::NpuSpec& npu = device.require_npu(who);
     const std::int64_t chunk = q.chunk > 0 ? q.chunk : npu.graph_chunk;
-    if (q.phase == "prefill") {
+    if (q.phase == "prefill" && npu.cpu_overlap && npu.prefill_backend == devices::NpuBackend::kHtp) {
+      // The runtime's CPU runs each chunk's attention in float beside the NPU's next chunk (npu.h).
+      const devices::ComputeUnitSpec& cpu = device.unit("cpu", who);
+      seconds = npu.overlapped_prefill_seconds(cost, q.tokens, 0, chunk, [&](const models::Work& w) {
+        return cpu.seconds(w, models::DType::kF32);
+      });
+    } else if (q.phase == "prefill") {
       seconds = npu.chunked_prefill_seconds(cost, q.tokens, 0, chunk);
     } else if (q.phase == "verify") {
       const policies::specdec::SpecDecEnv env{npu, device.unit("cpu", who), 0.0, cost, cost};

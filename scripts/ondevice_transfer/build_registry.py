@@ -1,6 +1,7 @@
 # Builds experiments/published/ondevice_transfer.yaml from the collected points and applies the
 # calibration rule of docs/ondevice_data.md mechanically (it never reads a residual).
 import yaml, sys, collections
+HVX_ENGINES = {'llama.cpp'}   # issue 37 item 2: llama.cpp's Hexagon backend runs on HVX (devices/npu.h)
 
 MODEL_B = {'qwen2.5-0.5b':0.49,'llama-3.2-1b':1.24,'qwen2.5-1.5b':1.54,'qwen3-1.7b':1.72,'qwen1.5-1.8b':1.84,
            'llama-3.2-3b':3.21,'mistral-7b':7.25,'llama-2-7b':6.74,'baichuan2-7b':7.5,'qwen2.5-7b':7.62,'llama-3-8b':8.03}
@@ -358,7 +359,10 @@ for (eng, unit), idxs in groups.items():
         role[c] = 'calibration'
         pr = P[c]['probe']
         if unit == 'npu':
-            fitted[c] = 'engine.npu.max_utilization' if phase == 'prefill' else 'engine.npu.decode_bandwidth_efficiency'
+            if eng in HVX_ENGINES:   # runtimes whose NPU phases run on the HVX units (configs/engines: npu.*_backend: hvx)
+                fitted[c] = 'engine.npu.hvx_gemm_efficiency' if phase == 'prefill' else 'engine.npu.hvx_bandwidth_efficiency'
+            else:
+                fitted[c] = 'engine.npu.max_utilization' if phase == 'prefill' else 'engine.npu.decode_bandwidth_efficiency'
         else:
             fitted[c] = f'engine.{unit}.prefill_efficiency.{pr["dtype"]}' if phase == 'prefill' else f'engine.{unit}.bandwidth_efficiency'
             if phase == 'decode' and eng == 'executorch': fitted[c] += '.' + pr['dtype']   # executorch keys its bandwidth per weight dtype
