@@ -60,6 +60,8 @@ TEST(NpuBackends, MissingHvxPeakIsAConfigErrorNamingDeviceEngineAndKey) {
   q.phase = "prefill";
   q.tokens = 128;
   q.chunk = 128;
+  q.dtype = "int4";  // Q4_0 weights, 8-bit activations (the HVX int8 peak)
+  q.activation_dtype = "int8";
   EXPECT_NO_THROW(fidelity::ondevice_prediction(q));  // on htp it runs as before
   try {
     fidelity::ondevice_prediction(q, {"engine.npu.prefill_backend=hvx"});
