@@ -114,6 +114,21 @@ TEST(NpuBackends, OverlapClosedFormAgainstAHandComputedThreeChunkExample) {
   const double by_hand = a[0] + std::max(a[1], b[0]) + std::max(a[2], b[1]) + b[2];
   const double t = n.overlapped_prefill_seconds(cost, 384, 0, 128, [&](const models::Work& w) { return w.flops() / cpu_rate; });
   EXPECT_NEAR(t, by_hand, 1e-12);
+  // In the probe the CPU stage needs the CPU's float-attention rate: without it, a ConfigError naming the key.
+  fidelity::OnDeviceQuery q;
+  q.device = "oneplus-12";
+  q.engine = "mllm";
+  q.model = "qwen2.5-1.5b";
+  q.unit = "npu";
+  q.phase = "prefill";
+  q.tokens = 512;
+  try {
+    fidelity::ondevice_prediction(q, {"engine.npu.cpu_overlap=true"});
+    FAIL() << "overlap without the CPU's attention efficiency must be a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("compute.cpu.attention_compute_efficiency"), std::string::npos) << e.what();
+  }
+  EXPECT_GT(fidelity::ondevice_prediction(q, {"engine.npu.cpu_overlap=true", "device.compute.cpu.attention_compute_efficiency=0.2"}), 0);
   // Overlap hides work: less than running both stages back to back.
   EXPECT_LT(t, a[0] + a[1] + a[2] + b[0] + b[1] + b[2]);
 }
