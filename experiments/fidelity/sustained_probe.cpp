@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "devices/device.h"
+#include "devices/engine.h"
 #include "experiments/experiment.h"
 #include "sim/builtin_configs.h"
 #include "sim/error.h"
@@ -331,7 +332,7 @@ YAML::Node SustainedProbe::experiment(const std::vector<std::string>& overrides,
   YAML::Node e(YAML::NodeType::Map);
   e["impl"] = "phone";
   e["device"] = device_;
-  if (!engine_.empty()) e["engine"] = engine_;
+  e["engine"] = engine_.empty() ? std::string(devices::kDefaultEngine) : engine_;
   YAML::Node scen(YAML::NodeType::Sequence);
   scen.push_back("shared");
   e["scenarios"] = scen;
@@ -368,10 +369,10 @@ YAML::Node SustainedProbe::experiment(const std::vector<std::string>& overrides,
   e["apps"] = apps;
   root["experiment"] = e;
   for (const auto& o : overrides) {
-    if (o.starts_with("device.") || o.starts_with("thermal."))
+    if (o.starts_with("device.") || o.starts_with("engine.") || o.starts_with("thermal."))
       apply_override(root, "experiment." + o);
     else
-      throw ConfigError(fmt::format("sustained probe: override '{}' must start with device. or thermal.", o));
+      throw ConfigError(fmt::format("sustained probe: override '{}' must start with device., engine. or thermal.", o));
   }
   return root;
 }

@@ -36,7 +36,8 @@
 //
 // Calibration candidates arrive as ProbeContext overrides "device.PATH=V" (a field of the device
 // profile: device.thermal.junction_capacity_j_per_k=18 overrides the thermal preset's value for this
-// phone) and "thermal.KEY=V" (a key of the experiment's thermal: options).
+// phone), "engine.PATH=V" (a field of the engine profile) and "thermal.KEY=V" (a key of the experiment's
+// thermal: options).
 #include <string>
 #include <vector>
 
