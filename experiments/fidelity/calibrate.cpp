@@ -277,8 +277,10 @@ bool probe_reads_profile(const Point& p, const FreeParameter& f) {
   const YAML::Node name = p.probe[device ? "device" : "engine"];
   // A field of a thermal preset (configs/thermal/<profile>.yaml, key device.thermal.*): every probe whose
   // phone takes its thermal: section from that preset reads it.
+  // (Only a probe that runs the thermal model: the others read no thermal: field.)
   if (thermal_preset_field(f))
-    return name.IsDefined() && name.IsScalar() && ::mobisim::fidelity::device_thermal_inherits_from(name.Scalar(), f.profile);
+    return p.probe["impl"].IsDefined() && p.probe["impl"].Scalar() == "sustained" && name.IsDefined() &&
+           name.IsScalar() && ::mobisim::fidelity::device_thermal_inherits_from(name.Scalar(), f.profile);
   if (!device && !name.IsDefined()) return devices::profile_inherits_from("engines", devices::kDefaultEngine, f.profile);
   if (!name.IsDefined() || !name.IsScalar()) return false;
   return devices::profile_inherits_from(device ? "devices" : "engines", name.as<std::string>(), f.profile);

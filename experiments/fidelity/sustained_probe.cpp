@@ -232,8 +232,9 @@ double sustained_metric(const SustainedRun& r, const SustainedMetric& m) {
   if (k == "window_rate_ratio") {
     if (m.window.size() != 2 || m.reference_window.size() != 2)
       throw ConfigError("sustained probe: window_rate_ratio needs window and reference_window [from_s, to_s]");
-    if (m.window[1] > r.end_s.back() + 1e-9)
-      throw ConfigError(fmt::format("sustained probe: window ends at {} s, after the run ({} s)", m.window[1], r.end_s.back()));
+    const double end = std::max(r.end_s.back(), r.end_time_s());
+    if (m.window[1] > end + 1e-9)
+      throw ConfigError(fmt::format("sustained probe: window ends at {} s, after the run ({} s)", m.window[1], end));
     return rate_in_window(r, m.window[0], m.window[1]) / rate_in_window(r, m.reference_window[0], m.reference_window[1]);
   }
   if (k == "mean_power_w") {
