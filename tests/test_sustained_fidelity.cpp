@@ -83,7 +83,7 @@ TEST(SustainedFidelity, ThermalPresetCandidatesReachTheSustainedProbesOfItsPhone
   const Point p7 = probe("p7", "{impl: sustained, device: pixel-7-pro, unit: gpu}");       // pixel7's thermal: section
   const Point s24 = probe("s24", "{impl: sustained, device: galaxy-s24-ultra, unit: gpu}");  // its own, base phone-passive
   const Point od = probe("od", "{impl: ondevice, device: pixel7, unit: cpu, phase: decode}");  // no thermal model
-  const Point none = probe("none", "{impl: sustained, device: oneplus-12, unit: gpu}");  // no thermal: section
+  const Point none = probe("none", "{impl: sustained, device: oneplus-13, unit: gpu}");  // no thermal: section
   FreeParameter f;
   f.key = "device.thermal.skin_to_ambient_k_per_w";
   f.profile = "phone-passive";
@@ -96,7 +96,7 @@ TEST(SustainedFidelity, ThermalPresetCandidatesReachTheSustainedProbesOfItsPhone
   EXPECT_EQ(o.count("od"), 0u);
   EXPECT_EQ(o.count("none"), 0u);
   EXPECT_TRUE(fidelity::device_thermal_inherits_from("pixel-8-pro", "phone-passive"));
-  EXPECT_FALSE(fidelity::device_thermal_inherits_from("oneplus-12", "phone-passive"));
+  EXPECT_FALSE(fidelity::device_thermal_inherits_from("oneplus-13", "phone-passive"));
 }
 
 TEST(SustainedFidelity, ACandidateChangesTheRun) {
