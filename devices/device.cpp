@@ -56,6 +56,21 @@ void DeviceProfile::require_unit(const std::string& u, const std::string& needed
     unit(u, needed_by);
 }
 
+void DeviceProfile::require_engine_values(const std::string& u, const models::ModelSpec& m,
+                                          const std::string& needed_by) const {
+  require_unit(u, needed_by);
+  const EngineGaps* gaps = is_npu(*this, u) ? npu->gaps.get() : unit(u, needed_by).gaps.get();
+  if (!gaps) return;
+  std::vector<models::DType> dtypes{m.weight_dtype};
+  for (const auto& t : m.projection_dtypes)
+    if (t) dtypes.push_back(*t);
+  if (m.classifier_dtype) dtypes.push_back(*m.classifier_dtype);
+  if (m.lora_rank > 0) dtypes.push_back(m.lora_dtype);
+  for (Phase phase : kPhases)
+    for (models::DType t : dtypes)
+      if (const std::string* gap = gaps->find(phase, t)) throw ConfigError(fmt::format("{} (needed by {})", *gap, needed_by));
+}
+
 double DeviceProfile::compute_seconds(const std::string& u, const models::Work& work, models::DType dtype,
                                       const std::string& needed_by) const {
   // The NPU runs whatever is submitted to it as compiled graphs (W8A8 assumed: activations in the

@@ -25,8 +25,10 @@
 // 16-bit activations (W4A16/W8A16, as QNN/Genie run LLMs) reach `mixed_precision_fraction` of the
 // INT8 peak. The engine profile (devices/engine.h) sets these three; the defaults (1.0, 1.0, 256)
 // leave the earlier behaviour unchanged.
+#include <memory>
 #include <string>
 
+#include "devices/engine_gaps.h"
 #include "models/cost_model.h"
 #include "sim/params.h"
 
@@ -46,6 +48,12 @@ struct NpuSpec {
   double decode_bandwidth_efficiency = 1.0;
   double mixed_precision_fraction = 1.0;
   std::int64_t graph_chunk = 256;
+  // Set by an engine profile: the (phase, weight dtype) values it neither sets nor inherits; the
+  // timing functions below raise them (devices/engine_gaps.h). null: no engine applied.
+  std::shared_ptr<const EngineGaps> gaps;
+  void check(Phase phase, models::DType weight) const {
+    if (gaps) gaps->check(phase, weight);
+  }
 
   static ParamSchema schema();
   static NpuSpec from_params(const Params& p);

@@ -107,7 +107,7 @@ PipelineApp::PipelineApp(const Params& p)
 
 // The user's queries as requests: system prompt, the top-k retrieved chunks (best first), the query.
 void PipelineApp::prepare(const AppEnvironment& env) {
-  if (env.device) env.device->require_unit(unit_, "pipeline app 'unit'");
+  if (env.device) env.device->require_engine_values(unit_, cost_.spec(), "pipeline app 'unit'");
   if (conversation_.turns > 0) return prepare_conversation();
   if (!env.rag_workload) throw Error("internal: the pipeline app needs a RAG workload loader");
   const traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
