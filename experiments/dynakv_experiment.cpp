@@ -215,7 +215,7 @@ class DynaKvExperiment : public Experiment {
       spec.model.weight_dtype = spec.dtype;
       spec.model.kv_dtype = spec.dtype;
       spec.device.require_storage("dynakv experiment");
-      spec.device.unit("cpu", "dynakv experiment");
+      spec.device.require_engine_values("cpu", spec.model, "dynakv experiment");
       variants_.push_back(std::move(spec));
     }
   }

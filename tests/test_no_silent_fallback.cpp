@@ -153,6 +153,19 @@ TEST(NoSilentFallback, ValidateFailsWhereRunFails) {
                                       "/experiments/quickstart.yaml -p experiment.engine=executorch");
   EXPECT_EQ(e.exit_code, 3) << e.output;
   EXPECT_NE(e.output.find("has no cpu prefill value for int6 weights"), std::string::npos) << e.output;
+  // Every driver checks the units it runs on: a pipeline app's npu_graphs prefill stage (compose), the
+  // coordgen drivers' NPU, DynaKV's CPU at its precision (fp8) under an engine without those values.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"compose/b_npu_prefill.yaml -p experiment.engine=executorch", "has no npu prefill value for int4 weights"},
+      {"coordgen/fig8_schedules.yaml -p experiment.engine=executorch", "has no npu prefill value for int8 weights"},
+      {"coordgen/table3_k60.yaml -p experiment.engine=llama.cpp", "has no npu prefill value"},
+      {"dynakv/table6.yaml -p experiment.engine=llama.cpp", "has no cpu prefill value for fp8 weights"}};
+  for (const auto& [args, message] : cases) {
+    SCOPED_TRACE(args);
+    const auto c = testing::run_mobisim("validate " + std::string(MOBISIM_SOURCE_DIR) + "/experiments/" + args);
+    EXPECT_EQ(c.exit_code, 3) << c.output;
+    EXPECT_NE(c.output.find(message), std::string::npos) << c.output;
+  }
 }
 
 // `-p experiment.device.storage=ufs4.0 -p experiment.device.storage.max_transfer_kb=4`: the class with

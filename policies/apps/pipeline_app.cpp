@@ -97,6 +97,12 @@ PipelineApp::PipelineApp(const Params& p)
   resolved_["decode"] = Registry<DecodeStage>::instance().resolve(decode, p.source_of("decode"));
   resolved_["kv_residency"] = Registry<KvResidency>::instance().resolve(residency, p.source_of("kv_residency"));
   resolved_["prefill"] = Registry<PrefillStage>::instance().resolve(prefill, p.source_of("prefill"));
+  for (const char* stage : {"prefill", "decode"}) {
+    const YAML::Node n = resolved_[stage];
+    if (!n.IsMap()) continue;
+    if (n["impl"] && n["impl"].IsScalar() && n["impl"].Scalar() == "npu_graphs") stage_units_.push_back("npu");
+    if (n["unit"] && n["unit"].IsScalar()) stage_units_.push_back(n["unit"].Scalar());
+  }
   if (p.has("answer_cache"))
     resolved_["answer_cache"] = Registry<AnswerCache>::instance().resolve(p.node("answer_cache"), p.source_of("answer_cache"));
   resolved_["model"] = yaml_clone(cost_.spec().resolved);
@@ -107,7 +113,10 @@ PipelineApp::PipelineApp(const Params& p)
 
 // The user's queries as requests: system prompt, the top-k retrieved chunks (best first), the query.
 void PipelineApp::prepare(const AppEnvironment& env) {
-  if (env.device) env.device->require_engine_values(unit_, cost_.spec(), "pipeline app 'unit'");
+  if (env.device) {
+    env.device->require_engine_values(unit_, cost_.spec(), "pipeline app 'unit'");
+    for (const auto& u : stage_units_) env.device->require_engine_values(u, cost_.spec(), "pipeline app's prefill/decode stage");
+  }
   if (conversation_.turns > 0) return prepare_conversation();
   if (!env.rag_workload) throw Error("internal: the pipeline app needs a RAG workload loader");
   const traces::RagTrace trace = env.rag_workload(workload_, workload_source_);

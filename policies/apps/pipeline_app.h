@@ -71,6 +71,9 @@ class PipelineApp : public App {
  private:
   models::CostModel cost_;  // declared before pipeline_, which refers to it
   std::string unit_;
+  // The units its prefill and decode stages run on (npu_graphs: the npu), checked by prepare with the
+  // engine's values for the model, as the run would need them.
+  std::vector<std::string> stage_units_;
   void prepare_conversation();
   YAML::Node workload_;
   Conversation conversation_;
