@@ -57,7 +57,7 @@ void DeviceProfile::require_unit(const std::string& u, const std::string& needed
 }
 
 void DeviceProfile::require_engine_values(const std::string& u, const models::ModelSpec& m,
-                                          const std::string& needed_by) const {
+                                          const std::string& needed_by, const std::vector<models::DType>& also) const {
   require_unit(u, needed_by);
   const EngineGaps* gaps = is_npu(*this, u) ? npu->gaps.get() : unit(u, needed_by).gaps.get();
   if (!gaps) return;
@@ -66,6 +66,7 @@ void DeviceProfile::require_engine_values(const std::string& u, const models::Mo
     if (t) dtypes.push_back(*t);
   if (m.classifier_dtype) dtypes.push_back(*m.classifier_dtype);
   if (m.lora_rank > 0) dtypes.push_back(m.lora_dtype);
+  dtypes.insert(dtypes.end(), also.begin(), also.end());
   for (Phase phase : kPhases)
     for (models::DType t : dtypes)
       if (const std::string* gap = gaps->find(phase, t)) throw ConfigError(fmt::format("{} (needed by {})", *gap, needed_by));

@@ -62,7 +62,10 @@ struct DeviceProfile {
   // (prefill and decode, each weight dtype the model uses: its weights, recipe projections, classifier,
   // adapters): the ConfigError of the first the engine neither sets nor inherits (devices/engine.h).
   // What `run` would raise mid-simulation, raised where the experiment is built (and so by validate).
-  void require_engine_values(const std::string& unit, const models::ModelSpec& model, const std::string& needed_by) const;
+  // `also`: other dtypes the driver runs on the unit (the coordgen drivers' CPU attention, at the
+  // activations' dtype).
+  void require_engine_values(const std::string& unit, const models::ModelSpec& model, const std::string& needed_by,
+                             const std::vector<models::DType>& also = {}) const;
   // Time of `work` on `unit` (the npu runs it as compiled graphs, see NpuSpec::work_seconds).
   double compute_seconds(const std::string& unit, const models::Work& work, models::DType dtype,
                          const std::string& needed_by) const;

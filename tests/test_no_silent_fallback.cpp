@@ -14,6 +14,7 @@
 #include "models/cost_model.h"
 #include "models/model_spec.h"
 #include "sim/error.h"
+#include "sim/h5.h"
 #include "sim/params.h"
 #include "sim/simulator.h"
 #include "sim/stats.h"
@@ -134,6 +135,30 @@ TEST(NoSilentFallback, TheIssuesExamplesAreErrors) {
   EXPECT_FALSE(mllm.inherited_from_device.empty());
 }
 
+// A run records what its engine inherits: llama.cpp on the Pixel 7's CPU, inherited by name from the
+// command line, runs at the device's mllm-fitted CPU values and says so in its result file.
+TEST(NoSilentFallback, ARunRecordsWhatItsEngineInherits) {
+  testing::TempDir dir("inherited");
+  const std::string config = std::string(MOBISIM_SOURCE_DIR) + "/experiments/quickstart.yaml";
+  const auto refused = testing::run_mobisim("run " + config + " -p experiment.engine=llama.cpp --no-plot --quiet --output " +
+                                            dir.file("refused.h5"));
+  EXPECT_EQ(refused.exit_code, 3) << refused.output;
+  EXPECT_NE(refused.output.find("engine 'llama.cpp'"), std::string::npos) << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("refused.h5")));
+  const auto r = testing::run_mobisim("run " + config + " -p experiment.engine=llama.cpp" +
+                                      " -p 'experiment.engine.inherit_device.cpu=no llama.cpp CPU point yet'" +
+                                      " --no-plot --quiet --output " + dir.file("r.h5"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto lines = h5::Reader(dir.file("r.h5")).attr_strings("/", "inherited_from_device");
+  // configs/devices/pixel7.yaml's CPU: compute_efficiency 0.0387082, gemv 0.138814, bandwidth 0.5, 20 us.
+  const std::string prefill = "cpu.prefill: compute_efficiency=0.0387082, bandwidth_efficiency=0.5, call_overhead_us=20 "
+                              "of device pixel7 (no llama.cpp CPU point yet)";
+  const std::string decode = "cpu.decode: gemv_compute_efficiency=0.138814, bandwidth_efficiency=0.5, call_overhead_us=20 "
+                             "of device pixel7 (no llama.cpp CPU point yet)";
+  EXPECT_NE(std::find(lines.begin(), lines.end(), prefill), lines.end()) << ::testing::PrintToString(lines);
+  EXPECT_NE(std::find(lines.begin(), lines.end(), decode), lines.end()) << ::testing::PrintToString(lines);
+}
+
 // `validate` builds what `run` builds: the PerCache Table 1 case of issue 37 (compute_unit npu on a
 // phone whose NPU is not a compute unit) fails in both, with the same message and exit code.
 TEST(NoSilentFallback, ValidateFailsWhereRunFails) {
@@ -159,6 +184,8 @@ TEST(NoSilentFallback, ValidateFailsWhereRunFails) {
       {"compose/b_npu_prefill.yaml -p experiment.engine=executorch", "has no npu prefill value for int4 weights"},
       {"coordgen/fig8_schedules.yaml -p experiment.engine=executorch", "has no npu prefill value for int8 weights"},
       {"coordgen/table3_k60.yaml -p experiment.engine=llama.cpp", "has no npu prefill value"},
+      // QNN states the NPU (and inherits its curve) but nothing for the CPU the coordgen drivers decode on.
+      {"coordgen/fig8_schedules.yaml -p experiment.engine=qnn", "has no cpu prefill value for int8 weights"},
       {"dynakv/table6.yaml -p experiment.engine=llama.cpp", "has no cpu prefill value for fp8 weights"}};
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);
