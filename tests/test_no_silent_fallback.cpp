@@ -182,11 +182,14 @@ TEST(NoSilentFallback, ValidateFailsWhereRunFails) {
   // coordgen drivers' NPU, DynaKV's CPU at its precision (fp8) under an engine without those values.
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"compose/b_npu_prefill.yaml -p experiment.engine=executorch", "has no npu prefill value for int4 weights"},
+      // MNN: int4 on the CPU and its QNN backend, but no fp16 CPU value for the speculative decode's attention.
+      {"compose/b_npu_prefill_coordgen.yaml -p experiment.engine=mnn", "has no cpu prefill value for fp16 weights"},
       {"coordgen/fig8_schedules.yaml -p experiment.engine=executorch", "has no npu prefill value for int8 weights"},
       {"coordgen/table3_k60.yaml -p experiment.engine=llama.cpp", "has no npu prefill value"},
       // QNN states the NPU (and inherits its curve) but nothing for the CPU the coordgen drivers decode on.
       {"coordgen/fig8_schedules.yaml -p experiment.engine=qnn", "has no cpu prefill value for int8 weights"},
-      {"dynakv/table6.yaml -p experiment.engine=llama.cpp", "has no cpu prefill value for fp8 weights"}};
+      {"dynakv/table6.yaml -p experiment.engine=llama.cpp", "has no cpu prefill value for fp8 weights"},
+      {"prefix_cache/ttft.yaml -p experiment.devices.0.engine=executorch", "has no gpu prefill value for int4 weights"}};
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);
     const auto c = testing::run_mobisim("validate " + std::string(MOBISIM_SOURCE_DIR) + "/experiments/" + args);

@@ -100,8 +100,13 @@ PipelineApp::PipelineApp(const Params& p)
   for (const char* stage : {"prefill", "decode"}) {
     const YAML::Node n = resolved_[stage];
     if (!n.IsMap()) continue;
-    if (n["impl"] && n["impl"].IsScalar() && n["impl"].Scalar() == "npu_graphs") stage_units_.push_back("npu");
-    if (n["unit"] && n["unit"].IsScalar()) stage_units_.push_back(n["unit"].Scalar());
+    const std::string impl = n["impl"] && n["impl"].IsScalar() ? n["impl"].Scalar() : std::string();
+    if (impl == "npu_graphs") stage_units_.emplace_back("npu", false);
+    if (impl == "speculative") {
+      stage_units_.emplace_back("npu", false);
+      stage_units_.emplace_back("cpu", true);
+    }
+    if (n["unit"] && n["unit"].IsScalar()) stage_units_.emplace_back(n["unit"].Scalar(), false);
   }
   if (p.has("answer_cache"))
     resolved_["answer_cache"] = Registry<AnswerCache>::instance().resolve(p.node("answer_cache"), p.source_of("answer_cache"));
@@ -115,7 +120,10 @@ PipelineApp::PipelineApp(const Params& p)
 void PipelineApp::prepare(const AppEnvironment& env) {
   if (env.device) {
     env.device->require_engine_values(unit_, cost_.spec(), "pipeline app 'unit'");
-    for (const auto& u : stage_units_) env.device->require_engine_values(u, cost_.spec(), "pipeline app's prefill/decode stage");
+    for (const auto& [u, attention] : stage_units_)
+      env.device->require_engine_values(u, cost_.spec(), "pipeline app's prefill/decode stage",
+                                        attention ? std::vector<models::DType>{cost_.spec().activation_dtype}
+                                                  : std::vector<models::DType>{});
   }
   if (conversation_.turns > 0) return prepare_conversation();
   if (!env.rag_workload) throw Error("internal: the pipeline app needs a RAG workload loader");
