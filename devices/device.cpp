@@ -109,6 +109,7 @@ static ParamSchema profile_schema() {
   s.node("storage", "flash storage");
   s.node("links", "links by name (pcie, ...)");
   s.node("battery", "battery");
+  s.node("thermal", "heat, operating points and trips (devices/thermal.h), or none");
   return s;
 }
 
@@ -314,6 +315,20 @@ DeviceProfile DeviceProfile::from_yaml(const YAML::Node& given, const ConfigSour
     d.battery = BatterySpec{bp.real("capacity_mah"), bp.real("voltage_v")};
     out["battery"] = bp.resolved();
   }
+  if (YAML::Node n = p.node("thermal"); n.IsDefined() && !n.IsNull()) {
+    if (n.IsScalar() && n.Scalar() == "none") {
+      d.thermal_declared_none = true;
+      out["thermal"] = "none";
+    } else {
+      if (!n.IsMap()) p.fail("thermal", "expected none or a mapping (base: <configs/thermal name>, units, trips, ...)");
+      d.thermal = ThermalSpec::from_yaml(n, source.child("thermal"));
+      for (const auto& [unit, points] : d.thermal->units)
+        if (!d.compute.count(unit) && !(unit == "npu" && d.npu))
+          p.fail("thermal", fmt::format("thermal.units names '{}', which is not a compute unit or the npu of this "
+                                        "profile", unit));
+      out["thermal"] = d.thermal->resolved;
+    }
+  }
   return d;
 }
 
@@ -336,7 +351,8 @@ std::vector<std::string> builtin_device_names() { return builtin_names("devices"
 // ---------------------------------------------------------------------------
 // Runtime device
 // ---------------------------------------------------------------------------
-Device::Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup& stats, sim::TimelineProcess* timeline)
+Device::Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup& stats, sim::TimelineProcess* timeline,
+               const SustainedOptions& sustained)
     : sim_(sim),
       profile_(profile),
       stats_(stats),
@@ -370,7 +386,26 @@ Device::Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup
                                          timeline_);
   for (const auto& [name, spec] : profile_.links)
     links_.emplace(name, std::make_unique<sim::Resource>(sim_, profile_.name + "/" + name, 1));
+  if (sustained.enabled)
+    power_ = std::make_unique<PowerManager>(sim_, profile_, sustained, dram_.bus(), stats_.child("thermal"), timeline_);
 }
+
+// Marks a unit busy with the power manager for as long as it runs work (exceptions included).
+class Device::BusyGuard {
+ public:
+  BusyGuard(PowerManager* pm, const std::string& unit) : pm_(pm), unit_(unit) {
+    if (pm_) pm_->set_busy(unit_, true);
+  }
+  ~BusyGuard() {
+    if (pm_) pm_->set_busy(unit_, false);
+  }
+  BusyGuard(const BusyGuard&) = delete;
+  BusyGuard& operator=(const BusyGuard&) = delete;
+
+ private:
+  PowerManager* pm_;
+  const std::string& unit_;
+};
 
 Device::Unit& Device::unit_state(const std::string& name) {
   auto it = units_.find(name);
@@ -403,10 +438,15 @@ sim::Task<void> Device::compute_for(const std::string& unit, UnitCost cost, std:
   const sim::Time t0 = sim_.now();
   const sim::Time alone = sim::from_seconds(c.seconds);
   try {
-    if (u.shares_dram && c.dram_bytes > 0)
+    if (power_) {
+      // On the unit's clock: a change of operating point re-plans the work in progress.
+      const BusyGuard busy(power_.get(), unit);
+      co_await dram_.bus().flow(u.shares_dram ? c.dram_bytes : 0.0, alone, power_->clock_of(unit));
+    } else if (u.shares_dram && c.dram_bytes > 0) {
       co_await dram_.bus().flow(c.dram_bytes, alone);
-    else
+    } else {
       co_await sim_.timeout(alone);
+    }
   } catch (const sim::Interrupt&) {
     u.busy_s->add(sim::to_seconds(sim_.now() - t0));
     if (timeline_) timeline_->span(profile_.name + "/" + unit, label + " (preempted)", t0, sim_.now());
@@ -418,7 +458,8 @@ sim::Task<void> Device::compute_for(const std::string& unit, UnitCost cost, std:
     u.busy_s->add(c.seconds);
   } else {
     u.busy_s->add(sim::to_seconds(sim_.now() - t0));
-    bus_wait_s_->add(sim::to_seconds(sim_.now() - t0 - alone));
+    // (With a thermal model the excess mixes a lowered clock with the shared bus: not counted.)
+    if (!power_) bus_wait_s_->add(sim::to_seconds(sim_.now() - t0 - alone));
   }
   if (timeline_) timeline_->span(profile_.name + "/" + unit, label, t0, sim_.now());
 }
@@ -429,12 +470,17 @@ sim::Task<void> Device::busy(const std::string& unit, sim::Time duration, std::s
   auto lease = co_await u.queue->acquire(priority, preempt, preemptible);
   const sim::Time t0 = sim_.now();
   try {
-    co_await sim_.timeout(duration);
+    if (power_) {
+      const BusyGuard busy(power_.get(), unit);
+      co_await dram_.bus().flow(0.0, duration, power_->clock_of(unit));
+    } else {
+      co_await sim_.timeout(duration);
+    }
   } catch (const sim::Interrupt&) {
     u.busy_s->add(sim::to_seconds(sim_.now() - t0));
     throw;
   }
-  u.busy_s->add(sim::to_seconds(duration));
+  u.busy_s->add(sim::to_seconds(sim_.now() - t0));
   if (timeline_) timeline_->span(profile_.name + "/" + unit, label, t0, sim_.now());
 }
 
@@ -459,8 +505,9 @@ double Device::busy_seconds(const std::string& unit) const {
 
 double Device::energy_j() const {
   const double elapsed = sim::to_seconds(sim_.now());
-  double e = profile_.base_power_w * elapsed;
+  double e = power_ ? power_->energy_j() : profile_.base_power_w * elapsed;
   for (const auto& [name, u] : units_) {
+    if (power_) break;  // the units' power is in the power manager's integral
     const double busy = u.queue->busy_slot_seconds();
     e += u.active_w * busy + u.idle_w * std::max(0.0, elapsed - busy);
   }

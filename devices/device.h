@@ -20,6 +20,8 @@
 #include "devices/dram.h"
 #include "devices/link.h"
 #include "devices/npu.h"
+#include "devices/power_manager.h"
+#include "devices/thermal.h"
 #include "devices/storage.h"
 #include "sim/resource.h"
 #include "sim/stats.h"
@@ -41,6 +43,10 @@ struct DeviceProfile {
   std::optional<StorageSpec> storage;
   std::map<std::string, LinkSpec> links;
   std::optional<BatterySpec> battery;
+  // Heat, operating points and trips (devices/thermal.h); absent: the phone has no thermal model
+  // (thermal_declared_none: the profile says so, e.g. a server with forced-air cooling).
+  std::optional<ThermalSpec> thermal;
+  bool thermal_declared_none = false;
   double base_power_w = 0;
   // Every field with its effective value (bases expanded, defaults filled): stored with results,
   // and loading it again gives the same profile.
@@ -107,7 +113,10 @@ struct UnitCost {
 
 class Device {
  public:
-  Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup& stats, sim::TimelineProcess* timeline = nullptr);
+  // `sustained`: the experiment's `thermal:` setting; disabled (`none`, the default here): every
+  // unit at its peak clock and constant power.
+  Device(sim::Simulator& sim, const DeviceProfile& profile, sim::StatGroup& stats, sim::TimelineProcess* timeline = nullptr,
+         const SustainedOptions& sustained = {});
 
   const DeviceProfile& profile() const { return profile_; }
   sim::Simulator& sim() { return sim_; }
@@ -142,11 +151,20 @@ class Device {
   // own, such as one per query, beside the units' tracks.
   sim::TimelineProcess* timeline() const { return timeline_; }
 
+  // Heat, clocks and charge under sustained use; null with `thermal: none`.
+  PowerManager* power() { return power_.get(); }
+  const PowerManager* power() const { return power_.get(); }
+  // Idle-time work may run now: always with `thermal: none`, else PowerManager::background_allowed().
+  bool background_allowed() const { return !power_ || power_->background_allowed(); }
+
   double busy_seconds(const std::string& unit) const;
-  double energy_j() const;                 // since the start of the simulation
+  // Since the start of the simulation. With a thermal model, the SoC's power integrated over time
+  // (operating points change it) plus flash I/O; with `thermal: none`, busy x active + idle x idle.
+  double energy_j() const;
   double battery_percent(double joules) const;
 
  private:
+  class BusyGuard;
   struct Unit {
     std::unique_ptr<sim::Resource> queue;
     bool shares_dram = true;  // streams over the phone's DRAM bus (false: its own memory)
@@ -163,6 +181,7 @@ class Device {
   std::unique_ptr<Storage> storage_;
   std::map<std::string, std::unique_ptr<sim::Resource>> links_;
   Dram dram_;
+  std::unique_ptr<PowerManager> power_;  // after dram_: its clocks live on the DRAM bus
   sim::Counter* bus_wait_s_;  // time work took beyond its roofline because the DRAM bus was shared
 };
 

@@ -136,6 +136,31 @@ std::vector<Set> document_sets() {
         {"c_long_chat", {}, ""},
         {"d_chat_on_cpu", {}, ""},
         {"d_chat_on_gpu", {}, ""}}},
+      // Sustained use (devices/power_manager.h): back-to-back decode, cold vs warm, CPU vs GPU.
+      {"sustained",
+       {{"decode_cold_warm", {}, ""},
+        {"decode_cold_warm", {"experiment.thermal.start=warm"}, "results/sustained/decode_warm_cpu.h5"},
+        {"decode_cold_warm", {"experiment.apps.0.unit=gpu"}, "results/sustained/decode_cold_gpu.h5"},
+        {"decode_cold_warm", {"experiment.apps.0.unit=gpu", "experiment.thermal.start=warm"},
+         "results/sustained/decode_warm_gpu.h5"},
+        {"decode_cold_warm", {"experiment.thermal=none"}, "results/sustained/decode_no_thermal_cpu.h5"},
+        {"decode_cold_warm", {"experiment.device=redmi-k70-pro", "experiment.apps.0.unit=npu"},
+         "results/sustained/decode_cold_npu_redmi-k70-pro.h5"},
+        {"decode_cold_warm",
+         {"experiment.device=redmi-k70-pro", "experiment.apps.0.unit=npu", "experiment.thermal.start=warm"},
+         "results/sustained/decode_warm_npu_redmi-k70-pro.h5"},
+        // DynaKV's long session with and without throttling.
+        {"long_chat_dynakv", {}, ""},
+        {"long_chat_dynakv", {"experiment.thermal=none"}, "results/sustained/long_chat_dynakv_no_thermal.h5"},
+        // KV-reuse policies from a cold phone and from a warm phone on a warm day.
+        {"ranking_warm", {}, ""},
+        {"ranking_warm", {"experiment.thermal.start=warm", "experiment.thermal.ambient_c=30"},
+         "results/sustained/ranking_warm.h5"},
+        // PerCache's idle-time work on a low battery: no charger, plugged in for 30 min, no budget.
+        {"percache_idle_budget", {}, ""},
+        {"percache_idle_budget", {"experiment.thermal.battery.charging=[{start_s: 0, end_s: 1800, power_w: 15}]"},
+         "results/sustained/percache_idle_charging.h5"},
+        {"percache_idle_budget", {"experiment.thermal=none"}, "results/sustained/percache_idle_no_budget.h5"}}},
   };
 }
 

@@ -128,6 +128,7 @@ models::ModelSpec cpu_decoding_model(const Params& p) {
 class CoordGenExperiment : public Experiment {
  public:
   explicit CoordGenExperiment(const Params& p) : params_(p) {
+    devices::require_thermal_none(p, "coordgen");
     device_ = devices::load_device_for_engine(p);
     engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
@@ -143,6 +144,7 @@ class CoordGenExperiment : public Experiment {
 
   static ParamSchema schema() {
     ParamSchema s;
+    s.node("thermal", devices::kThermalNoneDoc);
     s.node("device", "device profile with an npu and a cpu unit: built-in name, YAML path or mapping");
     devices::add_engine_param(s);
     s.node("model", "model: built-in name, YAML path, or {base: NAME, field: override}");

@@ -30,6 +30,7 @@ namespace sd = policies::specdec;
 class CoordGenScheduleExperiment : public Experiment {
  public:
   explicit CoordGenScheduleExperiment(const Params& p) : params_(p) {
+    devices::require_thermal_none(p, "coordgen_schedule");
     device_ = devices::load_device_for_engine(p);
     engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
@@ -60,6 +61,7 @@ class CoordGenScheduleExperiment : public Experiment {
 
   static ParamSchema schema() {
     ParamSchema s;
+    s.node("thermal", devices::kThermalNoneDoc);
     s.node("device", "device profile with an npu and a cpu unit");
     devices::add_engine_param(s);
     s.node("model", "model profile");

@@ -137,6 +137,7 @@ struct StatRows {
 class DynaKvExperiment : public Experiment {
  public:
   explicit DynaKvExperiment(const Params& p) {
+    devices::require_thermal_none(p, "dynakv");
     const devices::EngineProfile engine = devices::experiment_engine(p);
     device_ = engine.apply(devices::load_device_profile(p.node("device"), p.source_of("device")));
     devices::record_inherited(device_, p.source_of("device"));
@@ -222,6 +223,7 @@ class DynaKvExperiment : public Experiment {
 
   static ParamSchema schema() {
     ParamSchema s;
+    s.node("thermal", devices::kThermalNoneDoc);
     s.node("device", "device profile (name or mapping)");
     devices::add_engine_param(s);
     s.node("model", "model spec (name or mapping)");

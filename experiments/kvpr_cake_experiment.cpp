@@ -82,6 +82,7 @@ struct PhoneSpec {
 class KvprCakeExperiment : public Experiment {
  public:
   explicit KvprCakeExperiment(const Params& p) : params_(p) {
+    devices::require_thermal_none(p, "kvpr_cake");
     parts_ = p.text_list("parts");
     for (const auto& part : parts_)
       if (part != "fig3" && part != "error" && part != "phones")
@@ -138,6 +139,7 @@ class KvprCakeExperiment : public Experiment {
 
   static ParamSchema schema() {
     ParamSchema s;
+    s.node("thermal", devices::kThermalNoneDoc);
     s.text_list("parts", std::vector<std::string>{"fig3", "error", "phones"}, "which parts to run: fig3, error, phones").non_empty();
     s.node("device", "server profile of figure 3 (built-in name, YAML path or mapping)");
     devices::add_engine_param(s);

@@ -29,6 +29,7 @@ namespace {
 class PerCacheOverheadExperiment : public Experiment {
  public:
   explicit PerCacheOverheadExperiment(const Params& p) : p_(p) {
+    devices::require_thermal_none(p, "percache_overhead");
     device_ = devices::load_device_for_engine(p);
     engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
@@ -51,6 +52,7 @@ class PerCacheOverheadExperiment : public Experiment {
 
   static ParamSchema schema() {
     ParamSchema s;
+    s.node("thermal", devices::kThermalNoneDoc);
     s.node("device", "device profile");
     devices::add_engine_param(s);
     s.node("model", "model: name or {base: NAME, weight_dtype, activation_dtype, kv_dtype}");

@@ -71,6 +71,8 @@ class PhoneExperiment : public Experiment {
   explicit PhoneExperiment(const Params& p) : params_(p) {
     device_ = devices::load_device_for_engine(p);
     engine_ = devices::resolved_engine(p);
+    sustained_ = devices::SustainedOptions::from_yaml(p.node("thermal"), p.source_of("thermal"));
+    sustained_.check_against(device_, p.source_of("thermal").where(p.node("thermal")));
     apps_ = parse_labelled_plugins<App>(p, "apps");
     for (const auto& sc : p.text_list("scenarios")) {
       if (sc != "shared" && sc != "alone")
@@ -84,6 +86,8 @@ class PhoneExperiment : public Experiment {
     ParamSchema s;
     s.node("device", "device profile: built-in name, YAML path or inline mapping");
     devices::add_engine_param(s);
+    s.node("thermal", "sustained use: none (default: peak clocks, constant power), profile (the phone's thermal "
+                      "model), or {ambient_c, start, governor, battery, ...} (devices/power_manager.h)");
     s.node("apps",
            "apps on the phone: [{impl: rag|chat|pipeline, label: NAME, priority: foreground|background, ...}]");
     s.text_list("scenarios", std::vector<std::string>{"shared", "alone"},
@@ -131,6 +135,7 @@ class PhoneExperiment : public Experiment {
     }
     out["apps"] = apps;
     out["scenarios"] = params_.resolved()["scenarios"];
+    out["thermal"] = yaml_clone(sustained_.resolved);
     return devices::with_engine(out, engine_);
   }
 
@@ -142,6 +147,22 @@ class PhoneExperiment : public Experiment {
     std::vector<std::int64_t> requests;
     std::vector<double> mean_latency, p50, p90, p99, mean_ttft, p90_ttft, mean_tpot, energy, app_dram_peak, dram_peak,
         dram_mean, slowdown;
+    // Phone-level sustained-use columns (only with a thermal model): set once per simulation.
+    bool sustained = false;
+    devices::SustainedSummary heat;
+    double phone_energy = 0;
+    std::vector<double> device_energy, peak_junction, peak_skin, throttled_s, battery_end, battery_min;
+    std::vector<std::string> mhz_units;
+    std::vector<std::vector<double>> mean_mhz;
+    void set_phone(const devices::Device& d) {
+      phone_energy = d.energy_j();
+      if (!d.power()) return;
+      sustained = true;
+      heat = d.power()->summary();
+      if (mhz_units.empty())
+        for (const auto& [unit, mhz] : heat.mean_busy_mhz) mhz_units.push_back(unit);
+      mean_mhz.resize(mhz_units.size());
+    }
     void add(const std::string& sc, const std::string& label, const std::string& im, const std::string& phone,
              const App& a, double app_peak, double peak, double mean) {
       const policies::AppTotals t = a.totals();
@@ -164,6 +185,15 @@ class PhoneExperiment : public Experiment {
       app_dram_peak.push_back(app_peak);
       dram_peak.push_back(peak);
       dram_mean.push_back(mean);
+      if (!sustained) return;
+      device_energy.push_back(phone_energy);
+      peak_junction.push_back(heat.peak_junction_c);
+      peak_skin.push_back(heat.peak_skin_c);
+      throttled_s.push_back(heat.time_throttled_s);
+      battery_end.push_back(heat.battery_end_percent);
+      battery_min.push_back(heat.battery_min_percent);
+      for (std::size_t k = 0; k < mhz_units.size(); ++k)
+        mean_mhz[k].push_back(k < heat.mean_busy_mhz.size() ? heat.mean_busy_mhz[k].second : 0.0);
     }
     // Shared mean latency over alone mean latency, per app (1 for the alone rows; 0 without one).
     void add_slowdowns() {
@@ -194,6 +224,14 @@ class PhoneExperiment : public Experiment {
       t.add("app_dram_peak_bytes", app_dram_peak, "bytes");
       t.add("dram_peak_bytes", dram_peak, "bytes");
       t.add("dram_mean_bytes", dram_mean, "bytes");
+      if (!sustained) return;
+      t.add("device_energy_j", device_energy, "J");
+      t.add("peak_junction_c", peak_junction, "C");
+      t.add("peak_skin_c", peak_skin, "C");
+      t.add("time_throttled_s", throttled_s, "s");
+      t.add("battery_end_percent", battery_end, "%");
+      t.add("battery_min_percent", battery_min, "%");
+      for (std::size_t k = 0; k < mhz_units.size(); ++k) t.add("mean_busy_mhz_" + mhz_units[k], mean_mhz[k], "MHz");
     }
   };
 
@@ -228,15 +266,19 @@ class PhoneExperiment : public Experiment {
     auto& variant = ctx.results.variant(name);
     {
       SimulatedRun run(device_, variant.stats.child("device"),
-                       ctx.timeline_process(name, {{"policy", name}, {"device", device_.name}}));
+                       ctx.timeline_process(name, {{"policy", name}, {"device", device_.name}}), sustained_);
       for (std::size_t k = 0; k < apps.size(); ++k)
         for (const auto& [owner, bytes] : apps[k]->resident_dram())
           run.device().dram().reserve(apps_[which[k]].label + "/" + owner, bytes);
+      if (devices::PowerManager* pm = run.device().power(); pm && sustained_.trace_charging_w > 0)
+        pm->add_charging_windows(trace_charging_windows(apps));
       for (std::size_t k = 0; k < apps.size(); ++k) {
         const std::string& label = apps_[which[k]].label;
         run.start(apps[k]->run(run.device(), label, variant.stats.child(label)), "app " + label);
       }
       run.run();
+      summary.set_phone(run.device());
+      if (const devices::PowerManager* pm = run.device().power()) add_series(ctx, name, *pm);
       const double peak = run.device().dram().peak_bytes(), mean = run.device().dram().mean_used_bytes();
       const auto app_peaks = run.device().dram().group_peaks();
       for (std::size_t k = 0; k < apps.size(); ++k) {
@@ -249,7 +291,48 @@ class PhoneExperiment : public Experiment {
     }
   }
 
+  // The charging windows of the apps' workloads (the first app that has any: one phone, one owner's
+  // charging habits), charged at thermal.battery.trace_charging_w.
+  std::vector<devices::ChargingWindow> trace_charging_windows(const std::vector<std::unique_ptr<App>>& apps) const {
+    std::vector<devices::ChargingWindow> out;
+    for (const auto& app : apps) {
+      for (const auto& [start, end] : app->charging_windows())
+        out.push_back({start, end, sustained_.trace_charging_w});
+      if (!out.empty()) break;
+    }
+    return out;
+  }
+
+  // The temperature, clock and charge series of one simulation: results table thermal.<name>.
+  static void add_series(RunContext& ctx, const std::string& name, const devices::PowerManager& pm) {
+    const auto& series = pm.series();
+    std::vector<double> t, tj, ts, w, soc;
+    std::vector<std::int64_t> throttled, charging;
+    const std::vector<std::string> units = pm.unit_names();
+    std::vector<std::vector<double>> mhz(units.size());
+    for (const devices::SustainedSample& s : series) {
+      t.push_back(s.t_s);
+      tj.push_back(s.junction_c);
+      ts.push_back(s.skin_c);
+      w.push_back(s.power_w);
+      soc.push_back(s.battery_percent);
+      throttled.push_back(s.throttled ? 1 : 0);
+      charging.push_back(s.charging ? 1 : 0);
+      for (std::size_t k = 0; k < units.size(); ++k) mhz[k].push_back(s.mhz[k]);
+    }
+    h5::Table& table = ctx.results.tables["thermal." + name];
+    table.add("t_s", t, "s");
+    table.add("junction_c", tj, "C");
+    table.add("skin_c", ts, "C");
+    table.add("soc_power_w", w, "W");
+    table.add("battery_percent", soc, "%");
+    table.add("throttled", throttled, "bool");
+    table.add("charging", charging, "bool");
+    for (std::size_t k = 0; k < units.size(); ++k) table.add(units[k] + "_mhz", mhz[k], "MHz");
+  }
+
   Params params_;
+  devices::SustainedOptions sustained_;
   devices::DeviceProfile device_;
   YAML::Node engine_;
   std::vector<LabelledPlugin<App>> apps_;

@@ -100,6 +100,7 @@ double mean(const std::vector<double>& v) {
 class PrefixCacheExperiment : public Experiment {
  public:
   explicit PrefixCacheExperiment(const Params& p) : params_(p), gran_(p.int_list("granularities")) {
+    devices::require_thermal_none(p, "prefix_cache");
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     YAML::Node devs = p.node("devices");
     if (!devs.IsSequence() || devs.size() == 0) p.fail("devices", "expected a non-empty list of {device: NAME, cap_mb: ...}");
@@ -167,6 +168,7 @@ class PrefixCacheExperiment : public Experiment {
 
   static ParamSchema schema() {
     ParamSchema s;
+    s.node("thermal", devices::kThermalNoneDoc);
     s.node("model", "model (built-in name, YAML path or mapping)");
     s.node("devices", "list of {device, cap_mb, compute_unit, note_uncached_ms, note_cached_ms, note_load_ms}");
     s.node("eviction", "list of kv_eviction_policy plug-ins to compare: [{impl: weighted_lru}, {impl: lru}, {impl: lfu}]");

@@ -147,6 +147,7 @@ class UserSource {
 class RagQaExperiment : public Experiment {
  public:
   explicit RagQaExperiment(const Params& p) : params_(p) {
+    devices::require_thermal_none(p, "rag_qa");
     device_ = devices::load_device_for_engine(p);
     engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
@@ -164,6 +165,7 @@ class RagQaExperiment : public Experiment {
 
   static ParamSchema schema() {
     ParamSchema s;
+    s.node("thermal", devices::kThermalNoneDoc);
     s.node("device", "device profile: built-in name, YAML path or inline mapping");
     devices::add_engine_param(s);
     s.node("model", "model: built-in name, YAML path, or {base: NAME, field: override}");

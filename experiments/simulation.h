@@ -23,9 +23,10 @@ namespace mobisim::experiments {
 
 class SimulatedRun {
  public:
+  // `sustained`: the experiment's `thermal:` setting (devices/power_manager.h); default `none`.
   SimulatedRun(const devices::DeviceProfile& profile, sim::StatGroup& device_stats,
-               sim::TimelineProcess* timeline = nullptr)
-      : device_(sim_, profile, device_stats, timeline) {}
+               sim::TimelineProcess* timeline = nullptr, const devices::SustainedOptions& sustained = {})
+      : device_(sim_, profile, device_stats, timeline, sustained) {}
   ~SimulatedRun() { sim_.shutdown(); }
   SimulatedRun(const SimulatedRun&) = delete;
   SimulatedRun& operator=(const SimulatedRun&) = delete;
@@ -41,6 +42,7 @@ class SimulatedRun {
       sim_.shutdown();  // while the pipeline the processes use still exists
       throw;
     }
+    if (devices::PowerManager* pm = device_.power()) pm->finish();  // heat and charge up to the last event
     sim_.shutdown();
   }
 

@@ -17,10 +17,26 @@ SharedBandwidth::SharedBandwidth(Simulator& sim, std::string name, double capaci
                             capacity_per_s));
 }
 
-SharedBandwidth::FlowAwaiter SharedBandwidth::flow(double amount, Time uncontended) {
+SharedBandwidth::FlowAwaiter SharedBandwidth::flow(double amount, Time uncontended, int clock) {
   if (!(amount >= 0) || uncontended < 0)
     throw Error(fmt::format("internal: flow of {} over {} ns on '{}'", amount, uncontended, name_));
-  return FlowAwaiter(*this, amount, uncontended);
+  if (clock >= static_cast<int>(clocks_.size()))
+    throw Error(fmt::format("internal: flow on unknown clock {} of '{}'", clock, name_));
+  return FlowAwaiter(*this, amount, uncontended, clock);
+}
+
+int SharedBandwidth::add_clock() {
+  clocks_.push_back(1.0);
+  return static_cast<int>(clocks_.size() - 1);
+}
+
+void SharedBandwidth::set_clock_speed(int clock, double speed) {
+  if (!(speed > 0) || clock < 0 || clock >= static_cast<int>(clocks_.size()))
+    throw Error(fmt::format("internal: clock {} of '{}' set to speed {}", clock, name_, speed));
+  if (clocks_[static_cast<std::size_t>(clock)] == speed) return;
+  advance_to_now();
+  clocks_[static_cast<std::size_t>(clock)] = speed;
+  replan();
 }
 
 void SharedBandwidth::FlowAwaiter::await_suspend(std::coroutine_handle<> h) {
@@ -29,7 +45,7 @@ void SharedBandwidth::FlowAwaiter::await_suspend(std::coroutine_handle<> h) {
   // A flow that moves nothing (or in no time) wants no rate: it never slows another.
   const bool moves = amount_ > 0 && uncontended_ > 0;
   bus_.add(Flow{id_, moves ? amount_ / sim::to_seconds(uncontended_) : 0.0, static_cast<double>(uncontended_), 1.0,
-                bus_.sim_.now(), bus_.sim_.now(), uncontended_, h, proc_, EventId{}});
+                bus_.sim_.now(), bus_.sim_.now(), uncontended_, h, proc_, EventId{}, clock_});
 }
 
 void SharedBandwidth::FlowAwaiter::await_resume() {
@@ -79,25 +95,34 @@ void SharedBandwidth::advance_to_now() {
 }
 
 void SharedBandwidth::max_min_speeds(std::vector<double>& speed) {
+  // A flow's share of what it wants, then times its clock: its progress per ns.
   speed.assign(flows_.size(), 1.0);
   double wanted = 0;
-  for (const Flow& f : flows_) wanted += f.wanted_rate;
-  if (wanted <= capacity_) return;  // room for everyone: the common case, no sorting
+  for (const Flow& f : flows_) wanted += f.wanted_rate * clock_speed(f.clock);
+  if (wanted <= capacity_) {  // room for everyone: the common case, no sorting
+    if (!clocks_.empty())
+      for (std::size_t i = 0; i < flows_.size(); ++i) speed[i] = clock_speed(flows_[i].clock);
+    return;
+  }
+  wanted_.resize(flows_.size());
+  for (std::size_t i = 0; i < flows_.size(); ++i) wanted_[i] = flows_[i].wanted_rate * clock_speed(flows_[i].clock);
   // Water-filling in order of wanted rate (ties in start order): each flow gets what it wants or an
   // equal share of what the cheaper flows left, whichever is less.
   order_.resize(flows_.size());
   std::iota(order_.begin(), order_.end(), 0);
-  std::stable_sort(order_.begin(), order_.end(),
-                   [&](std::size_t a, std::size_t b) { return flows_[a].wanted_rate < flows_[b].wanted_rate; });
+  std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) { return wanted_[a] < wanted_[b]; });
   double left = capacity_;
   std::size_t flows_left = 0;
-  for (const Flow& f : flows_) flows_left += f.wanted_rate > 0 ? 1 : 0;
+  for (double w : wanted_) flows_left += w > 0 ? 1 : 0;
   for (std::size_t i : order_) {
-    const Flow& f = flows_[i];
-    if (f.wanted_rate <= 0) continue;
+    const double w = wanted_[i];
+    if (w <= 0) {
+      speed[i] = clock_speed(flows_[i].clock);
+      continue;
+    }
     const double share = left / static_cast<double>(flows_left);
-    const double given = std::min(f.wanted_rate, share);
-    speed[i] = given / f.wanted_rate;
+    const double given = std::min(w, share);
+    speed[i] = given / w * clock_speed(flows_[i].clock);
     left -= given;
     --flows_left;
   }

@@ -15,6 +15,10 @@
 //
 // A process waiting on a flow can be interrupted (Simulator::interrupt): the flow leaves the
 // channel, the others are re-planned, and the process resumes with sim::Interrupt.
+// Clocks. A flow may run on a clock (a unit's DVFS domain) of speed s (1: nominal): at speed s it
+// wants s times its rate and progresses s times as fast, so alone it takes uncontended / s. A
+// change of speed re-plans the flows in progress (work started at one clock finishes at another).
+//
 // The simulator knows nothing about what flows: a DRAM bus, a link, a shared cache.
 #include <coroutine>
 #include <cstdint>
@@ -36,7 +40,11 @@ class SharedBandwidth {
   class FlowAwaiter;
   // Moves `amount` (>= 0) in `uncontended` (> 0 when amount > 0) or longer when the channel is
   // oversubscribed. amount == 0 is a plain timeout of `uncontended`.
-  FlowAwaiter flow(double amount, Time uncontended);
+  FlowAwaiter flow(double amount, Time uncontended, int clock = -1);
+  // A new clock of speed 1; its index is what flow() takes.
+  int add_clock();
+  void set_clock_speed(int clock, double speed);  // speed > 0
+  double clock_speed(int clock) const { return clock < 0 ? 1.0 : clocks_.at(static_cast<std::size_t>(clock)); }
 
   const std::string& name() const { return name_; }
   double capacity_per_s() const { return capacity_; }
@@ -46,8 +54,8 @@ class SharedBandwidth {
 
   class FlowAwaiter {
    public:
-    FlowAwaiter(SharedBandwidth& bus, double amount, Time uncontended)
-        : bus_(bus), amount_(amount), uncontended_(uncontended) {}
+    FlowAwaiter(SharedBandwidth& bus, double amount, Time uncontended, int clock)
+        : bus_(bus), amount_(amount), uncontended_(uncontended), clock_(clock) {}
     bool await_ready() const noexcept { return false; }
     void await_suspend(std::coroutine_handle<> h);
     void await_resume();
@@ -56,6 +64,7 @@ class SharedBandwidth {
     SharedBandwidth& bus_;
     double amount_;
     Time uncontended_;
+    int clock_;
     std::uint64_t id_ = 0;
     ProcessState* proc_ = nullptr;
   };
@@ -63,15 +72,16 @@ class SharedBandwidth {
  private:
   struct Flow {
     std::uint64_t id;
-    double wanted_rate;      // units per second
-    double remaining_ns;     // of uncontended time still to run
-    double speed = 1.0;      // allocated rate / wanted rate (1: unhindered)
+    double wanted_rate;      // units per second, at nominal clock
+    double remaining_ns;     // of uncontended time (at nominal clock) still to run
+    double speed = 1.0;      // progress per ns: allocated share x clock speed (1: unhindered, nominal)
     Time since = 0;          // when remaining_ns was last brought up to date
     Time started = 0;
     Time uncontended = 0;
     std::coroutine_handle<> handle;
     ProcessState* process = nullptr;
     EventId completion;
+    int clock = -1;
   };
   void add(Flow flow);
   void remove(std::uint64_t id);  // an interrupted flow: leaves without completing
@@ -84,8 +94,10 @@ class SharedBandwidth {
   std::string name_;
   double capacity_;
   std::vector<Flow> flows_;  // in start order (deterministic re-planning)
+  std::vector<double> clocks_;        // speed of each clock
   std::vector<double> speeds_;        // scratch of replan(), kept to avoid an allocation per flow
   std::vector<std::size_t> order_;    // scratch of max_min_speeds()
+  std::vector<double> wanted_;        // scratch of max_min_speeds(): wanted rates at the clocks' speeds
   std::uint64_t next_id_ = 1;
   double delay_s_ = 0;
 };

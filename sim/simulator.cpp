@@ -45,6 +45,7 @@ std::uint32_t Simulator::alloc_slot() {
   slots_.emplace_back();
   tags_.push_back(0);
   calls_.emplace_back();
+  daemon_.push_back(0);
   return static_cast<std::uint32_t>(slots_.size() - 1);
 }
 
@@ -76,6 +77,15 @@ EventId Simulator::schedule_call(Time at, std::function<void()> fn, int priority
   return push(at, priority, s);
 }
 
+EventId Simulator::schedule_daemon_call(Time at, std::function<void()> fn, int priority) {
+  const std::uint32_t s = alloc_slot();
+  slots_[s] = Slot{{}, nullptr};
+  calls_[s] = std::move(fn);
+  daemon_[s] = 1;
+  ++daemon_pending_;
+  return push(at, priority, s);
+}
+
 void Simulator::cancel(EventId id) {
   if (!id.valid() || id.slot >= slots_.size()) return;
   std::uint32_t& tag = tags_[id.slot];
@@ -84,8 +94,14 @@ void Simulator::cancel(EventId id) {
 
 bool Simulator::step() {
   while (!queue_.empty()) {
+    // Only daemon calls left (cancelled entries included): nothing keeps the run going.
+    if (daemon_pending_ != 0 && queue_.size() <= daemon_pending_) return false;
     const Entry e = queue_.pop();
     const std::uint32_t s = slot_of(e);
+    if (daemon_[s]) {
+      daemon_[s] = 0;
+      --daemon_pending_;
+    }
     const Slot slot = slots_[s];
     std::uint32_t& tag = tags_[s];
     const bool cancelled = (tag & 1) != 0;
@@ -151,7 +167,7 @@ void Simulator::run() {
 
 void Simulator::run_until(Time until) {
   while (!queue_.empty() && queue_.top().time <= until) {
-    step();
+    if (!step()) break;
     if (failure_) break;
   }
   rethrow_failures();

@@ -221,6 +221,10 @@ class Simulator {
   EventId schedule_resume_for(ProcessState* owner, Time at, std::coroutine_handle<> h,
                               int priority = kPriorityNormal);
   EventId schedule_call(Time at, std::function<void()> fn, int priority = kPriorityNormal);
+  // A call that does not keep the simulation going: run() ends when only such events remain
+  // (a temperature sensor's next trip, a governor's next poll: the phone keeps cooling after the
+  // last request, but the run is over). Cancel it like any other event.
+  EventId schedule_daemon_call(Time at, std::function<void()> fn, int priority = kPriorityNormal);
   void cancel(EventId id);  // lazy: the entry stays queued and is skipped when popped
 
   // Interrupts a process sleeping on a timeout: its timeout is cancelled and it resumes now with
@@ -273,6 +277,8 @@ class Simulator {
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> tags_;              // per slot: generation << 1 | cancelled
   std::vector<std::function<void()>> calls_;     // per slot: what a schedule_call() event runs
+  std::vector<std::uint8_t> daemon_;             // per slot: 1 for a schedule_daemon_call() event
+  std::size_t daemon_pending_ = 0;               // queued entries (cancelled or not) that are daemon calls
   std::vector<std::uint32_t> free_slots_;
   ProcessState* current_ = nullptr;
   std::vector<std::shared_ptr<ProcessState>> processes_;   // started, not yet finished

@@ -78,6 +78,11 @@ void TimelineProcess::instant(const std::string& track, const std::string& name,
   events_.push_back({track_id(track), name, "mark", at, at, true});
 }
 
+void TimelineProcess::counter(const std::string& track, const std::string& name, Time at, double value) {
+  if (!window_.overlaps(at, at)) return;
+  events_.push_back({0, track + " " + name, "counter", at, at, false, true, value});
+}
+
 // ---------------------------------------------------------------------------
 // The file
 // ---------------------------------------------------------------------------
@@ -163,7 +168,10 @@ std::string Timeline::to_json() const {
       sep();
       // Chrome trace timestamps are microseconds; keep nanosecond precision with decimals.
       const double ts = static_cast<double>(e.start) / 1000.0;
-      if (e.instant) {
+      if (e.counter) {
+        out += fmt::format(R"({{"ph":"C","pid":{},"ts":{:.3f},"name":"{}","args":{{"value":{}}}}})", pid, ts,
+                           json_escape(e.name), e.value);
+      } else if (e.instant) {
         out += fmt::format(R"({{"ph":"i","s":"t","pid":{},"tid":{},"ts":{:.3f},"name":"{}","cat":"{}"}})", pid, e.tid,
                            ts, json_escape(e.name), e.cat);
       } else {

@@ -45,6 +45,8 @@ class TimelineProcess {
   void span(const std::string& track, const std::string& name, Time start, Time end,
             const std::string& category = "work");
   void instant(const std::string& track, const std::string& name, Time at);
+  // A sample of a counter (a Perfetto counter track named "<track> <name>"), e.g. a temperature.
+  void counter(const std::string& track, const std::string& name, Time at, double value);
   std::size_t size() const { return events_.size(); }
   const std::string& name() const { return name_; }
 
@@ -56,6 +58,8 @@ class TimelineProcess {
     std::string name, cat;
     Time start, end;
     bool instant;
+    bool counter = false;
+    double value = 0;
   };
   std::string name_;
   TimelineFilter window_;

@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <limits>
+#include <map>
 
 #include <H5Cpp.h>
+#include <fmt/format.h>
 
 #include "devices/device.h"
 #include "devices/storage.h"
@@ -19,6 +22,7 @@
 #include "experiments/fidelity/calibrate.h"
 #include "experiments/fidelity/extract.h"
 #include "experiments/fidelity/fidelity.h"
+#include "experiments/fidelity/ondevice_probe.h"
 #include "experiments/fidelity/registry.h"
 #include "experiments/workload_inputs.h"
 #include "sim/build_id.h"
@@ -58,6 +62,18 @@ TEST(FidelityRegistry, RolesAreDisjointAndAtMostAThirdCalibrates) {
         if (p.id == id) {
           EXPECT_TRUE(p.calibration()) << id;
         }
+}
+
+// Selecting several sets keeps every point's probe as its file wrote it (regression: remove_if shifted the
+// points by YAML::Node copy assignment, which rewrites shared node data, so the ondevice set's probes took
+// the transfer set's).
+TEST(FidelityRegistry, SelectingSetsKeepsEachPointsProbe) {
+  const auto both = load_registry(kRegistry, {"ondevice", "transfer"});
+  std::map<std::string, std::string> written;
+  for (const auto* file : {"/ondevice_public.yaml", "/ondevice_transfer.yaml"})
+    for (const auto& p : load_registry_file(kRegistry + file)) written[p.id] = YAML::Dump(p.probe);
+  ASSERT_EQ(both.size(), written.size());
+  for (const auto& p : both) EXPECT_EQ(YAML::Dump(p.probe), written.at(p.id)) << p.id;
 }
 
 TEST(FidelityRegistry, CheckCalibrationRefusesAValidationPoint) {
@@ -948,6 +964,117 @@ TEST(FidelityHonest, RegistryClassesTheNamedPoints) {
   std::size_t headline = 0;
   for (const auto& p : points) headline += p.headline ? 1 : 0;
   EXPECT_GE(headline, 10u);
+}
+
+}  // namespace
+}  // namespace mobisim
+
+namespace mobisim {
+namespace {
+
+using namespace experiments::fidelity;
+
+// `mobisim ondevice` reports the validation error per engine x unit (issue 37): a hand-made registry
+// of on-device points with known errors, grouped by the probe's engine (default mllm) and unit.
+TEST(FidelityReport, OnDeviceGroupsPerEngineAndUnit) {
+  struct Row {
+    const char* probe;  // "" : not an on-device point
+    const char* role;
+    double error;
+    const char* status;
+  };
+  const Row rows[] = {
+      {"{impl: ondevice, engine: llama.cpp, unit: cpu}", "validation", 0.10, "ok"},
+      {"{impl: ondevice, engine: llama.cpp, unit: cpu}", "validation", -0.30, "ok"},
+      {"{impl: ondevice, engine: llama.cpp, unit: cpu}", "validation", 2.00, "ok"},
+      {"{impl: ondevice, engine: llama.cpp, unit: cpu}", "calibration", 0.0, "ok"},
+      {"{impl: ondevice, engine: qnn, unit: npu}", "validation", -0.20, "ok"},
+      {"{impl: ondevice, engine: qnn, unit: npu}", "validation", 0.40, "ok"},
+      {"{impl: ondevice, engine: qnn, unit: npu}", "validation", 9.0, "failed"},  // counted, no error
+      {"{impl: ondevice, unit: npu}", "validation", -0.05, "ok"},                  // engine: mllm (default)
+      {"", "validation", 5.0, "ok"},                                                // not on-device: ignored
+      {"{impl: ondevice, engine: qnn, unit: npu}", "derived", 7.0, "ok"},           // derived: in no median
+  };
+  std::vector<Point> pts(std::size(rows));
+  std::vector<Evaluation> ev(std::size(rows));
+  for (std::size_t i = 0; i < std::size(rows); ++i) {
+    pts[i].id = "p" + std::to_string(i);
+    pts[i].kind = PublishedKind::kValue;
+    pts[i].published = 1;
+    pts[i].role = std::string(rows[i].role) == "derived" ? "validation" : rows[i].role;
+    if (std::string(rows[i].role) == "derived") pts[i].derived_from = {"p0"};
+    if (*rows[i].probe) pts[i].probe = YAML::Load(rows[i].probe);
+    ev[i].point = &pts[i];
+    ev[i].rel_error = rows[i].error;
+    ev[i].status = rows[i].status;
+  }
+  const OnDeviceGroups g = ondevice_groups(ev);
+  ASSERT_EQ(g.rows.size(), 3u);
+  EXPECT_EQ(g.rows[0].engine + "/" + g.rows[0].unit, "llama.cpp/cpu");
+  EXPECT_EQ(g.rows[1].engine + "/" + g.rows[1].unit, "mllm/npu");
+  EXPECT_EQ(g.rows[2].engine + "/" + g.rows[2].unit, "qnn/npu");
+  // llama.cpp x cpu: 4 points, 1 calibration; |0.10 0.30 2.00| -> median 0.30, one within 25%.
+  EXPECT_EQ(g.rows[0].points, 4u);
+  EXPECT_EQ(g.rows[0].calibration, 1u);
+  EXPECT_EQ(g.rows[0].validation, 3u);
+  EXPECT_EQ(g.rows[0].error.n, 3u);
+  EXPECT_NEAR(g.rows[0].error.median, 0.30, 1e-12);
+  EXPECT_EQ(g.rows[0].within_25, 1u);
+  // qnn x npu: the failed point counts as a validation point but has no error; |0.20 0.40| -> 0.30; the
+  // derived point is counted apart.
+  EXPECT_EQ(g.rows[2].points, 4u);
+  EXPECT_EQ(g.rows[2].other, 1u);
+  EXPECT_EQ(g.rows[2].validation, 3u);
+  EXPECT_EQ(g.rows[2].error.n, 2u);
+  EXPECT_NEAR(g.rows[2].error.median, 0.30, 1e-12);
+  EXPECT_NEAR(g.rows[1].error.median, 0.05, 1e-12);
+  // all: 9 on-device points (1 derived), 7 validation; |0.05 0.10 0.20 0.30 0.40 2.00| -> median 0.25, p90 at 4.5: 1.20.
+  EXPECT_EQ(g.all.points, 9u);
+  EXPECT_EQ(g.all.other, 1u);
+  EXPECT_EQ(g.all.validation, 7u);
+  EXPECT_EQ(g.all.error.n, 6u);
+  EXPECT_NEAR(g.all.error.median, 0.25, 1e-12);
+  EXPECT_NEAR(g.all.error.p90, 1.20, 1e-12);
+  EXPECT_EQ(g.all.within_25, 3u);
+  const auto lines = g.lines();
+  ASSERT_EQ(lines.size(), 6u);  // title, header, 3 rows, all
+  EXPECT_NE(lines[2].find("llama.cpp x cpu"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[2].find("30.0%"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[2].find("1/3"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[5].find("25.0%"), std::string::npos) << lines[5];
+  EXPECT_TRUE(ondevice_groups({}).lines().empty());
+}
+
+// The same table from the command line, on a two-point registry whose published values are set from
+// mobisim's own prediction so the errors are known: -20% and +50%, median 35%.
+TEST(FidelityReport, OnDeviceCommandPrintsTheEngineUnitTable) {
+  ::mobisim::fidelity::OnDeviceQuery q;
+  q.device = "honor-magic7";
+  q.engine = "mnn";
+  q.model = "qwen3-1.7b";
+  q.unit = "cpu";
+  q.phase = "decode";
+  q.tokens = 256;
+  q.dtype = "int4";
+  q.activation_dtype = "int8";
+  const double sim = ::mobisim::fidelity::ondevice_prediction(q);
+  TempDir dir("ondevice-groups");
+  const std::string probe =
+      "{impl: ondevice, device: honor-magic7, engine: mnn, model: qwen3-1.7b, unit: cpu, phase: decode, tokens: 256, "
+      "dtype: int4, activation_dtype: int8, metric: tokens_per_s}";
+  write_text(dir.file("t.yaml"), fmt::format("document: test\nexternal: true\npoints:\n"
+                                             "  - {{id: t.a, source: made up, quantity: q, published: {:.17g}, unit: tokens_per_s,\n"
+                                             "     role: validation, probe: {}}}\n"
+                                             "  - {{id: t.b, source: made up, quantity: q, published: {:.17g}, unit: tokens_per_s,\n"
+                                             "     role: validation, cause_kind: document, cause: made up, probe: {}}}\n",
+                                             sim * 1.25, probe, sim / 1.5, probe));
+  const auto r = testing::run_mobisim_in(dir.path().string(), "ondevice t.yaml");
+  EXPECT_NE(r.output.find("on-device validation |error| per engine x unit:"), std::string::npos) << r.output;
+  const auto at = r.output.find("mnn x cpu");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+  EXPECT_NE(line.find("35.0%"), std::string::npos) << line;
+  EXPECT_NE(line.find("1/2"), std::string::npos) << line;
 }
 
 }  // namespace

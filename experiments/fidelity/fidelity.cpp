@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "experiments/experiment.h"
@@ -425,6 +426,72 @@ std::string OnDeviceCoverage::line() const {
       "error median {}, p90 {}, {} within 25%, {} over 50% ({} without a cause)",
       points, calibration, validation, phones.size(), runtimes.size(), fmt::join(runtimes, ", "), fmt::join(units, "/"),
       pct(median_validation), pct(p90_validation), within_25, over_50, over_50_unexplained);
+}
+
+OnDeviceGroups ondevice_groups(const std::vector<Evaluation>& ev) {
+  std::map<std::pair<std::string, std::string>, OnDeviceGroup> by;
+  std::map<std::pair<std::string, std::string>, std::vector<double>> errors;
+  OnDeviceGroups g;
+  g.all.engine = "all";
+  std::vector<double> all_errors;
+  for (const auto& e : ev) {
+    const Point& p = *e.point;
+    if (!p.probe.IsDefined() || !p.probe.IsMap() || !p.probe["impl"].IsDefined() ||
+        p.probe["impl"].as<std::string>() != "ondevice")
+      continue;
+    const std::string engine = p.probe["engine"].IsDefined() ? p.probe["engine"].as<std::string>() : "mllm";
+    const std::string unit = p.probe["unit"].IsDefined() ? p.probe["unit"].as<std::string>() : "";
+    const auto key = std::make_pair(engine, unit);
+    OnDeviceGroup& r = by[key];
+    r.engine = engine;
+    r.unit = unit;
+    ++r.points;
+    ++g.all.points;
+    if (p.calibration()) {
+      ++r.calibration;
+      ++g.all.calibration;
+      continue;
+    }
+    if (p.point_class() != "validation" || !p.counted()) {  // derived, interpolated, another run of a statement
+      ++r.other;
+      ++g.all.other;
+      continue;
+    }
+    ++r.validation;
+    ++g.all.validation;
+    if (e.status != "ok" || p.kind == PublishedKind::kTrend) continue;
+    const double a = std::abs(e.rel_error);
+    errors[key].push_back(a);
+    all_errors.push_back(a);
+    if (a <= 0.25 + 1e-12) {
+      ++r.within_25;
+      ++g.all.within_25;
+    }
+  }
+  for (auto& [key, r] : by) {
+    r.error = error_stats(errors[key]);
+    g.rows.push_back(r);
+  }
+  g.all.error = error_stats(all_errors);
+  return g;
+}
+
+std::vector<std::string> OnDeviceGroups::lines() const {
+  if (all.points == 0) return {};
+  auto pct = [](const ErrorStats& s, double v) { return s.n ? fmt::format("{:.1f}%", 100 * v) : std::string("n/a"); };
+  auto row = [&](const OnDeviceGroup& r) {
+    const std::string name = r.unit.empty() ? r.engine : r.engine + " x " + r.unit;
+    return fmt::format("{:<20} {:>6} {:>5} {:>5} {:>5} {:>9} {:>9} {:>9}", name, r.points, r.calibration, r.validation,
+                       r.other, pct(r.error, r.error.median), pct(r.error, r.error.p90),
+                       fmt::format("{}/{}", r.within_25, r.error.n));
+  };
+  std::vector<std::string> out;
+  out.push_back("on-device validation |error| per engine x unit:");
+  out.push_back(fmt::format("{:<20} {:>6} {:>5} {:>5} {:>5} {:>9} {:>9} {:>9}", "engine x unit", "points", "cal", "val",
+                            "other", "median", "p90", "<=25%"));
+  for (const auto& r : rows) out.push_back(row(r));
+  out.push_back(row(all));
+  return out;
 }
 
 std::vector<std::string> per_set_lines(const std::vector<Evaluation>& ev) {

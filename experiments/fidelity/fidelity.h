@@ -137,6 +137,24 @@ struct OnDeviceCoverage {
 };
 OnDeviceCoverage ondevice_coverage(const std::vector<Evaluation>& ev);
 
+// The on-device validation error per runtime (engine) x compute unit, the transfer targets of issue 37:
+// one row per engine x unit with its point counts and the median / p90 |error| of its validation points
+// (status ok, numeric), sorted by engine then unit; `all` pools every on-device validation point. Points of
+// class derived or interpolated, and the non-representative members of a statement group, are counted in
+// `other` and enter no median (as in the fidelity report's medians).
+struct OnDeviceGroup {
+  std::string engine, unit;
+  std::size_t points = 0, calibration = 0, validation = 0, other = 0;
+  ErrorStats error;          // over the validation points that evaluated (n may be below `validation`)
+  std::size_t within_25 = 0;
+};
+struct OnDeviceGroups {
+  std::vector<OnDeviceGroup> rows;
+  OnDeviceGroup all;  // engine "all", unit ""
+  std::vector<std::string> lines() const;  // a table: header, one line per row, the `all` line; {} when empty
+};
+OnDeviceGroups ondevice_groups(const std::vector<Evaluation>& ev);
+
 // The validation points among `ev` that read the value a calibration point is fitted to (registry.h
 // validation_reading_a_fitted_value): one line naming each with its calibration point ("" when none).
 std::string fitted_value_line(const std::vector<Evaluation>& ev);

@@ -257,12 +257,17 @@ std::vector<Point> load_registry(const std::string& dir, const std::vector<std::
     }
   }
   check_hygiene(all, true);  // over the whole registry: groups and references may span files
-  if (!sets.empty())
-    all.erase(std::remove_if(all.begin(), all.end(),
-                             [&](const Point& pt) {
-                               return std::find(sets.begin(), sets.end(), pt.set_name) == sets.end();
-                             }),
-              all.end());
+  // Keep the requested sets by constructing a new vector, never by shifting elements: YAML::Node has no move
+  // assignment, and its copy assignment onto a node that already holds a value rewrites the shared node data
+  // in place, so remove_if's shifting overwrote the probe of an earlier kept point with a later one's (seen
+  // as the ondevice set's predictions taking the transfer set's values when both were selected).
+  if (!sets.empty()) {
+    std::vector<Point> kept;
+    for (auto& pt : all)
+      if (std::find(sets.begin(), sets.end(), pt.set_name) != sets.end()) kept.push_back(std::move(pt));
+    all = std::vector<Point>();
+    all.swap(kept);
+  }
   for (const auto& s : sets)
     if (!known_sets.count(s))
       throw UsageError(fmt::format("no registry points in set '{}' (known: {})", s, fmt::join(known_sets, ", ")));

@@ -77,6 +77,9 @@ class App {
   // The model the app runs and the unit it runs on, for tables and plot titles.
   virtual std::string model_name() const = 0;
   virtual std::string unit() const = 0;
+  // The workload's charging periods (start_s, end_s), e.g. a RAG trace's charging idle windows:
+  // a phone experiment with thermal battery.trace_charging_w charges in them. None by default.
+  virtual std::vector<std::pair<double, double>> charging_windows() const { return {}; }
 
  protected:
   explicit App(const Params& p);

@@ -37,6 +37,12 @@ class RagApp : public App {
   YAML::Node resolved() const override { return resolved_; }
   std::string model_name() const override { return cost_.spec().name; }
   std::string unit() const override { return pipeline_.compute_unit; }
+  std::vector<std::pair<double, double>> charging_windows() const override {
+    std::vector<std::pair<double, double>> out;
+    for (const auto& w : user_.idle_windows)
+      if (w.charging) out.emplace_back(w.start_s, w.end_s);
+    return out;
+  }
 
  private:
   models::CostModel cost_;

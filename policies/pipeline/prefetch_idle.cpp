@@ -19,6 +19,9 @@ sim::Task<void> PrefetchIdle::after(devices::Device& device, const std::string& 
   sim::Simulator& sim = device.sim();
   if (quiet_s_ > 0) co_await sim.timeout(sim::from_seconds(quiet_s_));
   if (generation != generation_ || kv_bytes_per_token <= 0) co_return;  // the next request came first
+  // Idle-time work respects the phone: no prefetch on a low battery or without thermal headroom
+  // (devices/power_manager.h; always allowed with thermal: none). It waits for the next idle period.
+  if (!device.background_allowed()) co_return;
   const KvMatch m = reuse.match(r, sim::to_seconds(sim.now()));
   const auto cap = static_cast<std::int64_t>(max_bytes_ / kv_bytes_per_token);
   const std::int64_t n = std::min(m.tokens, cap);

@@ -1,7 +1,8 @@
 #pragma once
 // `prefetch`: in idle time, the K/V the next request will most likely reuse is promoted from
 // flash to DRAM (the move PerCache's cache scheduler makes between its flash and DRAM tiers while
-// the phone is idle, applied to the pipeline's KV-reuse stage). `quiet_s` after a request's answer,
+// the phone is idle, applied to the pipeline's KV-reuse stage). Skipped when the device does not
+// allow background work (low battery, no thermal headroom: Device::background_allowed()). `quiet_s` after a request's answer,
 // the stage looks that request's prompt up in the KV-reuse stage (as a follow-up would: for a
 // chat, the next turn starts with it) and, when the matched prefix's bytes fit in the DRAM ledger
 // beside everything else (held as "<app>/prefetch"; a prefix that does not fit is not promoted),

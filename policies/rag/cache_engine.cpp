@@ -65,6 +65,11 @@ void add_prediction_params(ParamSchema& s) {
       .input_path();
   s.node("predictor", "how predicted texts are produced: {impl: generator|file|oracle, ...} (default generator)");
   s.boolean("charging_only", false, "run background work only inside the trace's charging idle windows");
+  s.real("background_recheck_s", 60.0,
+         "with a thermal model: how long idle work waits before looking again when the phone has no thermal "
+         "headroom or a low battery (Device::background_allowed)")
+      .positive()
+      .with_unit("s");
 }
 
 void read_qa_params(const Params& p, EngineOptions& o) {
@@ -90,6 +95,7 @@ void read_prediction_params(const Params& p, EngineOptions& o) {
   o.predictor = p.node("predictor");
   o.predictor_source = p.source_of("predictor");
   o.charging_only = p.boolean("charging_only");
+  o.background_recheck_s = p.real("background_recheck_s");
   // Validate the predictor now (unknown impl or keys fail before any simulation).
   (void)make_predictor(o.predictor, o.predictor_source);
 }
@@ -965,6 +971,15 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
       break;  // does not fit before the next query: it waits for the next idle period
     }
     if (start > p.sim().now()) co_await p.sim().timeout(start - p.sim().now());
+    if (!p.device().background_allowed()) {
+      // No thermal headroom or a low battery (devices/power_manager.h; never with thermal: none):
+      // the job stays queued; look again later in this idle period.
+      ++deferred_;
+      const sim::Time again = p.sim().now() + sim::from_seconds(o_.background_recheck_s);
+      if (again >= window_end) break;
+      co_await p.sim().timeout(again - p.sim().now());
+      continue;
+    }
     Job job = std::move(jobs_[pick]);
     jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(pick));
     for (const auto& s : plan.steps) co_await run_step(p, p.background(), s);

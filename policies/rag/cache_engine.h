@@ -118,6 +118,7 @@ struct EngineOptions {
   double tau_scheduler = 0.875;
   bool conversions = false;
   bool charging_only = false;
+  double background_recheck_s = 60;  // idle work's wait when the phone disallows background work
   std::vector<ScheduledChange> schedule;
   // Dynamic refresh (PerCache 4.1.3).
   bool refresh = false;
@@ -259,6 +260,7 @@ class CachingPolicy : public RagPolicy {
   // Late chunks in added_s order and how many of them have been noticed.
   std::vector<std::int32_t> late_;
   std::size_t late_seen_ = 0;
+  std::int64_t deferred_ = 0;  // idle-work starts put off because the phone disallowed background work
   std::int64_t refreshed_ = 0;
 };
 
