@@ -308,10 +308,10 @@ TEST(OnDevice, ProbeAppliesOverridesAndRefusesUnknownPaths) {
   EXPECT_THROW(ondevice_prediction(q, {"engine.cpu.prefill_efficiency.int4"}), ConfigError);
   q.unit = "npu";
   q.phase = "decode";
-  // ExecuTorch has no NPU values: the device's would be taken silently, so it is an error, unless
-  // the engine names the inheritance (then decode on the NPU has a path).
-  EXPECT_THROW(ondevice_prediction(q), ConfigError);
-  EXPECT_GT(ondevice_prediction(q, {"engine.inherit_device.npu=the device NPU curve, for this test"}), 0.0);
+  // ExecuTorch has no NPU values of its own: decode on the NPU has a path because the profile names the
+  // device's curve (inherit_device: npu); without that it is an error, not a silent fallback.
+  EXPECT_GT(ondevice_prediction(q), 0.0);
+  EXPECT_THROW(ondevice_prediction(q, {"engine.inherit_device={}"}), ConfigError);
 }
 
 // The Pixel 7 probes name mllm's Q4_K recipe: the registry's prefill point (PerCache Table 1, 5.616
@@ -479,8 +479,8 @@ TEST(EngineConfig, DefaultIsMllmAndAnEngineIsRecorded) {
   const YAML::Node et = resolved("experiments/percache/table1.yaml",
                                  {"experiment.device=oneplus-12", "experiment.engine=executorch",
                                   "experiment.model.linear_dtypes={}"});
-  // ExecuTorch states no NPU values: the NPU is refused, where the device's were taken silently before.
-  EXPECT_THROW(resolved("experiments/percache/table1.yaml", {"experiment.device=oneplus-12", "experiment.engine=executorch",
+  // MLC states no NPU values and inherits none: the NPU is refused, where the device's were taken silently before.
+  EXPECT_THROW(resolved("experiments/percache/table1.yaml", {"experiment.device=oneplus-12", "experiment.engine=mlc",
                                                              "experiment.pipeline.compute_unit=npu"}),
                ConfigError);
   EXPECT_EQ(et["experiment"]["engine"]["name"].as<std::string>(), "executorch");

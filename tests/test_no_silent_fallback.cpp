@@ -121,40 +121,50 @@ inherit_device:
   EXPECT_THROW(hand_engine("inherit_device: {cpu.decode.int3: why}\n"), ConfigError);
 }
 
-TEST(NoSilentFallback, TheIssuesExamplesAreErrors) {
+TEST(NoSilentFallback, TheIssuesExamplesAreErrorsOrNamedInheritances) {
   const DeviceProfile pixel7 = load_device_profile("pixel7");
-  // llama.cpp sets nothing for the CPU: no CPU value of the device is taken silently.
-  EXPECT_THROW(load_engine_profile("llama.cpp").apply(pixel7).unit("cpu", "t").efficiency(DType::kInt4, false), ConfigError);
-  // ExecuTorch has no int6 entry and no GPU values.
+  // llama.cpp sets nothing for the CPU: it takes the device's CPU values by name, and says so.
+  const DeviceProfile lc = load_engine_profile("llama.cpp").apply(pixel7);
+  EXPECT_DOUBLE_EQ(lc.unit("cpu", "t").efficiency(DType::kInt4, false), 0.0387082);
+  EXPECT_NE(std::find_if(lc.inherited_from_device.begin(), lc.inherited_from_device.end(),
+                         [](const std::string& l) { return l.rfind("cpu.prefill: compute_efficiency=0.0387082", 0) == 0; }),
+            lc.inherited_from_device.end());
+  // ExecuTorch has no int6 entry (the quick start's projections): an error. MLC states nothing for the
+  // CPU or the NPU: errors.
   const DeviceProfile et = load_engine_profile("executorch").apply(pixel7);
   EXPECT_THROW(et.unit("cpu", "t").efficiency(DType::kInt6, false), ConfigError);
-  EXPECT_THROW(et.unit("gpu", "t").efficiency(DType::kF16, false), ConfigError);
+  const DeviceProfile mlc = load_engine_profile("mlc").apply(load_device_profile("oneplus-12"));
+  EXPECT_THROW(mlc.unit("cpu", "t").efficiency(DType::kInt4, false), ConfigError);
+  EXPECT_THROW(mlc.require_engine_values("npu", models::load_model_spec("llama-3.2-1b"), "t"), ConfigError);
   // mllm inherits everything by name, and the result records it.
   const DeviceProfile mllm = load_engine_profile("mllm").apply(pixel7);
   EXPECT_DOUBLE_EQ(mllm.unit("cpu", "t").efficiency(DType::kInt4, false), 0.0387082);
   EXPECT_FALSE(mllm.inherited_from_device.empty());
 }
 
-// A run records what its engine inherits: llama.cpp on the Pixel 7's CPU, inherited by name from the
-// command line, runs at the device's mllm-fitted CPU values and says so in its result file.
+// A run records what its engine inherits: ExecuTorch on the quick start's int6 projections is refused;
+// with its CPU inherited by name from the command line it runs at the device's mllm-fitted values for
+// the dtypes it has none of, and says so in its result file.
 TEST(NoSilentFallback, ARunRecordsWhatItsEngineInherits) {
   testing::TempDir dir("inherited");
   const std::string config = std::string(MOBISIM_SOURCE_DIR) + "/experiments/quickstart.yaml";
-  const auto refused = testing::run_mobisim("run " + config + " -p experiment.engine=llama.cpp --no-plot --quiet --output " +
+  const auto refused = testing::run_mobisim("run " + config + " -p experiment.engine=executorch --no-plot --quiet --output " +
                                             dir.file("refused.h5"));
   EXPECT_EQ(refused.exit_code, 3) << refused.output;
-  EXPECT_NE(refused.output.find("engine 'llama.cpp'"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("engine 'executorch'"), std::string::npos) << refused.output;
   EXPECT_FALSE(std::filesystem::exists(dir.file("refused.h5")));
-  const auto r = testing::run_mobisim("run " + config + " -p experiment.engine=llama.cpp" +
-                                      " -p 'experiment.engine.inherit_device.cpu=no llama.cpp CPU point yet'" +
+  const auto r = testing::run_mobisim("run " + config + " -p experiment.engine=executorch" +
+                                      " -p 'experiment.engine.inherit_device.cpu=no ExecuTorch int6 point yet'" +
                                       " --no-plot --quiet --output " + dir.file("r.h5"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto lines = h5::Reader(dir.file("r.h5")).attr_strings("/", "inherited_from_device");
-  // configs/devices/pixel7.yaml's CPU: compute_efficiency 0.0387082, gemv 0.138814, bandwidth 0.5, 20 us.
-  const std::string prefill = "cpu.prefill: compute_efficiency=0.0387082, bandwidth_efficiency=0.5, call_overhead_us=20 "
-                              "of device pixel7 (no llama.cpp CPU point yet)";
-  const std::string decode = "cpu.decode: gemv_compute_efficiency=0.138814, bandwidth_efficiency=0.5, call_overhead_us=20 "
-                             "of device pixel7 (no llama.cpp CPU point yet)";
+  // ExecuTorch sets CPU prefill for bf16, int4, fp32 and decode for int4, fp32 (bf16 decode is its own,
+  // more specific inheritance); the rest takes configs/devices/pixel7.yaml's CPU: compute_efficiency
+  // 0.0387082, gemv 0.138814 (its bandwidth and call overhead are ExecuTorch's own).
+  const std::string prefill = "cpu.prefill[fp16,fp8,int8,int6]: compute_efficiency=0.0387082 of device pixel7 "
+                              "(no ExecuTorch int6 point yet)";
+  const std::string decode = "cpu.decode[fp16,fp8,int8,int6]: gemv_compute_efficiency=0.138814 of device pixel7 "
+                             "(no ExecuTorch int6 point yet)";
   EXPECT_NE(std::find(lines.begin(), lines.end(), prefill), lines.end()) << ::testing::PrintToString(lines);
   EXPECT_NE(std::find(lines.begin(), lines.end(), decode), lines.end()) << ::testing::PrintToString(lines);
 }
@@ -181,15 +191,15 @@ TEST(NoSilentFallback, ValidateFailsWhereRunFails) {
   // Every driver checks the units it runs on: a pipeline app's npu_graphs prefill stage (compose), the
   // coordgen drivers' NPU, DynaKV's CPU at its precision (fp8) under an engine without those values.
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"compose/b_npu_prefill.yaml -p experiment.engine=executorch", "has no npu prefill value for int4 weights"},
+      {"compose/b_npu_prefill.yaml -p experiment.engine=dynakv", "has no npu prefill value for int4 weights"},
       // MNN: int4 on the CPU and its QNN backend, but no fp16 CPU value for the speculative decode's attention.
       {"compose/b_npu_prefill_coordgen.yaml -p experiment.engine=mnn", "has no cpu prefill value for fp16 weights"},
-      {"coordgen/fig8_schedules.yaml -p experiment.engine=executorch", "has no npu prefill value for int8 weights"},
-      {"coordgen/table3_k60.yaml -p experiment.engine=llama.cpp", "has no npu prefill value"},
+      {"coordgen/fig8_schedules.yaml -p experiment.engine=mlc", "has no npu prefill value for int8 weights"},
+      {"coordgen/table3_k60.yaml -p experiment.engine=dynakv", "has no npu prefill value"},
       // QNN states the NPU (and inherits its curve) but nothing for the CPU the coordgen drivers decode on.
       {"coordgen/fig8_schedules.yaml -p experiment.engine=qnn", "has no cpu prefill value for int8 weights"},
-      {"dynakv/table6.yaml -p experiment.engine=llama.cpp", "has no cpu prefill value for fp8 weights"},
-      {"prefix_cache/ttft.yaml -p experiment.devices.0.engine=executorch", "has no gpu prefill value for int4 weights"}};
+      {"dynakv/table6.yaml -p experiment.engine=executorch", "has no cpu prefill value for fp8 weights"},
+      {"prefix_cache/ttft.yaml -p experiment.devices.0.engine=mnn", "has no gpu prefill value for int4 weights"}};
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);
     const auto c = testing::run_mobisim("validate " + std::string(MOBISIM_SOURCE_DIR) + "/experiments/" + args);
