@@ -257,6 +257,7 @@ DeviceProfile DeviceProfile::from_yaml(const YAML::Node& given, const ConfigSour
     ParamSchema s = NpuSpec::schema();
     const Params np(n, s, source.child("npu"), {});
     d.npu = NpuSpec::from_params(np);
+    d.npu->device_name = d.name;
     out["npu"] = np.resolved();
   }
   {

@@ -71,6 +71,24 @@ ParamSchema engine_npu_schema() {
          "fraction of the INT8 peak reached with integer weights and 16-bit activations (W4A16/W8A16)")
       .range(1e-6, 1.0)
       .optional();
+  s.text("prefill_backend", std::nullopt, "NPU engine running prefill: htp (the HTP/HMX matrix engine, graph curve) or "
+                                          "hvx (the HVX vector units, op by op; needs the device's npu.hvx_peak_tops_int8)")
+      .in({"htp", "hvx"})
+      .optional();
+  s.text("decode_backend", std::nullopt, "NPU engine running decode: htp or hvx").in({"htp", "hvx"}).optional();
+  s.real("hvx_gemm_efficiency", std::nullopt, "fraction of the HVX peak the runtime's matmul kernels reach")
+      .range(1e-6, 1.0)
+      .optional();
+  s.real("hvx_bandwidth_efficiency", std::nullopt, "fraction of DRAM bandwidth the runtime's HVX kernels stream at")
+      .range(1e-6, 1.0)
+      .optional();
+  s.real("hvx_op_overhead_us", std::nullopt, "cost per operator call on hvx (dispatch, DSP round trip)")
+      .non_negative()
+      .with_unit("us")
+      .optional();
+  s.boolean("cpu_overlap", std::nullopt,
+            "prefill chunk i's NPU work overlaps chunk i-1's CPU float work (attention) (llm.npu / mllm pipeline)")
+      .optional();
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -250,6 +268,12 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     e.npu.graph_chunk = opt_real(np, "graph_chunk");
     e.npu.decode_bandwidth_efficiency = opt_real(np, "decode_bandwidth_efficiency");
     e.npu.mixed_precision_fraction = opt_real(np, "mixed_precision_fraction");
+    if (np.has("prefill_backend")) e.npu.prefill_backend = np.text("prefill_backend");
+    if (np.has("decode_backend")) e.npu.decode_backend = np.text("decode_backend");
+    e.npu.hvx_gemm_efficiency = opt_real(np, "hvx_gemm_efficiency");
+    e.npu.hvx_bandwidth_efficiency = opt_real(np, "hvx_bandwidth_efficiency");
+    e.npu.hvx_op_overhead_us = opt_real(np, "hvx_op_overhead_us");
+    if (np.has("cpu_overlap")) e.npu.cpu_overlap = np.boolean("cpu_overlap");
   }
   if (const YAML::Node n = p.node("storage"); n.IsDefined() && !n.IsNull()) {
     ParamSchema ss = engine_storage_schema();
@@ -351,6 +375,13 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
       }
     if (!gaps->missing.empty()) n.gaps = gaps;
     lines.emit("npu", d.inherited_from_device);
+    n.engine_name = name;
+    if (npu.prefill_backend) n.prefill_backend = parse_npu_backend(*npu.prefill_backend);
+    if (npu.decode_backend) n.decode_backend = parse_npu_backend(*npu.decode_backend);
+    if (npu.hvx_gemm_efficiency) n.hvx_gemm_efficiency = *npu.hvx_gemm_efficiency;
+    if (npu.hvx_bandwidth_efficiency) n.hvx_bandwidth_efficiency = *npu.hvx_bandwidth_efficiency;
+    if (npu.hvx_op_overhead_us) n.hvx_op_overhead_us = *npu.hvx_op_overhead_us;
+    if (npu.cpu_overlap) n.cpu_overlap = *npu.cpu_overlap;
   }
   if (d.storage && storage.read_command_overhead_us) d.storage->read_command_overhead_us = *storage.read_command_overhead_us;
   if (d.storage && storage.load_ns_per_byte) d.storage->load_ns_per_byte = *storage.load_ns_per_byte;

@@ -15,6 +15,8 @@
 //                                    times longer than the unit's rate (a per-projection recipe dtype)
 //   npu:        max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
 //               decode_bandwidth_efficiency, mixed_precision_fraction (see devices/npu.h)
+//               prefill_backend, decode_backend (htp | hvx), hvx_gemm_efficiency, hvx_bandwidth_efficiency,
+//               hvx_op_overhead_us, cpu_overlap (backends and overlap, devices/npu.h)
 //   storage:    read_command_overhead_us  host time per read command of the runtime's loader
 //               load_ns_per_byte          host time per byte it loads (conversion, copies)
 //               (devices/storage.h)
@@ -61,6 +63,10 @@ struct EngineUnitSpec {
 struct EngineNpuSpec {
   std::optional<double> max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
       decode_bandwidth_efficiency, mixed_precision_fraction;
+  // NPU backends per phase and the runtime's HVX kernel-class efficiencies; CPU+NPU overlap (npu.h).
+  std::optional<std::string> prefill_backend, decode_backend;
+  std::optional<double> hvx_gemm_efficiency, hvx_bandwidth_efficiency, hvx_op_overhead_us;
+  std::optional<bool> cpu_overlap;
 };
 
 struct EngineStorageSpec {

@@ -2,6 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "sim/error.h"
 
 namespace mobisim::devices {
 
@@ -20,6 +25,16 @@ ParamSchema NpuSpec::schema() {
       .with_unit("ms");
   s.real("active_power_w", std::nullopt, "power while executing").non_negative().with_unit("W");
   s.real("idle_power_w", std::nullopt, "power while idle").non_negative().with_unit("W");
+  s.real("hvx_peak_tops_int8", std::nullopt,
+         "peak INT8 TOPS of the HVX vector units (contexts x MACs per cycle x 2 x clock); needed only by engines "
+         "that run a phase on backend hvx")
+      .positive()
+      .with_unit("TOPS")
+      .optional();
+  s.real("hvx_peak_tflops_fp16", std::nullopt, "peak FP16 TFLOP/s of the HVX vector units (float weights on hvx)")
+      .positive()
+      .with_unit("TFLOP/s")
+      .optional();
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -36,6 +51,8 @@ NpuSpec NpuSpec::from_params(const Params& p) {
   n.graph_load_ms_per_layer = p.real("graph_load_ms_per_layer");
   n.active_power_w = p.real("active_power_w");
   n.idle_power_w = p.real("idle_power_w");
+  if (p.has("hvx_peak_tops_int8")) n.hvx_peak_tops_int8 = p.real("hvx_peak_tops_int8");
+  if (p.has("hvx_peak_tflops_fp16")) n.hvx_peak_tflops_fp16 = p.real("hvx_peak_tflops_fp16");
   return n;
 }
 
@@ -70,6 +87,7 @@ double NpuSpec::peak_ops(models::DType weight, models::DType activation) const {
 
 double NpuSpec::decode_seconds(const models::Work& w, models::DType weight, models::DType activation) const {
   check(Phase::kDecode, weight);
+  if (decode_backend == NpuBackend::kHvx) return hvx_seconds(w, weight, "decode");
   const double compute = w.flops() / (peak_ops(weight, activation) * max_utilization);
   const double memory = w.bytes() / (mem_bandwidth_gbps * 1e9 * decode_bandwidth_efficiency);
   return exec_overhead_ms * 1e-3 + std::max(compute, memory);
@@ -81,6 +99,7 @@ double NpuSpec::chunked_prefill_seconds(const models::CostModel& cost, std::int6
   const auto& m = cost.spec();
   check(Phase::kPrefill, m.weight_dtype);
   if (chunk <= 0) chunk = graph_chunk;
+  if (prefill_backend == NpuBackend::kHvx) return hvx_prefill_seconds(cost, n_new, n_cached, chunk);
   const double peak = peak_ops(m.weight_dtype, m.activation_dtype) * utilization(static_cast<double>(chunk));
   const double bw = mem_bandwidth_gbps * 1e9;
   double s = 0;
@@ -98,6 +117,7 @@ double NpuSpec::work_seconds(const models::Work& w, models::DType weight, models
   for (const auto& op : w.ops) n = std::max(n, op.tokens);
   if (n <= 1) return decode_seconds(w, weight, activation);
   check(Phase::kPrefill, weight);
+  if (prefill_backend == NpuBackend::kHvx) return hvx_seconds(w, weight, "prefill");
   const std::int64_t chunk = std::min<std::int64_t>(graph_chunk, n);
   const std::int64_t execs = (n + chunk - 1) / chunk;
   const double padded = static_cast<double>(execs * chunk) / static_cast<double>(n);
@@ -105,6 +125,79 @@ double NpuSpec::work_seconds(const models::Work& w, models::DType weight, models
   // Weights are read once per execution, everything else once.
   const double bytes = w.bytes() + static_cast<double>(execs - 1) * w.weight_bytes();
   return static_cast<double>(execs) * exec_overhead_ms * 1e-3 + std::max(compute, bytes / (mem_bandwidth_gbps * 1e9));
+}
+
+const char* to_string(NpuBackend b) { return b == NpuBackend::kHvx ? "hvx" : "htp"; }
+
+NpuBackend parse_npu_backend(const std::string& s) {
+  if (s == "htp") return NpuBackend::kHtp;
+  if (s == "hvx") return NpuBackend::kHvx;
+  throw ConfigError(fmt::format("unknown npu backend '{}' (htp: the HTP/HMX matrix engine, hvx: the HVX vector units)", s));
+}
+
+double pipelined_seconds(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) throw std::invalid_argument("pipelined_seconds: stages of different lengths");
+  if (a.empty()) return 0.0;
+  double t = a.front();                                                       // fill: the first NPU stage
+  for (std::size_t i = 1; i < a.size(); ++i) t += std::max(a[i], b[i - 1]);  // steady: NPU i beside CPU i-1
+  return t + b.back();                                                        // drain: the last CPU stage
+}
+
+double NpuSpec::hvx_peak_ops(models::DType weight, const std::string& phase) const {
+  const bool integer = is_integer(weight);
+  const double peak = integer ? hvx_peak_tops_int8 : hvx_peak_tflops_fp16;
+  if (!(peak > 0))
+    throw ConfigError(fmt::format(
+        "engine '{}' runs the npu {} on backend hvx, but device '{}' gives no npu.{} (the HVX vector units' peak "
+        "for {} weights): add it to the device profile with its source, or run that phase on backend htp",
+        engine_name.empty() ? "?" : engine_name, phase, device_name.empty() ? "?" : device_name,
+        integer ? "hvx_peak_tops_int8" : "hvx_peak_tflops_fp16", models::to_string(weight)));
+  return peak * 1e12;
+}
+
+double NpuSpec::hvx_seconds(const models::Work& w, models::DType weight, const std::string& phase) const {
+  const double peak = hvx_peak_ops(weight, phase) * hvx_gemm_efficiency;
+  const double bw = mem_bandwidth_gbps * 1e9 * hvx_bandwidth_efficiency;
+  double s = 0;
+  for (const auto& op : w.ops) {
+    const double op_peak = op.dtype && *op.dtype != weight ? hvx_peak_ops(*op.dtype, phase) * hvx_gemm_efficiency : peak;
+    s += std::max(op.flops / op_peak, op.bytes() / bw) + op.layers * hvx_op_overhead_us * 1e-6;
+  }
+  return s;
+}
+
+double NpuSpec::hvx_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,
+                                    std::int64_t chunk) const {
+  if (n_new <= 0) return 0.0;
+  if (chunk <= 0) chunk = n_new;
+  const auto& m = cost.spec();
+  double s = 0;
+  for (std::int64_t done = 0; done < n_new; done += chunk) {
+    const std::int64_t n = std::min(chunk, n_new - done);
+    const bool last = done + n >= n_new;
+    s += hvx_seconds(cost.prefill(models::PrefillShape{n, n_cached + done, 0, last ? 1 : 0}), m.weight_dtype, "prefill");
+  }
+  return s;
+}
+
+double NpuSpec::overlapped_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,
+                                           std::int64_t chunk,
+                                           const std::function<double(const models::Work&)>& cpu_seconds) const {
+  if (n_new <= 0) return 0.0;
+  if (chunk <= 0) chunk = graph_chunk;
+  const auto& m = cost.spec();
+  const double peak = peak_ops(m.weight_dtype, m.activation_dtype) * utilization(static_cast<double>(chunk));
+  const double bw = mem_bandwidth_gbps * 1e9;
+  std::vector<double> npu_stage, cpu_stage;
+  for (std::int64_t done = 0; done < n_new; done += chunk) {
+    const bool last = done + chunk >= n_new;
+    const models::Work w = cost.prefill(models::PrefillShape{chunk, n_cached + done, 0, last ? 1 : 0});
+    models::Work on_npu, on_cpu;
+    for (const auto& op : w.ops) (models::is_attention(op.kind) ? on_cpu : on_npu).ops.push_back(op);
+    npu_stage.push_back(exec_overhead_ms * 1e-3 + std::max(on_npu.flops() / peak, on_npu.bytes() / bw));
+    cpu_stage.push_back(on_cpu.ops.empty() ? 0.0 : cpu_seconds(on_cpu));
+  }
+  return pipelined_seconds(npu_stage, cpu_stage);
 }
 
 }  // namespace mobisim::devices

@@ -26,7 +26,34 @@
 // INT8 peak. The engine profile (devices/engine.h) sets these three; the defaults (1.0, 1.0, 256)
 // leave the earlier behaviour unchanged.
 #include <memory>
+//
+// Backends (issue 37 item 2). A Hexagon NPU has more than one engine: the HTP matrix engine (HMX,
+// the curve above, which QNN graphs run on) and the HVX vector units, which runtimes that dispatch
+// their own kernels use (llama.cpp's ggml-hexagon backend: quantised matmuls as HVX vrmpy loops, one
+// ggml op per DSP round trip). An engine profile names the backend of each phase (`prefill_backend`,
+// `decode_backend`: htp or hvx). On hvx every operator runs alone, one after the other (no fusion,
+// no graph), as a roofline against the HVX peak of the SoC (device profile `hvx_peak_tops_int8`):
+//
+//   t_hvx(work) = sum over ops of [ max( flops / (hvx_peak * hvx_gemm_efficiency),
+//                                        bytes / (mem_bandwidth * hvx_bandwidth_efficiency) )
+//                                   + calls * hvx_op_overhead ]
+//
+// with the runtime's kernel-class efficiencies (engine profile) applied to each SoC's peak. A device
+// profile without an HVX peak cannot run an hvx phase: ConfigError naming device, engine and key.
+//
+// CPU+NPU overlap across prefill chunks (llm.npu / mllm's QNNPipelineExecutor, engine `cpu_overlap`):
+// the NPU runs the chunk's linear layers while the CPU runs the float work of the previous chunk
+// (attention). With a_i the NPU stage and b_i the CPU stage of chunk i (i = 1..n), the lock-step
+// pipeline takes
+//
+//   T = a_1 + sum_{i=2..n} max(a_i, b_{i-1}) + b_n          (fill a_1, n-1 steady steps, drain b_n)
+//
+// (pipelined_seconds). It is the exact two-stage flow-shop makespan whenever one stage dominates
+// throughout (a_i >= b_{i-1} for every i: T = sum a + b_n; or b_{i-1} >= a_i: T = a_1 + sum b), and an
+// upper bound of it otherwise.
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "devices/engine_gaps.h"
 #include "models/cost_model.h"
@@ -34,8 +61,19 @@
 
 namespace mobisim::devices {
 
+enum class NpuBackend { kHtp, kHvx };
+const char* to_string(NpuBackend b);
+NpuBackend parse_npu_backend(const std::string& s);  // "htp" | "hvx", else ConfigError
+
+// The lock-step two-stage pipeline over chunks (see above): stage a on the NPU, stage b on the CPU.
+// a and b must have the same length; empty: 0.
+double pipelined_seconds(const std::vector<double>& a, const std::vector<double>& b);
+
 struct NpuSpec {
   double peak_tops_int8 = 0;
+  // The HVX vector units of the same NPU (0: the device profile does not give them).
+  double hvx_peak_tops_int8 = 0;
+  double hvx_peak_tflops_fp16 = 0;
   double peak_tflops_fp16 = 0;
   double max_utilization = 1.0;
   double half_utilization_chunk = 64;
@@ -54,6 +92,12 @@ struct NpuSpec {
   void check(Phase phase, models::DType weight) const {
     if (gaps) gaps->check(phase, weight);
   }
+  NpuBackend prefill_backend = NpuBackend::kHtp, decode_backend = NpuBackend::kHtp;
+  double hvx_gemm_efficiency = 1.0;       // fraction of the HVX peak on the runtime's matmul kernels
+  double hvx_bandwidth_efficiency = 1.0;  // fraction of DRAM bandwidth its kernels stream at
+  double hvx_op_overhead_us = 0;          // per operator call (dispatch, DSP round trip)
+  bool cpu_overlap = false;               // chunk i's NPU work overlaps chunk i-1's CPU float work
+  std::string device_name, engine_name;   // for error messages (set by DeviceProfile / EngineProfile::apply)
 
   static ParamSchema schema();
   static NpuSpec from_params(const Params& p);
@@ -81,6 +125,20 @@ struct NpuSpec {
   // Any work submitted to the NPU as a whole (Device::compute): single-token work as decode_seconds,
   // longer work in graph_chunk-token executions at the chunk's utilisation.
   double work_seconds(const models::Work& work, models::DType weight, models::DType activation) const;
+
+  // HVX: the peak for `weight` (ConfigError naming device, engine and key when the profile lacks it;
+  // `phase` says what needed it), and `work` run op by op on the vector units.
+  double hvx_peak_ops(models::DType weight, const std::string& phase) const;
+  double hvx_seconds(const models::Work& work, models::DType weight, const std::string& phase) const;
+  // Prefill on HVX in micro-batches of `chunk` tokens (no padding: the runtime's ubatch).
+  double hvx_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,
+                             std::int64_t chunk) const;
+  // Prefill on HTP graphs with CPU overlap: per chunk, the NPU runs everything but attention (as
+  // chunked_prefill_seconds costs a chunk) and `cpu_seconds` the attention operators; the chunks
+  // combine by pipelined_seconds.
+  double overlapped_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,
+                                    std::int64_t chunk,
+                                    const std::function<double(const models::Work&)>& cpu_seconds) const;
 };
 
 }  // namespace mobisim::devices

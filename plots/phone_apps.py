@@ -5,6 +5,8 @@ usage: phone_apps.py RESULT.h5 OUT.png
 
 Left: mean and p90 latency per app, alone on the phone and shared with the other apps.
 Right: each app's per-request latency over simulated time when shared (dots) and alone (line).
+With a thermal model (`thermal:`), a row below: junction and skin temperature and each governed
+unit's clock over simulated time (tables/thermal.<scenario>), trips shaded where throttled.
 Reads the HDF5 with h5py only.
 """
 import sys
@@ -15,6 +17,41 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from mobisim_results import load_runs, strs  # noqa: E402
+import h5py  # noqa: E402
+
+
+def thermal_tables(path):
+    """{scenario: {column: array}} of the sustained-use series, empty without a thermal model."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        if "tables" not in f:
+            return out
+        for name in f["tables"]:
+            if name.startswith("thermal."):
+                g = f["tables"][name]
+                cols = [c.decode() if isinstance(c, bytes) else c for c in g.attrs["columns"]]
+                out[name[len("thermal."):]] = {c: g[c][()] for c in cols}
+    return out
+
+
+def draw_thermal(axes, series):
+    """Temperatures (left axis) and clocks (right axis) per simulation over simulated time."""
+    for ax, (scenario, t) in zip(axes, series.items()):
+        ax.plot(t["t_s"], t["junction_c"], color="tab:red", label="junction")
+        ax.plot(t["t_s"], t["skin_c"], color="tab:orange", label="skin")
+        ax.set_ylabel("temperature (C)")
+        ax.set_xlabel("simulated s")
+        ax.set_title(f"{scenario}: heat and clocks", fontsize=9)
+        clocks = ax.twinx()
+        palette = iter(["tab:blue", "tab:green", "tab:purple", "tab:brown"])
+        for col in t:
+            if col.endswith("_mhz"):
+                clocks.step(t["t_s"], t[col], where="post", linewidth=0.8, color=next(palette, "tab:gray"),
+                            label=col.replace("_mhz", " MHz"))
+        clocks.set_ylabel("clock (MHz)")
+        lines = ax.get_legend_handles_labels()
+        more = clocks.get_legend_handles_labels()
+        ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="lower right")
 
 
 def main(path, out):
@@ -27,7 +64,15 @@ def main(path, out):
     label = {}
     for a, m, u, p in zip(app_col, strs(summary["model"]), strs(summary["unit"]), strs(summary["priority"])):
         label[a] = f"{a}\n{m}\non {u}" + (f" ({p})" if shared else "")
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [1, 1.4]})
+    series = thermal_tables(path)
+    if series:
+        fig = plt.figure(figsize=(12, 9))
+        grid = fig.add_gridspec(2, max(2, len(series)))
+        ax1 = fig.add_subplot(grid[0, : max(1, grid.ncols // 2)])
+        ax2 = fig.add_subplot(grid[0, max(1, grid.ncols // 2):])
+        draw_thermal([fig.add_subplot(grid[1, k]) for k in range(len(series))], series)
+    else:
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [1, 1.4]})
     width = 0.8 / len(scenarios)
     colours = {"alone": "#8da0cb", "shared": "#fc8d62"}
     for k, sc in enumerate(scenarios):

@@ -58,13 +58,17 @@ double Histogram::max() const {
 
 double Histogram::percentile(double p) const {
   if (samples_.empty()) return 0.0;
+  // The two closest ranks by selection, not a full sort (O(n): results are written for histograms
+  // of millions of samples); the values are those of the sorted order exactly.
   std::vector<double> s = samples_;
-  std::sort(s.begin(), s.end());
   const double rank = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(s.size() - 1);
   const auto lo = static_cast<std::size_t>(std::floor(rank));
-  const auto hi = std::min(lo + 1, s.size() - 1);
+  const auto lo_it = s.begin() + static_cast<std::ptrdiff_t>(lo);
+  std::nth_element(s.begin(), lo_it, s.end());
+  const double at_lo = *lo_it;
+  const double at_hi = lo + 1 < s.size() ? *std::min_element(lo_it + 1, s.end()) : at_lo;
   const double frac = rank - static_cast<double>(lo);
-  return s[lo] + (s[hi] - s[lo]) * frac;
+  return at_lo + (at_hi - at_lo) * frac;
 }
 
 StatGroup::Entry& StatGroup::new_entry(const std::string& name, const std::string& unit, const std::string& doc) {

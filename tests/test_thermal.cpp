@@ -11,6 +11,8 @@
 #include "devices/power_manager.h"
 #include "devices/thermal.h"
 #include "experiments/simulation.h"
+#include "policies/apps/app.h"
+#include "sim/registry.h"
 #include "sim/error.h"
 #include "test_util.h"
 
@@ -158,12 +160,14 @@ TEST(Thermal, AFixedTopClockGivesTheSameTimesAsThermalNone) {
   const std::string dir = (std::filesystem::temp_directory_path() / "mobisim_thermal_fixed").string();
   std::filesystem::create_directories(dir);
   const std::string config = source_dir() + "/experiments/sustained/decode_cold_warm.yaml";
-  const auto none = run_mobisim(fmt::format("run '{}' --force --quiet -p experiment.thermal=none -p output={}/none.h5",
-                                            config, dir));
+  // Six requests (about 215 s of CPU decode): the junction peaks near 87 C, below the 95 C trip, with the
+  // fitted phone-passive values (20 requests reach it since the fit: a run that throttles is not this test).
+  const auto none = run_mobisim(fmt::format(
+      "run '{}' --force --quiet -p experiment.apps.0.requests=6 -p experiment.thermal=none -p output={}/none.h5", config, dir));
   ASSERT_EQ(none.exit_code, 0) << none.output;
   const auto fixed = run_mobisim(fmt::format(
-      "run '{}' --force --quiet -p experiment.thermal.governor=fixed -p 'experiment.thermal.fixed_mhz={{cpu: 2850, gpu: "
-      "850}}' -p output={}/fixed.h5",
+      "run '{}' --force --quiet -p experiment.apps.0.requests=6 -p experiment.thermal.governor=fixed -p "
+      "'experiment.thermal.fixed_mhz={{cpu: 2850, gpu: 850}}' -p output={}/fixed.h5",
       config, dir));
   ASSERT_EQ(fixed.exit_code, 0) << fixed.output;
   const std::string a = read_bytes(dir + "/none_summary.csv"), b = read_bytes(dir + "/fixed_summary.csv");
@@ -184,6 +188,21 @@ TEST(Thermal, AFixedTopClockGivesTheSameTimesAsThermalNone) {
     EXPECT_EQ(field(a, col), field(b, col)) << col;
   EXPECT_NE(b.find("peak_skin_c"), std::string::npos);
   EXPECT_EQ(a.find("peak_skin_c"), std::string::npos);
+}
+
+TEST(Thermal, AThrottledRunIsIdenticalAtOneAndTwoThreads) {
+  if (sanitized_build()) GTEST_SKIP() << "runs the binary twice; covered by the Release build";
+  const std::string dir = (std::filesystem::temp_directory_path() / "mobisim_thermal_threads").string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // The ranking experiment from a warm phone on a warm day: every app is throttled.
+  const std::string config = dir + "/warm.yaml";
+  std::string text = read_bytes(source_dir() + "/experiments/sustained/ranking_warm.yaml");
+  text.replace(text.find("start: cold, ambient_c: 25"), 26, "start: warm, ambient_c: 30");
+  write_text(config, text);
+  EXPECT_EQ(same_bytes_at_one_and_two_threads(config, dir + "/a.h5", dir + "/b.h5"), "");
+  const std::string csv = read_bytes(dir + "/a_summary.csv");
+  EXPECT_NE(csv.find("time_throttled_s"), std::string::npos);
 }
 
 TEST(Thermal, BadThermalSettingsAreConfigErrorsNamingTheKey) {
@@ -208,6 +227,33 @@ TEST(Thermal, BadThermalSettingsAreConfigErrorsNamingTheKey) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("thermal: none"), std::string::npos) << e.what();
   }
+}
+
+TEST(Thermal, ABackgroundAppWaitsUntilTheTripIsReleased) {
+  // A warm phone (40 C) above its 30 C skin trip, idle at 0 W: the skin cools as 25 + 15 exp(-t / RC)
+  // (RC = 200.0002 s). The trip engages at once (first poll, t = 0) and is released by the poll after
+  // the skin falls below 30 - 1 = 29 C: t = RC ln(15 / 4) = 264.35 s, so the poll at 265 s. The
+  // background chat looks every 30 s: its first request starts at 270 s.
+  const devices::DeviceProfile phone = hot_phone("[{sensor: skin, temp_c: 30, hysteresis_c: 1, units: [cpu]}]");
+  const YAML::Node node = YAML::Load(
+      "{impl: chat, priority: background, background_recheck_s: 30, model: {base: qwen2.5-0.5b, weight_dtype: int8, "
+      "activation_dtype: fp16, kv_dtype: fp16}, unit: cpu, requests: 1, prompt_tokens: 16, output_tokens: 2}");
+  auto app = Registry<policies::App>::instance().create(node, ConfigSource{});
+  app->prepare(policies::AppEnvironment{});
+  sim::StatGroup stats("device");
+  experiments::SimulatedRun run(
+      phone, stats, nullptr,
+      options("{start: warm, warm_c: 40, ambient_c: 25, background_headroom_c: 0, governor: performance}"));
+  sim::StatGroup app_stats("chat");
+  run.start(app->run(run.device(), "chat", app_stats), "chat");
+  run.run();
+  h5::Table records;
+  app->records(records);
+  const auto& start = std::get<std::vector<double>>(records.column("start_s"));
+  const auto& arrival = std::get<std::vector<double>>(records.column("arrival_s"));
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_DOUBLE_EQ(arrival[0], 0.0);
+  EXPECT_DOUBLE_EQ(start[0], 270.0);
 }
 
 TEST(Thermal, DaemonEventsNeverKeepAFinishedRunGoing) {

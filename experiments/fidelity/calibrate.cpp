@@ -1,4 +1,6 @@
 #include "experiments/fidelity/calibrate.h"
+#include "experiments/fidelity/sustained_probe.h"
+#include "sim/builtin_configs.h"
 
 #include <fmt/format.h>
 #include <gsl/gsl_blas.h>
@@ -26,6 +28,15 @@
 #include "sim/version.h"
 
 namespace mobisim::experiments::fidelity {
+namespace {
+// A device.thermal.* key whose profile is a thermal preset (configs/thermal/), not a device profile.
+bool thermal_preset_field(const FreeParameter& f) {
+  if (!f.key.starts_with("device.thermal.")) return false;
+  std::string text, origin;
+  return !find_config("devices", f.profile, text, origin) && find_config("thermal", f.profile, text, origin);
+}
+}  // namespace
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -264,6 +275,12 @@ bool probe_reads_profile(const Point& p, const FreeParameter& f) {
   if (!f.profile_field() || !p.probe.IsMap() || !p.experiment.empty()) return false;
   const bool device = f.key.starts_with("device.");
   const YAML::Node name = p.probe[device ? "device" : "engine"];
+  // A field of a thermal preset (configs/thermal/<profile>.yaml, key device.thermal.*): every probe whose
+  // phone takes its thermal: section from that preset reads it.
+  // (Only a probe that runs the thermal model: the others read no thermal: field.)
+  if (thermal_preset_field(f))
+    return p.probe["impl"].IsDefined() && p.probe["impl"].Scalar() == "sustained" && name.IsDefined() &&
+           name.IsScalar() && ::mobisim::fidelity::device_thermal_inherits_from(name.Scalar(), f.profile);
   if (!device && !name.IsDefined()) return devices::profile_inherits_from("engines", devices::kDefaultEngine, f.profile);
   if (!name.IsDefined() || !name.IsScalar()) return false;
   return devices::profile_inherits_from(device ? "devices" : "engines", name.as<std::string>(), f.profile);
@@ -525,6 +542,9 @@ struct Target {
 };
 
 Target profile_target(const FreeParameter& f) {
+  if (thermal_preset_field(f))  // configs/thermal/<preset>.yaml: written as thermal-<preset>.yaml, base: <preset>
+    return {"thermal-" + f.profile + ".yaml", f.profile, fmt::format("thermal preset {}", f.profile),
+            override_path_steps(f.key.substr(std::string("device.thermal.").size()) + "=0")};
   const std::string kind = f.key.substr(0, f.key.find('.'));
   return {kind == "device" ? f.profile + ".yaml" : kind + "-" + f.profile + ".yaml", f.profile,
           fmt::format("{} profile {}", kind, f.profile), override_path_steps(f.key.substr(kind.size() + 1) + "=0")};

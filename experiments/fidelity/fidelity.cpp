@@ -320,7 +320,8 @@ bool in_medians(const Evaluation& e) {
 HonestSummary honest_summary(const std::vector<Evaluation>& ev) {
   HonestSummary h;
   std::map<std::string, std::vector<double>> headline, seed_by_document;
-  std::vector<double> all_headline, seed, external, derived, interpolated, sensitivity;
+  std::vector<double> all_headline, seed, external, sustained, derived, interpolated, sensitivity;
+  std::map<std::string, std::vector<double>> sustained_by_phone;
   for (const auto& e : ev) {
     const Point& p = *e.point;
     if (!p.external && std::find(h.documents.begin(), h.documents.end(), p.set_name) == h.documents.end())
@@ -332,6 +333,12 @@ HonestSummary honest_summary(const std::vector<Evaluation>& ev) {
     }
     const double a = std::abs(e.mid_error);
     if (in_medians(e)) {
+      if (p.set_name == "sustained") {
+        sustained.push_back(a);
+        const std::string phone = p.probe.IsMap() && p.probe["device"].IsDefined() ? p.probe["device"].as<std::string>() : "";
+        sustained_by_phone[phone].push_back(a);
+        continue;
+      }
       (p.external ? external : seed).push_back(a);
       if (!p.external) seed_by_document[p.set_name].push_back(a);
       if (p.headline && !p.external) {
@@ -356,6 +363,8 @@ HonestSummary honest_summary(const std::vector<Evaluation>& ev) {
   h.headline_all = error_stats(all_headline);
   h.seed = error_stats(seed);
   h.external = error_stats(external);
+  h.sustained = error_stats(sustained);
+  for (const auto& [phone, v] : sustained_by_phone) h.sustained_by_phone[phone] = error_stats(v);
   h.derived = error_stats(derived);
   h.interpolated = error_stats(interpolated);
   h.sensitivity = error_stats(sensitivity);
@@ -377,6 +386,10 @@ std::vector<std::string> HonestSummary::lines() const {
   for (const auto& d : documents)
     if (seed_by_document.count(d)) out.push_back(fmt::format("  seed {}: {}", d, seed_by_document.at(d).text()));
   out.push_back(fmt::format("EXTERNAL on-device measurements (apart): {}", external.text()));
+  if (sustained.n) {
+    out.push_back(fmt::format("SUSTAINED use, public measurements (apart): {}", sustained.text()));
+    for (const auto& [phone, s] : sustained_by_phone) out.push_back(fmt::format("  sustained {}: {}", phone, s.text()));
+  }
   out.push_back(fmt::format("not in any median: derived {}; interpolated {}; other runs of a statement (sensitivity) {}",
                             derived.text(), interpolated.text(), sensitivity.text()));
   return out;

@@ -120,6 +120,8 @@ struct HonestSummary {
   std::map<std::string, ErrorStats> headline;  // per seed set
   std::map<std::string, ErrorStats> seed_by_document;  // per seed set
   ErrorStats headline_all, seed, external;
+  ErrorStats sustained;  // the sustained-use set (external, set `sustained`): reported apart from the on-device one
+  std::map<std::string, ErrorStats> sustained_by_phone;  // its validation points per probed device profile
   ErrorStats derived, interpolated, sensitivity;   // reported apart, never in the medians above
   std::size_t headline_tagged = 0, headline_not_counted = 0;  // tagged; of them calibration/derived/...
   std::vector<std::string> lines() const;

@@ -59,7 +59,19 @@ double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile&
   if (q.unit == "npu") {
     const devices::NpuSpec& npu = device.require_npu(who);
     const std::int64_t chunk = q.chunk > 0 ? q.chunk : npu.graph_chunk;
-    if (q.phase == "prefill") {
+    if (q.phase == "prefill" && npu.cpu_overlap && npu.prefill_backend == devices::NpuBackend::kHtp) {
+      // The runtime's CPU runs each chunk's attention in float beside the NPU's next chunk (npu.h).
+      const devices::ComputeUnitSpec& cpu = device.unit("cpu", who);
+      // The CPU stage is float attention: a rate the unit must state (no fallback to its quantised-matmul rate).
+      if (!(cpu.attention_compute_efficiency > 0))
+        throw ConfigError(fmt::format(
+            "{}: engine '{}' overlaps NPU prefill chunks with CPU attention (npu.cpu_overlap), but device '{}' gives no "
+            "compute.cpu.attention_compute_efficiency (the CPU's float attention share of its peak)",
+            who, npu.engine_name, q.device));
+      seconds = npu.overlapped_prefill_seconds(cost, q.tokens, 0, chunk, [&](const models::Work& w) {
+        return cpu.seconds(w, models::DType::kF32);
+      });
+    } else if (q.phase == "prefill") {
       seconds = npu.chunked_prefill_seconds(cost, q.tokens, 0, chunk);
     } else if (q.phase == "verify") {
       const policies::specdec::SpecDecEnv env{npu, device.unit("cpu", who), 0.0, cost, cost};

@@ -8,7 +8,10 @@
 //
 //   prefill  `tokens` prompt tokens from an empty cache; tokens_per_s = tokens / time, ms = time.
 //            On the npu: chunks of `chunk` tokens (default: the engine's graph_chunk), each padded
-//            and attending to the chunks before it.
+//            and attending to the chunks before it. An engine with npu.cpu_overlap runs each chunk's
+//            attention on the CPU (float) beside the next chunk's NPU work (NpuSpec::
+//            overlapped_prefill_seconds); an engine with npu.prefill_backend hvx runs the prompt op by op on
+//            the HVX units in ubatches of `chunk` tokens (NpuSpec::hvx_prefill_seconds).
 //   decode   one token after `context` tokens (default: `tokens`); tokens_per_s = 1 / time, ms = time.
 //   verify   npu only: one verification of a `tokens`-token draft after `context` tokens (default 0)
 //            on a graph of `chunk` tokens, as the speculative-decoding policies cost it

@@ -45,6 +45,7 @@ ParamSchema point_schema() {
   s.text("statement", std::string(), "the published sentence or cell several points score (a group counts once)");
   s.boolean("representative", false, "the statement group's member that counts in the medians");
   s.boolean("headline", false, "a number of the document's abstract, introduction or conclusion");
+  s.text("notes", std::string(), "free text: the measured phone, runtime, workload and how the value was derived");
   return s;
 }
 

@@ -55,10 +55,29 @@ void add_app_params(ParamSchema& s) {
          "foreground (its work goes first on a shared unit) or background (waits for foreground work)")
       .in({"foreground", "background"});
   s.real("start_s", 0.0, "when the app starts issuing requests").non_negative().with_unit("s");
+  s.real("background_recheck_s", 30.0,
+         "background app under a thermal model: how often a deferred request looks again for headroom and charge")
+      .positive()
+      .with_unit("s");
+  s.real("background_max_wait_s", 600.0, "background app: the longest a request is deferred before it runs anyway")
+      .non_negative()
+      .with_unit("s");
 }
 
 int app_priority(const std::string& name) { return name == "background" ? 1 : 0; }
 
-App::App(const Params& p) : priority_(app_priority(p.text("priority"))), start_s_(p.real("start_s")) {}
+App::App(const Params& p)
+    : priority_(app_priority(p.text("priority"))),
+      start_s_(p.real("start_s")),
+      background_recheck_s_(p.real("background_recheck_s")),
+      background_max_wait_s_(p.real("background_max_wait_s")) {}
+
+sim::Task<void> App::wait_for_headroom(devices::Device& device) const {
+  if (priority_ == 0) co_return;
+  sim::Simulator& sim = device.sim();
+  const sim::Time give_up = sim.now() + sim::from_seconds(background_max_wait_s_);
+  while (!device.background_allowed() && sim.now() < give_up)
+    co_await sim.timeout(std::min(sim::from_seconds(background_recheck_s_), give_up - sim.now()));
+}
 
 }  // namespace mobisim::policies

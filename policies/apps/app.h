@@ -83,10 +83,16 @@ class App {
 
  protected:
   explicit App(const Params& p);
+  // Before each request of a background app: waits while the phone disallows background work (no
+  // thermal headroom, a low battery: Device::background_allowed, always true with thermal: none),
+  // looking again every background_recheck_s, at most background_max_wait_s (then it runs: the OS
+  // defers background work, it does not drop it). Foreground apps never wait.
+  sim::Task<void> wait_for_headroom(devices::Device& device) const;
 
  private:
   int priority_ = 0;
   double start_s_ = 0;
+  double background_recheck_s_ = 30, background_max_wait_s_ = 600;
 };
 
 // The parameters every app has (priority, start_s); each app's schema() calls it first.

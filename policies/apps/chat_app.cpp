@@ -72,7 +72,9 @@ sim::Task<void> ChatApp::run(devices::Device& device, std::string owner, sim::St
   for (std::int64_t r = 0; r < requests_; ++r) {
     Turn t;
     t.times.request = r;
-    t.times.arrival_s = t.times.start_s = sim::to_seconds(sim.now());
+    t.times.arrival_s = sim::to_seconds(sim.now());
+    co_await wait_for_headroom(device);  // a background chat defers while the phone is hot or low
+    t.times.start_s = sim::to_seconds(sim.now());
     const std::int64_t total = hold_turn_kv(device.dram(), kv_owner, context, history, t);
     t.cached_tokens = history;
     t.computed_tokens = context + prompt_tokens_ - history;

@@ -188,6 +188,7 @@ sim::Task<void> PipelineApp::run(devices::Device& device, std::string owner, sim
   for (const Request& r : requests_) {
     const sim::Time arrival = sim::from_seconds(r.arrival_s);
     if (sim.now() < arrival) co_await sim.timeout(arrival - sim.now());
+    co_await wait_for_headroom(device);  // a background app defers while the phone is hot or low
     Served out;
     co_await pipeline_->serve(device, kv_owner, r, out);
     served_.push_back(out);

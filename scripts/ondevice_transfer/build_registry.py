@@ -1,6 +1,7 @@
 # Builds experiments/published/ondevice_transfer.yaml from the collected points and applies the
 # calibration rule of docs/ondevice_data.md mechanically (it never reads a residual).
 import yaml, sys, collections
+HVX_ENGINES = {'llama.cpp'}   # issue 37 item 2: llama.cpp's Hexagon backend runs on HVX (devices/npu.h)
 
 MODEL_B = {'qwen2.5-0.5b':0.49,'llama-3.2-1b':1.24,'qwen2.5-1.5b':1.54,'qwen3-1.7b':1.72,'qwen1.5-1.8b':1.84,
            'llama-3.2-3b':3.21,'mistral-7b':7.25,'llama-2-7b':6.74,'baichuan2-7b':7.5,'qwen2.5-7b':7.62,'llama-3-8b':8.03}
@@ -358,7 +359,10 @@ for (eng, unit), idxs in groups.items():
         role[c] = 'calibration'
         pr = P[c]['probe']
         if unit == 'npu':
-            fitted[c] = 'engine.npu.max_utilization' if phase == 'prefill' else 'engine.npu.decode_bandwidth_efficiency'
+            if eng in HVX_ENGINES:   # runtimes whose NPU phases run on the HVX units (configs/engines: npu.*_backend: hvx)
+                fitted[c] = 'engine.npu.hvx_gemm_efficiency' if phase == 'prefill' else 'engine.npu.hvx_bandwidth_efficiency'
+            else:
+                fitted[c] = 'engine.npu.max_utilization' if phase == 'prefill' else 'engine.npu.decode_bandwidth_efficiency'
         else:
             fitted[c] = f'engine.{unit}.prefill_efficiency.{pr["dtype"]}' if phase == 'prefill' else f'engine.{unit}.bandwidth_efficiency'
             if phase == 'decode' and eng == 'executorch': fitted[c] += '.' + pr['dtype']   # executorch keys its bandwidth per weight dtype
@@ -374,15 +378,15 @@ CAUSES = {
     ('llama.cpp', 'cpu', 'decode'): "llama.cpp CPU decode runs at the device's default 0.5 of DRAM bandwidth (no engine value); llama.rn's thread count and the big cores' share of bandwidth set the published rate",
     ('llama.cpp', 'gpu', 'prefill'): "llama.cpp OpenCL prefill has one fitted value (Q4_0 on the Redmi K70's Adreno 740, one 2025 build); the Adreno kernels change per quantisation and per build by up to 10x (Q4_0 SoA/xmem GEMMs, Q8_0 GEMM from PRs #16469/#18871), and Q8_0/F16 fall back to the device's 0.2",
     ('llama.cpp', 'gpu', 'decode'): "llama.cpp OpenCL decode runs at the device's 0.6 of DRAM bandwidth; the Adreno GEMV kernels reach a different share per quantisation (Q8_0 as fast as Q4_0 in tok/s: not bandwidth-bound) and per build",
-    ('llama.cpp', 'npu', 'prefill'): "llama.cpp's Hexagon backend runs its matmuls on the HVX vector units (activations quantised on the fly, ops dispatched one by one), but mobisim has one NPU curve per device, fitted to mllm's QNN graphs on the HMX matrix engine: several times too fast",
-    ('llama.cpp', 'npu', 'decode'): "llama.cpp's Hexagon decode is HVX GEMVs with per-op dispatch and CPU wake-ups (PR #23647); mobisim's NPU decode streams the weights at the device's NPU bandwidth with no per-op cost: about 2-3x too fast",
+    ('llama.cpp', 'npu', 'prefill'): "llama.cpp's Hexagon prefill runs op by op on the HVX units (devices/npu.h) with one matmul efficiency fitted on a PR-740 build (2026-05); older builds ran slower HVX kernels (PR #740's own table: 330 -> 720 tok/s on the same phone, the README's build is older still), and every SoC's HVX peak is one derivation (no per-SoC cDSP clock or context count is published)",
+    ('llama.cpp', 'npu', 'decode'): "llama.cpp's Hexagon decode streams weights at one share of DRAM bandwidth fitted on the 8 Gen 2 (per-op dispatch folded in, hvx_op_overhead_us 0); a 1B model has as many ops per token as a 1.7B one but fewer bytes, so the dispatch share the fit folds in differs per model",
     ('mnn', 'cpu', 'prefill'): "MNN's CPU prefill efficiency (int4) was fitted on one SoC (Honor Magic7, 8 Elite); on the 8 Gen 1 / A16 / A17 Pro / 8 Elite Gen 5 cores MNN's W4A8 kernels reach another share of the int8 peak, and int8 weights have no MNN value (the device's mllm rate applies)",
     ('mnn', 'cpu', 'decode'): "MNN CPU decode's share of DRAM bandwidth was fitted on the Honor Magic7; other memory systems (LPDDR5 on the 8 Gen 1, Apple's) and 8-bit weights (whose dequantisation MNN does on the fly) give another share",
     ('mnn', 'npu', 'prefill'): "MNN's QNN backend is slower than its own CPU path (issue #4378 reports it as a bug): per-call graph setup and CPU fallbacks that the device's mllm NPU curve does not include",
     ('mnn', 'npu', 'decode'): "MNN's QNN decode is half its CPU decode (issue #4378): per-token graph launch and CPU/NPU hand-offs of unsupported ops, not DRAM bandwidth",
     ('mllm', 'npu', 'prefill'): "mllm v1's QNN path builds and finalises the QNN graphs inside the timed prefill (issue #116: graph building dominates) and the public builds run the chunks without the paper's CPU/NPU overlap; mobisim charges execution only",
     ('executorch', 'cpu', 'decode'): "measured in the demo app (the README's ** workflow): the app's token loop, JNI and UI costs, which the adb-binary measurements (and the fitted bandwidth) exclude",
-    ('executorch', 'npu', 'decode'): "configs/engines/executorch.yaml sets no NPU value, so ExecuTorch's QNN decode runs on the device's mllm NPU curve; ExecuTorch's static-llama KV-cache I/O (updated on the CPU, issue #7614) and graph splits make it 2-4x slower",
+    ('executorch', 'npu', 'decode'): "one QNN decode bandwidth share fitted on Qwen2.5-1.5B (SM8750, PR #13544); ExecuTorch's static-llama KV-cache I/O on the CPU (issue #7614) and graph-split costs scale with layers and context rather than with weight bytes, and the 2024 builds (#7411) were slower still",
     ('executorch', 'gpu', 'prefill'): "configs/engines/executorch.yaml sets no GPU value: Vulkan prefill runs at the device's 0.2 of the Adreno fp16 peak, where ETVK's 8da4w prefill kernels reach a fraction of that",
     ('qnn', 'npu', 'prefill'): "the 128-token TTFT is one prompt-processor pass plus launch and graph-switch costs the utilisation curve (calibrated at 4096 tokens) does not separate; on the 8 Elite Gen 5 QRD the profile inherits the 8 Elite's NPU peak (Qualcomm publishes none)",
     ('qnn', 'npu', 'decode'): "the Gen 5 QRD profile inherits the 8 Elite's NPU and memory numbers (no published peaks); decode streams the weights at the 8 Elite's fitted bandwidth share",

@@ -4,8 +4,8 @@ import re, subprocess, yaml, sys
 base = subprocess.run(['git', 'show', 'main:experiments/published/calibration.yaml'], capture_output=True, text=True, check=True).stdout
 pts = yaml.safe_load(open('experiments/published/ondevice_transfer.yaml'))['points']
 INITIAL = {  # today's effective value where the engine profile sets none (the device profile's)
-    ('llama.cpp', 'engine.npu.max_utilization'): (0.15, [0.001, 1.0], "llama.cpp's Hexagon (HTP/HVX) backend prefill; today the device's mllm NPU curve (max_utilization 0.15 on the 8 Gen 2/3/Elite profiles)"),
-    ('llama.cpp', 'engine.npu.decode_bandwidth_efficiency'): (0.5, [0.01, 1.0], "llama.cpp's Hexagon backend decode share of DRAM bandwidth"),
+    ('llama.cpp', 'engine.npu.hvx_gemm_efficiency'): (0.56075, [0.001, 1.0], "llama.cpp's Hexagon backend prefill: its HVX matmul kernels' share of each SoC's HVX peak (npu.hvx_peak_tops_int8)"),
+    ('llama.cpp', 'engine.npu.hvx_bandwidth_efficiency'): (0.270394, [0.01, 1.0], "llama.cpp's Hexagon backend decode: its HVX kernels' share of DRAM bandwidth"),
     ('llama.cpp', 'engine.cpu.prefill_efficiency.int4'): (0.031, [0.001, 1.0], "llama.cpp CPU Q4_0 prefill share of the int8 peak; today the device's mllm-fitted 0.031"),
     ('llama.cpp', 'engine.cpu.bandwidth_efficiency'): (0.5, [0.01, 1.0], "llama.cpp CPU decode share of DRAM bandwidth; today the device's 0.5"),
     ('llama.cpp', 'engine.gpu.prefill_efficiency.int8'): (0.2, [0.001, 1.0], "llama.cpp OpenCL Q8_0 prefill share of the GPU fp16 peak; today the device's 0.2"),
@@ -14,7 +14,7 @@ INITIAL = {  # today's effective value where the engine profile sets none (the d
     ('mllm', 'engine.npu.decode_bandwidth_efficiency'): (0.5, [0.01, 1.0], "mllm's QNN AOT NPU decode share of DRAM bandwidth"),
     ('mlc', 'engine.gpu.prefill_efficiency.int4'): (0.2, [0.001, 1.0], "MLC-LLM OpenCL q4f16 prefill share of the GPU fp16 peak; today the device's 0.2"),
     ('executorch', 'engine.npu.max_utilization'): (0.15, [0.001, 1.0], "ExecuTorch QNN backend NPU prefill; today the device's mllm curve"),
-    ('executorch', 'engine.npu.decode_bandwidth_efficiency'): (0.5, [0.01, 1.0], "ExecuTorch QNN backend NPU decode share of DRAM bandwidth"),
+    ('executorch', 'engine.npu.decode_bandwidth_efficiency'): (0.676249, [0.01, 1.0], "ExecuTorch QNN backend NPU decode share of DRAM bandwidth"),
     ('executorch', 'engine.gpu.prefill_efficiency.int4'): (0.2, [0.001, 1.0], "ExecuTorch Vulkan 8da4w prefill share of the GPU fp16 peak; today the device's 0.2"),
     ('executorch', 'engine.gpu.bandwidth_efficiency.int4'): (0.6, [0.01, 1.0], "ExecuTorch Vulkan decode share of DRAM bandwidth; today the device's 0.6"),
     ('mnn', 'engine.npu.max_utilization'): (0.15, [0.001, 1.0], "MNN QNN backend NPU prefill"),
