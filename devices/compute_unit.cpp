@@ -113,7 +113,18 @@ double ComputeUnitSpec::peak_flops(DType t) const {
   throw ConfigError(fmt::format("compute unit '{}' has no peak_tflops usable for dtype {}", name, to_string(t)));
 }
 
+const char* to_string(Phase p) { return p == Phase::kPrefill ? "prefill" : "decode"; }
+
+void EngineGaps::check(Phase phase, DType dtype) const {
+  if (const std::string* m = find(phase, dtype)) throw ConfigError(*m);
+}
+
 double ComputeUnitSpec::efficiency(DType t, bool single_token) const {
+  if (gaps) gaps->check(single_token ? Phase::kDecode : Phase::kPrefill, t);
+  return raw_efficiency(t, single_token);
+}
+
+double ComputeUnitSpec::raw_efficiency(DType t, bool single_token) const {
   const auto& by_dtype = single_token ? gemv_efficiency_by_dtype : efficiency_by_dtype;
   const double cost = kernel_cost(t);
   if (auto it = by_dtype.find(t); it != by_dtype.end()) return it->second / cost;
@@ -132,16 +143,25 @@ double ComputeUnitSpec::bandwidth_efficiency_for(DType t) const {
 
 // The roofline terms that depend only on the unit and the dtype, looked up once per Work rather
 // than once per operator (the same values, so the same sums).
+// An engine's gap for this dtype (single-token or batched work) is raised by the first operator that
+// needs it, so decode-only work never asks for a prefill value.
 struct ComputeUnitSpec::Roofline {
   double peak, gemv_efficiency, batched_efficiency, attention_efficiency, bandwidth, overhead_s;
+  const std::string *gemv_gap = nullptr, *batched_gap = nullptr;
   Roofline(const ComputeUnitSpec& u, DType dtype)
       : peak(u.peak_flops(dtype)),
-        gemv_efficiency(u.efficiency(dtype, true)),
-        batched_efficiency(u.efficiency(dtype, false)),
+        gemv_efficiency(u.raw_efficiency(dtype, true)),
+        batched_efficiency(u.raw_efficiency(dtype, false)),
         attention_efficiency(u.attention_compute_efficiency),
         bandwidth(u.mem_bandwidth_gbps * 1e9 * u.bandwidth_efficiency_for(dtype)),
-        overhead_s(u.call_overhead_us * 1e-6) {}
+        overhead_s(u.call_overhead_us * 1e-6) {
+    if (u.gaps) {
+      gemv_gap = u.gaps->find(Phase::kDecode, dtype);
+      batched_gap = u.gaps->find(Phase::kPrefill, dtype);
+    }
+  }
   double op_seconds(const models::Op& op) const {
+    if (const std::string* gap = op.tokens == 1 ? gemv_gap : batched_gap) throw ConfigError(*gap);
     const double eff = attention_efficiency > 0 && models::is_attention(op.kind) ? attention_efficiency
                        : op.tokens == 1                                         ? gemv_efficiency
                                                                                 : batched_efficiency;

@@ -15,8 +15,10 @@
 // bandwidth instead of the pass's; a runtime may make a dtype's kernels costlier (`kernel_cost_by_dtype`).
 // Energy is active power while busy plus idle power otherwise (see Device).
 #include <map>
+#include <memory>
 #include <string>
 
+#include "devices/engine_gaps.h"
 #include "models/cost_model.h"
 #include "sim/params.h"
 #include "sim/time.h"
@@ -42,6 +44,9 @@ struct ComputeUnitSpec {
   // for a weight dtype take on the same arithmetic (mllm's Q6_K dot products beside its Q4_K ones); the
   // efficiency for that dtype is divided by it, batched and single-token alike. Absent: 1.
   std::map<models::DType, double> kernel_cost_by_dtype;
+  // Set by an engine profile: the (phase, dtype) values it neither sets nor inherits; using one is a
+  // ConfigError (devices/engine_gaps.h). null: no engine applied, every value is the profile's.
+  std::shared_ptr<const EngineGaps> gaps;
   double active_power_w = 0;
   double idle_power_w = 0;
   int cores = 1;
@@ -52,7 +57,8 @@ struct ComputeUnitSpec {
   static ComputeUnitSpec from_params(const std::string& name, const Params& p);
 
   double peak_flops(models::DType t) const;  // FLOP/s, throws ConfigError when none applies
-  // Achieved fraction of peak for batched (tokens > 1) or single-token work on weights of `t`.
+  // Achieved fraction of peak for batched (tokens > 1) or single-token work on weights of `t`
+  // (a ConfigError when the engine left that phase and dtype without a value).
   double efficiency(models::DType t, bool single_token) const;
   double kernel_cost(models::DType t) const;
   // Achieved fraction of the memory bandwidth streaming weights of `t`.
@@ -65,6 +71,7 @@ struct ComputeUnitSpec {
   double copy_seconds(double bytes) const;
 
  private:
+  double raw_efficiency(models::DType t, bool single_token) const;
   struct Roofline;
 };
 

@@ -56,6 +56,22 @@ void DeviceProfile::require_unit(const std::string& u, const std::string& needed
     unit(u, needed_by);
 }
 
+void DeviceProfile::require_engine_values(const std::string& u, const models::ModelSpec& m,
+                                          const std::string& needed_by, const std::vector<models::DType>& also) const {
+  require_unit(u, needed_by);
+  const EngineGaps* gaps = is_npu(*this, u) ? npu->gaps.get() : unit(u, needed_by).gaps.get();
+  if (!gaps) return;
+  std::vector<models::DType> dtypes{m.weight_dtype};
+  for (const auto& t : m.projection_dtypes)
+    if (t) dtypes.push_back(*t);
+  if (m.classifier_dtype) dtypes.push_back(*m.classifier_dtype);
+  if (m.lora_rank > 0) dtypes.push_back(m.lora_dtype);
+  dtypes.insert(dtypes.end(), also.begin(), also.end());
+  for (Phase phase : kPhases)
+    for (models::DType t : dtypes)
+      if (const std::string* gap = gaps->find(phase, t)) throw ConfigError(fmt::format("{} (needed by {})", *gap, needed_by));
+}
+
 double DeviceProfile::compute_seconds(const std::string& u, const models::Work& work, models::DType dtype,
                                       const std::string& needed_by) const {
   // The NPU runs whatever is submitted to it as compiled graphs (W8A8 assumed: activations in the
@@ -133,9 +149,11 @@ namespace {
 
 constexpr int kMaxBaseDepth = 8;
 
-// Maps merge key by key (recursively); anything else in `over` replaces what `base` had.
+// Maps merge key by key (recursively); anything else in `over` replaces what `base` had, and so does a
+// mapping with a `base:` of its own (`storage: {base: ufs4.0, max_transfer_kb: 4}` starts from the class,
+// not from the base profile's storage).
 YAML::Node merge_profile(const YAML::Node& base, const YAML::Node& over) {
-  if (!base.IsMap() || !over.IsMap()) return yaml_clone(over);
+  if (!base.IsMap() || !over.IsMap() || over["base"].IsDefined()) return yaml_clone(over);
   YAML::Node out = yaml_clone(base);
   for (const auto& kv : over) {
     const std::string key = kv.first.as<std::string>();
@@ -255,13 +273,28 @@ DeviceProfile DeviceProfile::from_yaml(const YAML::Node& given, const ConfigSour
   if (YAML::Node n = p.node("storage"); n.IsDefined() && !n.IsNull()) {
     ParamSchema s = StorageSpec::schema();
     ConfigSource ssrc = source.child("storage");
-    if (n.IsScalar()) {  // a storage class by name: configs/storage/<name>.yaml
+    // A storage class by name (configs/storage/<name>.yaml), or `{base: CLASS, field: value, ...}`: the
+    // class with those fields replaced (what `-p device.storage=ufs4.0 -p device.storage.max_transfer_kb=4`
+    // writes).
+    const bool is_class = n.IsScalar();
+    const bool has_base = n.IsMap() && n["base"].IsDefined() && n["base"].IsScalar();
+    if (is_class || has_base) {
+      const std::string cls = is_class ? n.Scalar() : n["base"].Scalar();
       std::string text, origin;
-      if (!find_config("storage", n.Scalar(), text, origin))
-        p.fail("storage", fmt::format("unknown storage class '{}' (built-in: {}; or a mapping of storage fields)",
-                                      n.Scalar(), fmt::join(builtin_names("storage"), ", ")));
-      n = load_yaml_string(text, origin);
-      ssrc = ConfigSource{std::make_shared<std::string>(origin), ""};
+      if (!find_config("storage", cls, text, origin))
+        p.fail("storage", fmt::format("unknown storage class '{}' (built-in: {}; or a mapping of storage fields)", cls,
+                                      fmt::join(builtin_names("storage"), ", ")));
+      YAML::Node merged = load_yaml_string(text, origin);
+      if (has_base) {
+        YAML::Node fields = yaml_clone(n);
+        fields.remove("base");
+        merged = merge_profile(merged, fields);
+        // Errors name the experiment's keys for the overridden fields, the class file for the rest.
+        ssrc = fields.size() > 0 ? ssrc : ConfigSource{std::make_shared<std::string>(origin), ""};
+      } else {
+        ssrc = ConfigSource{std::make_shared<std::string>(origin), ""};
+      }
+      n = merged;
     }
     const Params sp(n, s, ssrc, {});
     d.storage = StorageSpec::from_params(sp);

@@ -51,6 +51,10 @@ struct DeviceProfile {
   // Every field with its effective value (bases expanded, defaults filled): stored with results,
   // and loading it again gives the same profile.
   YAML::Node resolved;
+  // Set by EngineProfile::apply: the engine's name and the device values it inherits by its
+  // `inherit_device` ("cpu.prefill: compute_efficiency=0.0387 ... of device pixel7 (reason)").
+  std::string engine;
+  std::vector<std::string> inherited_from_device;
 
   // Accessors that fail with a ConfigError naming the profile and who needed the unit.
   const ComputeUnitSpec& unit(const std::string& name, const std::string& needed_by) const;
@@ -60,6 +64,14 @@ struct DeviceProfile {
   const BatterySpec& require_battery(const std::string& needed_by) const;
   // Any unit work can be submitted to: a compute unit or "npu" (when the profile has one).
   void require_unit(const std::string& unit, const std::string& needed_by) const;
+  // require_unit, and, when an engine profile was applied, every value running `model` on `unit` needs
+  // (prefill and decode, each weight dtype the model uses: its weights, recipe projections, classifier,
+  // adapters): the ConfigError of the first the engine neither sets nor inherits (devices/engine.h).
+  // What `run` would raise mid-simulation, raised where the experiment is built (and so by validate).
+  // `also`: other dtypes the driver runs on the unit (the coordgen drivers' CPU attention, at the
+  // activations' dtype).
+  void require_engine_values(const std::string& unit, const models::ModelSpec& model, const std::string& needed_by,
+                             const std::vector<models::DType>& also = {}) const;
   // Time of `work` on `unit` (the npu runs it as compiled graphs, see NpuSpec::work_seconds).
   double compute_seconds(const std::string& unit, const models::Work& work, models::DType dtype,
                          const std::string& needed_by) const;

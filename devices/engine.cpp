@@ -19,6 +19,10 @@ ParamSchema engine_top_schema() {
   s.node("gpu", "the runtime on the device's `gpu` unit");
   s.node("npu", "the runtime on the device's npu");
   s.node("storage", "the runtime's reads from the device's storage");
+  s.node("inherit_device",
+         "what this runtime takes from the device profile (mllm-fitted values) instead of values of its own, "
+         "{selector: reason}: selector `all`, `UNIT` (cpu, gpu, npu, ...), `UNIT.PHASE` (prefill, decode) or "
+         "`UNIT.PHASE.DTYPE` (e.g. cpu.prefill.int6); a value neither set nor inherited is an error when a run needs it");
   return s;
 }
 
@@ -136,7 +140,99 @@ void apply_per_dtype(const PerDtype& v, double& scalar, std::map<models::DType, 
   for (const auto& [t, x] : v.by_dtype) by_dtype[t] = x;
 }
 
+bool is_integer_dtype(models::DType t) {
+  return t == models::DType::kInt8 || t == models::DType::kInt4 || t == models::DType::kInt6 || t == models::DType::kF8;
+}
+
+const models::DType kAllDtypes[] = {models::DType::kF32, models::DType::kF16, models::DType::kBF16, models::DType::kF8,
+                                    models::DType::kInt8, models::DType::kInt4, models::DType::kInt6};
+
+std::map<std::string, std::string> parse_inherit_device(const Params& p) {
+  std::map<std::string, std::string> out;
+  const YAML::Node n = p.node("inherit_device");
+  if (!n.IsDefined() || n.IsNull()) return out;
+  const std::string form = "a mapping {selector: reason}, e.g. {cpu.prefill: \"no published llama.cpp CPU point\"}";
+  if (!n.IsMap()) p.fail("inherit_device", "expected " + form);
+  for (const auto& kv : n) {
+    const std::string sel = kv.first.as<std::string>();
+    std::string reason;
+    if (kv.second.IsScalar()) reason = kv.second.Scalar();
+    if (reason.empty())
+      p.fail("inherit_device", fmt::format("'{}' needs a reason (why the device profile's value stands for this runtime)", sel));
+    const auto parts = [&] {
+      std::vector<std::string> v;
+      std::size_t start = 0;
+      for (std::size_t i = 0; i <= sel.size(); ++i)
+        if (i == sel.size() || sel[i] == '.') {
+          v.push_back(sel.substr(start, i - start));
+          start = i + 1;
+        }
+      return v;
+    }();
+    const bool ok_shape = !parts.empty() && parts.size() <= 3 && !parts[0].empty() &&
+                          !(parts[0] == "all" && parts.size() > 1);
+    if (!ok_shape)
+      p.fail("inherit_device", fmt::format("bad selector '{}': expected all, UNIT, UNIT.PHASE or UNIT.PHASE.DTYPE", sel));
+    if (parts.size() >= 2 && parts[1] != "prefill" && parts[1] != "decode")
+      p.fail("inherit_device", fmt::format("bad selector '{}': phase '{}' is not prefill or decode", sel, parts[1]));
+    if (parts.size() == 3) {
+      try {
+        (void)models::parse_dtype(parts[2]);
+      } catch (const ConfigError& e) {
+        p.fail("inherit_device", fmt::format("bad selector '{}': {}", sel, e.what()));
+      }
+    }
+    out[sel] = reason;
+  }
+  return out;
+}
+
+bool per_dtype_sets(const PerDtype& v, models::DType t) { return v.fallback || v.by_dtype.count(t); }
+
+std::string fmt_value(double x) { return fmt::format("{}", x); }
+
+// One unit's inherited values, grouped by phase and by the set of keys taken (dtypes collapse).
+struct InheritedLines {
+  // (phase, "key=value, ..." + reason) -> dtypes
+  std::map<std::pair<Phase, std::string>, std::vector<models::DType>> groups;
+  void add(Phase phase, models::DType t, const std::string& what) { groups[{phase, what}].push_back(t); }
+  void emit(const std::string& unit, std::vector<std::string>& out) const {
+    for (const auto& [key, dtypes] : groups) {
+      std::vector<std::string> names;
+      if (dtypes.size() < std::size(kAllDtypes))
+        for (models::DType t : dtypes) names.push_back(models::to_string(t));
+      out.push_back(names.empty() ? fmt::format("{}.{}: {}", unit, to_string(key.first), key.second)
+                                  : fmt::format("{}.{}[{}]: {}", unit, to_string(key.first), fmt::join(names, ","),
+                                                key.second));
+    }
+  }
+};
+
 }  // namespace
+
+const std::string* EngineProfile::inherit_reason(const std::string& unit, Phase phase, models::DType dtype) const {
+  const std::string up = unit + "." + to_string(phase);
+  for (const std::string& sel : {up + "." + models::to_string(dtype), up, unit, std::string("all")})
+    if (auto it = inherit_device.find(sel); it != inherit_device.end()) return &it->second;
+  return nullptr;
+}
+
+std::vector<std::string> engine_npu_keys(Phase phase, models::DType dtype) {
+  std::vector<std::string> keys = phase == Phase::kPrefill
+                                      ? std::vector<std::string>{"max_utilization", "half_utilization_chunk",
+                                                                 "exec_overhead_ms", "graph_chunk"}
+                                      : std::vector<std::string>{"max_utilization", "exec_overhead_ms",
+                                                                 "decode_bandwidth_efficiency"};
+  // Integer weights run on the INT8 peak, scaled by mixed_precision_fraction when the activations are not
+  // integer (W4A16, or fp32 activations on an NPU): the runtime must say how fast that is.
+  if (is_integer_dtype(dtype)) keys.push_back("mixed_precision_fraction");
+  return keys;
+}
+
+void record_inherited(const DeviceProfile& device, const ConfigSource& source) {
+  if (!source.inherited) return;
+  for (const auto& line : device.inherited_from_device) source.inherited->add(line);
+}
 
 EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSource& source) {
   const YAML::Node root = expand_profile_bases(given, source, "engines");
@@ -149,6 +245,7 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
   if (given.IsMap() && given["base"]) e.origin += " (base: " + given["base"].as<std::string>() + ")";
   e.resolved = yaml_clone(root);
   e.resolved.remove("base");
+  e.inherit_device = parse_inherit_device(p);
   for (const std::string unit : {"cpu", "gpu"}) {
     const YAML::Node n = p.node(unit);
     if (!n.IsDefined() || n.IsNull()) continue;
@@ -189,24 +286,95 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
 
 DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
   DeviceProfile d = device;
-  for (const auto& [unit, spec] : units) {
-    auto it = d.compute.find(unit);
-    if (it == d.compute.end()) continue;  // the device has no such unit: nothing to run it on
-    ComputeUnitSpec& u = it->second;
+  d.engine = name;
+  const std::string where = fmt::format("engine '{}' ({})", name, origin);
+  auto gap_message = [&](const std::string& unit, Phase phase, models::DType t, const std::vector<std::string>& keys) {
+    std::vector<std::string> full;
+    for (const auto& k : keys) full.push_back(unit + "." + k);
+    return fmt::format(
+        "{} has no {} {} value for {} weights: it sets none of {} and does not inherit them from device '{}' ({}); "
+        "set them in the engine profile, or name what it takes from the device profile with a reason: "
+        "inherit_device: {{{}.{}.{}: WHY}} (or {}.{}, or {})",
+        where, unit, to_string(phase), models::to_string(t), fmt::join(full, ", "), device.name, device.origin, unit,
+        to_string(phase), models::to_string(t), unit, to_string(phase), unit);
+  };
+  auto inherited_text = [&](const std::vector<std::string>& kv, const std::string& reason) {
+    return fmt::format("{} of device {} ({})", fmt::join(kv, ", "), device.name, reason);
+  };
+  for (auto& [unit, u] : d.compute) {
+    static const EngineUnitSpec kNone{};
+    const auto it = units.find(unit);
+    const EngineUnitSpec& spec = it == units.end() ? kNone : it->second;
+    // What the device profile gave, before the engine's values replace it (what an inheritance takes).
+    const ComputeUnitSpec dev = u;
     apply_per_dtype(spec.prefill_efficiency, u.compute_efficiency, u.efficiency_by_dtype);
     apply_per_dtype(spec.decode_efficiency, u.gemv_compute_efficiency, u.gemv_efficiency_by_dtype);
     apply_per_dtype(spec.bandwidth_efficiency, u.bandwidth_efficiency, u.bandwidth_efficiency_by_dtype);
     if (spec.call_overhead_us) u.call_overhead_us = *spec.call_overhead_us;
     for (const auto& [t, x] : spec.kernel_cost) u.kernel_cost_by_dtype[t] = x;
+    auto gaps = std::make_shared<EngineGaps>();
+    InheritedLines lines;
+    for (Phase phase : kPhases)
+      for (models::DType t : kAllDtypes) {
+        const bool prefill = phase == Phase::kPrefill;
+        std::vector<std::string> missing, taken;
+        if (!per_dtype_sets(prefill ? spec.prefill_efficiency : spec.decode_efficiency, t)) {
+          missing.push_back(prefill ? "prefill_efficiency" : "decode_efficiency");
+          taken.push_back(prefill ? "compute_efficiency=" + fmt_value(dev.compute_efficiency)
+                                  : "gemv_compute_efficiency=" + fmt_value(dev.gemv_compute_efficiency));
+        }
+        if (!per_dtype_sets(spec.bandwidth_efficiency, t)) {
+          missing.push_back("bandwidth_efficiency");
+          taken.push_back("bandwidth_efficiency=" + fmt_value(dev.bandwidth_efficiency));
+        }
+        if (!spec.call_overhead_us) {
+          missing.push_back("call_overhead_us");
+          taken.push_back("call_overhead_us=" + fmt_value(dev.call_overhead_us));
+        }
+        if (missing.empty()) continue;
+        if (const std::string* reason = inherit_reason(unit, phase, t))
+          lines.add(phase, t, inherited_text(taken, *reason));
+        else
+          gaps->missing[{phase, t}] = gap_message(unit, phase, t, missing);
+      }
+    if (!gaps->missing.empty()) u.gaps = gaps;
+    lines.emit(unit, d.inherited_from_device);
   }
   if (d.npu) {
     NpuSpec& n = *d.npu;
+    const NpuSpec dev = n;
     if (npu.max_utilization) n.max_utilization = *npu.max_utilization;
     if (npu.half_utilization_chunk) n.half_utilization_chunk = *npu.half_utilization_chunk;
     if (npu.exec_overhead_ms) n.exec_overhead_ms = *npu.exec_overhead_ms;
     if (npu.graph_chunk) n.graph_chunk = static_cast<std::int64_t>(*npu.graph_chunk);
     if (npu.decode_bandwidth_efficiency) n.decode_bandwidth_efficiency = *npu.decode_bandwidth_efficiency;
     if (npu.mixed_precision_fraction) n.mixed_precision_fraction = *npu.mixed_precision_fraction;
+    const std::map<std::string, std::pair<const std::optional<double>*, double>> fields{
+        {"max_utilization", {&npu.max_utilization, dev.max_utilization}},
+        {"half_utilization_chunk", {&npu.half_utilization_chunk, dev.half_utilization_chunk}},
+        {"exec_overhead_ms", {&npu.exec_overhead_ms, dev.exec_overhead_ms}},
+        {"graph_chunk", {&npu.graph_chunk, static_cast<double>(dev.graph_chunk)}},
+        {"decode_bandwidth_efficiency", {&npu.decode_bandwidth_efficiency, dev.decode_bandwidth_efficiency}},
+        {"mixed_precision_fraction", {&npu.mixed_precision_fraction, dev.mixed_precision_fraction}}};
+    auto gaps = std::make_shared<EngineGaps>();
+    InheritedLines lines;
+    for (Phase phase : kPhases)
+      for (models::DType t : kAllDtypes) {
+        std::vector<std::string> missing, taken;
+        for (const std::string& k : engine_npu_keys(phase, t)) {
+          const auto& [given, device_value] = fields.at(k);
+          if (*given) continue;
+          missing.push_back(k);
+          taken.push_back(k + "=" + fmt_value(device_value));
+        }
+        if (missing.empty()) continue;
+        if (const std::string* reason = inherit_reason("npu", phase, t))
+          lines.add(phase, t, inherited_text(taken, *reason));
+        else
+          gaps->missing[{phase, t}] = gap_message("npu", phase, t, missing);
+      }
+    if (!gaps->missing.empty()) n.gaps = gaps;
+    lines.emit("npu", d.inherited_from_device);
     n.engine_name = name;
     if (npu.prefill_backend) n.prefill_backend = parse_npu_backend(*npu.prefill_backend);
     if (npu.decode_backend) n.decode_backend = parse_npu_backend(*npu.decode_backend);
@@ -240,9 +408,11 @@ std::vector<std::string> builtin_engine_names() { return builtin_names("engines"
 
 std::vector<ProfileSection> engine_profile_schema() {
   return {{"", "the engine", engine_top_schema(), false},
-          {"cpu | gpu", "the runtime on that compute unit of the device (absent keys keep the device's value)",
+          {"cpu | gpu", "the runtime on that compute unit of the device (an absent value is an error when a run needs it, "
+                       "unless `inherit_device` names it)",
            engine_unit_schema(), false},
-          {"npu", "the runtime on the npu (absent keys keep the device's value)", engine_npu_schema(), false},
+          {"npu", "the runtime on the npu (an absent value is an error when a run needs it, unless `inherit_device` names it)",
+           engine_npu_schema(), false},
           {"storage", "the runtime's reads from storage (absent keys keep the device's value)", engine_storage_schema(),
            false}};
 }
@@ -259,7 +429,9 @@ EngineProfile experiment_engine(const Params& p) {
 }
 
 DeviceProfile load_device_for_engine(const Params& p, const std::string& device_key) {
-  return experiment_engine(p).apply(load_device_profile(p.node(device_key), p.source_of(device_key)));
+  DeviceProfile d = experiment_engine(p).apply(load_device_profile(p.node(device_key), p.source_of(device_key)));
+  record_inherited(d, p.source_of(device_key));
+  return d;
 }
 
 YAML::Node resolved_engine(const Params& p) { return experiment_engine(p).resolved; }

@@ -21,9 +21,21 @@
 //               load_ns_per_byte          host time per byte it loads (conversion, copies)
 //               (devices/storage.h)
 //
-// Every key is optional: an absent key keeps the device profile's value. The device profiles were
-// fitted to mllm (PerCache Table 1), so `mllm` sets nothing and reproduces earlier results exactly.
-// `base: NAME` inherits another engine profile, as device profiles do.
+// No silent fallback: every (unit, phase, weight dtype) a run can select needs each of its values
+// (cpu/gpu: the phase's efficiency for that dtype, bandwidth_efficiency for that dtype,
+// call_overhead_us; npu: the phase's curve, see engine_npu_keys) from the engine profile, or the
+// profile says by name that it takes the device profile's (mllm-fitted) value, with a reason:
+//
+//   inherit_device:                 # selector -> why the device's value stands for this runtime
+//     cpu: "..."                    # every phase and dtype of unit cpu
+//     gpu.decode: "..."             # one phase of one unit
+//     cpu.prefill.int6: "..."       # one phase, one weight dtype
+//     all: "..."                    # every unit (mllm: the device profiles were fitted to it)
+//
+// Anything else is a ConfigError naming the engine, unit, phase, dtype, missing keys and file, raised
+// where the value is first needed (EngineGaps below). What was inherited is recorded in the result
+// (attribute `inherited_from_device`). `base: NAME` inherits another engine profile, as device
+// profiles do (inherit_device entries merge).
 #include <map>
 #include <optional>
 #include <string>
@@ -66,10 +78,17 @@ struct EngineProfile {
   std::map<std::string, EngineUnitSpec> units;  // "cpu", "gpu": applied to the device unit of that name
   EngineNpuSpec npu;
   EngineStorageSpec storage;
+  // `inherit_device`: selector ("all", "UNIT", "UNIT.PHASE", "UNIT.PHASE.DTYPE") -> reason.
+  std::map<std::string, std::string> inherit_device;
+  // The reason an (unit, phase, dtype) takes the device's values, or null when not inherited (the most
+  // specific selector wins).
+  const std::string* inherit_reason(const std::string& unit, Phase phase, models::DType dtype) const;
   YAML::Node resolved;  // every given field (bases expanded), stored with results
 
   static EngineProfile from_yaml(const YAML::Node& root, const ConfigSource& source);
-  // The device as this engine runs it (the device profile's values replaced where the engine sets one).
+  // The device as this engine runs it: the engine's values replace the device profile's; a value the
+  // engine neither sets nor inherits is a gap (EngineGaps: a ConfigError when a run needs it); what is
+  // inherited is listed in DeviceProfile::inherited_from_device.
   DeviceProfile apply(const DeviceProfile& device) const;
 };
 
@@ -82,11 +101,18 @@ std::vector<std::string> builtin_engine_names();
 // The fields of an engine profile, section by section (for `mobisim list engines`).
 std::vector<ProfileSection> engine_profile_schema();
 
+// The NPU keys an engine must set (or inherit) for a phase and weight dtype.
+std::vector<std::string> engine_npu_keys(Phase phase, models::DType dtype);
+
+// Records `device.inherited_from_device` in the run's collector (ConfigSource::inherited), if any.
+void record_inherited(const DeviceProfile& device, const ConfigSource& source);
+
 // The `engine` key every experiment driver accepts (default mllm).
 void add_engine_param(ParamSchema& schema);
 // The experiment's `engine` (absent: mllm, which changes nothing).
 EngineProfile experiment_engine(const Params& p);
-// Loads `device` and applies the experiment's `engine` (absent: mllm, which changes nothing).
+// Loads `device` and applies the experiment's `engine` (absent: mllm, which changes nothing); records
+// what it inherits from the device profile in the run's result (record_inherited).
 DeviceProfile load_device_for_engine(const Params& p, const std::string& device_key = "device");
 // The resolved engine of an experiment's parameters (for resolved_config).
 YAML::Node resolved_engine(const Params& p);

@@ -58,6 +58,7 @@ NpuSpec NpuSpec::from_params(const Params& p) {
 
 double NpuSpec::exec_seconds(const models::Work& work, double chunk, models::DType weight_dtype,
                              double overhead_share) const {
+  check(chunk > 1 ? Phase::kPrefill : Phase::kDecode, weight_dtype);
   const bool integer = weight_dtype == models::DType::kInt8 || weight_dtype == models::DType::kInt4 ||
                        weight_dtype == models::DType::kInt6 || weight_dtype == models::DType::kF8;
   const double peak = (integer ? peak_tops_int8 : peak_tflops_fp16) * 1e12;
@@ -85,6 +86,7 @@ double NpuSpec::peak_ops(models::DType weight, models::DType activation) const {
 }
 
 double NpuSpec::decode_seconds(const models::Work& w, models::DType weight, models::DType activation) const {
+  check(Phase::kDecode, weight);
   if (decode_backend == NpuBackend::kHvx) return hvx_seconds(w, weight, "decode");
   const double compute = w.flops() / (peak_ops(weight, activation) * max_utilization);
   const double memory = w.bytes() / (mem_bandwidth_gbps * 1e9 * decode_bandwidth_efficiency);
@@ -94,9 +96,10 @@ double NpuSpec::decode_seconds(const models::Work& w, models::DType weight, mode
 double NpuSpec::chunked_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,
                                         std::int64_t chunk) const {
   if (n_new <= 0) return 0.0;
+  const auto& m = cost.spec();
+  check(Phase::kPrefill, m.weight_dtype);
   if (chunk <= 0) chunk = graph_chunk;
   if (prefill_backend == NpuBackend::kHvx) return hvx_prefill_seconds(cost, n_new, n_cached, chunk);
-  const auto& m = cost.spec();
   const double peak = peak_ops(m.weight_dtype, m.activation_dtype) * utilization(static_cast<double>(chunk));
   const double bw = mem_bandwidth_gbps * 1e9;
   double s = 0;
@@ -113,6 +116,7 @@ double NpuSpec::work_seconds(const models::Work& w, models::DType weight, models
   std::int64_t n = 0;
   for (const auto& op : w.ops) n = std::max(n, op.tokens);
   if (n <= 1) return decode_seconds(w, weight, activation);
+  check(Phase::kPrefill, weight);
   if (prefill_backend == NpuBackend::kHvx) return hvx_seconds(w, weight, "prefill");
   const std::int64_t chunk = std::min<std::int64_t>(graph_chunk, n);
   const std::int64_t execs = (n + chunk - 1) / chunk;

@@ -25,6 +25,7 @@
 // 16-bit activations (W4A16/W8A16, as QNN/Genie run LLMs) reach `mixed_precision_fraction` of the
 // INT8 peak. The engine profile (devices/engine.h) sets these three; the defaults (1.0, 1.0, 256)
 // leave the earlier behaviour unchanged.
+#include <memory>
 //
 // Backends (issue 37 item 2). A Hexagon NPU has more than one engine: the HTP matrix engine (HMX,
 // the curve above, which QNN graphs run on) and the HVX vector units, which runtimes that dispatch
@@ -54,6 +55,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/engine_gaps.h"
 #include "models/cost_model.h"
 #include "sim/params.h"
 
@@ -84,6 +86,12 @@ struct NpuSpec {
   double decode_bandwidth_efficiency = 1.0;
   double mixed_precision_fraction = 1.0;
   std::int64_t graph_chunk = 256;
+  // Set by an engine profile: the (phase, weight dtype) values it neither sets nor inherits; the
+  // timing functions below raise them (devices/engine_gaps.h). null: no engine applied.
+  std::shared_ptr<const EngineGaps> gaps;
+  void check(Phase phase, models::DType weight) const {
+    if (gaps) gaps->check(phase, weight);
+  }
   NpuBackend prefill_backend = NpuBackend::kHtp, decode_backend = NpuBackend::kHtp;
   double hvx_gemm_efficiency = 1.0;       // fraction of the HVX peak on the runtime's matmul kernels
   double hvx_bandwidth_efficiency = 1.0;  // fraction of DRAM bandwidth its kernels stream at

@@ -195,10 +195,14 @@ void list_engines() {
         n.decode_bandwidth_efficiency || n.mixed_precision_fraction)
       units.push_back("npu");
     if (e.storage.read_command_overhead_us || e.storage.load_ns_per_byte) units.push_back("storage");
-    std::cout << fmt::format("  {:<12} {} [sets: {}]\n", name, e.description,
-                             units.empty() ? std::string("nothing: the device profiles' values") : fmt::format("{}", fmt::join(units, ", ")));
+    std::vector<std::string> inherits;
+    for (const auto& [selector, reason] : e.inherit_device) inherits.push_back(selector);
+    std::cout << fmt::format("  {:<12} {} [sets: {}; inherits from the device: {}]\n", name, e.description,
+                             units.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(units, ", ")),
+                             inherits.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(inherits, ", ")));
   }
-  std::cout << "\nengine profile fields (every key optional: absent keeps the device profile's value):\n";
+  std::cout << "\nengine profile fields (every key optional; a value a run needs that the engine neither sets nor\n"
+               "inherits by `inherit_device` is a configuration error naming it):\n";
   for (const auto& section : devices::engine_profile_schema()) {
     std::cout << fmt::format("  {}: {}\n", section.path.empty() ? "(top level)" : section.path, section.doc);
     for (const auto& d : section.schema.defs())

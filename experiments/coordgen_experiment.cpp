@@ -133,8 +133,10 @@ class CoordGenExperiment : public Experiment {
     engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     cpu_model_ = p.has("cpu_model") ? cpu_decoding_model(p) : model_;
-    device_.require_npu("the coordgen experiment");
-    device_.unit("cpu", "the coordgen experiment (decode / attention)");
+    device_.require_engine_values("npu", model_, "the coordgen experiment");
+    device_.require_engine_values("cpu", model_, "the coordgen experiment (decode / attention)",
+                                  {model_.activation_dtype});
+    device_.require_engine_values("cpu", cpu_model_, "the coordgen experiment (cpu_model)");
     policies_ = parse_labelled_plugins<SpecDecPolicy>(p, "policies");
     ParamSchema ws = workload_schema();
     workload_ = std::make_unique<Params>(p.node("workload"), ws, p.source_of("workload"), std::vector<std::string>{});

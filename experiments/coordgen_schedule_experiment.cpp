@@ -34,8 +34,8 @@ class CoordGenScheduleExperiment : public Experiment {
     device_ = devices::load_device_for_engine(p);
     engine_ = devices::resolved_engine(p);
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
-    device_.require_npu("coordgen_schedule");
-    device_.unit("cpu", "coordgen_schedule (attention)");
+    device_.require_engine_values("npu", model_, "coordgen_schedule");
+    device_.require_engine_values("cpu", model_, "coordgen_schedule (attention)", {model_.activation_dtype});
     shapes_.blocks = static_cast<int>(p.integer("blocks"));
     shapes_.prefill_chunk = static_cast<int>(p.integer("prefill_chunk"));
     shapes_.decode_chunk = static_cast<int>(p.integer("decode_chunk"));

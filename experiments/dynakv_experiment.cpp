@@ -140,6 +140,7 @@ class DynaKvExperiment : public Experiment {
     devices::require_thermal_none(p, "dynakv");
     const devices::EngineProfile engine = devices::experiment_engine(p);
     device_ = engine.apply(devices::load_device_profile(p.node("device"), p.source_of("device")));
+    devices::record_inherited(device_, p.source_of("device"));
     engine_ = engine.resolved;
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     dtype_ = models::parse_dtype(p.text("precision"));
@@ -208,13 +209,14 @@ class DynaKvExperiment : public Experiment {
       // A variant's own phone runs the experiment's engine too (Figure 17: one runtime, four phones).
       spec.device = vp.has("device") ? engine.apply(devices::load_device_profile(vp.node("device"), vs.child("device")))
                                      : device_;
+      devices::record_inherited(spec.device, vs.child("device"));
       spec.dtype = vp.has("precision") ? models::parse_dtype(vp.text("precision")) : dtype_;
       // The variant's precision is its weights' and KV's (seed 003: "all experiments are conducted in
       // FP8 precision"): decode streams the weights at that width, not at the model profile's fp16.
       spec.model.weight_dtype = spec.dtype;
       spec.model.kv_dtype = spec.dtype;
       spec.device.require_storage("dynakv experiment");
-      spec.device.unit("cpu", "dynakv experiment");
+      spec.device.require_engine_values("cpu", spec.model, "dynakv experiment");
       variants_.push_back(std::move(spec));
     }
   }

@@ -152,6 +152,8 @@ std::string write_results(const RunContext& ctx) {
   h5::write_attr(root, "overrides", ctx.overrides);
   // Costs this run took as 0 because they are not modelled (ParamDef::zero_means_not_modelled).
   h5::write_attr(root, "not_modelled", ctx.not_modelled->keys());
+  // Device-profile values the engine inherits by name (its `inherit_device`), not values of its own.
+  h5::write_attr(root, "inherited_from_device", ctx.inherited->keys());
   if (ctx.resolved["experiment"]["impl"])
     h5::write_attr(root, "experiment", ctx.resolved["experiment"]["impl"].as<std::string>());
   ctx.results.summary.write(root, "summary");
@@ -292,7 +294,7 @@ LoadedExperiment load_experiment(YAML::Node root, const std::string& origin, con
                                  RunContext& ctx) {
   auto overrides = std::make_shared<const std::vector<std::string>>(options.overrides);
   for (const auto& o : options.overrides) apply_override(root, o);
-  ConfigSource src{std::make_shared<std::string>(origin), "", overrides, ctx.not_modelled};
+  ConfigSource src{std::make_shared<std::string>(origin), "", overrides, ctx.not_modelled, ctx.inherited};
   ParamSchema schema = run_schema();
   Params p(root, schema, src, {});
   YAML::Node exp_node = p.node("experiment");

@@ -54,6 +54,9 @@ struct RunContext {
   std::vector<std::string> overrides;  // -p KEY=VALUE as given (recorded in the result file)
   // The keys read as "0: not modelled" (recorded in the result file, named after the table).
   std::shared_ptr<NotModelledKeys> not_modelled = std::make_shared<NotModelledKeys>();
+  // The device-profile values the run's engine inherits by its `inherit_device` (devices/engine.h),
+  // one line per unit and phase (recorded in the result file as `inherited_from_device`).
+  std::shared_ptr<NotModelledKeys> inherited = std::make_shared<NotModelledKeys>();
   bool quiet = false;
   int threads = 1;          // worker threads for independent simulations (results do not depend on it)
   WorkloadCache* workloads = nullptr;  // generated workloads shared with the process's other runs, or null

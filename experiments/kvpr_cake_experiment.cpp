@@ -93,7 +93,7 @@ class KvprCakeExperiment : public Experiment {
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     unit_ = p.text("compute_unit");
     link_ = p.text("link");
-    device_.require_unit(unit_, "experiment.compute_unit");
+    device_.require_engine_values(unit_, model_, "experiment.compute_unit");
     if (!link_.empty()) device_.link(link_, "experiment.link");
     seq_lens_ = p.int_list("seq_lens");
     for (auto s : seq_lens_)
@@ -115,8 +115,10 @@ class KvprCakeExperiment : public Experiment {
     ParamSchema es = ErrorSpec::schema(), ps = PhoneSpec::schema();
     error_ = std::make_unique<Params>(p.node("error"), es, p.source_of("error"), std::vector<std::string>{});
     phones_ = std::make_unique<Params>(p.node("phones"), ps, p.source_of("phones"), std::vector<std::string>{});
-    for (const auto& name : phones_->text_list("devices"))
+    for (const auto& name : phones_->text_list("devices")) {
       phone_profiles_.push_back(engine_profile.apply(devices::load_device_profile(name)));
+      devices::record_inherited(phone_profiles_.back(), p.source_of("phones"));
+    }
     const YAML::Node phone_model = phones_->node("model");
     phone_model_ = phone_model.IsDefined() && !phone_model.IsNull()
                        ? models::load_model_spec(phone_model, phones_->source_of("model"))

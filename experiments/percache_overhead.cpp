@@ -35,10 +35,13 @@ class PerCacheOverheadExperiment : public Experiment {
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     ParamSchema ps = policies::PipelineConfig::schema();
     pipeline_ = policies::PipelineConfig::from_params(Params(p.node("pipeline"), ps, p.source_of("pipeline"), {}));
-    device_.require_unit(pipeline_.compute_unit, "pipeline.compute_unit");
-    device_.require_unit(pipeline_.prefill_unit, "pipeline.prefill_unit");
-    device_.require_unit(pipeline_.decode_unit, "pipeline.decode_unit");
+    device_.require_engine_values(pipeline_.compute_unit, model_, "pipeline.compute_unit");
+    device_.require_engine_values(pipeline_.prefill_unit, model_, "pipeline.prefill_unit");
+    device_.require_engine_values(pipeline_.decode_unit, model_, "pipeline.decode_unit");
     mode_ = p.text("mode");
+    // Table 1's projection table times Q/K/V on the unit's roofline: it needs a compute unit, not
+    // the NPU's graphs (checked here, so that validate fails where run would).
+    if (mode_ == "table1") device_.unit(pipeline_.compute_unit, "percache_overhead projections (mode table1)");
     if (mode_ == "battery") device_.require_battery("percache_overhead mode battery");
     device_.require_storage("percache_overhead");
   }

@@ -113,7 +113,7 @@ class PrefixCacheExperiment : public Experiment {
       e.engine = devices::resolved_engine(dp);
       e.cap_bytes = dp.real("cap_mb") * 1e6;
       e.unit = dp.text("compute_unit");
-      e.profile.require_unit(e.unit, dp.source_of("compute_unit").key_path);
+      e.profile.require_engine_values(e.unit, model_, dp.source_of("compute_unit").key_path);
       e.profile.require_storage(dp.source_of("device").key_path);
       e.note_uncached_ms = dp.real("note_uncached_ms");
       e.note_cached_ms = dp.real("note_cached_ms");

@@ -153,9 +153,9 @@ class RagQaExperiment : public Experiment {
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     ParamSchema ps = policies::PipelineConfig::schema();
     pipeline_ = policies::PipelineConfig::from_params(Params(p.node("pipeline"), ps, p.source_of("pipeline"), {}));
-    device_.require_unit(pipeline_.compute_unit, "pipeline.compute_unit");
-    device_.require_unit(pipeline_.prefill_unit, "pipeline.prefill_unit");
-    device_.require_unit(pipeline_.decode_unit, "pipeline.decode_unit");
+    device_.require_engine_values(pipeline_.compute_unit, model_, "pipeline.compute_unit");
+    device_.require_engine_values(pipeline_.prefill_unit, model_, "pipeline.prefill_unit");
+    device_.require_engine_values(pipeline_.decode_unit, model_, "pipeline.decode_unit");
     policies_ = parse_labelled_plugins<RagPolicy>(p, "policies");
     ParamSchema ws = WorkloadSpec::schema();
     workload_node_ = p.node("workload");

@@ -132,11 +132,11 @@ std::vector<std::string> NotModelledKeys::keys() const {
 }
 
 ConfigSource ConfigSource::child(const std::string& key) const {
-  return {file, key_path.empty() ? key : key_path + "." + key, overrides, not_modelled};
+  return {file, key_path.empty() ? key : key_path + "." + key, overrides, not_modelled, inherited};
 }
 
 ConfigSource ConfigSource::element(std::size_t index) const {
-  return {file, fmt::format("{}[{}]", key_path, index), overrides, not_modelled};
+  return {file, fmt::format("{}[{}]", key_path, index), overrides, not_modelled, inherited};
 }
 
 static std::vector<std::string> key_steps(const std::string& path) {

@@ -98,6 +98,9 @@ struct ConfigSource {
   // overridden path is reported as coming from the override, not from the file.
   std::shared_ptr<const std::vector<std::string>> overrides = nullptr;
   std::shared_ptr<NotModelledKeys> not_modelled = nullptr;  // null: not collected
+  // The device-profile values an engine profile inherits explicitly (devices/engine.h
+  // `inherit_device`), collected the same way and recorded in the result file. null: not collected.
+  std::shared_ptr<NotModelledKeys> inherited = nullptr;
 
   ConfigSource child(const std::string& key) const;
   ConfigSource element(std::size_t index) const;

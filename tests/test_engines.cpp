@@ -73,8 +73,9 @@ TEST(Engines, RuntimeSwapChangesPrefillAsItsProfileSays) {
   const double t_et = et.apply(d).unit("cpu", "t").op_seconds(gate, DType::kInt4);
   EXPECT_NEAR(t_mllm, gate.flops / (1.228e12 * 0.031) + 15e-6 * 16, 1e-9);
   EXPECT_NEAR(t_et, gate.flops / (1.228e12 * et_eff) + 5e-6 * 16, 1e-9);
-  // A dtype the engine does not list keeps the device's scalar efficiency.
-  EXPECT_DOUBLE_EQ(et.apply(d).unit("cpu", "t").efficiency(DType::kInt8, false), d.unit("cpu", "t").compute_efficiency);
+  // A dtype the engine neither lists nor inherits has no value: asking for it is an error (issue 37),
+  // where the device's mllm-fitted scalar was taken before.
+  EXPECT_THROW(et.apply(d).unit("cpu", "t").efficiency(DType::kInt8, false), ConfigError);
   // The whole prefill follows: the faster runtime's time is the slower one's over the efficiency ratio
   // (within the memory-bound and per-call parts).
   const double ratio = d.unit("cpu", "t").seconds(w, DType::kInt4) / et.apply(d).unit("cpu", "t").seconds(w, DType::kInt4);
@@ -307,7 +308,10 @@ TEST(OnDevice, ProbeAppliesOverridesAndRefusesUnknownPaths) {
   EXPECT_THROW(ondevice_prediction(q, {"engine.cpu.prefill_efficiency.int4"}), ConfigError);
   q.unit = "npu";
   q.phase = "decode";
-  EXPECT_GT(ondevice_prediction(q), 0.0);  // decode on the NPU has a path
+  // ExecuTorch has no NPU values of its own: decode on the NPU has a path because the profile names the
+  // device's curve (inherit_device: npu); without that it is an error, not a silent fallback.
+  EXPECT_GT(ondevice_prediction(q), 0.0);
+  EXPECT_THROW(ondevice_prediction(q, {"engine.inherit_device={}"}), ConfigError);
 }
 
 // The Pixel 7 probes name mllm's Q4_K recipe: the registry's prefill point (PerCache Table 1, 5.616
@@ -470,9 +474,15 @@ YAML::Node resolved(const std::string& rel, const std::vector<std::string>& over
 TEST(EngineConfig, DefaultIsMllmAndAnEngineIsRecorded) {
   const YAML::Node def = resolved("experiments/percache/table1.yaml", {});
   EXPECT_EQ(def["experiment"]["engine"]["name"].as<std::string>(), "mllm");
+  // (Table 1's model keeps two projections in int6, for which ExecuTorch has no kernels' rate: a uniform
+  // int4 model here.)
   const YAML::Node et = resolved("experiments/percache/table1.yaml",
                                  {"experiment.device=oneplus-12", "experiment.engine=executorch",
-                                  "experiment.pipeline.compute_unit=npu"});
+                                  "experiment.model.linear_dtypes={}"});
+  // MLC states no NPU values and inherits none: the NPU is refused, where the device's were taken silently before.
+  EXPECT_THROW(resolved("experiments/percache/table1.yaml", {"experiment.device=oneplus-12", "experiment.engine=mlc",
+                                                             "experiment.pipeline.compute_unit=npu"}),
+               ConfigError);
   EXPECT_EQ(et["experiment"]["engine"]["name"].as<std::string>(), "executorch");
   EXPECT_TRUE(et["experiment"]["engine"]["cpu"]["prefill_efficiency"].IsMap());
   EXPECT_THROW(resolved("experiments/percache/table1.yaml", {"experiment.engine=no-such-runtime"}), ConfigError);

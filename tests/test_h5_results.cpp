@@ -185,9 +185,12 @@ TEST(H5Results, CliHelpVersionListAndValidate) {
                            "llama-3.2-3b", "qwen1.5-1.8b", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b",
                            "qwen2.5-7b", "mistral-7b", "generic-3b", "naive", "rag_qa"})
     EXPECT_NE(l.output.find(name), std::string::npos) << name;
-  // Each engine says which of the device's parts it changes (DynaKV's runtime: only its reads).
+  // Each engine says which of the device's parts it changes (DynaKV's runtime: only its reads) and
+  // what it takes from the device profile by name (issue 37).
   const auto engines = testing::run_mobisim("list engines");
-  for (const char* line : {"dynakv", "[sets: storage]", "qnn", "[sets: npu]", "executorch", "[sets: cpu]"})
+  for (const char* line : {"dynakv", "[sets: storage; inherits from the device: cpu]", "qnn",
+                           "[sets: npu; inherits from the device: npu]", "executorch",
+                           "[sets: cpu, npu; inherits from the device: cpu.decode.bf16, gpu, npu]"})
     EXPECT_NE(engines.output.find(line), std::string::npos) << line << "\n" << engines.output;
   EXPECT_EQ(testing::run_mobisim("frobnicate").exit_code, 2);
   EXPECT_EQ(testing::run_mobisim("run").exit_code, 2);

@@ -41,7 +41,17 @@ void set_path(YAML::Node root, const std::vector<std::string>& path, const YAML:
 
 }  // namespace
 
+double storage_prediction(const OnDeviceQuery& q, const devices::DeviceProfile& device) {
+  const devices::StorageSpec& s = device.require_storage(fmt::format("ondevice probe ({} storage read)", q.device));
+  const int qd = q.queue_depth > 0 ? static_cast<int>(q.queue_depth) : s.queue_depth;
+  const double bytes = q.request_kb * 1024.0;
+  const double bps = s.read_bps(bytes, qd);
+  if (q.metric == "ms") return 1e3 * qd * bytes / bps;
+  return bps / 1e6;
+}
+
 double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile& device, const models::ModelSpec& model) {
+  if (q.unit == "storage") return storage_prediction(q, device);
   const models::CostModel cost(model);
   const std::string who = fmt::format("ondevice probe ({} {} {})", q.device, q.unit, q.phase);
   const std::int64_t context = q.context >= 0 ? q.context : q.phase == "verify" ? 0 : q.tokens;
@@ -81,9 +91,10 @@ double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile&
 
 double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string>& overrides) {
   std::string dev_origin, eng_origin, mod_origin;
+  const bool storage = q.unit == "storage";
   YAML::Node dev = profile_yaml("devices", q.device, dev_origin);
   YAML::Node eng = profile_yaml("engines", q.engine, eng_origin);
-  YAML::Node mod = profile_yaml("models", q.model, mod_origin);
+  YAML::Node mod = storage ? YAML::Node(YAML::NodeType::Map) : profile_yaml("models", q.model, mod_origin);
   if (!q.dtype.empty()) mod["weight_dtype"] = q.dtype;
   if (!q.activation_dtype.empty()) mod["activation_dtype"] = q.activation_dtype;
   if (!q.kv_dtype.empty()) mod["kv_dtype"] = q.kv_dtype;
@@ -117,6 +128,7 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
   auto src = [](const std::string& origin) { return ConfigSource{std::make_shared<std::string>(origin), ""}; };
   const devices::DeviceProfile d = devices::DeviceProfile::from_yaml(dev, src(dev_origin));
   const devices::EngineProfile e = devices::EngineProfile::from_yaml(eng, src(eng_origin));
+  if (storage) return storage_prediction(q, e.apply(d));
   const models::ModelSpec m = models::load_model_spec(mod, src(mod_origin));
   return ondevice_prediction(q, e.apply(d), m);
 }
@@ -125,10 +137,17 @@ ParamSchema OnDeviceProbe::schema() {
   ParamSchema s;
   s.text("device", std::nullopt, "built-in device profile (or YAML path)");
   s.text("engine", std::string(devices::kDefaultEngine), "engine profile: mllm, llama.cpp, mnn, mlc, qnn, executorch");
-  s.text("model", std::nullopt, "built-in model profile (or YAML path)");
-  s.text("unit", std::nullopt, "compute unit: cpu, gpu or npu (any compute unit name of the device)");
-  s.text("phase", std::nullopt, "prefill, decode or verify (npu: a draft verification)").in({"prefill", "decode", "verify"});
-  s.integer("tokens", std::nullopt, "prompt tokens (prefill), context length (decode) or draft tokens (verify)").range(1, 1 << 20);
+  s.text("model", std::string(""), "built-in model profile (or YAML path); required except for unit storage");
+  s.text("unit", std::nullopt,
+         "compute unit: cpu, gpu or npu (any compute unit name of the device), or storage (phase read)");
+  s.text("phase", std::nullopt, "prefill, decode or verify (npu: a draft verification); read (unit storage)")
+      .in({"prefill", "decode", "verify", "read"});
+  s.integer("tokens", 0, "prompt tokens (prefill), context length (decode) or draft tokens (verify); required except "
+                         "for unit storage")
+      .range(0, 1 << 20);
+  s.real("request_kb", 0.0, "storage read: size of each request (unit storage)").range(0.0, 1 << 20).with_unit("KB");
+  s.integer("queue_depth", 0, "storage read: requests kept outstanding (0: the storage's own queue_depth)")
+      .range(0, 1 << 16);
   s.integer("context", -1, "decode: context before the token (-1: tokens); verify: before the draft (-1: 0)")
       .range(-1, 1 << 20);
   s.integer("chunk", 0, "npu prefill / verify graph chunk (0: the engine's graph_chunk)").range(0, 1 << 16);
@@ -143,7 +162,8 @@ ParamSchema OnDeviceProbe::schema() {
   s.text("lora_dtype", std::string(""), "dtype of those adapters (\"\": the model profile's)");
   s.node("linear_dtypes", "projections the published run's recipe stores at another dtype, {projection: dtype} "
                           "(absent: the model profile's)");
-  s.text("metric", std::string("tokens_per_s"), "tokens_per_s or ms").in({"tokens_per_s", "ms"});
+  s.text("metric", std::string("tokens_per_s"), "tokens_per_s or ms; mb_per_s (unit storage)")
+      .in({"tokens_per_s", "ms", "mb_per_s"});
   return s;
 }
 
@@ -165,6 +185,18 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.lora_dtype = p.text("lora_dtype");
   q_.linear_dtypes = yaml_clone(p.node("linear_dtypes"));
   q_.metric = p.text("metric");
+  q_.request_kb = p.real("request_kb");
+  q_.queue_depth = p.integer("queue_depth");
+  if (q_.unit == "storage") {
+    if (q_.phase != "read") p.fail("phase", "unit storage has one phase: read");
+    if (!(q_.request_kb > 0)) p.fail("request_kb", "unit storage needs the request size (request_kb > 0)");
+    if (q_.metric == "tokens_per_s") p.fail("metric", "unit storage: mb_per_s or ms");
+  } else {
+    if (q_.model.empty()) p.fail("model", "missing required key 'model'");
+    if (q_.tokens < 1) p.fail("tokens", "missing required key 'tokens' (>= 1)");
+    if (q_.phase == "read") p.fail("phase", "phase read is a storage read (unit: storage)");
+    if (q_.metric == "mb_per_s") p.fail("metric", "mb_per_s is a storage metric (unit: storage)");
+  }
   if (const YAML::Node& n = q_.linear_dtypes; n.IsDefined() && !n.IsNull()) {
     if (!n.IsMap()) p.fail("linear_dtypes", "expected a mapping projection -> dtype, e.g. {v_proj: int6}");
     const std::vector<std::string> known = models::projection_names();

@@ -43,7 +43,15 @@ struct OnDeviceQuery {
   std::string dtype, activation_dtype, kv_dtype, classifier_dtype, lora_dtype;  // "": the model profile's
   std::int64_t group_size = 0, lora_rank = 0;                                    // 0: the model profile's
   YAML::Node linear_dtypes;  // {projection: dtype} (models/model_spec.h); undefined: the model profile's
+  // unit `storage`, phase `read`: requests of `request_kb` KB with `queue_depth` of them kept outstanding
+  // (0: the storage's own queue_depth); metric mb_per_s (StorageSpec::read_bps) or ms per request.
+  double request_kb = 0;
+  std::int64_t queue_depth = 0;
 };
+
+// The storage read throughput (MB/s) or time per request (ms, by Little's law: depth x size / throughput)
+// of `q` (unit storage) on `device` (engine applied by the caller: its read command overhead counts).
+double storage_prediction(const OnDeviceQuery& q, const devices::DeviceProfile& device);
 
 // The prediction for `q` with `overrides` ("device.KEY=V", "engine.KEY=V", "model.KEY=V") applied
 // to the built-in (or given) profiles. Throws ConfigError on an unknown profile, path or value.

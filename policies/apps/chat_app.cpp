@@ -33,7 +33,7 @@ ChatApp::ChatApp(const Params& p)
 }
 
 void ChatApp::prepare(const AppEnvironment& env) {
-  if (env.device) env.device->require_unit(unit_, "chat app 'unit'");
+  if (env.device) env.device->require_engine_values(unit_, cost_.spec(), "chat app 'unit'");
 }
 
 std::vector<std::pair<std::string, double>> ChatApp::resident_dram() const {

@@ -97,6 +97,17 @@ PipelineApp::PipelineApp(const Params& p)
   resolved_["decode"] = Registry<DecodeStage>::instance().resolve(decode, p.source_of("decode"));
   resolved_["kv_residency"] = Registry<KvResidency>::instance().resolve(residency, p.source_of("kv_residency"));
   resolved_["prefill"] = Registry<PrefillStage>::instance().resolve(prefill, p.source_of("prefill"));
+  for (const char* stage : {"prefill", "decode"}) {
+    const YAML::Node n = resolved_[stage];
+    if (!n.IsMap()) continue;
+    const std::string impl = n["impl"] && n["impl"].IsScalar() ? n["impl"].Scalar() : std::string();
+    if (impl == "npu_graphs") stage_units_.emplace_back("npu", false);
+    if (impl == "speculative") {
+      stage_units_.emplace_back("npu", false);
+      stage_units_.emplace_back("cpu", true);
+    }
+    if (n["unit"] && n["unit"].IsScalar()) stage_units_.emplace_back(n["unit"].Scalar(), false);
+  }
   if (p.has("answer_cache"))
     resolved_["answer_cache"] = Registry<AnswerCache>::instance().resolve(p.node("answer_cache"), p.source_of("answer_cache"));
   resolved_["model"] = yaml_clone(cost_.spec().resolved);
@@ -107,7 +118,13 @@ PipelineApp::PipelineApp(const Params& p)
 
 // The user's queries as requests: system prompt, the top-k retrieved chunks (best first), the query.
 void PipelineApp::prepare(const AppEnvironment& env) {
-  if (env.device) env.device->require_unit(unit_, "pipeline app 'unit'");
+  if (env.device) {
+    env.device->require_engine_values(unit_, cost_.spec(), "pipeline app 'unit'");
+    for (const auto& [u, attention] : stage_units_)
+      env.device->require_engine_values(u, cost_.spec(), "pipeline app's prefill/decode stage",
+                                        attention ? std::vector<models::DType>{cost_.spec().activation_dtype}
+                                                  : std::vector<models::DType>{});
+  }
   if (conversation_.turns > 0) return prepare_conversation();
   if (!env.rag_workload) throw Error("internal: the pipeline app needs a RAG workload loader");
   const traces::RagTrace trace = env.rag_workload(workload_, workload_source_);

@@ -71,6 +71,10 @@ class PipelineApp : public App {
  private:
   models::CostModel cost_;  // declared before pipeline_, which refers to it
   std::string unit_;
+  // The units its prefill and decode stages run on (npu_graphs: the npu; speculative: the npu, and the
+  // cpu with its attention at the activations' dtype), checked by prepare with the engine's values for
+  // the model, as the run would need them.
+  std::vector<std::pair<std::string, bool>> stage_units_;  // (unit, also the activations' dtype)
   void prepare_conversation();
   YAML::Node workload_;
   Conversation conversation_;

@@ -56,7 +56,7 @@ void RagApp::prepare(const AppEnvironment& env) {
   if (!env.rag_workload) throw Error("internal: the rag app needs a RAG workload loader");
   if (env.device)
     for (const auto* unit : {&pipeline_.compute_unit, &pipeline_.prefill_unit, &pipeline_.decode_unit})
-      env.device->require_unit(*unit, "rag app pipeline (compute_unit, prefill_unit, decode_unit)");
+      env.device->require_engine_values(*unit, cost_.spec(), "rag app pipeline (compute_unit, prefill_unit, decode_unit)");
   const traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
   traces::RagTrace one;
   one.meta = trace.meta;
