@@ -274,6 +274,14 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     e.npu.hvx_bandwidth_efficiency = opt_real(np, "hvx_bandwidth_efficiency");
     e.npu.hvx_op_overhead_us = opt_real(np, "hvx_op_overhead_us");
     if (np.has("cpu_overlap")) e.npu.cpu_overlap = np.boolean("cpu_overlap");
+    // A runtime on the HVX units has no device value to fall back to: its kernels' efficiencies and
+    // per-call cost are its own, stated or an error (no silent default).
+    if (e.npu.prefill_backend.value_or("") == "hvx" || e.npu.decode_backend.value_or("") == "hvx")
+      for (const char* key : {"hvx_gemm_efficiency", "hvx_bandwidth_efficiency", "hvx_op_overhead_us"})
+        if (!np.has(key))
+          np.fail(key, fmt::format("engine '{}' runs NPU work on hvx: give npu.{} (its kernels' own value; hvx has no "
+                                   "device value to inherit)",
+                                   e.name, key));
   }
   if (const YAML::Node n = p.node("storage"); n.IsDefined() && !n.IsNull()) {
     ParamSchema ss = engine_storage_schema();

@@ -63,8 +63,21 @@ TEST(NpuBackends, MissingHvxPeakIsAConfigErrorNamingDeviceEngineAndKey) {
   q.dtype = "int4";  // Q4_0 weights, 8-bit activations (the HVX int8 peak)
   q.activation_dtype = "int8";
   EXPECT_NO_THROW(fidelity::ondevice_prediction(q));  // on htp it runs as before
+  // hvx needs the engine's own kernel values: none is inherited.
   try {
     fidelity::ondevice_prediction(q, {"engine.npu.prefill_backend=hvx"});
+    FAIL() << "selecting hvx without the engine's hvx values must be a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("hvx_gemm_efficiency"), std::string::npos) << e.what();
+  }
+  const std::vector<std::string> hvx_values{"engine.npu.hvx_gemm_efficiency=0.5", "engine.npu.hvx_bandwidth_efficiency=0.5",
+                                            "engine.npu.hvx_op_overhead_us=0"};
+  auto with = [&](std::vector<std::string> o) {
+    o.insert(o.end(), hvx_values.begin(), hvx_values.end());
+    return o;
+  };
+  try {
+    fidelity::ondevice_prediction(q, with({"engine.npu.prefill_backend=hvx"}));
     FAIL() << "selecting hvx without the device's HVX peak must be a ConfigError";
   } catch (const ConfigError& e) {
     const std::string what = e.what();
@@ -74,9 +87,9 @@ TEST(NpuBackends, MissingHvxPeakIsAConfigErrorNamingDeviceEngineAndKey) {
     EXPECT_NE(what.find("prefill"), std::string::npos) << what;
   }
   q.phase = "decode";
-  EXPECT_THROW(fidelity::ondevice_prediction(q, {"engine.npu.decode_backend=hvx"}), ConfigError);
+  EXPECT_THROW(fidelity::ondevice_prediction(q, with({"engine.npu.decode_backend=hvx"})), ConfigError);
   // Given the peak, the same selection runs.
-  EXPECT_GT(fidelity::ondevice_prediction(q, {"engine.npu.decode_backend=hvx", "device.npu.hvx_peak_tops_int8=2"}), 0);
+  EXPECT_GT(fidelity::ondevice_prediction(q, with({"engine.npu.decode_backend=hvx", "device.npu.hvx_peak_tops_int8=2"})), 0);
   // An unknown backend is refused.
   EXPECT_THROW(fidelity::ondevice_prediction(q, {"engine.npu.decode_backend=hmx"}), ConfigError);
 }
