@@ -142,7 +142,10 @@ std::vector<ProfileSection> device_profile_schema() {
           {"storage", "flash storage (optional; required by policies that read or write flash)",
            StorageSpec::schema(), false},
           {"links.<name>", "a point-to-point link (PCIe, ...), one mapping per link name", LinkSpec::schema(), true},
-          {"battery", "battery (optional; required for battery %)", battery_schema(), false}};
+          {"battery", "battery (optional; required for battery %)", battery_schema(), false},
+          {"thermal", "heat, operating points and trips (optional; required by experiments with a thermal model; "
+                      "or none); see devices/thermal.h",
+           ThermalSpec::schema(), false}};
 }
 
 namespace {
