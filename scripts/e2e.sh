@@ -41,6 +41,9 @@ check coordgen_fig8 run experiments/coordgen/fig8_schedules.yaml
 check dynakv_fig12 run experiments/dynakv/fig12.yaml
 check compose_d_chat_on_cpu run experiments/compose/d_chat_on_cpu.yaml
 check compose_a_rag_kv_reuse run experiments/compose/a_rag_kv_reuse.yaml
+# Sustained use: a throttled run (warm phone, warm day) with its heat/clock series and counter tracks.
+check sustained_ranking_warm run experiments/sustained/ranking_warm.yaml -p experiment.thermal.start=warm \
+  -p experiment.thermal.ambient_c=30 --timeline "$work/sustained.json"
 # A sweep (each run a child process) at 1 and THREADS runs at a time: identical indexes.
 cat > "$work/sweep.yaml" <<YAML
 sweep:
