@@ -364,16 +364,7 @@ void PowerManager::schedutil_update(UnitState& u) {
   const double since_change = sim::to_seconds(sim_.now() - u.last_change);
   if (u.last_change >= 0 && since_change < rate_limit_s) {
     // Too soon after the last change: look again when the rate limit allows.
-    sim_.cancel(u.ramp);
-    const std::size_t i = index_.at(u.name);
-    u.ramp = sim_.schedule_daemon_call(sim_.now() + sim::from_seconds(rate_limit_s - since_change), [this, i] {
-      UnitState& v = units_[i];
-      if (!v.busy) return;
-      advance_to_now();
-      decay_util(v);
-      schedutil_update(v);
-      after_change(false);
-    });
+    wake_schedutil(u, sim::from_seconds(rate_limit_s - since_change));
     return;
   }
   set_point(u, wanted_point(u));
@@ -387,8 +378,14 @@ void PowerManager::schedutil_update(UnitState& u) {
   if (threshold >= 1) return;
   const double half_life_s = spec_.pelt_half_life_ms * 1e-3;
   const double wait_s = std::max(rate_limit_s, half_life_s / std::log(2.0) * std::log((1 - u.util) / (1 - threshold)));
+  wake_schedutil(u, std::max<sim::Time>(1, sim::from_seconds(wait_s)));
+}
+
+// Re-evaluates unit u's schedutil choice after `delay` while it stays busy (one pending wake per unit).
+void PowerManager::wake_schedutil(UnitState& u, sim::Time delay) {
+  sim_.cancel(u.ramp);
   const std::size_t i = index_.at(u.name);
-  u.ramp = sim_.schedule_daemon_call(sim_.now() + std::max<sim::Time>(1, sim::from_seconds(wait_s)), [this, i] {
+  u.ramp = sim_.schedule_daemon_call(sim_.now() + delay, [this, i] {
     UnitState& v = units_[i];
     v.ramp = {};
     if (!v.busy) return;

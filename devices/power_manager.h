@@ -153,6 +153,7 @@ class PowerManager {
   std::size_t wanted_point(UnitState& u);
   void set_point(UnitState& u, std::size_t point);
   void schedutil_update(UnitState& u);
+  void wake_schedutil(UnitState& u, sim::Time delay);
   void decay_util(UnitState& u);
   void sample();
   void start_charging(double power_w);
