@@ -32,6 +32,8 @@ build=${BUILD_DIR:-build}
 launcher=()
 export CCACHE_BASEDIR="$PWD"   # cache hits across clones of the repository
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
+# Unity builds halve a cold build (see CMakeLists.txt); MOBISIM_UNITY=OFF compiles file by file.
+unity=(-DCMAKE_UNITY_BUILD="${MOBISIM_UNITY:-ON}")
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${unity[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target mobisim
 echo "setup: built $build/mobisim"

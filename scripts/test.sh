@@ -9,10 +9,12 @@ jobs=$(nproc)
 launcher=()
 export CCACHE_BASEDIR="$PWD"   # cache hits across clones of the repository
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# Unity builds halve a cold build (see CMakeLists.txt); MOBISIM_UNITY=OFF compiles file by file.
+unity=(-DCMAKE_UNITY_BUILD="${MOBISIM_UNITY:-ON}")
 if [ "${TSAN:-0}" = 1 ]; then
   build=${BUILD_DIR:-build-tsan}
   # Only the binary: TSan watches whole runs whose simulations share worker threads.
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" "${launcher[@]}" \
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" "${launcher[@]}" "${unity[@]}" \
         -DMOBISIM_TSAN=ON -DMOBISIM_BUILD_TESTS=OFF -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF >/dev/null
   cmake --build "$build" -j"$jobs" --target mobisim
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
@@ -22,14 +24,14 @@ fi
 if [ "${SANITIZE:-0}" = 1 ]; then
   build=${BUILD_DIR:-build-asan}
   # -O1 keeps the sanitized build and its tests fast enough for CI on 2 cores.
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" "${launcher[@]}" \
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" "${launcher[@]}" "${unity[@]}" \
         -DMOBISIM_SANITIZE=ON -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF >/dev/null
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp}
 else
   build=${BUILD_DIR:-build}
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${unity[@]}" >/dev/null
 fi
 cmake --build "$build" -j"$jobs"
 if [ "${SANITIZE:-0}" = 1 ]; then bash scripts/e2e.sh "$build" 8; fi

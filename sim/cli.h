@@ -81,7 +81,7 @@ class ArgParser {
 
 #define MOBISIM_REGISTER_COMMAND(name, summary, usage, fn)                                         \
   namespace {                                                                                      \
-  [[maybe_unused]] const bool MOBISIM_CLI_CONCAT(mobisim_command_, __LINE__) =                     \
+  [[maybe_unused]] const bool MOBISIM_CLI_CONCAT(mobisim_command_, __COUNTER__) =                     \
       ::mobisim::cli::CommandRegistry::instance().add({name, summary, usage, fn});                 \
   }
 #define MOBISIM_CLI_CONCAT_INNER(a, b) a##b

@@ -140,7 +140,7 @@ class Registry {
 // Registers `Impl` (constructor Impl(const Params&), static ParamSchema schema()) under `name`.
 #define MOBISIM_REGISTER(Interface, Impl, name, doc)                                                   \
   namespace {                                                                                          \
-  [[maybe_unused]] const bool MOBISIM_CONCAT(mobisim_registered_, __LINE__) =                          \
+  [[maybe_unused]] const bool MOBISIM_CONCAT(mobisim_registered_, __COUNTER__) =                          \
       ::mobisim::Registry<Interface>::instance().add(                                                  \
           {name, doc, [] { return Impl::schema(); },                                                   \
            [](const ::mobisim::Params& p) -> std::unique_ptr<Interface> { return std::make_unique<Impl>(p); }}); \

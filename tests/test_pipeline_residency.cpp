@@ -19,7 +19,7 @@
 #include "test_util.h"
 
 namespace mobisim {
-namespace {
+namespace pipeline_residency_test {  // named: unity builds put several test files in one TU
 
 using policies::App;
 using policies::PipelineApp;
@@ -213,5 +213,5 @@ TEST(PipelineResidency, TheNewCompositionsAreIdenticalAtAnyThreadCount) {
   }
 }
 
-}  // namespace
+}  // namespace pipeline_residency_test
 }  // namespace mobisim

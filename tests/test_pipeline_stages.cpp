@@ -37,14 +37,14 @@ std::unique_ptr<App> pipeline_app(const std::string& stages, int queries, std::i
   return app;
 }
 
-std::vector<policies::pipeline::Served> run_alone(App& app, const devices::DeviceProfile& profile) {
+std::vector<policies::pipeline::Served> served_alone(App& app, const devices::DeviceProfile& profile) {
   return testing::run_pipeline_alone(app, profile).served;
 }
 
 TEST(PipelineStages, PrefixStoreReusesTheLongestStoredPrefixOfTheNextPrompt) {
   // Prompts: 64 system + 3 x 100 chunk + 20 query = 384 tokens; the next prompt shares 364.
   auto app = pipeline_app("kv_reuse: {impl: prefix_store, granularities: [64, 128, 256, 512]}", 2);
-  const auto served = run_alone(*app, devices::load_device_profile("pixel7"));
+  const auto served = served_alone(*app, devices::load_device_profile("pixel7"));
   ASSERT_EQ(served.size(), 2u);
   EXPECT_EQ(served[0].prompt_tokens, 384);
   EXPECT_EQ(served[0].reused_tokens, 0);
@@ -60,7 +60,7 @@ TEST_P(SplitOnTheDevice, TakesExactlyWhatTheStrategyPlans) {
                                       "load_or_recompute: {{impl: {}}}",
                                       GetParam()),
                           3);
-  const auto served = run_alone(*app, devices::load_device_profile("pixel7"));
+  const auto served = served_alone(*app, devices::load_device_profile("pixel7"));
   ASSERT_EQ(served.size(), 3u);
   for (std::size_t i = 1; i < served.size(); ++i) {
     EXPECT_EQ(served[i].reused_tokens, 256);
@@ -78,8 +78,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, SplitOnTheDevice,
 TEST(PipelineStages, ReusedTokensAreNotPrefilledAgain) {
   auto with = pipeline_app("kv_reuse: {impl: prefix_store, granularities: [64, 128, 256]}", 2);
   auto without = pipeline_app("kv_reuse: {impl: none}", 2);
-  const auto a = run_alone(*with, devices::load_device_profile("pixel7"));
-  const auto b = run_alone(*without, devices::load_device_profile("pixel7"));
+  const auto a = served_alone(*with, devices::load_device_profile("pixel7"));
+  const auto b = served_alone(*without, devices::load_device_profile("pixel7"));
   EXPECT_DOUBLE_EQ(a[0].prefill_s, b[0].prefill_s);  // nothing stored yet: the same prefill
   EXPECT_LT(a[1].prefill_s, b[1].prefill_s);         // 128 of 384 tokens computed instead of 384
 }
@@ -90,7 +90,7 @@ TEST(PipelineStages, ARequestWhoseKvDoesNotFitInDramStopsTheRun) {
   const devices::DeviceProfile tight =
       devices::load_device_profile(YAML::Load("{base: pixel7, dram: {capacity_gb: 3.05}}"), ConfigSource{});
   try {
-    run_alone(*app, tight);
+    served_alone(*app, tight);
     FAIL() << "expected the run to stop";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("'app/kv' needs"), std::string::npos) << e.what();
@@ -148,7 +148,7 @@ TEST(PipelineStages, AnAnswerCacheHitEndsTheRequestAfterItsLookUp) {
   policies::AppEnvironment env;
   env.rag_workload = [&](const YAML::Node&, const ConfigSource&) { return t; };
   app->prepare(env);
-  const auto served = run_alone(*app, devices::load_device_profile("pixel7"));
+  const auto served = served_alone(*app, devices::load_device_profile("pixel7"));
   ASSERT_EQ(served.size(), 3u);
   EXPECT_FALSE(served[0].answer_hit);
   EXPECT_TRUE(served[1].answer_hit);
@@ -196,7 +196,7 @@ TEST(PipelineStages, WithNoStagesThePipelineServesAsTheRagDocumentsNaiveBaseline
   through_pipeline->prepare(env);
   naive->prepare(env);
   const devices::DeviceProfile phone = devices::load_device_profile("pixel7");
-  const auto served = run_alone(*through_pipeline, phone);
+  const auto served = served_alone(*through_pipeline, phone);
   h5::Table rag;
   {
     sim::StatGroup stats("phone");

@@ -200,8 +200,13 @@ OracleRow oracle_greedy_ids(const Model& m, const std::vector<int>& expected) {
          got[match + 1] == expected[match])
     ++match;
   std::string ids;
-  for (std::size_t i = 1; i < got.size(); ++i) ids += (i > 1 ? " " : "") + std::to_string(got[i]);
-  return row("1", "greedy ids from BOS vs README's expected ids", "ids matching (of " + std::to_string(expected.size()) + ")",
+  for (std::size_t i = 1; i < got.size(); ++i) {
+    if (i > 1) ids += ' ';
+    ids += std::to_string(got[i]);
+  }
+  std::string matching = "ids matching (of ";  // appended, not "lit" + string: g++ 12's false -Wrestrict
+  matching.append(std::to_string(expected.size())).append(")");
+  return row("1", "greedy ids from BOS vs README's expected ids", matching,
              match, "= " + std::to_string(expected.size()), match == static_cast<int>(expected.size()), true,
              "got " + ids);
 }
