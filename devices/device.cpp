@@ -488,12 +488,12 @@ sim::Task<void> Device::busy(const std::string& unit, sim::Time duration, std::s
   if (timeline_) timeline_->span(profile_.name + "/" + unit, label, t0, sim_.now());
 }
 
-sim::Task<void> Device::transfer(const std::string& link, double bytes, std::string label) {
+sim::Task<void> Device::transfer(const std::string& link, double bytes, std::string label, sim::Time hold) {
   const LinkSpec& spec = profile_.link(link, label);
   auto& q = *links_.at(link);
   auto lease = co_await q.acquire();
   const sim::Time t0 = sim_.now();
-  co_await sim_.timeout(sim::from_seconds(spec.transfer_seconds(bytes)));
+  co_await sim_.timeout(sim::from_seconds(spec.transfer_seconds(bytes)) + hold);
   if (timeline_) timeline_->span(profile_.name + "/" + link, label, t0, sim_.now(), "io");
 }
 

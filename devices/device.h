@@ -138,7 +138,9 @@ class Device {
   // Holds a unit busy for a given duration (e.g. a profiled fixed-cost operation).
   sim::Task<void> busy(const std::string& unit, sim::Time duration, std::string label, int priority = 0,
                        bool preempt = false, bool preemptible = false);
-  sim::Task<void> transfer(const std::string& link, double bytes, std::string label = "transfer");
+  // `bytes` over a link, queued behind earlier transfers. `hold`: the link stays taken that much
+  // longer (per-request issue work of a copy engine, e.g. a memcpy issue and event record).
+  sim::Task<void> transfer(const std::string& link, double bytes, std::string label = "transfer", sim::Time hold = 0);
   Storage& storage();
   sim::Resource& unit_queue(const std::string& unit);
 

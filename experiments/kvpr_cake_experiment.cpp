@@ -9,6 +9,13 @@
 //   phones   beyond the documents: a phone's prefix cache read from UFS/NVMe while the CPU, GPU
 //            or NPU prefills blocks from the front (Cake), for K/V or PerCache-style Q/K/V
 //            payloads; per device the prefix length above which Cake beats pure load.
+//
+// fig3 and phones are configurations of the request pipeline (policies/pipeline/pipeline.h): per
+// strategy, a pipeline whose load_or_recompute slot holds it and whose KV-reuse stage finds a
+// stored prefix of s tokens; every request's split is issued as events on one Device per
+// figure (the server, or each phone), one request after another, so each split runs alone.
+// The strategy's own plan (the closed form) is kept beside the events' time as its estimate.
+// error compares split points of the closed forms and the exact ILP: no time is simulated.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,10 +25,13 @@
 #include "devices/device.h"
 #include "devices/engine.h"
 #include "experiments/experiment.h"
+#include "experiments/simulation.h"
 #include "models/cost_model.h"
 #include "policies/kvsplit/kv_split.h"
+#include "policies/pipeline/pipeline.h"
 #include "sim/error.h"
 #include "sim/registry.h"
+#include "sim/stats.h"
 
 namespace mobisim::experiments {
 
@@ -29,14 +39,14 @@ namespace {
 
 using policies::kvsplit::AnalyticRates;
 using policies::kvsplit::AnalyticSplitCosts;
-using policies::kvsplit::CakeOptions;
 using policies::kvsplit::DeviceCostOptions;
 using policies::kvsplit::DeviceSplitCosts;
 using policies::kvsplit::KvSplitStrategy;
 using policies::kvsplit::Payload;
 using policies::kvsplit::RecomputeKind;
 using policies::kvsplit::SplitCosts;
-using policies::kvsplit::SplitRequest;
+
+namespace pl = policies::pipeline;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Longest sequence any sweep accepts: 1M tokens is beyond every model here; the ILP split's cost
@@ -79,6 +89,49 @@ struct PhoneSpec {
   }
 };
 
+// One pipeline configuration and the prefix lengths served through it.
+struct Series {
+  std::unique_ptr<pl::Pipeline> pipeline;
+  std::vector<std::int64_t> lens;
+  std::vector<pl::Served> served;
+};
+
+// A prompt whose first s tokens have K/V stored, and one token to prefill (its logits give the
+// answer's first token); an answer of one token (no decode step).
+pl::Request stored_prefix_request(std::int64_t id, std::int64_t s) {
+  pl::Request r;
+  r.app = "kvpr_cake";
+  r.id = id;
+  r.prompt = {{"stored", 1, s}, {"query", 2, 1}};
+  r.output_tokens = 1;
+  return r;
+}
+
+sim::Task<void> serve_series(devices::Device& device, std::vector<Series>& series) {
+  std::int64_t id = 0;
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    Series& sr = series[i];
+    const std::string owner = fmt::format("series {}", i);
+    co_await sr.pipeline->start(device, owner);
+    for (const std::int64_t s : sr.lens) {
+      sr.served.emplace_back();
+      co_await sr.pipeline->serve(device, owner + "/kv", stored_prefix_request(id++, s), sr.served.back());
+    }
+  }
+}
+
+// Every series' requests one after another on one Device of `profile`.
+void serve_on_one_device(const devices::DeviceProfile& profile, std::vector<Series>& series) {
+  sim::StatGroup stats("device");
+  SimulatedRun run(profile, stats);
+  run.start(serve_series(run.device(), series), "kvpr_cake requests");
+  run.run();
+}
+
+std::unique_ptr<KvSplitStrategy> make_strategy(const YAML::Node& node, const ConfigSource& source) {
+  return Registry<KvSplitStrategy>::instance().create(node, source);
+}
+
 class KvprCakeExperiment : public Experiment {
  public:
   explicit KvprCakeExperiment(const Params& p) : params_(p) {
@@ -109,9 +162,10 @@ class KvprCakeExperiment : public Experiment {
         label = node["label"].as<std::string>();
         node.remove("label");
       }
-      strategies_.push_back({label, Registry<KvSplitStrategy>::instance().create(node, p.source_of("strategies").element(i))});
+      const ConfigSource src = p.source_of("strategies").element(i);
+      make_strategy(node, src);  // a bad entry fails here, before anything runs
+      strategies_.push_back({label, node, src});
     }
-    cake_phone_.block_tokens = 32;
     ParamSchema es = ErrorSpec::schema(), ps = PhoneSpec::schema();
     error_ = std::make_unique<Params>(p.node("error"), es, p.source_of("error"), std::vector<std::string>{});
     phones_ = std::make_unique<Params>(p.node("phones"), ps, p.source_of("phones"), std::vector<std::string>{});
@@ -167,82 +221,113 @@ class KvprCakeExperiment : public Experiment {
  private:
   struct Entry {
     std::string label;
-    std::unique_ptr<KvSplitStrategy> strategy;
+    YAML::Node node;  // the strategy's configuration: each pipeline gets its own instance
+    ConfigSource source;
   };
 
-  void run_fig3(RunContext& ctx, const models::CostModel& cost) {
+  // K/V rebuilt from layer inputs X that cross the link first (KVPR's server).
+  DeviceCostOptions fig3_costs() const {
     DeviceCostOptions o;
     o.compute_unit = unit_;
     o.link = link_;
     o.recompute = RecomputeKind::kHidden;
-    const DeviceSplitCosts costs(cost, device_, o);
-    ctx.progress(fmt::format("figure 3: {}", costs.describe()));
+    return o;
+  }
+
+  Series fig3_series(const models::CostModel& cost, const Entry& e, bool with_q) const {
+    pl::PipelineOptions o;
+    o.unit = unit_;
+    o.link = link_;
+    o.recompute = RecomputeKind::kHidden;
+    o.with_q = with_q;
+    auto pipeline = std::make_unique<pl::Pipeline>(
+        cost, o, Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: stored_prefix}"), ConfigSource{}),
+        make_strategy(e.node, e.source));
+    return Series{std::move(pipeline), seq_lens_, {}};
+  }
+
+  // Pure load: the entry labelled always_load, else the plain strategy.
+  Entry load_entry() const {
+    for (const auto& e : strategies_)
+      if (e.label == "always_load") return e;
+    return Entry{"always_load", YAML::Node("always_load"), ConfigSource{}};
+  }
+
+  void run_fig3(RunContext& ctx, const models::CostModel& cost) {
+    ctx.progress(fmt::format("figure 3: {}", DeviceSplitCosts(cost, device_, fig3_costs()).describe()));
+    // Per Q setting: the baseline, then every strategy (series q * (1 + n) + 1 + k).
+    std::vector<Series> series;
+    for (int q = 0; q <= 1; ++q) {
+      series.push_back(fig3_series(cost, load_entry(), q == 1));
+      for (const auto& e : strategies_) series.push_back(fig3_series(cost, e, q == 1));
+    }
+    serve_on_one_device(device_, series);
+    Fig3Table t;
+    for (int q = 0; q <= 1; ++q) {
+      const std::size_t base = static_cast<std::size_t>(q) * (1 + strategies_.size());
+      for (std::size_t k = 0; k < strategies_.size(); ++k)
+        t.add_series(strategies_[k].label, q, series[base], series[base + 1 + k]);
+    }
+    t.write(ctx);
+  }
+
+  // Figure 3's rows and its summary (per strategy and Q setting).
+  struct Fig3Table {
     std::vector<std::int64_t> seq, with_q, l_col;
     std::vector<std::string> label;
     std::vector<double> time_ms, ratio, compute_busy_ms, copy_busy_ms;
-    // Summary: per strategy and Q setting.
     std::vector<std::string> s_label;
     std::vector<std::int64_t> s_q, s_from;
     std::vector<double> s_first, s_last, s_min;
-    for (int q = 0; q <= 1; ++q) {
-      for (const auto& e : strategies_) {
-        double first = kNaN, last = kNaN, mn = kNaN;
-        std::int64_t beats_from = -1;
-        for (auto s : seq_lens_) {
-          const SplitRequest req{s, q == 1};
-          const auto base = strategy_named("always_load").plan(costs, req);
-          const auto plan = e.strategy->plan(costs, req);
-          const double r = base.time_s > 0 ? plan.time_s / base.time_s : 1.0;
-          seq.push_back(s);
-          with_q.push_back(q);
-          label.push_back(e.label);
-          l_col.push_back(plan.recomputed_tokens);
-          time_ms.push_back(plan.time_s * 1e3);
-          ratio.push_back(r);
-          compute_busy_ms.push_back(plan.compute_busy_s * 1e3);
-          copy_busy_ms.push_back(plan.copy_busy_s * 1e3);
-          if (std::isnan(first)) first = r;
-          last = r;
-          mn = std::isnan(mn) ? r : std::min(mn, r);
-          if (r < 1.0 - 1e-9) {
-            if (beats_from < 0) beats_from = s;
-          } else {
-            beats_from = -1;  // must beat load from here on
-          }
-        }
-        s_label.push_back(e.label);
-        s_q.push_back(q);
-        s_first.push_back(first);
-        s_last.push_back(last);
-        s_min.push_back(mn);
-        s_from.push_back(beats_from);
-      }
-    }
-    h5::Table t;
-    t.add("seq_len", seq, "tokens");
-    t.add("with_q", with_q, "bool");
-    t.add("strategy", label);
-    t.add("recomputed_tokens", l_col, "tokens");
-    t.add("time_ms", time_ms, "ms");
-    t.add("ratio_vs_load", ratio, "ratio");
-    t.add("compute_busy_ms", compute_busy_ms, "ms");
-    t.add("copy_busy_ms", copy_busy_ms, "ms");
-    ctx.results.tables["fig3"] = std::move(t);
-    h5::Table& sm = ctx.results.summary;
-    sm.add("strategy", s_label);
-    sm.add("with_q", s_q, "bool");
-    sm.add("ratio_at_shortest", s_first, "ratio");
-    sm.add("ratio_at_longest", s_last, "ratio");
-    sm.add("min_ratio", s_min, "ratio");
-    sm.add("beats_load_from_tokens", s_from, "tokens");
-  }
 
-  const KvSplitStrategy& strategy_named(const std::string& label) {
-    for (const auto& e : strategies_)
-      if (e.label == label) return *e.strategy;
-    if (!load_) load_ = Registry<KvSplitStrategy>::instance().create(YAML::Node("always_load"), ConfigSource{});
-    return *load_;
-  }
+    void add_series(const std::string& name, int q, const Series& base, const Series& run) {
+      double first = kNaN, last = kNaN, mn = kNaN;
+      std::int64_t beats_from = -1;
+      for (std::size_t i = 0; i < run.served.size(); ++i) {
+        const pl::Served& b = base.served[i];
+        const pl::Served& x = run.served[i];
+        const double r = b.split_s > 0 ? x.split_s / b.split_s : 1.0;
+        seq.push_back(run.lens[i]);
+        with_q.push_back(q);
+        label.push_back(name);
+        l_col.push_back(x.recomputed_tokens);
+        time_ms.push_back(x.split_s * 1e3);
+        ratio.push_back(r);
+        compute_busy_ms.push_back(x.split_compute_s * 1e3);
+        copy_busy_ms.push_back(x.split_copy_s * 1e3);
+        if (std::isnan(first)) first = r;
+        last = r;
+        mn = std::isnan(mn) ? r : std::min(mn, r);
+        beats_from = r < 1.0 - 1e-9 ? (beats_from < 0 ? run.lens[i] : beats_from) : -1;  // must beat load from here on
+      }
+      s_label.push_back(name);
+      s_q.push_back(q);
+      s_first.push_back(first);
+      s_last.push_back(last);
+      s_min.push_back(mn);
+      s_from.push_back(beats_from);
+    }
+
+    void write(RunContext& ctx) const {
+      h5::Table t;
+      t.add("seq_len", seq, "tokens");
+      t.add("with_q", with_q, "bool");
+      t.add("strategy", label);
+      t.add("recomputed_tokens", l_col, "tokens");
+      t.add("time_ms", time_ms, "ms");
+      t.add("ratio_vs_load", ratio, "ratio");
+      t.add("compute_busy_ms", compute_busy_ms, "ms");
+      t.add("copy_busy_ms", copy_busy_ms, "ms");
+      ctx.results.tables["fig3"] = std::move(t);
+      h5::Table& sm = ctx.results.summary;
+      sm.add("strategy", s_label);
+      sm.add("with_q", s_q, "bool");
+      sm.add("ratio_at_shortest", s_first, "ratio");
+      sm.add("ratio_at_longest", s_last, "ratio");
+      sm.add("min_ratio", s_min, "ratio");
+      sm.add("beats_load_from_tokens", s_from, "tokens");
+    }
+  };
 
   void run_error(RunContext& ctx, const models::CostModel& cost) {
     const auto lens = error_->int_list("seq_lens");
@@ -301,102 +386,162 @@ class KvprCakeExperiment : public Experiment {
     ctx.progress(fmt::format("figures 6-7: {} rows", seq.size()));
   }
 
+  // One phone configuration: the unit that rebuilds, what the store holds, Cake's block size.
+  struct PhoneCombo {
+    std::string unit, payload;
+    std::int64_t block = 0;
+  };
+
+  std::vector<PhoneCombo> phone_combos(const devices::DeviceProfile& prof) const {
+    std::vector<PhoneCombo> out;
+    for (const auto& unit : phones_->text_list("units")) {
+      if (unit == "npu" ? !prof.npu.has_value() : prof.compute.count(unit) == 0) continue;  // the phone lacks it
+      for (const auto& pl : phones_->text_list("payloads"))
+        for (const auto block : phones_->int_list("block_tokens")) {
+          if (block <= 0) phones_->fail("block_tokens", "block sizes must be > 0");
+          out.push_back({unit, pl, block});
+        }
+    }
+    return out;
+  }
+
+  // What the phone's split costs are built from (K/V by prefill, read from flash).
+  static DeviceCostOptions phone_costs(const PhoneCombo& c) {
+    DeviceCostOptions o;
+    o.compute_unit = c.unit;
+    o.link = "";
+    o.recompute = RecomputeKind::kPrefill;
+    o.payload = c.payload == "kv" ? Payload::kKv : Payload::kQkv;
+    o.npu_chunk = c.block;
+    return o;
+  }
+
+  YAML::Node phone_cake(std::int64_t block) const {
+    YAML::Node n;
+    n["impl"] = "cake";
+    n["block_tokens"] = block;
+    n["compute_block_overhead_us"] = phones_->real("compute_block_overhead_us");
+    n["load_block_overhead_us"] = phones_->real("load_block_overhead_us");
+    return n;
+  }
+
+  Series phone_series(const models::CostModel& cost, const PhoneCombo& c, const YAML::Node& strategy) const {
+    pl::PipelineOptions o;
+    o.unit = c.unit;
+    o.payload = phone_costs(c).payload;
+    o.npu_chunk = c.block;
+    auto pipeline = std::make_unique<pl::Pipeline>(
+        cost, o, Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: stored_prefix}"), ConfigSource{}),
+        make_strategy(strategy, ConfigSource{}));
+    return Series{std::move(pipeline), phones_->int_list("prefix_lens"), {}};
+  }
+
+  // Per phone, one Device: for every combination pure load, Cake and the exact ILP's split
+  // (series 3 * c + 0, 1, 2).
   void run_phones(RunContext& ctx) {
     const models::CostModel cost(phone_model_);
-    CakeOptions cake;
-    cake.compute_block_overhead_us = phones_->real("compute_block_overhead_us");
-    cake.load_block_overhead_us = phones_->real("load_block_overhead_us");
-    const auto lens = phones_->int_list("prefix_lens");
+    PhoneTable t;
+    for (const auto& prof : phone_profiles_) {
+      const std::vector<PhoneCombo> combos = phone_combos(prof);
+      std::vector<Series> series;
+      for (const auto& c : combos) {
+        series.push_back(phone_series(cost, c, YAML::Node("always_load")));
+        series.push_back(phone_series(cost, c, phone_cake(c.block)));
+        series.push_back(phone_series(cost, c, YAML::Node("kvpr_ilp")));
+      }
+      serve_on_one_device(prof, series);
+      for (std::size_t i = 0; i < combos.size(); ++i)
+        t.add_combo(prof, combos[i], DeviceSplitCosts(cost, prof, phone_costs(combos[i])), series[3 * i],
+                    series[3 * i + 1], series[3 * i + 2]);
+    }
+    t.write(ctx);
+    ctx.progress(fmt::format("phones: {} device/unit/payload combinations", t.th_dev.size()));
+  }
+
+  // The phones' rows (one per prefix length) and thresholds (one per combination). The *_estimate_ms
+  // columns are the strategies' own plans (closed forms): the events' times with nothing else
+  // running, up to the flash commands' rounding to nanoseconds.
+  struct PhoneTable {
     std::vector<std::string> dev_col, storage_col, unit_col, payload_col;
     std::vector<std::int64_t> len_col, cake_l, ilp_l, block_col, th_block;
     std::vector<double> load_ms, cake_ms, ilp_ms, recompute_ms, ratio_cake, ratio_ilp;
+    std::vector<double> load_est_ms, cake_est_ms, ilp_est_ms;
     std::vector<std::string> th_dev, th_storage, th_unit, th_payload;
     std::vector<std::int64_t> th_len;
     std::vector<double> th_ratio_max, th_saved_ms_max;
-    for (const auto& prof : phone_profiles_) {
-      for (const auto& unit : phones_->text_list("units")) {
-        if (unit == "npu" ? !prof.npu.has_value() : prof.compute.count(unit) == 0) continue;  // the phone lacks it
-        for (const auto& pl : phones_->text_list("payloads"))
-        for (const auto block : phones_->int_list("block_tokens")) {
-          if (block <= 0) phones_->fail("block_tokens", "block sizes must be > 0");
-          cake.block_tokens = block;
-          DeviceCostOptions o;
-          o.compute_unit = unit;
-          o.link = "";
-          o.recompute = RecomputeKind::kPrefill;
-          o.payload = pl == "kv" ? Payload::kKv : Payload::kQkv;
-          o.npu_chunk = cake.block_tokens;
-          const DeviceSplitCosts costs(cost, prof, o);
-          std::int64_t from = -1;
-          double r_last = kNaN, saved_last = kNaN;
-          for (auto s : lens) {
-            const SplitRequest req{s, false};
-            const auto load = policies::kvsplit::simulate_split(costs, s, 0, false);
-            const auto ck = policies::kvsplit::simulate_cake(costs, req, cake);
-            const auto li = policies::kvsplit::ilp_split(costs, s, false);
-            const auto il = policies::kvsplit::simulate_split(costs, s, li, false);
-            dev_col.push_back(prof.name);
-            storage_col.push_back(prof.storage ? prof.storage->kind : "-");
-            unit_col.push_back(unit);
-            payload_col.push_back(pl);
-            block_col.push_back(block);
-            len_col.push_back(s);
-            load_ms.push_back(load.time_s * 1e3);
-            cake_ms.push_back(ck.time_s * 1e3);
-            ilp_ms.push_back(il.time_s * 1e3);
-            recompute_ms.push_back(costs.recompute_s(0, s) * 1e3);
-            cake_l.push_back(ck.recomputed_tokens);
-            ilp_l.push_back(li);
-            const double r = load.time_s > 0 ? ck.time_s / load.time_s : 1.0;
-            ratio_cake.push_back(r);
-            ratio_ilp.push_back(load.time_s > 0 ? il.time_s / load.time_s : 1.0);
-            if (r < 1.0 - 1e-9) {
-              if (from < 0) from = s;
-            } else {
-              from = -1;
-            }
-            r_last = r;
-            saved_last = (load.time_s - ck.time_s) * 1e3;
-          }
-          th_dev.push_back(prof.name);
-          th_storage.push_back(prof.storage ? prof.storage->kind : "-");
-          th_unit.push_back(unit);
-          th_payload.push_back(pl);
-          th_block.push_back(block);
-          th_len.push_back(from);
-          th_ratio_max.push_back(r_last);
-          th_saved_ms_max.push_back(saved_last);
-        }
+
+    void add_combo(const devices::DeviceProfile& prof, const PhoneCombo& c, const DeviceSplitCosts& costs,
+                   const Series& load, const Series& cake, const Series& ilp) {
+      const std::string storage = prof.storage ? prof.storage->kind : "-";
+      std::int64_t from = -1;
+      double r_last = kNaN, saved_last = kNaN;
+      for (std::size_t i = 0; i < load.served.size(); ++i) {
+        const pl::Served &ld = load.served[i], &ck = cake.served[i], &il = ilp.served[i];
+        const std::int64_t s = load.lens[i];
+        dev_col.push_back(prof.name);
+        storage_col.push_back(storage);
+        unit_col.push_back(c.unit);
+        payload_col.push_back(c.payload);
+        block_col.push_back(c.block);
+        len_col.push_back(s);
+        load_ms.push_back(ld.split_s * 1e3);
+        cake_ms.push_back(ck.split_s * 1e3);
+        ilp_ms.push_back(il.split_s * 1e3);
+        load_est_ms.push_back(ld.split_estimate_s * 1e3);
+        cake_est_ms.push_back(ck.split_estimate_s * 1e3);
+        ilp_est_ms.push_back(il.split_estimate_s * 1e3);
+        recompute_ms.push_back(costs.recompute_s(0, s) * 1e3);
+        cake_l.push_back(ck.recomputed_tokens);
+        ilp_l.push_back(il.recomputed_tokens);
+        const double r = ld.split_s > 0 ? ck.split_s / ld.split_s : 1.0;
+        ratio_cake.push_back(r);
+        ratio_ilp.push_back(ld.split_s > 0 ? il.split_s / ld.split_s : 1.0);
+        from = r < 1.0 - 1e-9 ? (from < 0 ? s : from) : -1;
+        r_last = r;
+        saved_last = (ld.split_s - ck.split_s) * 1e3;
       }
+      th_dev.push_back(prof.name);
+      th_storage.push_back(storage);
+      th_unit.push_back(c.unit);
+      th_payload.push_back(c.payload);
+      th_block.push_back(c.block);
+      th_len.push_back(from);
+      th_ratio_max.push_back(r_last);
+      th_saved_ms_max.push_back(saved_last);
     }
-    h5::Table t;
-    t.add("device", dev_col);
-    t.add("storage", storage_col);
-    t.add("unit", unit_col);
-    t.add("payload", payload_col);
-    t.add("block_tokens", block_col, "tokens");
-    t.add("prefix_len", len_col, "tokens");
-    t.add("load_ms", load_ms, "ms");
-    t.add("cake_ms", cake_ms, "ms");
-    t.add("best_split_ms", ilp_ms, "ms");
-    t.add("recompute_ms", recompute_ms, "ms");
-    t.add("cake_recomputed_tokens", cake_l, "tokens");
-    t.add("best_split_tokens", ilp_l, "tokens");
-    t.add("cake_over_load", ratio_cake, "ratio");
-    t.add("best_split_over_load", ratio_ilp, "ratio");
-    ctx.results.tables["phones"] = std::move(t);
-    h5::Table th;
-    th.add("device", th_dev);
-    th.add("storage", th_storage);
-    th.add("unit", th_unit);
-    th.add("payload", th_payload);
-    th.add("block_tokens", th_block, "tokens");
-    th.add("cake_beats_load_from_tokens", th_len, "tokens");
-    th.add("cake_over_load_at_longest", th_ratio_max, "ratio");
-    th.add("saved_ms_at_longest", th_saved_ms_max, "ms");
-    ctx.results.tables["phone_threshold"] = std::move(th);
-    ctx.progress(fmt::format("phones: {} device/unit/payload combinations", th_dev.size()));
-  }
+
+    void write(RunContext& ctx) const {
+      h5::Table t;
+      t.add("device", dev_col);
+      t.add("storage", storage_col);
+      t.add("unit", unit_col);
+      t.add("payload", payload_col);
+      t.add("block_tokens", block_col, "tokens");
+      t.add("prefix_len", len_col, "tokens");
+      t.add("load_ms", load_ms, "ms");
+      t.add("cake_ms", cake_ms, "ms");
+      t.add("best_split_ms", ilp_ms, "ms");
+      t.add("recompute_ms", recompute_ms, "ms");
+      t.add("cake_recomputed_tokens", cake_l, "tokens");
+      t.add("best_split_tokens", ilp_l, "tokens");
+      t.add("cake_over_load", ratio_cake, "ratio");
+      t.add("best_split_over_load", ratio_ilp, "ratio");
+      t.add("load_estimate_ms", load_est_ms, "ms");
+      t.add("cake_estimate_ms", cake_est_ms, "ms");
+      t.add("best_split_estimate_ms", ilp_est_ms, "ms");
+      ctx.results.tables["phones"] = std::move(t);
+      h5::Table th;
+      th.add("device", th_dev);
+      th.add("storage", th_storage);
+      th.add("unit", th_unit);
+      th.add("payload", th_payload);
+      th.add("block_tokens", th_block, "tokens");
+      th.add("cake_beats_load_from_tokens", th_len, "tokens");
+      th.add("cake_over_load_at_longest", th_ratio_max, "ratio");
+      th.add("saved_ms_at_longest", th_saved_ms_max, "ms");
+      ctx.results.tables["phone_threshold"] = std::move(th);
+    }
+  };
 
   Params params_;
   std::vector<std::string> parts_;
@@ -406,8 +551,6 @@ class KvprCakeExperiment : public Experiment {
   std::string unit_, link_;
   std::vector<std::int64_t> seq_lens_;
   std::vector<Entry> strategies_;
-  std::unique_ptr<KvSplitStrategy> load_;
-  CakeOptions cake_phone_;
   std::unique_ptr<Params> error_, phones_;
   std::vector<devices::DeviceProfile> phone_profiles_;
 };

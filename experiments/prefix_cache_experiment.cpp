@@ -412,7 +412,10 @@ class PrefixCacheExperiment : public Experiment {
     } else {
       reuse = Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: none}"), ConfigSource{});
     }
-    pl::Pipeline pipeline(cost, pl::PipelineOptions{dev.unit, 0, params_.real("page_cache_fraction")}, std::move(reuse),
+    pl::PipelineOptions options;
+    options.unit = dev.unit;
+    options.page_cache_fraction = params_.real("page_cache_fraction");
+    pl::Pipeline pipeline(cost, options, std::move(reuse),
                           Registry<kvsplit::KvSplitStrategy>::instance().create(YAML::Load("{impl: always_load}"),
                                                                                ConfigSource{}));
     Records rec;

@@ -84,8 +84,12 @@ PipelineApp::PipelineApp(const Params& p)
   YAML::Node decode = or_default(p, "decode", "vanilla");
   if (decode.IsMap() && decode["impl"] && decode["impl"].Scalar() == "vanilla" && !decode["unit"]) decode["unit"] = unit_;
   const YAML::Node residency = or_default(p, "kv_residency", "dram");
+  PipelineOptions options;
+  options.unit = unit_;
+  options.priority = priority();
   pipeline_ = std::make_unique<Pipeline>(
-      cost_, PipelineOptions{unit_, priority(), 0.0}, Registry<KvReuse>::instance().create(reuse, p.source_of("kv_reuse")),
+      cost_, options,
+      Registry<KvReuse>::instance().create(reuse, p.source_of("kv_reuse")),
       Registry<kvsplit::KvSplitStrategy>::instance().create(split, p.source_of("load_or_recompute")),
       Registry<PrefillStage>::instance().create(prefill, p.source_of("prefill")),
       p.has("answer_cache") ? Registry<AnswerCache>::instance().create(p.node("answer_cache"), p.source_of("answer_cache"))

@@ -10,6 +10,8 @@ class Cake : public KvSplitStrategy {
   explicit Cake(const Params& p);
   static ParamSchema schema();
   SplitPlan plan(const SplitCosts& costs, const SplitRequest& req) const override;
+  const CakeOptions* block_schedule() const override { return &opt_; }
+
  private:
   CakeOptions opt_;
 };

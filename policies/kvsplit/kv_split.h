@@ -44,12 +44,6 @@ struct SplitPlan {
   double copy_busy_s = 0;               // busy time of the copy stream
 };
 
-class KvSplitStrategy {
- public:
-  static constexpr const char* kRegistryKind = "kv_split_strategy";
-  virtual ~KvSplitStrategy() = default;
-  virtual SplitPlan plan(const SplitCosts& costs, const SplitRequest& req) const = 0;
-};
 
 // KVPR's objective for split l (seed 002 eq. 1; Q(s) added on the compute side when with_q).
 double split_objective_s(const SplitCosts& costs, std::int64_t s, std::int64_t l, bool with_q);
@@ -79,5 +73,16 @@ struct CakeOptions {
 // with_q), the copy stream from the back, each taking its next block when it is free, until
 // the pointers meet. When both become free at once the compute stream claims first.
 SplitPlan simulate_cake(const SplitCosts& costs, const SplitRequest& req, const CakeOptions& opt);
+
+class KvSplitStrategy {
+ public:
+  static constexpr const char* kRegistryKind = "kv_split_strategy";
+  virtual ~KvSplitStrategy() = default;
+  virtual SplitPlan plan(const SplitCosts& costs, const SplitRequest& req) const = 0;
+  // A strategy that decides block by block while the streams run (Cake) returns its blocks here:
+  // the request pipeline's event path then replays that schedule on the device's queues instead
+  // of one split point (null: one split point, the plan's).
+  virtual const CakeOptions* block_schedule() const { return nullptr; }
+};
 
 }  // namespace mobisim::policies::kvsplit

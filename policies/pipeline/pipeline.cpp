@@ -5,6 +5,7 @@
 
 #include "policies/kvsplit/split_costs.h"
 #include "policies/pipeline/dram_residency.h"
+#include "policies/pipeline/split_events.h"
 #include "policies/pipeline/unit_prefill.h"
 #include "policies/pipeline/vanilla_decode.h"
 #include "sim/event.h"
@@ -25,57 +26,42 @@ Pipeline::Pipeline(const models::CostModel& cost, PipelineOptions options, std::
       residency_(residency ? std::move(residency) : std::make_unique<DramResidency>()),
       idle_(std::move(idle)) {}
 
+kvsplit::DeviceCostOptions Pipeline::split_options() const {
+  return kvsplit::DeviceCostOptions{options_.unit,      options_.link,      options_.recompute,
+                                    options_.payload,   options_.npu_chunk, options_.page_cache_fraction};
+}
+
 sim::Task<void> Pipeline::start(devices::Device& device, const std::string& owner) {
   reuse_->begin(cost_.spec().kv_bytes_per_token());
   // What a split costs on this phone, built once (it copies the model and the profile).
-  split_costs_ = std::make_unique<kvsplit::DeviceSplitCosts>(
-      cost_, device.profile(),
-      kvsplit::DeviceCostOptions{options_.unit, "", kvsplit::RecomputeKind::kPrefill, kvsplit::Payload::kKv, 64,
-                                 options_.page_cache_fraction});
+  split_costs_ = std::make_unique<kvsplit::DeviceSplitCosts>(cost_, device.profile(), split_options());
   owner_ = owner;
   residency_->begin(cost_);
   co_await prefill_->begin(device, cost_, owner);
   decode_->begin(device, cost_);
 }
 
-// Stored K/V from flash; the page-cached share, and what the idle stage promoted, is a DRAM copy instead.
-sim::Task<void> Pipeline::load(devices::Device& device, double bytes, double dram_bytes) {
-  const double f = options_.page_cache_fraction;
-  if (bytes > 0 || dram_bytes <= 0) co_await device.storage().read(bytes * (1 - f), "kv load");
-  const double copy = dram_bytes > 0 ? bytes * f + dram_bytes : bytes * f;
-  if (copy > 0) co_await device.sim().timeout(sim::from_seconds(copy / (device.profile().dram.bandwidth_gbps * 1e9)));
-}
-
-// Recompute [0, l) on the unit while [l, s) is loaded, as the split strategy plans it.
+// The split strategy's plan is the estimate; its split point (or Cake's blocks) is then issued
+// on the phone's queues (split_events.h).
 sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, std::int64_t in_dram, Served& out) {
   sim::Simulator& sim = device.sim();
-  const kvsplit::SplitPlan plan = split_->plan(*split_costs_, kvsplit::SplitRequest{s, false});
-  const std::int64_t l = std::clamp<std::int64_t>(plan.recomputed_tokens, 0, s);
-  out.recomputed_tokens = l;
-  out.loaded_tokens = s - l;
+  const kvsplit::SplitPlan plan = split_->plan(*split_costs_, kvsplit::SplitRequest{s, options_.with_q});
   out.split_estimate_s = plan.time_s;
+  const SplitStreams streams{device, cost_, *split_costs_, split_options(), options_.priority, options_.with_q};
+  SplitTally tally;
   const sim::Time t0 = sim.now();
-  const std::int64_t from_dram = std::max<std::int64_t>(0, std::min(s, in_dram) - l);
-  const double load_bytes = static_cast<double>(s - l - from_dram) * cost_.spec().kv_bytes_per_token();
-  const double dram_bytes = static_cast<double>(from_dram) * cost_.spec().kv_bytes_per_token();
-  devices::UnitCost recompute;
-  if (l > 0) {
-    recompute = device.unit_cost(options_.unit, cost_.prefill(models::PrefillShape{l, 0, 0, 0}),
-                                 cost_.spec().weight_dtype, "recompute");
-    out.times.active_energy_j += device.profile().marginal_energy_j(options_.unit, recompute.seconds, "recompute");
-  }
-  if (l > 0 && s - l > 0) {  // the two streams at once
-    std::vector<sim::Event> streams{
-        sim.start(device.compute_for(options_.unit, recompute, "kv recompute", options_.priority), "kv recompute")
-            .done_event(),
-        sim.start(load(device, load_bytes, dram_bytes), "kv load").done_event()};
-    co_await sim::all_of(sim, streams);
-  } else if (l > 0) {
-    co_await device.compute_for(options_.unit, recompute, "kv recompute", options_.priority);
+  if (const kvsplit::CakeOptions* blocks = split_->block_schedule()) {
+    co_await issue_blocks(streams, s, *blocks, tally);  // reads every loaded block from flash
   } else {
-    co_await load(device, load_bytes, dram_bytes);
+    const std::int64_t l = std::clamp<std::int64_t>(plan.recomputed_tokens, 0, s);
+    co_await issue_split(streams, s, l, std::max<std::int64_t>(0, std::min(s, in_dram) - l), tally);
   }
   out.split_s = sim::to_seconds(sim.now() - t0);
+  out.recomputed_tokens = tally.recomputed_tokens;
+  out.loaded_tokens = s - tally.recomputed_tokens;
+  out.split_compute_s = sim::to_seconds(tally.compute_busy);
+  out.split_copy_s = sim::to_seconds(tally.copy_busy);
+  out.times.active_energy_j += tally.active_energy_j;
 }
 
 sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_owner, const Request& r, Served& out) {

@@ -4,7 +4,8 @@
 //   answer_cache        a past query close enough answers it (AnswerCache; optional): a hit ends here
 //   kv_reuse            which prompt prefix [0, s) has K/V stored on flash (KvReuse)
 //   load_or_recompute   how it comes back: the strategy's split l -> [0, l) recomputed on the unit
-//                       while [l, s) is read from flash (a page-cached share copied from DRAM)
+//                       while [l, s) is read from flash (a page-cached share copied from DRAM) or
+//                       over a link; Cake's blocks claimed from both ends (split_events.h)
 //   prefill             the prompt's other tokens, attending to the s reused ones (PrefillStage:
 //                       one pass on a unit, or the NPU's static graphs)
 //   decode              the answer after its first token (DecodeStage: one token per step on the
@@ -18,8 +19,9 @@
 // Every step is an event on the Device: it queues on the unit at the pipeline's priority, shares
 // the DRAM bus and the flash with whatever else runs on the phone. The split strategy's
 // closed-form time is kept beside the event path's (split_estimate_s, split_s): with nothing
-// else running they agree to the nanosecond. Used by the pipeline app and by document drivers
-// whose request flow it is (the prefix-caching note's TTFT experiment). Apps (policies/apps/) sit
+// else running they agree to the nanosecond (over a link; within the flash commands' rounding on
+// flash). Used by the pipeline app and by document drivers whose request flow it is (the
+// prefix-caching note's TTFT experiment, the KVPR/Cake figures). Apps (policies/apps/) sit
 // above it; the stage implementations of this folder below it.
 #include <memory>
 #include <string>
@@ -42,6 +44,14 @@ struct PipelineOptions {
   std::string unit = "cpu";        // recomputes and decodes (and prefills, unless a prefill stage is given)
   int priority = 0;                // queue priority on the unit (lower first)
   double page_cache_fraction = 0;  // share of a stored prefix's bytes already in DRAM, [0, 1)
+  // How stored K/V comes back (load_or_recompute): read from flash, or over a link (KVPR's
+  // server: PCIe from host DRAM); rebuilt by prefill or from stored layer inputs; what the store
+  // holds per token; the NPU graphs' chunk; whether Q of every reused position is computed too.
+  std::string link;
+  kvsplit::RecomputeKind recompute = kvsplit::RecomputeKind::kPrefill;
+  kvsplit::Payload payload = kvsplit::Payload::kKv;
+  std::int64_t npu_chunk = 64;
+  bool with_q = false;
 };
 
 // One served request, as its row of the records.
@@ -51,6 +61,9 @@ struct Served {
   sim::Time started = 0, split_done = 0, first_token = 0;
   std::int64_t prompt_tokens = 0, matched_tokens = 0, reused_tokens = 0, recomputed_tokens = 0, loaded_tokens = 0;
   double split_s = 0, split_estimate_s = 0, prefill_s = 0, decode_s = 0;
+  // The split's two streams' busy times (the unit's rebuilds, the reads), each piece as the split
+  // costs charge it alone; what waiting added is in split_s.
+  double split_compute_s = 0, split_copy_s = 0;
   // The decode stage's verifications, accepted draft tokens per verification, and its closed-form
   // time for the request (-1: the stage has none).
   std::int64_t decode_steps = 0;
@@ -84,8 +97,7 @@ class Pipeline {
  private:
   // `in_dram`: leading prompt tokens whose K/V the idle stage put in DRAM.
   sim::Task<void> bring_back(devices::Device& device, std::int64_t s, std::int64_t in_dram, Served& out);
-  // `bytes` from flash (less the page-cached share), `dram_bytes` copied from DRAM.
-  sim::Task<void> load(devices::Device& device, double bytes, double dram_bytes);
+  kvsplit::DeviceCostOptions split_options() const;
 
   const models::CostModel& cost_;
   PipelineOptions options_;
