@@ -209,6 +209,18 @@ TEST(PipelineResidency, AKeptSessionsFirstTurnIsTheRequestAloneAndAPromptThatDoe
   EXPECT_EQ(kept.dram().held_by("app/kv/index"), 0.0);
 }
 
+TEST(PipelineResidency, ASessionWhoseLastTurnNeedsNoKvIsFreedAllTheSame) {
+  using policies::pipeline::KvTurn;
+  SessionTurns t("dynakv");
+  const double start = t.dram().used_bytes();
+  t.r->hold(t.run.device(), "app/kv", KvTurn{200, 64, 3, false});
+  t.r->release(t.run.device(), "app/kv");
+  EXPECT_EQ(t.dynakv().sessions(), 1u);
+  t.r->end_session(t.run.device(), "app/kv", 3);  // an answer cache served the last turn
+  EXPECT_EQ(t.dynakv().sessions(), 0u);
+  EXPECT_DOUBLE_EQ(t.dram().used_bytes(), start);
+}
+
 TEST(PipelineResidency, AConversationKeepsItsClustersBetweenTurnsAndFreesThemAfterTheLast) {
   const devices::DeviceProfile phone = devices::load_device_profile("pixel7");
   auto dynakv = chat_with("kv_residency: {impl: dynakv, cache_ratio: 0.25}");

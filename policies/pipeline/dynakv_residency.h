@@ -57,6 +57,9 @@ class DynaKvResidency : public KvResidency {
   using KvResidency::hold;
   void hold(devices::Device& device, const std::string& owner, const KvTurn& turn) override;
   void release(devices::Device& device, const std::string& owner) override;
+  void end_session(devices::Device& device, const std::string& owner, std::int64_t session) override {
+    close_session(device, {owner, session});
+  }
   bool reads_per_step() const override { return cache_ratio_ < 1; }
   double read_bytes() const override { return read_bytes_; }
   sim::Task<void> step(devices::Device& device, std::int64_t context) override;

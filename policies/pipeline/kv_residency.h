@@ -43,6 +43,12 @@ class KvResidency {
   }
   // Releases what hold() took; after a turn that ends its session, what the session kept too.
   virtual void release(devices::Device& device, const std::string& owner) = 0;
+  // A session's last turn needed no K/V (an answer cache served it): what the session kept goes.
+  virtual void end_session(devices::Device& device, const std::string& owner, std::int64_t session) {
+    (void)device;
+    (void)owner;
+    (void)session;
+  }
   // Bytes the stage has read from flash so far (all requests).
   virtual double read_bytes() const { return 0; }
   // Whether decode steps read anything (false: step() is never called).

@@ -96,6 +96,7 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
     out.answer_similarity = hit.similarity;
     if (hit.hit) {  // the cached answer is shown at once: first and last token now
       out.answer_hit = true;
+      if (r.kv_session >= 0 && r.kv_session_ends) residency_->end_session(device, kv_owner, r.kv_session);
       out.split_done = out.first_token = sim.now();
       out.times.first_token_s = out.times.end_s = sim::to_seconds(sim.now());
       co_return;
