@@ -3,6 +3,9 @@
 // replayed over a drifting session.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
+
 #include "devices/device.h"
 #include "policies/kvcluster/cluster_cache.h"
 #include "policies/kvcluster/flash_io.h"
@@ -55,6 +58,98 @@ TEST(KvClusterCache, ClusterAlignedPrefersSmallAndKeepsUpdatedClusters) {
   EXPECT_TRUE(cache.contains({0, 2}));
   EXPECT_FALSE(cache.contains({0, 1}));
   EXPECT_THROW(replacement("{impl: cluster_aligned, reserved_fraction: 2}"), ConfigError);
+}
+
+// The cache as it evicted before its eviction order was kept between evictions: every eviction
+// scans every entry (score, then key) and sums the recently updated bytes. The kept order must
+// evict exactly as this does (DynaKV's figures depend on it, byte for byte).
+class ScanningCache {
+ public:
+  ScanningCache(std::int64_t capacity, std::shared_ptr<const ClusterReplacement> policy)
+      : capacity_(capacity), policy_(std::move(policy)) {}
+  bool access(ClusterCache::Key k, std::int64_t bytes, int step) {
+    auto it = entries_.find(k);
+    if (it != entries_.end()) {
+      used_ += bytes - it->second.bytes;
+      it->second.bytes = bytes;
+      it->second.hits += 1;
+      it->second.last_access_step = step;
+      return true;
+    }
+    if (bytes > capacity_) return false;
+    make_room(bytes, step, k);
+    if (used_ + bytes > capacity_) return false;
+    entries_[k] = CachedCluster{bytes, 1, step, -1};
+    used_ += bytes;
+    return false;
+  }
+  void updated(ClusterCache::Key k, std::int64_t bytes, int step) {
+    auto it = entries_.find(k);
+    if (it == entries_.end()) return;
+    used_ += bytes - it->second.bytes;
+    it->second.bytes = bytes;
+    it->second.last_update_step = step;
+    make_room(0, step, k);
+  }
+  bool contains(ClusterCache::Key k) const { return entries_.count(k) > 0; }
+  std::int64_t used() const { return used_; }
+
+ private:
+  void make_room(std::int64_t need, int step, ClusterCache::Key keep) {
+    const int recent = policy_->recent_steps();
+    const auto reserve = static_cast<std::int64_t>(policy_->reserved_fraction() * capacity_);
+    while (used_ + need > capacity_ && !entries_.empty()) {
+      std::int64_t protected_bytes = 0;
+      for (const auto& [k, e] : entries_)
+        if (recent > 0 && e.last_update_step >= 0 && step - e.last_update_step <= recent) protected_bytes += e.bytes;
+      const bool protect = protected_bytes <= reserve;
+      const ClusterCache::Key* victim = nullptr;
+      double best = 0;
+      for (const auto& [k, e] : entries_) {
+        if (k == keep) continue;
+        if (protect && recent > 0 && e.last_update_step >= 0 && step - e.last_update_step <= recent) continue;
+        const double sc = policy_->score(e, step);
+        if (!victim || sc < best) {
+          victim = &k;
+          best = sc;
+        }
+      }
+      if (!victim) return;
+      used_ -= entries_.at(*victim).bytes;
+      entries_.erase(*victim);
+    }
+  }
+  std::int64_t capacity_, used_ = 0;
+  std::shared_ptr<const ClusterReplacement> policy_;
+  std::map<ClusterCache::Key, CachedCluster> entries_;
+};
+
+TEST(KvClusterCache, TheKeptEvictionOrderEvictsExactlyAsAScanOfEveryEntry) {
+  for (const char* impl : {"{impl: cluster_aligned, reserved_fraction: 0.3, recent_steps: 3}", "{impl: lru}",
+                           "{impl: lfu}", "{impl: cluster_aligned, reserved_fraction: 0, recent_steps: 0}"}) {
+    ClusterCache cache(40 * 1024, replacement(impl));
+    ScanningCache scan(40 * 1024, replacement(impl));
+    std::uint64_t x = 12345;
+    auto next = [&x](std::uint64_t n) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      return (x >> 33) % n;
+    };
+    int step = 0;
+    for (int op = 0; op < 20000; ++op) {
+      if (next(8) == 0) ++step;
+      const ClusterCache::Key k{static_cast<int>(next(3)), static_cast<int>(next(40))};
+      const auto bytes = static_cast<std::int64_t>(512 * (1 + next(12)));
+      if (next(4) == 0) {
+        cache.updated(k, bytes, step);
+        scan.updated(k, bytes, step);
+      } else {
+        ASSERT_EQ(cache.access(k, bytes, step), scan.access(k, bytes, step)) << impl << " op " << op;
+      }
+      ASSERT_EQ(cache.used_bytes(), scan.used()) << impl << " op " << op;
+      for (int t = 0; t < 3; ++t)
+        for (int c = 0; c < 40; ++c) ASSERT_EQ(cache.contains({t, c}), scan.contains({t, c})) << impl << " op " << op;
+    }
+  }
 }
 
 TEST(KvClusterFlashIo, ContiguousRunsBeatScatteredPagesOnUfs40) {

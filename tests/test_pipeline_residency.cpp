@@ -130,6 +130,107 @@ TEST(PipelineResidency, ADecodeStepsFlashReadsQueueBehindAnotherAppsReads) {
   EXPECT_GT(shared, alone * 1.5) << alone << " vs " << shared;
 }
 
+// Turns of one KV session on one phone, straight through the residency stage.
+struct SessionTurns {
+  devices::DeviceProfile phone = devices::load_device_profile("pixel7");
+  models::CostModel cost{models::load_model_spec(YAML::Load(kModel), ConfigSource{})};
+  std::unique_ptr<policies::pipeline::KvResidency> r;
+  sim::StatGroup stats{"phone"};
+  experiments::SimulatedRun run{phone, stats.child("device")};
+  explicit SessionTurns(const std::string& policy) {
+    r = Registry<policies::pipeline::KvResidency>::instance().create(
+        YAML::Load(fmt::format("{{impl: dynakv, cache_ratio: 0.1, policy: {{impl: {}}}}}", policy)), ConfigSource{});
+    r->begin(cost);
+  }
+  policies::pipeline::DynaKvResidency& dynakv() { return dynamic_cast<policies::pipeline::DynaKvResidency&>(*r); }
+  devices::Dram& dram() { return run.device().dram(); }
+};
+
+TEST(PipelineResidency, ALaterTurnPlacesOnlyItsNewTokensAmongTheClustersKeptFromTheTurnsBefore) {
+  using policies::pipeline::KvTurn;
+  for (const char* policy : {"dynakv", "pqcache", "clusterkv", "no_cluster"}) {
+    SessionTurns t(policy);
+    const double start = t.dram().used_bytes();
+    // Turn 0: a 200-token prompt, 64 answer tokens (63 decode steps): the prompt is clustered whole.
+    t.r->hold(t.run.device(), "app/kv", KvTurn{200, 64, 7, false});
+    EXPECT_EQ(t.dynakv().prefilled_positions(), 200) << policy;
+    EXPECT_EQ(t.dynakv().appended_positions(), 0) << policy;
+    EXPECT_EQ(t.dynakv().steps().size(), 63u) << policy;
+    t.r->release(t.run.device(), "app/kv");
+    // Between turns the session is kept: its representatives stay in DRAM, the turn's cache does not.
+    EXPECT_EQ(t.dynakv().sessions(), 1u) << policy;
+    EXPECT_EQ(t.dram().held_by("app/kv"), 0.0) << policy;
+    const double index = t.dram().held_by("app/kv/index");
+    EXPECT_GT(index, 0.0) << policy;
+    EXPECT_DOUBLE_EQ(t.dram().used_bytes(), start + index) << policy;
+    // Turn 1: its prompt is turn 0's 200 + 64 and 50 new tokens. Only what the session does not hold
+    // yet (the new 50 and the last answer token, whose K/V this prefill computes) is placed, without
+    // any K-means over the 263 positions kept.
+    t.r->hold(t.run.device(), "app/kv", KvTurn{314, 64, 7, true});
+    EXPECT_EQ(t.dynakv().prefilled_positions(), 0) << policy;
+    EXPECT_EQ(t.dynakv().appended_positions(), 51) << policy;
+    EXPECT_EQ(t.dynakv().steps().size(), 63u) << policy;
+    EXPECT_GE(t.dram().held_by("app/kv/index"), index) << policy;  // clusters are kept, never merged
+    t.r->release(t.run.device(), "app/kv");
+    // The last turn frees the session: the ledger is back where it started.
+    EXPECT_EQ(t.dynakv().sessions(), 0u) << policy;
+    EXPECT_EQ(t.dram().held_by("app/kv/index"), 0.0) << policy;
+    EXPECT_DOUBLE_EQ(t.dram().used_bytes(), start) << policy;
+    // The same prompt outside any session is clustered whole, and nothing is kept.
+    t.r->hold(t.run.device(), "app/kv", 314, 64);
+    EXPECT_EQ(t.dynakv().prefilled_positions(), 314) << policy;
+    EXPECT_EQ(t.dynakv().appended_positions(), 0) << policy;
+    t.r->release(t.run.device(), "app/kv");
+    EXPECT_EQ(t.dynakv().sessions(), 0u) << policy;
+    EXPECT_DOUBLE_EQ(t.dram().used_bytes(), start) << policy;
+  }
+}
+
+TEST(PipelineResidency, AKeptSessionsFirstTurnIsTheRequestAloneAndAPromptThatDoesNotContinueItStartsAfresh) {
+  using policies::pipeline::KvTurn;
+  SessionTurns kept("dynakv"), alone("dynakv");
+  kept.r->hold(kept.run.device(), "app/kv", KvTurn{200, 64, 0, false});
+  alone.r->hold(alone.run.device(), "app/kv", 200, 64);
+  const auto& a = kept.dynakv().steps();
+  const auto& b = alone.dynakv().steps();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].runs, b[i].runs) << i;
+    EXPECT_EQ(a[i].read_bytes, b[i].read_bytes) << i;
+    EXPECT_EQ(a[i].write_bytes, b[i].write_bytes) << i;
+  }
+  kept.r->release(kept.run.device(), "app/kv");
+  // 100 < the 263 positions held: not a continuation of the session.
+  kept.r->hold(kept.run.device(), "app/kv", KvTurn{100, 64, 0, true});
+  EXPECT_EQ(kept.dynakv().prefilled_positions(), 100);
+  EXPECT_EQ(kept.dynakv().appended_positions(), 0);
+  kept.r->release(kept.run.device(), "app/kv");
+  EXPECT_EQ(kept.dynakv().sessions(), 0u);
+  EXPECT_EQ(kept.dram().held_by("app/kv/index"), 0.0);
+}
+
+TEST(PipelineResidency, ASessionWhoseLastTurnNeedsNoKvIsFreedAllTheSame) {
+  using policies::pipeline::KvTurn;
+  SessionTurns t("dynakv");
+  const double start = t.dram().used_bytes();
+  t.r->hold(t.run.device(), "app/kv", KvTurn{200, 64, 3, false});
+  t.r->release(t.run.device(), "app/kv");
+  EXPECT_EQ(t.dynakv().sessions(), 1u);
+  t.r->end_session(t.run.device(), "app/kv", 3);  // an answer cache served the last turn
+  EXPECT_EQ(t.dynakv().sessions(), 0u);
+  EXPECT_DOUBLE_EQ(t.dram().used_bytes(), start);
+}
+
+TEST(PipelineResidency, AConversationKeepsItsClustersBetweenTurnsAndFreesThemAfterTheLast) {
+  const devices::DeviceProfile phone = devices::load_device_profile("pixel7");
+  auto dynakv = chat_with("kv_residency: {impl: dynakv, cache_ratio: 0.25}");
+  const Ran r = run_alone(*dynakv, phone);
+  ASSERT_EQ(r.served.size(), 3u);
+  EXPECT_GT(r.peaks.at("app/kv/index"), 0.0);
+  // Less than a representative per position: the index is far smaller than the K/V.
+  EXPECT_LT(r.peaks.at("app/kv/index"), 0.5 * (64 + 2 * (96 + 48) + 96 + 48) * kv_per_token());
+}
+
 TEST(PipelineResidency, ASpeculativeDecoderReadsOncePerVerification) {
   const devices::DeviceProfile phone = devices::load_device_profile("oneplus-12");
   auto vanilla = chat_with("kv_residency: {impl: dynakv, cache_ratio: 0.1}");
@@ -199,7 +300,7 @@ TEST(PipelineResidency, TheNewCompositionsAreIdenticalAtAnyThreadCount) {
       {"c_long_chat", "-p experiment.apps.0.conversation.turns=2 -p experiment.apps.1.conversation.turns=2"}};
   for (const auto& [name, overrides] : runs) {
     std::string first;
-    for (int threads : {1, 3}) {
+    for (int threads : {1, 2, 3}) {
       const std::string out = dir.file(fmt::format("{}_t{}.h5", name, threads));
       const auto r = testing::run_mobisim(fmt::format("run {}/experiments/compose/{}.yaml --no-plot --quiet --threads {} --output {} {}",
                                                       testing::source_dir(), name, threads, out, overrides));

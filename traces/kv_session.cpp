@@ -296,6 +296,12 @@ void DriftingStream::release(int step) {
   }
 }
 
+void DriftingStream::extend(int decode) {
+  if (decode <= shape_.decode) return;
+  if (keep_keys_) throw Error("drifting stream: a stream that keeps its keys cannot be extended");
+  shape_.decode = decode;
+}
+
 KeyRows DriftingStream::key_rows(int table, int first, int count) const {
   const Table& t = tables_[table];
   if (first < t.key_base || first + count > drawn_)

@@ -80,6 +80,10 @@ class DriftingStream final : public KvStream {
   bool keeps_keys() const override { return keep_keys_; }
   KeyRows key_rows(int table, int first, int count) const override;
   const float* query(int head, int step) const override;
+  // Lengthens the session to `decode` steps (never shortens it): the draws are causal, so the
+  // longer stream continues the shorter one draw for draw (a conversation's next turn). Not for a
+  // stream that keeps its keys (its key rows are reserved for the length it was made with).
+  void extend(int decode);
 
  private:
   struct Table;

@@ -175,6 +175,8 @@ void PipelineApp::prepare_conversation() {
     }
     r.prompt.push_back({"query", 0xC0A7000000ULL + static_cast<std::uint64_t>(i), conversation_.prompt_tokens});
     r.output_tokens = conversation_.answer_tokens;
+    r.kv_session = 0;  // the app's one conversation
+    r.kv_session_ends = i + 1 == conversation_.turns;
     requests_.push_back(std::move(r));
   }
 }

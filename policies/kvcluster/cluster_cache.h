@@ -10,9 +10,11 @@
 //                    kept in a reserved share of the budget regardless of the score
 //
 // A policy scores entries; the lowest score is evicted first (ties: lower key).
+#include <climits>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -56,10 +58,28 @@ class ClusterCache {
   std::int64_t peak_bytes() const { return peak_; }
 
  private:
+  struct Entry {
+    CachedCluster c;
+    double score = 0;  // its score at order_step_, while it is in order_
+  };
   void make_room(std::int64_t need, int step, Key keep);
+  // An entry is about to change: out of the eviction order and the update-step totals.
+  void unindex(const Key& k, const Entry& e);
+  // It has changed: back into them (the order only if it is kept for `step`).
+  void index(const Key& k, Entry& e, int step);
+  bool is_protected(const CachedCluster& e, int step) const;
+  std::int64_t protected_bytes(int step) const;
   std::int64_t capacity_;
   std::shared_ptr<const ClusterReplacement> policy_;
-  std::map<Key, CachedCluster> entries_;
+  std::map<Key, Entry> entries_;
+  // The eviction order for one step (score, then key: the lowest first, ties to the lower key, as a
+  // scan of entries_ in key order finds them), built at the step's first eviction and kept in step
+  // with every change until the next step: an eviction costs O(log n), not a scan of every entry.
+  std::set<std::pair<double, Key>> order_;
+  int order_step_ = INT_MIN;  // INT_MIN: order_ is not kept
+  // Bytes of the cached clusters by their last update step (>= 0): the recently updated bytes are
+  // the last recent_steps + 1 of them.
+  std::map<int, std::int64_t> updated_bytes_;
   std::int64_t used_ = 0, hits_ = 0, misses_ = 0, peak_ = 0;
 };
 

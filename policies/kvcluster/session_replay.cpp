@@ -360,6 +360,64 @@ void SessionReplay::step(ExactAttention& exact) {
   sum.steps.push_back(std::move(rec));
 }
 
+StepRecord SessionReplay::append(int count) {
+  State& x = *st_;
+  const traces::KvShape& s = x.s.shape();
+  if (count < 0 || x.next_step + count > s.decode)
+    throw InputError(fmt::format("replay: appending {} positions past the session's {} decode steps", count, s.decode));
+  StepRecord rec;
+  rec.layer_write_bytes.assign(s.n_layers, 0);
+  rec.layer_moved_bytes.assign(s.n_layers, 0);
+  if (count == 0) return rec;
+  x.s.ensure(x.next_step + count);
+  const int heads = selecting_heads(s, x.opt.gqa);
+  for (int k = 0; k < count; ++k) {
+    const int step = x.next_step++;
+    for (int ti = 0; ti < s.tables(); ++ti) {
+      const int layer = ti / s.n_kv_heads;
+      auto& ts = x.tabs[ti];
+      const StepOutcome out = x.policy.decode_selected(ts.table, {}, heads, x.s.key(ti, s.prefill + step));
+      // A forced load reads the cluster as it was on flash before its split.
+      x.forced.clear();
+      for (int c : out.forced_loads) {
+        const auto m = ts.layout.placed_positions(c);
+        x.forced.insert(x.forced.end(), m.begin(), m.end());
+      }
+      for (const auto& r : ts.layout.read_runs_of(x.forced)) {
+        rec.forced_bytes += r.bytes;
+        rec.commands += 1;
+      }
+      const FlashStats before = ts.layout.stats();
+      ts.layout.sync(ts.table, out);
+      rec.layer_write_bytes[layer] += ts.layout.stats().physical_write_bytes - before.physical_write_bytes;
+      rec.layer_moved_bytes[layer] += ts.layout.stats().moved_bytes - before.moved_bytes;
+      if (x.cache)
+        for (int c : out.updated)
+          x.cache->updated({ti, c}, static_cast<std::int64_t>(ts.table.cluster(c).size()) * x.opt.entry_bytes, step);
+      rec.splits += out.splits;
+      rec.cluster_flops += out.cluster_flops;
+    }
+  }
+  x.s.release(x.next_step);
+  return rec;
+}
+
+void SessionReplay::reset_cache(std::int64_t capacity_bytes) {
+  State& x = *st_;
+  x.cache.reset();
+  if (x.opt.replacement && capacity_bytes > 0) x.cache.emplace(capacity_bytes, x.opt.replacement);
+}
+
+int SessionReplay::positions() const { return st_->s.shape().prefill + st_->next_step; }
+
+std::int64_t SessionReplay::live_clusters() const {
+  std::int64_t n = 0;
+  for (const auto& ts : st_->tabs) n += ts.table.n_alive();
+  return n;
+}
+
+std::vector<StepRecord> SessionReplay::take_steps() { return std::exchange(st_->sum.steps, {}); }
+
 // What finish() adds to the running statistics: the tables' and layouts' state, the cache's counts.
 void SessionReplay::fill_end_statistics(ReplaySummary& sum, int decoded) const {
   const State& x = *st_;

@@ -152,6 +152,23 @@ class SessionReplay {
   // Replays the next decode step (InputError past the session's last one); the exact attention
   // mass, when this step measures it, comes from `exact` (made for the same session).
   void step(ExactAttention& exact);
+  // Appends the next `count` positions without a query and without retrieving anything: a later
+  // turn of a conversation, whose prompt's new tokens (and the last answer token, whose K/V that
+  // prefill computes) join the clusters kept from the turns before. Each is placed by the policy's
+  // own update of a decode step with nothing selected (DynaKV: Algorithm 1's append, buffer, or split
+  // when B_max forces a load, applied through the prefill as seed 003's Discussion 1 allows; PQCache:
+  // its nearest cluster; ClusterKV: its local window; no_cluster: a singleton), then laid out on
+  // flash. No K-means over what is already clustered. The record holds their I/O: the forced loads'
+  // reads (forced_bytes, commands) and the layout's writes; steps() does not list it. The stream
+  // must reach that far (DriftingStream::extend).
+  StepRecord append(int count);
+  // Replaces the DRAM cluster cache by an empty one of `capacity_bytes` (0: none) from now on.
+  void reset_cache(std::int64_t capacity_bytes);
+  // Positions placed so far (prefill, decode steps and appended ones), and the live clusters of every table.
+  int positions() const;
+  std::int64_t live_clusters() const;
+  // The decode steps' records so far, moved out (summary() and finish() then lack them).
+  std::vector<StepRecord> take_steps();
   // Final statistics; call once, after the last step.
   ReplaySummary finish();
   // The statistics so far, as finish() would give them after this step (the replay goes on).

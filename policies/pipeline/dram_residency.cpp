@@ -4,8 +4,8 @@
 
 namespace mobisim::policies::pipeline {
 
-void DramResidency::hold(devices::Device& device, const std::string& owner, std::int64_t prompt, std::int64_t answer) {
-  held_ = static_cast<double>(prompt + answer) * bytes_per_token_;
+void DramResidency::hold(devices::Device& device, const std::string& owner, const KvTurn& turn) {
+  held_ = static_cast<double>(turn.prompt + turn.answer) * bytes_per_token_;
   device.dram().reserve(owner, held_);
 }
 

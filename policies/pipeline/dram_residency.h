@@ -13,7 +13,8 @@ class DramResidency : public KvResidency {
   DramResidency() = default;
   static ParamSchema schema() { return {}; }
   void begin(const models::CostModel& cost) override { bytes_per_token_ = cost.spec().kv_bytes_per_token(); }
-  void hold(devices::Device& device, const std::string& owner, std::int64_t prompt, std::int64_t answer) override;
+  using KvResidency::hold;
+  void hold(devices::Device& device, const std::string& owner, const KvTurn& turn) override;
   void release(devices::Device& device, const std::string& owner) override;
 
  private:

@@ -18,17 +18,37 @@
 
 namespace mobisim::policies::pipeline {
 
+// What a request asks the stage to hold: its prompt and answer positions and, when it is a turn
+// of a conversation, the KV session it continues (its prompt then starts with everything the
+// session's earlier turns held) and whether it is that session's last turn.
+struct KvTurn {
+  std::int64_t prompt = 0, answer = 0;
+  std::int64_t session = -1;  // -1: none (the request's K/V is its own)
+  bool ends_session = true;
+};
+
 class KvResidency {
  public:
   static constexpr const char* kRegistryKind = "kv_residency";
   virtual ~KvResidency() = default;
   // Before the first request: the model whose K/V is held.
   virtual void begin(const models::CostModel& cost) = 0;
-  // Holds the K/V of a request of `prompt` + `answer` positions under `owner` in the DRAM ledger,
-  // as far as this stage keeps it there; a phone that cannot hold it stops the run.
-  virtual void hold(devices::Device& device, const std::string& owner, std::int64_t prompt, std::int64_t answer) = 0;
-  // Releases what hold() took.
+  // Holds the K/V of a request of `turn.prompt` + `turn.answer` positions under `owner` in the DRAM
+  // ledger, as far as this stage keeps it there; a phone that cannot hold it stops the run. A stage
+  // may keep what it built for a KV session (DynaKV's clusters) from one turn to the next.
+  virtual void hold(devices::Device& device, const std::string& owner, const KvTurn& turn) = 0;
+  // The same for a request outside any KV session.
+  void hold(devices::Device& device, const std::string& owner, std::int64_t prompt, std::int64_t answer) {
+    hold(device, owner, KvTurn{prompt, answer});
+  }
+  // Releases what hold() took; after a turn that ends its session, what the session kept too.
   virtual void release(devices::Device& device, const std::string& owner) = 0;
+  // A session's last turn needed no K/V (an answer cache served it): what the session kept goes.
+  virtual void end_session(devices::Device& device, const std::string& owner, std::int64_t session) {
+    (void)device;
+    (void)owner;
+    (void)session;
+  }
   // Bytes the stage has read from flash so far (all requests).
   virtual double read_bytes() const { return 0; }
   // Whether decode steps read anything (false: step() is never called).

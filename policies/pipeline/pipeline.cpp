@@ -82,6 +82,7 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
     out.answer_similarity = hit.similarity;
     if (hit.hit) {  // the cached answer is shown at once: first and last token now
       out.answer_hit = true;
+      if (r.kv_session >= 0 && r.kv_session_ends) residency_->end_session(device, kv_owner, r.kv_session);
       out.split_done = out.first_token = sim.now();
       out.times.first_token_s = out.times.end_s = sim::to_seconds(sim.now());
       co_return;
@@ -89,7 +90,10 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   }
   // KV residency: the request's K/V is held while it runs (in DRAM, as far as the stage keeps it
   // there); one that cannot be stops the run.
-  residency_->hold(device, kv_owner, n, r.output_tokens);
+  // What the stage reads for the request counts from here (a session's turn may read while it
+  // places the new prompt's K/V among the kept clusters).
+  const double read_before = residency_->read_bytes();
+  residency_->hold(device, kv_owner, KvTurn{n, r.output_tokens, r.kv_session, r.kv_session_ends});
   const KvMatch match = reuse_->match(r, out.times.start_s);
   out.reuse_rejected = match.rejected;
   out.matched_tokens = match.tokens;
@@ -103,7 +107,6 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   out.first_token = sim.now();
   out.times.first_token_s = sim::to_seconds(out.first_token);
   Decoded decoded;
-  const double read_before = residency_->read_bytes();
   const DecodeJob job{device, cost_, r, n, options_.priority, owner_, *residency_, out.times.active_energy_j};
   co_await decode_->run(job, decoded);
   out.decode_steps = decoded.steps;

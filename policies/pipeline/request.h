@@ -35,6 +35,11 @@ struct Request {
   std::vector<std::int32_t> tokens;
   // The query's embedding (L2-normalised) when the workload has one: what an answer cache matches.
   std::vector<float> embedding;
+  // The KV session (a conversation of the app) this request is a turn of, -1: none. A turn's prompt
+  // starts with everything its session's earlier turns held (their prompts and answers); what a
+  // stage keeps for the session lives until the turn with kv_session_ends.
+  std::int64_t kv_session = -1;
+  bool kv_session_ends = true;
 
   std::int64_t prompt_tokens() const {
     std::int64_t n = 0;
