@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <span>
 
 #include "sim/error.h"
@@ -34,8 +35,51 @@ ParamSchema ComputeUnitSpec::schema() {
   s.integer("cores", 1, "cores used (informational)").range(1, 1024);
   s.boolean("dedicated_memory", false,
             "the unit streams from memory of its own (a discrete GPU's GDDR/HBM), not the shared DRAM bus");
+  s.node("clusters",
+         "CPU clusters, fastest first: [{core: cortex-x4, count: 1, ghz: 3.3, vector_pipes: 4}, ...] (vector_pipes: "
+         "128-bit SIMD pipes per core issuing SDOT/SMMLA); used by runtimes with isa_kernels");
+  s.text_list("isa", std::nullopt, "CPU ISA features: dotprod, i8mm, bf16, sve, sve2, sme, sme2 (Armv8.2+ extensions)")
+      .optional();
   s.text("source", std::string(""), "where these numbers come from");
   return s;
+}
+
+namespace {
+ParamSchema cluster_schema() {
+  ParamSchema s;
+  s.text("core", std::nullopt, "core name (e.g. cortex-x4, oryon-v2, apple-everest)");
+  s.integer("count", std::nullopt, "cores in the cluster").range(1, 256);
+  s.real("ghz", std::nullopt, "peak clock").positive().with_unit("GHz");
+  s.integer("vector_pipes", std::nullopt, "128-bit SIMD pipes per core that issue SDOT/SMMLA").range(1, 16);
+  return s;
+}
+}  // namespace
+
+double int8_ops_per_pipe_cycle(const std::string& isa_path) {
+  if (isa_path == "neon") return 16;
+  if (isa_path == "dotprod") return 32;
+  if (isa_path == "i8mm") return 64;
+  throw ConfigError(fmt::format("ISA path '{}' has no int8 peak model (known: neon, dotprod, i8mm)", isa_path));
+}
+
+bool ComputeUnitSpec::has_isa(const std::string& feature) const {
+  return feature == "neon" ? !clusters.empty() : std::find(isa.begin(), isa.end(), feature) != isa.end();
+}
+
+double ComputeUnitSpec::isa_peak_ops(const std::string& isa_path, int threads) const {
+  if (clusters.empty())
+    throw ConfigError(fmt::format("compute unit '{}' gives no clusters (the ISA peak needs cores, clocks and pipes)", name));
+  const double per_pipe = int8_ops_per_pipe_cycle(isa_path);
+  std::vector<double> per_core;
+  for (const CpuCluster& c : clusters)
+    for (int i = 0; i < c.count; ++i) per_core.push_back(c.ghz * 1e9 * c.vector_pipes * per_pipe);
+  if (threads > static_cast<int>(per_core.size()))
+    throw ConfigError(fmt::format("{} threads on compute unit '{}', which has {} cores", threads, name, per_core.size()));
+  std::sort(per_core.begin(), per_core.end(), std::greater<>());
+  const std::size_t n = threads <= 0 ? per_core.size() : static_cast<std::size_t>(threads);
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += per_core[i];
+  return sum;
 }
 
 ComputeUnitSpec ComputeUnitSpec::from_params(const std::string& name, const Params& p) {
@@ -54,6 +98,17 @@ ComputeUnitSpec ComputeUnitSpec::from_params(const std::string& name, const Para
   u.cores = static_cast<int>(p.integer("cores"));
   u.peak_tflops = parse_positive_per_dtype(p, "peak_tflops", "TFLOP/s, e.g. {fp16: 1.0}");
   if (u.peak_tflops.empty()) p.fail("peak_tflops", "expected a mapping dtype -> TFLOP/s, e.g. {fp16: 1.0}");
+  if (p.has("isa")) u.isa = p.text_list("isa");
+  if (const YAML::Node n = p.node("clusters"); n.IsDefined() && !n.IsNull()) {
+    if (!n.IsSequence() || n.size() == 0)
+      p.fail("clusters", "expected a list of clusters [{core, count, ghz, vector_pipes}, ...]");
+    ParamSchema cs = cluster_schema();
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      const Params cp(n[i], cs, p.source().child("clusters").element(i), {});
+      u.clusters.push_back(CpuCluster{cp.text("core"), static_cast<int>(cp.integer("count")), cp.real("ghz"),
+                                      static_cast<int>(cp.integer("vector_pipes"))});
+    }
+  }
   return u;
 }
 

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "devices/engine_gaps.h"
 #include "models/cost_model.h"
@@ -24,6 +25,21 @@
 #include "sim/time.h"
 
 namespace mobisim::devices {
+
+// One CPU cluster (device profile `compute.cpu.clusters`): `count` cores of one kind at `ghz`, each with
+// `vector_pipes` 128-bit SIMD pipes that each issue one SDOT or SMMLA per cycle (Arm's software
+// optimization guides; docs/cpu_isa_sources.md).
+struct CpuCluster {
+  std::string core;
+  int count = 0;
+  double ghz = 0;
+  int vector_pipes = 0;
+};
+
+// Int8 operations (2 per multiply-accumulate) one 128-bit pipe completes per cycle on an ISA path:
+// `neon` (SMLAL, 8 MACs) 16, `dotprod` (SDOT, 16 MACs) 32, `i8mm` (SMMLA, a 2x8 by 8x2 block, 32 MACs) 64.
+// Any other path (sve, sme, ...) has no peak model: ConfigError naming it.
+double int8_ops_per_pipe_cycle(const std::string& isa_path);
 
 struct ComputeUnitSpec {
   std::string name;
@@ -52,6 +68,15 @@ struct ComputeUnitSpec {
   int cores = 1;
   // Streams from memory of its own (a discrete GPU), not over the phone's shared DRAM bus.
   bool dedicated_memory = false;
+  // A CPU's clusters and ISA features (`clusters`, `isa`; empty: not described). A runtime whose CPU
+  // kernels are given per ISA path (engine `cpu.isa_kernels`) needs them (devices/engine.h).
+  std::vector<CpuCluster> clusters;
+  std::vector<std::string> isa;  // dotprod, i8mm, bf16, sve, sve2, sme, sme2, ...
+  bool has_isa(const std::string& feature) const;
+  // Peak int8 op/s of `threads` threads (0: every core) on ISA path `isa_path`, one thread per core,
+  // fastest cores first (the scheduler puts busy threads on the big cores): the sum over those cores of
+  // ghz x vector_pipes x int8_ops_per_pipe_cycle. ConfigError without clusters or with more threads than cores.
+  double isa_peak_ops(const std::string& isa_path, int threads) const;
 
   static ParamSchema schema();
   static ComputeUnitSpec from_params(const std::string& name, const Params& p);

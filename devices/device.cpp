@@ -242,6 +242,7 @@ DeviceProfile DeviceProfile::from_yaml(const YAML::Node& given, const ConfigSour
   auto resolved_of = [](const Params& section) {
     YAML::Node r = section.resolved();
     if (section.has("peak_tflops")) r["peak_tflops"] = yaml_clone(section.node("peak_tflops"));
+    if (section.has("clusters")) r["clusters"] = yaml_clone(section.node("clusters"));
     return r;
   };
 

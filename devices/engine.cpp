@@ -51,6 +51,12 @@ ParamSchema engine_unit_schema() {
   s.node("kernel_cost",
          "{dtype: factor}: how many times longer this runtime's kernels for that weight dtype take than for the unit's "
          "own rate on the same arithmetic (e.g. {int6: 1.875}); divides that dtype's efficiency");
+  s.text_list("isa_kernels", std::nullopt,
+              "cpu: ISA paths of the runtime's integer-weight kernels, best first (i8mm, dotprod, neon); with it, "
+              "the int4/int6/int8 efficiencies are fractions of the SoC's ISA peak on `threads` cores (needs the "
+              "device's compute.cpu.clusters and isa)")
+      .optional();
+  s.text("threads", std::nullopt, "cpu: the runtime's thread count with isa_kernels: a number or `all`").optional();
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -257,6 +263,30 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     u.bandwidth_efficiency = parse_per_dtype(up, "bandwidth_efficiency");
     u.call_overhead_us = opt_real(up, "call_overhead_us");
     u.kernel_cost = parse_positive_per_dtype(up, "kernel_cost", "factor, e.g. {int6: 1.875}");
+    if (up.has("isa_kernels")) {
+      if (unit != "cpu") up.fail("isa_kernels", "only a cpu runs ISA-path kernels");
+      u.isa_kernels = up.text_list("isa_kernels");
+      if (u.isa_kernels.empty()) up.fail("isa_kernels", "give at least one ISA path (i8mm, dotprod, neon)");
+      for (const auto& k : u.isa_kernels) try {
+          int8_ops_per_pipe_cycle(k);
+        } catch (const ConfigError& err) {
+          up.fail("isa_kernels", err.what());
+        }
+      if (!up.has("threads")) up.fail("threads", "isa_kernels needs the runtime's thread count: a number or `all`");
+    }
+    if (up.has("threads")) {
+      if (u.isa_kernels.empty()) up.fail("threads", "threads is used only with isa_kernels");
+      const std::string t = up.text("threads");
+      if (t != "all") {
+        try {
+          std::size_t used = 0;
+          u.threads = std::stoi(t, &used);
+          if (used != t.size() || u.threads < 1) throw std::invalid_argument(t);
+        } catch (const std::exception&) {
+          up.fail("threads", fmt::format("expected a number >= 1 or `all`, got '{}'", t));
+        }
+      }
+    }
     e.units.emplace(unit, u);
   }
   if (const YAML::Node n = p.node("npu"); n.IsDefined() && !n.IsNull()) {
@@ -292,6 +322,56 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
   return e;
 }
 
+namespace {
+// The runtime's integer-weight efficiencies are fractions of the SoC's ISA peak (engine cpu.isa_kernels):
+// each becomes the equivalent fraction of the unit's own peak for that dtype, so the roofline is unchanged.
+// What the device lacks (clusters, isa, a path the runtime has kernels for) is a gap of those dtypes.
+void apply_isa_kernels(const EngineUnitSpec& spec, const std::string& unit, const std::string& where,
+                       const DeviceProfile& device, ComputeUnitSpec& u, EngineGaps& gaps) {
+  std::string problem, path;
+  if (u.clusters.empty())
+    problem = fmt::format("compute.{}.clusters (cores, clocks and 128-bit pipes per cluster)", unit);
+  else if (u.isa.empty())
+    problem = fmt::format("compute.{}.isa (the CPU's ISA features, e.g. [dotprod, i8mm])", unit);
+  else {
+    for (const auto& k : spec.isa_kernels)
+      if (u.has_isa(k)) {
+        path = k;
+        break;
+      }
+    if (path.empty())
+      problem = fmt::format("an ISA path in compute.{}.isa that the runtime has kernels for ({})", unit,
+                            fmt::join(spec.isa_kernels, ", "));
+  }
+  double peak = 0;
+  if (problem.empty()) {
+    try {
+      peak = u.isa_peak_ops(path, spec.threads);
+    } catch (const ConfigError& e) {
+      problem = e.what();
+    }
+  }
+  for (Phase phase : kPhases) {
+    const bool prefill = phase == Phase::kPrefill;
+    const PerDtype& given = prefill ? spec.prefill_efficiency : spec.decode_efficiency;
+    auto& by_dtype = prefill ? u.efficiency_by_dtype : u.gemv_efficiency_by_dtype;
+    for (models::DType t : {models::DType::kInt4, models::DType::kInt6, models::DType::kInt8}) {
+      if (!per_dtype_sets(given, t)) continue;
+      if (!problem.empty()) {
+        gaps.missing[{phase, t}] = fmt::format(
+            "{} runs {} {} on {} weights with its ISA-path kernels ({}), which need the device's per-SoC CPU "
+            "description: device '{}' ({}) gives no {}",
+            where, unit, to_string(phase), models::to_string(t), fmt::join(spec.isa_kernels, ", "), device.name,
+            device.origin, problem);
+        continue;
+      }
+      const double e = given.by_dtype.count(t) ? given.by_dtype.at(t) : *given.fallback;
+      by_dtype[t] = e * peak / u.peak_flops(t);
+    }
+  }
+}
+}  // namespace
+
 DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
   DeviceProfile d = device;
   d.engine = name;
@@ -321,6 +401,7 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     if (spec.call_overhead_us) u.call_overhead_us = *spec.call_overhead_us;
     for (const auto& [t, x] : spec.kernel_cost) u.kernel_cost_by_dtype[t] = x;
     auto gaps = std::make_shared<EngineGaps>();
+    if (!spec.isa_kernels.empty()) apply_isa_kernels(spec, unit, where, device, u, *gaps);
     InheritedLines lines;
     for (Phase phase : kPhases)
       for (models::DType t : kAllDtypes) {

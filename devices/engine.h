@@ -13,6 +13,14 @@
 //               call_overhead_us     fixed cost per operator per layer
 //               kernel_cost          {dtype: factor}: the runtime's kernels for a weight dtype take that many
 //                                    times longer than the unit's rate (a per-projection recipe dtype)
+//   cpu only:   isa_kernels          the ISA paths of the runtime's integer-weight kernels, best first
+//                                    ([i8mm, dotprod]): with it, the prefill/decode efficiency it gives for
+//                                    int4, int6 and int8 weights is a fraction of the SoC's ISA peak for the
+//                                    first path the device's CPU has (`isa`), on `threads` cores (fastest
+//                                    first; ComputeUnitSpec::isa_peak_ops), not of the device's peak_tflops.
+//                                    A device without `clusters`/`isa` cannot run those: ConfigError naming
+//                                    device, engine and key, where the value is first needed.
+//               threads              the runtime's thread count: a number or `all` (every core)
 //   npu:        max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
 //               decode_bandwidth_efficiency, mixed_precision_fraction (see devices/npu.h)
 //               prefill_backend, decode_backend (htp | hvx), hvx_gemm_efficiency, hvx_bandwidth_efficiency,
@@ -58,6 +66,8 @@ struct EngineUnitSpec {
   PerDtype prefill_efficiency, decode_efficiency, bandwidth_efficiency;
   std::optional<double> call_overhead_us;
   std::map<models::DType, double> kernel_cost;  // per weight dtype: time factor of its kernels (compute_unit.h)
+  std::vector<std::string> isa_kernels;         // cpu: ISA paths of its integer kernels, best first (empty: none)
+  int threads = 0;                              // with isa_kernels: threads (0: every core)
 };
 
 struct EngineNpuSpec {

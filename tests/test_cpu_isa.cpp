@@ -1,0 +1,124 @@
+// CPU ISA peaks (issue 37 item 2, CPU side): a runtime's integer-weight kernels as a fraction of the SoC's
+// ISA peak, from the device's clusters (cores, clocks, 128-bit pipes) and ISA features (devices/compute_unit.h,
+// devices/engine.h). Expected values are computed by hand in the comments.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "devices/compute_unit.h"
+#include "devices/device.h"
+#include "devices/engine.h"
+#include "sim/error.h"
+
+namespace mobisim::devices {
+namespace {
+
+using models::DType;
+
+// Snapdragon 8 Gen 3's layout, listed out of order on purpose (the peak takes the fastest cores first).
+ComputeUnitSpec gen3_like() {
+  ComputeUnitSpec u;
+  u.name = "cpu";
+  u.clusters = {{"cortex-a520", 2, 2.27, 1}, {"cortex-x4", 1, 3.3, 4}, {"cortex-a720", 3, 3.15, 2}};
+  u.isa = {"dotprod", "i8mm"};
+  return u;
+}
+
+TEST(CpuIsa, PeakOfACortexX4ByHand) {
+  const ComputeUnitSpec u = gen3_like();
+  // One Cortex-X4 at 3.3 GHz, 4 x 128-bit pipes. SMMLA (i8mm): a 2x8 by 8x2 int8 block = 32 MACs = 64 ops per
+  // pipe per cycle: 3.3e9 x 4 x 64 = 844.8e9 op/s. SDOT: 16 MACs = 32 ops: 422.4e9. SMLAL (neon): 16 ops: 211.2e9.
+  EXPECT_DOUBLE_EQ(u.isa_peak_ops("i8mm", 1), 844.8e9);
+  EXPECT_DOUBLE_EQ(u.isa_peak_ops("dotprod", 1), 422.4e9);
+  EXPECT_DOUBLE_EQ(u.isa_peak_ops("neon", 1), 211.2e9);
+  // Two threads: the X4 and one A720 (3.15e9 x 2 x 64 = 403.2e9): 1248.0e9.
+  EXPECT_DOUBLE_EQ(u.isa_peak_ops("i8mm", 2), 1248.0e9);
+  // Every core (threads 0): 844.8 + 3 x 403.2 + 2 x (2.27 x 1 x 64 = 145.28) = 2344.96 GOP/s.
+  EXPECT_NEAR(u.isa_peak_ops("i8mm", 0), 2344.96e9, 1e-3);
+  // More threads than cores, a path with no peak model, no clusters: ConfigErrors.
+  EXPECT_THROW(u.isa_peak_ops("i8mm", 7), ConfigError);
+  EXPECT_THROW(u.isa_peak_ops("sme2", 1), ConfigError);
+  ComputeUnitSpec bare;
+  EXPECT_THROW(bare.isa_peak_ops("dotprod", 1), ConfigError);
+}
+
+DeviceProfile device(const std::string& yaml) { return load_device_profile(YAML::Load(yaml), ConfigSource{}); }
+EngineProfile engine(const std::string& yaml) { return load_engine_profile(YAML::Load(yaml), ConfigSource{}); }
+
+const char* kEngine =
+    "{name: isa-test, description: t, cpu: {isa_kernels: [i8mm, dotprod], threads: '1', "
+    "prefill_efficiency: {int4: 0.5, int8: 0.25}, decode_efficiency: {int4: 0.5, int8: 0.25}, "
+    "bandwidth_efficiency: 0.5, call_overhead_us: 0}, inherit_device: {all: test}}";
+
+TEST(CpuIsa, EngineEfficiencyIsAShareOfTheIsaPeakOfTheBestPathTheCpuHas) {
+  // A Pixel 7 profile given one X4-like cluster: with i8mm the int4 GEMM reaches 0.5 x 844.8e9 op/s.
+  const std::string clusters = "clusters: [{core: cortex-x4, count: 1, ghz: 3.3, vector_pipes: 4}]";
+  const DeviceProfile with_i8mm =
+      engine(kEngine).apply(device("{base: pixel7, compute: {cpu: {" + clusters + ", isa: [dotprod, i8mm]}}}"));
+  const ComputeUnitSpec& c = with_i8mm.compute.at("cpu");
+  EXPECT_NEAR(c.efficiency(DType::kInt4, false) * c.peak_flops(DType::kInt4), 0.5 * 844.8e9, 1e-3);
+  EXPECT_NEAR(c.efficiency(DType::kInt8, true) * c.peak_flops(DType::kInt8), 0.25 * 844.8e9, 1e-3);
+  // The same core without i8mm runs the runtime's SDOT kernels: half the peak.
+  const DeviceProfile dotprod_only =
+      engine(kEngine).apply(device("{base: pixel7, compute: {cpu: {" + clusters + ", isa: [dotprod]}}}"));
+  const ComputeUnitSpec& d = dotprod_only.compute.at("cpu");
+  EXPECT_NEAR(d.efficiency(DType::kInt4, false) * d.peak_flops(DType::kInt4), 0.5 * 422.4e9, 1e-3);
+  // mllm reads neither: its fitted efficiency stands.
+  const DeviceProfile mllm = load_engine_profile("mllm").apply(
+      device("{base: pixel7, compute: {cpu: {" + clusters + ", isa: [dotprod, i8mm]}}}"));
+  const DeviceProfile pixel7 = load_engine_profile("mllm").apply(load_device_profile("pixel7"));
+  EXPECT_EQ(mllm.compute.at("cpu").efficiency(DType::kInt4, false), pixel7.compute.at("cpu").efficiency(DType::kInt4, false));
+}
+
+TEST(CpuIsa, ADeviceMissingAnIsaKeyIsAConfigErrorNamingIt) {
+  // No `isa`: the first use of an integer-weight efficiency names the key, the device and the engine.
+  const DeviceProfile no_isa =
+      engine(kEngine).apply(device("{base: pixel7, compute: {cpu: {clusters: [{core: x, count: 1, ghz: 3, vector_pipes: 4}]}}}"));
+  try {
+    no_isa.compute.at("cpu").efficiency(DType::kInt4, false);
+    FAIL() << "an ISA-path runtime on a CPU without `isa` must be a ConfigError";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("compute.cpu.isa"), std::string::npos) << what;
+    EXPECT_NE(what.find("pixel7"), std::string::npos) << what;
+    EXPECT_NE(what.find("isa-test"), std::string::npos) << what;
+  }
+  // No clusters: names compute.cpu.clusters.
+  const DeviceProfile no_clusters = engine(kEngine).apply(load_device_profile("pixel7"));
+  try {
+    no_clusters.compute.at("cpu").efficiency(DType::kInt8, true);
+    FAIL() << "an ISA-path runtime on a CPU without clusters must be a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("compute.cpu.clusters"), std::string::npos) << e.what();
+  }
+  // An ISA the runtime has no kernels for (only neon listed by the device: not enough for [i8mm, dotprod]).
+  const DeviceProfile wrong = engine(kEngine).apply(
+      device("{base: pixel7, compute: {cpu: {clusters: [{core: x, count: 1, ghz: 3, vector_pipes: 4}], isa: [sve]}}}"));
+  EXPECT_THROW(wrong.compute.at("cpu").efficiency(DType::kInt4, false), ConfigError);
+  // Float weights are not ISA-path work: untouched (inherited here).
+  EXPECT_NO_THROW(wrong.compute.at("cpu").efficiency(DType::kF16, false));
+  // Bad cluster entries and engine keys are refused where they are read.
+  EXPECT_THROW(device("{base: pixel7, compute: {cpu: {clusters: [{core: x, count: 1, ghz: 3}]}}}"), ConfigError);
+  EXPECT_THROW(engine("{name: e, description: t, cpu: {isa_kernels: [sme2], threads: all}}"), ConfigError);
+  EXPECT_THROW(engine("{name: e, description: t, cpu: {isa_kernels: [i8mm]}}"), ConfigError);
+  EXPECT_THROW(engine("{name: e, description: t, cpu: {isa_kernels: [i8mm], threads: '0'}}"), ConfigError);
+  EXPECT_THROW(engine("{name: e, description: t, gpu: {isa_kernels: [i8mm], threads: all}}"), ConfigError);
+}
+
+TEST(CpuIsa, BuiltInRuntimesOnTheirPhonesByHand) {
+  // llama.cpp (every core) on the Galaxy S20+ (Snapdragon 865, dotprod only): 2.84 x 2 x 32 + 3 x 2.42 x 2 x 32
+  // + 4 x 1.8 x 1 x 32 = 181.76 + 464.64 + 230.4 = 876.8 GOP/s on SDOT.
+  const EngineProfile llama = load_engine_profile("llama.cpp");
+  const double e_llama = llama.units.at("cpu").prefill_efficiency.by_dtype.at(DType::kInt4);
+  const ComputeUnitSpec s20 = llama.apply(load_device_profile("galaxy-s20-plus")).compute.at("cpu");
+  EXPECT_NEAR(s20.efficiency(DType::kInt4, false) * s20.peak_flops(DType::kInt4), e_llama * 876.8e9, 1e-2);
+  // MNN (4 threads) on the Xiaomi 12 (8 Gen 1, i8mm): the X2 (3.0 x 4 x 64 = 768) and three A710
+  // (2.5 x 2 x 64 = 320 each): 1728 GOP/s.
+  const EngineProfile mnn = load_engine_profile("mnn");
+  const double e_mnn = mnn.units.at("cpu").prefill_efficiency.by_dtype.at(DType::kInt4);
+  const ComputeUnitSpec x12 = mnn.apply(load_device_profile("xiaomi-12")).compute.at("cpu");
+  EXPECT_NEAR(x12.efficiency(DType::kInt4, false) * x12.peak_flops(DType::kInt4), e_mnn * 1728e9, 1e-2);
+}
+
+}  // namespace
+}  // namespace mobisim::devices
