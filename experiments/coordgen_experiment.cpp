@@ -583,14 +583,28 @@ class CoordGenExperiment : public Experiment {
       co_await pipeline.serve(device, kv_owner, r, served);
       rows[i].latency_s = sim::to_seconds(sim.now() - t0);
       rows[i].energy_j = device.energy_j() - e0;
-      if (pipelined) {
-        // Measured on the device: the calibration's exposed tail is the decoder's wait for it; the
-        // prefill absorbs what the sampling's CPU contention added to it.
-        RequestBreakdown& b = rows[i].b;
-        b.calibration_s = plan.join_wait_s();
-        b.prefill_s = std::max(0.0, rows[i].latency_s - (b.switch_s + b.calibration_s + b.decode_s + b.draft_s));
-      }
+      if (pipelined) take_measured_calibration(rows[i], plan.join_wait_s());
     }
+  }
+
+  // Pipelined calibration, measured on the device: its exposed tail is the decoder's wait for it;
+  // the prefill absorbs what the sampling's CPU contention added to it.
+  static void take_measured_calibration(Row& row, double join_wait_s) {
+    RequestBreakdown& b = row.b;
+    b.calibration_s = join_wait_s;
+    b.prefill_s = std::max(0.0, row.latency_s - (b.switch_s + b.calibration_s + b.decode_s + b.draft_s));
+  }
+
+  // A user's pipeline: no KV reuse (each CAG request brings its own context), the policy's plan as
+  // its prefill and decode stages, the K/V in DRAM (the default residency).
+  static std::unique_ptr<pl::Pipeline> user_pipeline(const models::CostModel& cost,
+                                                     const std::shared_ptr<pl::PolicyPlan>& plan) {
+    return std::make_unique<pl::Pipeline>(
+        cost, pl::PipelineOptions{"npu", 0, 0.0},
+        Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: none}"), ConfigSource{}),
+        Registry<policies::kvsplit::KvSplitStrategy>::instance().create(YAML::Load("{impl: always_load}"),
+                                                                        ConfigSource{}),
+        std::make_unique<pl::PolicyPrefill>(plan), nullptr, std::make_unique<pl::PolicyDecode>(plan));
   }
 
   void simulate_user(const SpecDecPolicy& policy, const policies::specdec::SpecDecEnv& env, const CagUser& user,
@@ -647,13 +661,9 @@ class CoordGenExperiment : public Experiment {
     }
     const models::CostModel cost(model_);
     auto plan = std::make_shared<pl::PolicyPlan>();
-    pl::Pipeline pipeline(cost, pl::PipelineOptions{"npu", 0, 0.0},
-                          Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: none}"), ConfigSource{}),
-                          Registry<policies::kvsplit::KvSplitStrategy>::instance().create(
-                              YAML::Load("{impl: always_load}"), ConfigSource{}),
-                          std::make_unique<pl::PolicyPrefill>(plan), nullptr, std::make_unique<pl::PolicyDecode>(plan));
+    const auto pipeline = user_pipeline(cost, plan);
     SimulatedRun run(device_, stats.child("device"), timeline);
-    run.start(serve_user(run.device(), pipeline, *plan, cost, bs, rows), "user " + user.id);
+    run.start(serve_user(run.device(), *pipeline, *plan, cost, bs, rows), "user " + user.id);
     run.run();
   }
 
