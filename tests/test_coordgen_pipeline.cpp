@@ -2,7 +2,8 @@
 // own plan for a request, issued by the pipeline's prefill stage (PolicyPrefill) and decode stage
 // (PolicyDecode), takes on an idle phone exactly what the driver's old phase-list replay
 // (specdec::replay_phases) took, to the nanosecond, joule and exposed calibration; two requests
-// on one phone queue on its NPU behind each other.
+// on one phone queue on its NPU behind each other. coordgen_schedule's prompt, its graph-switching
+// schedule as the prefill stage, gives its first token when the schedule ends, later under load.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 #include "models/cost_model.h"
 #include "policies/pipeline/pipeline.h"
 #include "policies/pipeline/policy_phases.h"
+#include "policies/pipeline/scheduled_prefill.h"
+#include "policies/specdec/graph_schedule.h"
 #include "policies/specdec/specdec_policy.h"
 #include "sim/registry.h"
 
@@ -174,6 +177,51 @@ TEST(CoordGenPipeline, TwoRequestsQueueOnTheNpuBehindEachOther) {
   EXPECT_EQ(sim::from_seconds(sb.times.first_token_s), sim::from_seconds(2.0));
   EXPECT_EQ(sim::from_seconds(sa.times.end_s), sim::from_seconds(2.5));
   EXPECT_EQ(sim::from_seconds(sb.times.end_s), sim::from_seconds(3.0));
+}
+
+// The progressive schedule of a 1024-token prompt as the prefill stage (coordgen_schedule): alone,
+// the first token comes exactly when the schedule ends; with 1 s of other NPU work queued first,
+// every slot is pushed back and the prefill ends later.
+sim::Time scheduled_first_token(const devices::DeviceProfile& phone, const models::CostModel& cost,
+                                const sd::GraphSchedule& g, double npu_busy_first_s) {
+  auto pipeline = std::make_unique<pl::Pipeline>(
+      cost, pl::PipelineOptions{"npu", 0, 0.0},
+      Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: none}"), ConfigSource{}),
+      Registry<policies::kvsplit::KvSplitStrategy>::instance().create(YAML::Load("{impl: always_load}"),
+                                                                      ConfigSource{}),
+      std::make_unique<pl::ScheduledPrefill>(g, nullptr, phone.name));
+  const pl::Request r = request(0, 1024, 1);
+  pl::Served served;
+  sim::StatGroup stats("phone");
+  experiments::SimulatedRun run(phone, stats.child("device"));
+  if (npu_busy_first_s > 0)
+    run.start(run.device().busy("npu", sim::from_seconds(npu_busy_first_s), "other app"), "other app");
+  auto serve = [](devices::Device& d, pl::Pipeline& p, const pl::Request& rq, pl::Served& s) -> sim::Task<void> {
+    const std::string owner = "prompt", kv = "prompt/kv";
+    co_await p.start(d, owner);
+    co_await p.serve(d, kv, rq, s);
+  };
+  run.start(serve(run.device(), *pipeline, r, served), "prompt");
+  run.run();
+  return served.first_token;
+}
+
+TEST(CoordGenPipeline, AScheduleAsThePrefillStageEndsWhenTheScheduleDoes) {
+  const devices::DeviceProfile phone = devices::load_device_profile(kPhone);
+  const models::CostModel cost(models::load_model_spec(YAML::Load(kModel), ConfigSource{}));
+  const auto problem =
+      sd::make_schedule_problem(phone.require_npu("test"), phone.unit("cpu", "test"), cost, 1024, sd::GraphShapes{});
+  const sd::GraphSchedule g = sd::schedule(problem, sd::SwitchStrategy::kProgressive);
+  ASSERT_FALSE(g.computes.empty());
+  // By hand: each slot from its scheduled start (or when the previous one ends: each slot's length
+  // is rounded to the nanosecond on its own), the prefill no earlier than the schedule's end.
+  sim::Time t = 0;
+  for (const sd::ComputeSlot& c : g.computes)
+    t = std::max(t, sim::from_seconds(c.start_s)) + sim::from_seconds(c.end_s - c.start_s);
+  const sim::Time by_hand = std::max(t, sim::from_seconds(g.latency_s()));
+  EXPECT_EQ(scheduled_first_token(phone, cost, g, 0), by_hand);
+  EXPECT_LE(by_hand - sim::from_seconds(g.latency_s()), static_cast<sim::Time>(g.computes.size()));
+  EXPECT_GT(scheduled_first_token(phone, cost, g, 1.0), sim::from_seconds(g.latency_s()));
 }
 
 }  // namespace
