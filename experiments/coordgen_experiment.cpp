@@ -9,8 +9,12 @@
 // (capped at max_output_tokens). Earlier answers of the same user form its history store.
 //
 // Per (policy, user): the policy's drafter replays every request's output (replay_decode: what
-// each verification drafts and accepts), the policy turns that into phases of NPU/CPU work, and
-// one SimulatedRun replays the phases on the device (energy and the timeline come from there).
+// each verification drafts and accepts) and the policy turns that into phases of NPU/CPU work.
+// The driver owns no loop: on one SimulatedRun's Device, one request pipeline
+// (policies/pipeline/pipeline.h) serves the user's requests in order, its prefill stage issuing
+// the policy's own prefill phases and its decode stage the rest (policy_phases.h), each on the
+// phone's NPU or CPU queue; the request's K/V is held by the pipeline's KV-residency stage, the
+// rest of the policy's peak memory by the decode plan. Energy and the timeline come from the device.
 //
 // Parameters (YAML under `experiment:`):
 //   device, model  as in rag_qa
@@ -48,6 +52,8 @@
 #include "models/cost_model.h"
 #include "models/kernel/checkpoint.h"
 #include "models/tokenizer.h"
+#include "policies/pipeline/pipeline.h"
+#include "policies/pipeline/policy_phases.h"
 #include "policies/specdec/sd_policies.h"
 #include "sim/atomic_file.h"
 #include "sim/error.h"
@@ -61,6 +67,7 @@ namespace mobisim::experiments {
 
 namespace {
 
+namespace pl = policies::pipeline;
 using policies::specdec::DecodeTrace;
 using policies::specdec::RequestBreakdown;
 using policies::specdec::SpecDecPolicy;
@@ -537,27 +544,67 @@ class CoordGenExperiment : public Experiment {
     return out.empty() ? "user" : out;
   }
 
-  static sim::Task<void> replay(devices::Device& device, const std::vector<RequestBreakdown>& bs,
-                                std::vector<Row>& rows) {
+  // What one request's breakdown holds in DRAM at its peak beyond its K/V (the KV-residency
+  // stage holds that): graphs, the CPU's weight copy, the calibrated tree, EAGLE's drafter.
+  static double beyond_kv_bytes(const models::CostModel& cost, std::int64_t prompt_tokens, const RequestBreakdown& b) {
+    return b.peak_memory_bytes - cost.spec().kv_bytes_per_token() * static_cast<double>(prompt_tokens + b.output_tokens);
+  }
+
+  // One request of the user as the pipeline sees it: its prompt (one context segment) and answer length.
+  static pl::Request pipeline_request(std::size_t i, const Row& row, const RequestBreakdown& b, double now_s) {
+    pl::Request r;
+    r.app = "coordgen";
+    r.id = static_cast<std::int64_t>(i);
+    r.arrival_s = now_s;
+    r.prompt.push_back(pl::Segment{"context", static_cast<std::uint64_t>(i), row.prompt_tokens});
+    r.output_tokens = b.output_tokens;
+    return r;
+  }
+
+  // The user's requests one after another through the request pipeline: the policy's own prefill
+  // and its decoding are the pipeline's prefill and decode stages (pl::PolicyPrefill,
+  // pl::PolicyDecode), each phase queued on the phone's NPU or CPU. What the request holds at its
+  // peak must fit the phone while it runs; one that does not stops the run, naming DRAM.
+  static sim::Task<void> serve_user(devices::Device& device, pl::Pipeline& pipeline, pl::PolicyPlan& plan,
+                                    const models::CostModel& cost, std::vector<RequestBreakdown>& bs,
+                                    std::vector<Row>& rows) {
+    const std::string owner = "user", kv_owner = "user/kv";  // named: see decode_stage.h on g++ 12
+    co_await pipeline.start(device, owner);
+    sim::Simulator& sim = device.sim();
     for (std::size_t i = 0; i < bs.size(); ++i) {
-      // What the request holds in DRAM at its peak (graphs, weights, drafter, KV) must fit the
-      // phone while it runs; one that does not stops the run, naming DRAM and the sizes.
-      device.dram().reserve("request", bs[i].peak_memory_bytes);
-      policies::specdec::ReplayResult res;
-      co_await policies::specdec::replay_phases(device, bs[i].phases, res);
-      device.dram().release("request", bs[i].peak_memory_bytes);
-      rows[i].latency_s = res.latency_s;
-      rows[i].energy_j = res.energy_j;
+      const double extra = beyond_kv_bytes(cost, rows[i].prompt_tokens, bs[i]);
       const bool pipelined = std::any_of(bs[i].phases.begin(), bs[i].phases.end(),
                                          [](const policies::specdec::Phase& ph) { return ph.background; });
-      if (pipelined) {
-        // Measured on the device: the calibration's exposed tail is the decoder's wait for it; the
-        // prefill absorbs what the sampling's CPU contention added to it.
-        RequestBreakdown& b = rows[i].b;
-        b.calibration_s = res.join_wait_s;
-        b.prefill_s = std::max(0.0, res.latency_s - (b.switch_s + b.calibration_s + b.decode_s + b.draft_s));
-      }
+      plan.set(std::move(bs[i].phases), extra);
+      const pl::Request r = pipeline_request(i, rows[i], bs[i], sim::to_seconds(sim.now()));
+      const sim::Time t0 = sim.now();
+      const double e0 = device.energy_j();
+      pl::Served served;
+      co_await pipeline.serve(device, kv_owner, r, served);
+      rows[i].latency_s = sim::to_seconds(sim.now() - t0);
+      rows[i].energy_j = device.energy_j() - e0;
+      if (pipelined) take_measured_calibration(rows[i], plan.join_wait_s());
     }
+  }
+
+  // Pipelined calibration, measured on the device: its exposed tail is the decoder's wait for it;
+  // the prefill absorbs what the sampling's CPU contention added to it.
+  static void take_measured_calibration(Row& row, double join_wait_s) {
+    RequestBreakdown& b = row.b;
+    b.calibration_s = join_wait_s;
+    b.prefill_s = std::max(0.0, row.latency_s - (b.switch_s + b.calibration_s + b.decode_s + b.draft_s));
+  }
+
+  // A user's pipeline: no KV reuse (each CAG request brings its own context), the policy's plan as
+  // its prefill and decode stages, the K/V in DRAM (the default residency).
+  static std::unique_ptr<pl::Pipeline> user_pipeline(const models::CostModel& cost,
+                                                     const std::shared_ptr<pl::PolicyPlan>& plan) {
+    return std::make_unique<pl::Pipeline>(
+        cost, pl::PipelineOptions{"npu", 0, 0.0},
+        Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: none}"), ConfigSource{}),
+        Registry<policies::kvsplit::KvSplitStrategy>::instance().create(YAML::Load("{impl: always_load}"),
+                                                                        ConfigSource{}),
+        std::make_unique<pl::PolicyPrefill>(plan), nullptr, std::make_unique<pl::PolicyDecode>(plan));
   }
 
   void simulate_user(const SpecDecPolicy& policy, const policies::specdec::SpecDecEnv& env, const CagUser& user,
@@ -612,8 +659,11 @@ class CoordGenExperiment : public Experiment {
       r.draft_length_steps = std::move(lengths);
       rows.push_back(std::move(r));
     }
+    const models::CostModel cost(model_);
+    auto plan = std::make_shared<pl::PolicyPlan>();
+    const auto pipeline = user_pipeline(cost, plan);
     SimulatedRun run(device_, stats.child("device"), timeline);
-    run.start(replay(run.device(), bs, rows), "user " + user.id);
+    run.start(serve_user(run.device(), *pipeline, *plan, cost, bs, rows), "user " + user.id);
     run.run();
   }
 

@@ -1,9 +1,11 @@
 // The `coordgen_schedule` experiment driver: CoordGen's graph-switching schedules (section 3.2,
 // Figure 8) for one prompt on one device: synchronous loading, naive asynchronous loading, the
 // progressive greedy (eqs. 1-2), its late-start extension, the exact search (when small enough)
-// and both graphs resident. Each schedule is replayed in its own simulated run: the NPU executes
-// the compute slots (block b of chunk c, on G_p or G_d) at the scheduled times and the graph
-// loader's spans go on their own timeline track, so `--timeline` shows Figure 8(b).
+// and both graphs resident. Each schedule is one request (the prompt, a one-token answer) through
+// the request pipeline in its own simulated run, the schedule as its prefill stage
+// (policies/pipeline/scheduled_prefill.h): the NPU executes the compute slots (block b of chunk c,
+// on G_p or G_d) at the scheduled times and the graph loader's spans go on their own timeline
+// track, so `--timeline` shows Figure 8(b).
 //
 // Parameters (YAML under `experiment:`):
 //   device, model      as in coordgen
@@ -17,6 +19,8 @@
 #include "experiments/experiment.h"
 #include "experiments/parallel.h"
 #include "experiments/simulation.h"
+#include "policies/pipeline/pipeline.h"
+#include "policies/pipeline/scheduled_prefill.h"
 #include "policies/specdec/graph_schedule.h"
 #include "sim/error.h"
 #include "sim/registry.h"
@@ -26,6 +30,7 @@ namespace mobisim::experiments {
 namespace {
 
 namespace sd = policies::specdec;
+namespace pl = policies::pipeline;
 
 class CoordGenScheduleExperiment : public Experiment {
  public:
@@ -103,8 +108,9 @@ class CoordGenScheduleExperiment : public Experiment {
       job.schedule = job.strategy == sd::SwitchStrategy::kExact ? sd::schedule_exact(problem, exact_limit_)
                                                                 : sd::schedule(problem, job.strategy);
       job.exposed_s = job.schedule.exposed_switch_s(problem);
+      const auto pipeline = prompt_pipeline(cost, job.schedule, job.timeline);
       SimulatedRun run(device_, job.stats->child("device"), job.timeline);
-      run.start(replay(run.sim(), run.device(), job.schedule, job.timeline, device_.name), "schedule");
+      run.start(serve_prompt(run.device(), *pipeline, job.prompt), "schedule");
       run.run();
       job.energy_j = run.device().energy_j();
     });
@@ -152,20 +158,27 @@ class CoordGenScheduleExperiment : public Experiment {
   }
 
  private:
-  static sim::Task<void> replay(sim::Simulator& sim, devices::Device& device, const sd::GraphSchedule& g,
-                                sim::TimelineProcess* timeline, const std::string& dev) {
-    for (const auto& l : g.loads)
-      if (timeline)
-        timeline->span(dev + "/graph loader", fmt::format("load G_d B{}", l.block), sim::from_seconds(l.start_s),
-                       sim::from_seconds(l.end_s), "load");
-    for (const auto& c : g.computes) {
-      const sim::Time start = sim::from_seconds(c.start_s);
-      if (sim.now() < start) co_await sim.timeout(start - sim.now());
-      co_await device.busy("npu", sim::from_seconds(c.end_s - c.start_s),
-                           fmt::format("B{} chunk {} on {}", c.block, c.chunk, c.on_decode_graph ? "G_d" : "G_p"));
-    }
-    const sim::Time end = sim::from_seconds(g.latency_s());
-    if (sim.now() < end) co_await sim.timeout(end - sim.now());
+  // The prompt as one request through the request pipeline: its prefill stage is the schedule
+  // (pl::ScheduledPrefill), its answer the first token (no decode step), no KV reuse.
+  std::unique_ptr<pl::Pipeline> prompt_pipeline(const models::CostModel& cost, const sd::GraphSchedule& g,
+                                                sim::TimelineProcess* timeline) const {
+    return std::make_unique<pl::Pipeline>(
+        cost, pl::PipelineOptions{"npu", 0, 0.0},
+        Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: none}"), ConfigSource{}),
+        Registry<policies::kvsplit::KvSplitStrategy>::instance().create(YAML::Load("{impl: always_load}"),
+                                                                        ConfigSource{}),
+        std::make_unique<pl::ScheduledPrefill>(g, timeline, device_.name));
+  }
+
+  static sim::Task<void> serve_prompt(devices::Device& device, pl::Pipeline& pipeline, std::int64_t prompt) {
+    const std::string owner = "prompt", kv_owner = "prompt/kv";  // named: see decode_stage.h on g++ 12
+    co_await pipeline.start(device, owner);
+    pl::Request r;
+    r.app = "coordgen_schedule";
+    r.prompt.push_back(pl::Segment{"context", 0, prompt});
+    r.output_tokens = 1;
+    pl::Served served;
+    co_await pipeline.serve(device, kv_owner, r, served);
   }
 
   Params params_;

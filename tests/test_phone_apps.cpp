@@ -246,8 +246,9 @@ namespace mobisim {
 namespace {
 
 TEST(PhoneApps, ACoordGenRequestWhosePeakMemoryDoesNotFitStopsTheRun) {
-  // CoordGen's per-request peak (NPU graphs, the CPU's weights, drafter, KV) is held in DRAM while
-  // the request replays; 0.5 GB cannot hold Qwen2.5-1.5B's.
+  // CoordGen's per-request peak is held in DRAM while the request runs through the pipeline: its
+  // K/V by the KV-residency stage ("user/kv"), the rest (NPU graphs, the CPU's weights, drafter)
+  // by the policy's plan ("user/decoder"); 0.5 GB cannot hold Qwen2.5-1.5B's.
   testing::TempDir dir("coordgen-dram");
   const std::string out = dir.file("f10.h5");
   const auto r = testing::run_mobisim(fmt::format(
@@ -255,7 +256,7 @@ TEST(PhoneApps, ACoordGenRequestWhosePeakMemoryDoesNotFitStopsTheRun) {
       "-p experiment.device.dram.capacity_gb=4.5 -p experiment.device.dram.reserved_gb=4",
       testing::source_dir(), out));
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("DRAM of oneplus-13 is full: 'request' needs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("DRAM of oneplus-13 is full: 'user/decoder' needs"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 

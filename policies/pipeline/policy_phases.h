@@ -1,0 +1,84 @@
+#pragma once
+// A CoordGen-document policy's own request plan (policies/specdec: its prefill slots, then the
+// graph switch, the calibration and every step's draft / verify / attention, with pipelined
+// calibration as a background CPU stream) issued by two pipeline stages on the phone's queues:
+//
+//   PolicyPrefill   the plan's prefill phases (NPU slots and their CPU attention), after
+//                   starting the background calibration stream beside them: the policy's own
+//                   prefill, progressive graph switching and all
+//   PolicyDecode    the rest of the main chain, waiting for the background stream where the
+//                   policy joins it (the first drafting step needs the calibrated tree)
+//
+// The two share one PolicyPlan, which the driver fills for each request before the pipeline
+// serves it: acceptance comes from the driver's workload (reference answers, the real kernel's
+// drafts, stored prefill predictions), so the driver runs the drafter and the policy, and these
+// stages only issue what the policy planned. Alone on a phone the two stages take exactly what
+// specdec::replay_phases takes for the same phases (the coordgen driver's old loop; tested).
+// Each phase queues at its own priority plus the pipeline's.
+//
+// Not in the stage registries: the plan comes from the driver, not from YAML. The `speculative`
+// decode stage (speculative_decode.h) is the YAML-configurable wrapper of the same policies.
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policies/pipeline/decode_stage.h"
+#include "policies/pipeline/prefill_stage.h"
+#include "policies/specdec/specdec_policy.h"
+#include "sim/event.h"
+
+namespace mobisim::policies::pipeline {
+
+class PolicyPlan {
+ public:
+  // The next request's phases and what its peak holds in DRAM beyond the K/V the KV-residency
+  // stage holds (graphs, the CPU's weight copy, the calibrated tree), reserved while it runs.
+  void set(std::vector<specdec::Phase> phases, double extra_dram_bytes);
+  void begin(const std::string& owner) { owner_ = owner + "/decoder"; }
+  // The prefill's main-chain phases, the background stream started first.
+  sim::Task<void> prefill(devices::Device& device, int priority);
+  // The main chain after the prefill, then the end of the background stream.
+  sim::Task<void> rest(devices::Device& device, int priority);
+  // What the main chain of the last request waited at joins (the exposed calibration).
+  double join_wait_s() const { return join_wait_s_; }
+  std::int64_t verifications() const;
+
+ private:
+  sim::Task<void> phase(devices::Device& device, std::size_t i, int priority);
+  sim::Task<void> background(devices::Device& device, int priority);
+  sim::Task<void> wait_background(devices::Device& device);
+
+  std::vector<specdec::Phase> phases_;
+  std::size_t split_ = 0;  // first main-chain phase that is not the prefill's
+  double extra_bytes_ = 0;
+  std::string owner_ = "decoder";
+  std::vector<sim::Event> done_;  // [i]: main-chain phase i finished (what background phases wait for)
+  std::optional<sim::ProcessHandle> background_;
+  double join_wait_s_ = 0;
+};
+
+class PolicyPrefill : public PrefillStage {
+ public:
+  explicit PolicyPrefill(std::shared_ptr<PolicyPlan> plan) : plan_(std::move(plan)) {}
+  sim::Task<void> begin(devices::Device& device, const models::CostModel& cost, const std::string& owner) override;
+  sim::Task<void> run(devices::Device& device, const models::CostModel& cost, std::int64_t n_new,
+                      std::int64_t n_cached, int priority, double& active_energy_j) override;
+  std::string unit() const override { return "npu"; }
+
+ private:
+  std::shared_ptr<PolicyPlan> plan_;
+};
+
+class PolicyDecode : public DecodeStage {
+ public:
+  explicit PolicyDecode(std::shared_ptr<PolicyPlan> plan) : plan_(std::move(plan)) {}
+  sim::Task<void> run(const DecodeJob& job, Decoded& out) override;
+  std::string unit() const override { return "npu"; }
+
+ private:
+  std::shared_ptr<PolicyPlan> plan_;
+};
+
+}  // namespace mobisim::policies::pipeline
