@@ -600,7 +600,7 @@ class CoordGenExperiment : public Experiment {
   static std::unique_ptr<pl::Pipeline> user_pipeline(const models::CostModel& cost,
                                                      const std::shared_ptr<pl::PolicyPlan>& plan) {
     return std::make_unique<pl::Pipeline>(
-        cost, pl::PipelineOptions{"npu", 0, 0.0},
+        cost, pl::options_on("npu"),
         Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: none}"), ConfigSource{}),
         Registry<policies::kvsplit::KvSplitStrategy>::instance().create(YAML::Load("{impl: always_load}"),
                                                                         ConfigSource{}),

@@ -163,7 +163,7 @@ class CoordGenScheduleExperiment : public Experiment {
   std::unique_ptr<pl::Pipeline> prompt_pipeline(const models::CostModel& cost, const sd::GraphSchedule& g,
                                                 sim::TimelineProcess* timeline) const {
     return std::make_unique<pl::Pipeline>(
-        cost, pl::PipelineOptions{"npu", 0, 0.0},
+        cost, pl::options_on("npu"),
         Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: none}"), ConfigSource{}),
         Registry<policies::kvsplit::KvSplitStrategy>::instance().create(YAML::Load("{impl: always_load}"),
                                                                         ConfigSource{}),

@@ -34,7 +34,7 @@ constexpr const char* kPhone = "oneplus-12";
 std::unique_ptr<pl::Pipeline> coordgen_pipeline(const models::CostModel& cost, std::shared_ptr<pl::PolicyPlan> plan,
                                                 int priority = 0) {
   return std::make_unique<pl::Pipeline>(
-      cost, pl::PipelineOptions{"npu", priority, 0.0},
+      cost, pl::options_on("npu", priority),
       Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: none}"), ConfigSource{}),
       Registry<policies::kvsplit::KvSplitStrategy>::instance().create(YAML::Load("{impl: always_load}"),
                                                                       ConfigSource{}),
@@ -185,7 +185,7 @@ TEST(CoordGenPipeline, TwoRequestsQueueOnTheNpuBehindEachOther) {
 sim::Time scheduled_first_token(const devices::DeviceProfile& phone, const models::CostModel& cost,
                                 const sd::GraphSchedule& g, double npu_busy_first_s) {
   auto pipeline = std::make_unique<pl::Pipeline>(
-      cost, pl::PipelineOptions{"npu", 0, 0.0},
+      cost, pl::options_on("npu"),
       Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: none}"), ConfigSource{}),
       Registry<policies::kvsplit::KvSplitStrategy>::instance().create(YAML::Load("{impl: always_load}"),
                                                                       ConfigSource{}),

@@ -54,6 +54,14 @@ struct PipelineOptions {
   bool with_q = false;
 };
 
+// The defaults on `unit` at `priority` (one place to build them, as the struct grows).
+inline PipelineOptions options_on(std::string unit, int priority = 0) {
+  PipelineOptions o;
+  o.unit = std::move(unit);
+  o.priority = priority;
+  return o;
+}
+
 // One served request, as its row of the records.
 struct Served {
   RequestTimes times;
