@@ -73,18 +73,18 @@ TEST(CpuIsa, EngineEfficiencyIsAShareOfTheIsaPeakOfTheBestPathTheCpuHas) {
 TEST(CpuIsa, ADeviceMissingAnIsaKeyIsAConfigErrorNamingIt) {
   // No `isa`: the first use of an integer-weight efficiency names the key, the device and the engine.
   const DeviceProfile no_isa =
-      engine(kEngine).apply(device("{base: pixel7, compute: {cpu: {clusters: [{core: x, count: 1, ghz: 3, vector_pipes: 4}]}}}"));
+      engine(kEngine).apply(device("{base: midtier-android-ufs21, compute: {cpu: {clusters: [{core: x, count: 1, ghz: 3, vector_pipes: 4}]}}}"));
   try {
     no_isa.compute.at("cpu").efficiency(DType::kInt4, false);
     FAIL() << "an ISA-path runtime on a CPU without `isa` must be a ConfigError";
   } catch (const ConfigError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("compute.cpu.isa"), std::string::npos) << what;
-    EXPECT_NE(what.find("pixel7"), std::string::npos) << what;
+    EXPECT_NE(what.find("midtier-android-ufs21"), std::string::npos) << what;
     EXPECT_NE(what.find("isa-test"), std::string::npos) << what;
   }
-  // No clusters: names compute.cpu.clusters.
-  const DeviceProfile no_clusters = engine(kEngine).apply(load_device_profile("pixel7"));
+  // No clusters (the generic mid-tier profile names no SoC): names compute.cpu.clusters.
+  const DeviceProfile no_clusters = engine(kEngine).apply(load_device_profile("midtier-android-ufs21"));
   try {
     no_clusters.compute.at("cpu").efficiency(DType::kInt8, true);
     FAIL() << "an ISA-path runtime on a CPU without clusters must be a ConfigError";
