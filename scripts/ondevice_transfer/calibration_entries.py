@@ -1,3 +1,7 @@
+# ONE-OFF MIGRATION, ALREADY APPLIED (issue 37 item 3): do not rerun. It appended the transfer set's points to
+# the calibration.yaml of its day; the entries have since been fitted and edited (the llama.cpp and MNN CPU
+# `initial` values are the committed fits, docs/ondevice_data.md "CPU ISA peaks"), and a rerun on today's file
+# would append every point a second time. Kept as the record of how the entries were first written.
 # Rewrites experiments/published/calibration.yaml = main's version + the transfer set's calibration points
 # (appended to an existing (key, profile) entry, or new entries below a comment), from ondevice_transfer.yaml.
 import re, subprocess, yaml, sys
