@@ -430,12 +430,12 @@ UnitCost Device::unit_cost(const std::string& unit, const models::Work& work, mo
 
 // Not a coroutine itself: the cost is known now, so the caller awaits compute_for's task
 // directly (one coroutine frame per request, not two).
-sim::Task<void> Device::compute(const std::string& unit, const models::Work& work, models::DType dtype,
+sim::Task<void> Device::compute(std::string unit, const models::Work& work, models::DType dtype,
                                 std::string label, int priority, bool preempt, bool preemptible) {
   return compute_for(unit, unit_cost(unit, work, dtype, label), std::move(label), priority, preempt, preemptible);
 }
 
-sim::Task<void> Device::compute_for(const std::string& unit, UnitCost cost, std::string label, int priority,
+sim::Task<void> Device::compute_for(std::string unit, UnitCost cost, std::string label, int priority,
                                     bool preempt, bool preemptible) {
   Unit& u = unit_state(unit);
   const UnitCost& c = cost;  // `cost` is taken by value: a lazily started coroutine owns its arguments
@@ -469,7 +469,7 @@ sim::Task<void> Device::compute_for(const std::string& unit, UnitCost cost, std:
   if (timeline_) timeline_->span(profile_.name + "/" + unit, label, t0, sim_.now());
 }
 
-sim::Task<void> Device::busy(const std::string& unit, sim::Time duration, std::string label, int priority,
+sim::Task<void> Device::busy(std::string unit, sim::Time duration, std::string label, int priority,
                              bool preempt, bool preemptible) {
   Unit& u = unit_state(unit);
   auto lease = co_await u.queue->acquire(priority, preempt, preemptible);
@@ -489,7 +489,7 @@ sim::Task<void> Device::busy(const std::string& unit, sim::Time duration, std::s
   if (timeline_) timeline_->span(profile_.name + "/" + unit, label, t0, sim_.now());
 }
 
-sim::Task<void> Device::transfer(const std::string& link, double bytes, std::string label, sim::Time hold) {
+sim::Task<void> Device::transfer(std::string link, double bytes, std::string label, sim::Time hold) {
   const LinkSpec& spec = profile_.link(link, label);
   auto& q = *links_.at(link);
   auto lease = co_await q.acquire();

@@ -126,21 +126,23 @@ class Device {
   // alone it takes its roofline time; beside other bandwidth-bound work it takes longer.
   // With `preemptible`, a later request with `preempt` may take the unit: this call then throws
   // sim::Interrupt and the work is lost (the caller decides whether to retry).
-  sim::Task<void> compute(const std::string& unit, const models::Work& work, models::DType dtype,
+  // The unit (and the link of transfer) is taken by value: a process started with sim.start() runs
+  // later, after the caller's temporaries (a "npu" literal) are gone.
+  sim::Task<void> compute(std::string unit, const models::Work& work, models::DType dtype,
                           std::string label, int priority = 0, bool preempt = false, bool preemptible = false);
   // The same for work whose cost the caller already has (memoised per shape): `cost` is what
   // unit_cost() gives for the work.
-  sim::Task<void> compute_for(const std::string& unit, UnitCost cost, std::string label, int priority = 0,
+  sim::Task<void> compute_for(std::string unit, UnitCost cost, std::string label, int priority = 0,
                               bool preempt = false, bool preemptible = false);
   // What `work` costs on `unit` when nothing else runs: its roofline time, FLOPs and DRAM bytes.
   UnitCost unit_cost(const std::string& unit, const models::Work& work, models::DType dtype,
                      const std::string& needed_by) const;
   // Holds a unit busy for a given duration (e.g. a profiled fixed-cost operation).
-  sim::Task<void> busy(const std::string& unit, sim::Time duration, std::string label, int priority = 0,
+  sim::Task<void> busy(std::string unit, sim::Time duration, std::string label, int priority = 0,
                        bool preempt = false, bool preemptible = false);
   // `bytes` over a link, queued behind earlier transfers. `hold`: the link stays taken that much
   // longer (per-request issue work of a copy engine, e.g. a memcpy issue and event record).
-  sim::Task<void> transfer(const std::string& link, double bytes, std::string label = "transfer", sim::Time hold = 0);
+  sim::Task<void> transfer(std::string link, double bytes, std::string label = "transfer", sim::Time hold = 0);
   Storage& storage();
   sim::Resource& unit_queue(const std::string& unit);
 
