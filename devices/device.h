@@ -55,6 +55,9 @@ struct DeviceProfile {
   // `inherit_device` ("cpu.prefill: compute_efficiency=0.0387 ... of device pixel7 (reason)").
   std::string engine;
   std::vector<std::string> inherited_from_device;
+  // Set by EngineProfile::apply: what the engine derived from this SoC's description, one line per
+  // unit ("cpu int8 kernels: i8mm path, 8 threads, peak 2.46e+12 op/s (...)"), recorded in the result.
+  std::vector<std::string> derived_from_soc;
 
   // Accessors that fail with a ConfigError naming the profile and who needed the unit.
   const ComputeUnitSpec& unit(const std::string& name, const std::string& needed_by) const;

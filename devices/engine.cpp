@@ -236,8 +236,10 @@ std::vector<std::string> engine_npu_keys(Phase phase, models::DType dtype) {
 }
 
 void record_inherited(const DeviceProfile& device, const ConfigSource& source) {
-  if (!source.inherited) return;
-  for (const auto& line : device.inherited_from_device) source.inherited->add(line);
+  if (source.inherited)
+    for (const auto& line : device.inherited_from_device) source.inherited->add(line);
+  if (source.derived_from_soc)
+    for (const auto& line : device.derived_from_soc) source.derived_from_soc->add(line);
 }
 
 EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSource& source) {
@@ -326,8 +328,9 @@ namespace {
 // The runtime's integer-weight efficiencies are fractions of the SoC's ISA peak (engine cpu.isa_kernels):
 // each becomes the equivalent fraction of the unit's own peak for that dtype, so the roofline is unchanged.
 // What the device lacks (clusters, isa, a path the runtime has kernels for) is a gap of those dtypes.
-void apply_isa_kernels(const EngineUnitSpec& spec, const std::string& unit, const std::string& where,
-                       const DeviceProfile& device, ComputeUnitSpec& u, EngineGaps& gaps) {
+// Returns what was derived (path, threads, peak) for the result file, or "" when it is a gap.
+std::string apply_isa_kernels(const EngineUnitSpec& spec, const std::string& unit, const std::string& where,
+                              const DeviceProfile& device, ComputeUnitSpec& u, EngineGaps& gaps) {
   std::string problem, path;
   if (u.clusters.empty())
     problem = fmt::format("compute.{}.clusters (cores, clocks and 128-bit pipes per cluster)", unit);
@@ -369,6 +372,12 @@ void apply_isa_kernels(const EngineUnitSpec& spec, const std::string& unit, cons
       by_dtype[t] = e * peak / u.peak_flops(t);
     }
   }
+  if (!problem.empty()) return "";
+  // Which kernels the run's integer layers use, so a result says why it is as fast as it is.
+  return fmt::format("{} integer kernels: {} path, {} threads, int8 peak {:.3g} op/s ({}: isa_kernels [{}]; "
+                     "device '{}': {}.isa [{}])",
+                     unit, path, spec.threads > 0 ? fmt::to_string(spec.threads) : std::string("all"), peak,
+                     where, fmt::join(spec.isa_kernels, ", "), device.name, unit, fmt::join(u.isa, ", "));
 }
 }  // namespace
 
@@ -401,7 +410,10 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     if (spec.call_overhead_us) u.call_overhead_us = *spec.call_overhead_us;
     for (const auto& [t, x] : spec.kernel_cost) u.kernel_cost_by_dtype[t] = x;
     auto gaps = std::make_shared<EngineGaps>();
-    if (!spec.isa_kernels.empty()) apply_isa_kernels(spec, unit, where, device, u, *gaps);
+    if (!spec.isa_kernels.empty()) {
+      std::string derived = apply_isa_kernels(spec, unit, where, device, u, *gaps);
+      if (!derived.empty()) d.derived_from_soc.push_back(std::move(derived));
+    }
     InheritedLines lines;
     for (Phase phase : kPhases)
       for (models::DType t : kAllDtypes) {

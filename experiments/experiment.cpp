@@ -154,6 +154,8 @@ std::string write_results(const RunContext& ctx) {
   h5::write_attr(root, "not_modelled", ctx.not_modelled->keys());
   // Device-profile values the engine inherits by name (its `inherit_device`), not values of its own.
   h5::write_attr(root, "inherited_from_device", ctx.inherited->keys());
+  // Values engines derived from the SoC's description: the CPU kernels' ISA path, threads and peak.
+  h5::write_attr(root, "derived_from_soc", ctx.derived_from_soc->keys());
   if (ctx.resolved["experiment"]["impl"])
     h5::write_attr(root, "experiment", ctx.resolved["experiment"]["impl"].as<std::string>());
   ctx.results.summary.write(root, "summary");
@@ -294,7 +296,8 @@ LoadedExperiment load_experiment(YAML::Node root, const std::string& origin, con
                                  RunContext& ctx) {
   auto overrides = std::make_shared<const std::vector<std::string>>(options.overrides);
   for (const auto& o : options.overrides) apply_override(root, o);
-  ConfigSource src{std::make_shared<std::string>(origin), "", overrides, ctx.not_modelled, ctx.inherited};
+  ConfigSource src{std::make_shared<std::string>(origin), "", overrides, ctx.not_modelled, ctx.inherited,
+                   ctx.derived_from_soc};
   ParamSchema schema = run_schema();
   Params p(root, schema, src, {});
   YAML::Node exp_node = p.node("experiment");

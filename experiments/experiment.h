@@ -57,6 +57,8 @@ struct RunContext {
   // The device-profile values the run's engine inherits by its `inherit_device` (devices/engine.h),
   // one line per unit and phase (recorded in the result file as `inherited_from_device`).
   std::shared_ptr<NotModelledKeys> inherited = std::make_shared<NotModelledKeys>();
+  // What engines derived from the SoC's description (ISA path, threads, peak): `derived_from_soc`.
+  std::shared_ptr<NotModelledKeys> derived_from_soc = std::make_shared<NotModelledKeys>();
   bool quiet = false;
   int threads = 1;          // worker threads for independent simulations (results do not depend on it)
   WorkloadCache* workloads = nullptr;  // generated workloads shared with the process's other runs, or null

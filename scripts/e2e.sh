@@ -3,7 +3,7 @@
 # `reproduce` set, each at 1 and THREADS worker threads, results compared byte for byte.
 # CI runs it on the ASan+UBSan build and on the ThreadSanitizer build, so memory and thread
 # errors of whole runs (not only unit tests) fail the job.
-#   scripts/e2e.sh BUILD_DIR [THREADS]      # default THREADS=8
+#   scripts/e2e.sh BUILD_DIR [THREADS]      # default THREADS=8; E2E_JOBS checks at a time (default 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:?usage: scripts/e2e.sh BUILD_DIR [THREADS]}
@@ -14,21 +14,27 @@ export MOBISIM_HOME=$PWD
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-runs=0
-failures=0
-check() {  # name, then the mobisim arguments writing $work/<name>_t<threads>.h5
+# Checks run E2E_JOBS (default 2) at a time; each writes its verdict to $work/<name>.verdict and
+# the verdicts are printed in the order below, so the log reads the same whatever finishes first.
+jobs=${E2E_JOBS:-2}
+names=()
+run_check() {  # name, then the mobisim arguments writing $work/<name>_t<threads>.h5
   local name=$1; shift
   for t in 1 "$threads"; do
     if ! "$bin" "$@" --no-plot --quiet --threads "$t" --output "$work/${name}_t$t.h5" >"$work/$name.log" 2>&1; then
-      echo "e2e: FAILED $name at --threads $t:"; cat "$work/$name.log"; failures=$((failures + 1)); return
+      { echo "e2e: FAILED $name at --threads $t:"; cat "$work/$name.log"; } >"$work/$name.verdict"; return
     fi
   done
   if cmp -s "$work/${name}_t1.h5" "$work/${name}_t$threads.h5"; then
-    echo "e2e: ok $name (threads 1 and $threads identical)"
+    echo "e2e: ok $name (threads 1 and $threads identical)" >"$work/$name.verdict"
   else
-    echo "e2e: FAILED $name: threads 1 and $threads differ"; failures=$((failures + 1))
+    echo "e2e: FAILED $name: threads 1 and $threads differ" >"$work/$name.verdict"
   fi
-  runs=$((runs + 1))
+}
+check() {
+  while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
+  names+=("$1")
+  run_check "$@" &
 }
 
 check quickstart run experiments/quickstart.yaml --timeline "$work/quickstart.json"
@@ -52,15 +58,28 @@ sweep:
   seeds: [1, 2]
   set: {experiment.workload.max_users: 1, experiment.workload.max_queries_per_user: 4}
 YAML
-sweep_ok=1
-for t in 1 "$threads"; do
-  "$bin" sweep "$work/sweep.yaml" --quiet --threads "$t" --output "$work/sweep_t$t" >"$work/sweep.log" 2>&1 \
-    || { echo "e2e: FAILED sweep at --threads $t:"; cat "$work/sweep.log"; sweep_ok=0; }
+run_sweep() {
+  for t in 1 "$threads"; do
+    if ! "$bin" sweep "$work/sweep.yaml" --quiet --threads "$t" --output "$work/sweep_t$t" >"$work/sweep.log" 2>&1; then
+      { echo "e2e: FAILED sweep at --threads $t:"; cat "$work/sweep.log"; } >"$work/sweep.verdict"; return
+    fi
+  done
+  if cmp -s "$work/sweep_t1/index.h5" "$work/sweep_t$threads/index.h5"; then
+    echo "e2e: ok sweep (threads 1 and $threads identical)" >"$work/sweep.verdict"
+  else
+    echo "e2e: FAILED sweep: threads 1 and $threads differ" >"$work/sweep.verdict"
+  fi
+}
+while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
+names+=(sweep)
+run_sweep &
+wait
+
+runs=0
+failures=0
+for name in "${names[@]}"; do
+  if [ -f "$work/$name.verdict" ]; then cat "$work/$name.verdict"; else echo "e2e: FAILED $name: no verdict"; fi
+  if grep -q '^e2e: ok' "$work/$name.verdict" 2>/dev/null; then runs=$((runs + 1)); else failures=$((failures + 1)); fi
 done
-if [ "$sweep_ok" = 1 ] && cmp -s "$work/sweep_t1/index.h5" "$work/sweep_t$threads/index.h5"; then
-  echo "e2e: ok sweep (threads 1 and $threads identical)"; runs=$((runs + 1))
-else
-  echo "e2e: FAILED sweep"; failures=$((failures + 1))
-fi
 echo "e2e: $runs passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -2,6 +2,8 @@
 # Builds (Release, ./build) and runs the whole test suite with ctest.
 #   scripts/test.sh             # Release build + ctest
 #   SANITIZE=1 scripts/test.sh  # ./build-asan with AddressSanitizer + UBSan: ctest, then end-to-end runs
+#   SANITIZE=1 FUZZ=1 scripts/test.sh  # the same with clang, libraries also instrumented for libFuzzer,
+#                               # so scripts/ci_fuzz.sh (FUZZ_BUILD_DIR=build-asan) reuses them (CI)
 #   TSAN=1 scripts/test.sh      # ./build-tsan with ThreadSanitizer: end-to-end runs at --threads 8
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,9 +25,15 @@ if [ "${TSAN:-0}" = 1 ]; then
 fi
 if [ "${SANITIZE:-0}" = 1 ]; then
   build=${BUILD_DIR:-build-asan}
+  fuzz=()
+  if [ "${FUZZ:-0}" = 1 ]; then
+    command -v clang++ >/dev/null || { echo "test.sh: FUZZ=1 needs clang++ (scripts/setup.sh installs it)" >&2; exit 1; }
+    export CXX=clang++
+    fuzz=(-DMOBISIM_FUZZ=ON)
+  fi
   # -O1 keeps the sanitized build and its tests fast enough for CI on 2 cores.
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" "${launcher[@]}" "${unity[@]}" \
-        -DMOBISIM_SANITIZE=ON -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF >/dev/null
+        -DMOBISIM_SANITIZE=ON "${fuzz[@]}" -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF >/dev/null
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp}

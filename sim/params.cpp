@@ -132,11 +132,11 @@ std::vector<std::string> NotModelledKeys::keys() const {
 }
 
 ConfigSource ConfigSource::child(const std::string& key) const {
-  return {file, key_path.empty() ? key : key_path + "." + key, overrides, not_modelled, inherited};
+  return {file, key_path.empty() ? key : key_path + "." + key, overrides, not_modelled, inherited, derived_from_soc};
 }
 
 ConfigSource ConfigSource::element(std::size_t index) const {
-  return {file, fmt::format("{}[{}]", key_path, index), overrides, not_modelled, inherited};
+  return {file, fmt::format("{}[{}]", key_path, index), overrides, not_modelled, inherited, derived_from_soc};
 }
 
 static std::vector<std::string> key_steps(const std::string& path) {

@@ -101,6 +101,9 @@ struct ConfigSource {
   // The device-profile values an engine profile inherits explicitly (devices/engine.h
   // `inherit_device`), collected the same way and recorded in the result file. null: not collected.
   std::shared_ptr<NotModelledKeys> inherited = nullptr;
+  // Values an engine derived from the SoC's description rather than stated (its CPU kernels' ISA path,
+  // threads and int8 peak), collected the same way and recorded in the result. null: not collected.
+  std::shared_ptr<NotModelledKeys> derived_from_soc = nullptr;
 
   ConfigSource child(const std::string& key) const;
   ConfigSource element(std::size_t index) const;

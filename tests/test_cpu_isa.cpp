@@ -70,6 +70,26 @@ TEST(CpuIsa, EngineEfficiencyIsAShareOfTheIsaPeakOfTheBestPathTheCpuHas) {
   EXPECT_EQ(mllm.compute.at("cpu").efficiency(DType::kInt4, false), pixel7.compute.at("cpu").efficiency(DType::kInt4, false));
 }
 
+TEST(CpuIsa, TheResultRecordsWhichPathThreadsAndPeakTheKernelsUsed) {
+  const std::string clusters = "clusters: [{core: cortex-x4, count: 1, ghz: 3.3, vector_pipes: 4}]";
+  const DeviceProfile dotprod_only =
+      engine(kEngine).apply(device("{base: pixel7, compute: {cpu: {" + clusters + ", isa: [dotprod]}}}"));
+  // One line for the cpu: the SDOT path (no i8mm on this core), 1 thread, 3.3e9 x 4 x 32 = 422.4e9 op/s.
+  ASSERT_EQ(dotprod_only.derived_from_soc.size(), 1u);
+  const std::string& line = dotprod_only.derived_from_soc.front();
+  EXPECT_EQ(line.rfind("cpu integer kernels: dotprod path, 1 threads, int8 peak 4.22e+11 op/s (engine 'isa-test'", 0), 0u)
+      << line;
+  EXPECT_NE(line.find("isa_kernels [i8mm, dotprod]"), std::string::npos) << line;
+  EXPECT_NE(line.find("cpu.isa [dotprod]"), std::string::npos) << line;
+  // Collected into the run's record (ConfigSource::derived_from_soc, written as `derived_from_soc`).
+  ConfigSource src;
+  src.derived_from_soc = std::make_shared<NotModelledKeys>();
+  record_inherited(dotprod_only, src.child("experiment").element(0).child("device"));  // as a run's key reads it
+  EXPECT_EQ(src.derived_from_soc->keys(), dotprod_only.derived_from_soc);
+  // A runtime without ISA-path kernels derives nothing.
+  EXPECT_TRUE(load_engine_profile("mllm").apply(load_device_profile("pixel7")).derived_from_soc.empty());
+}
+
 TEST(CpuIsa, ADeviceMissingAnIsaKeyIsAConfigErrorNamingIt) {
   // No `isa`: the first use of an integer-weight efficiency names the key, the device and the engine.
   const DeviceProfile no_isa =
