@@ -8,6 +8,7 @@
 // and chosen in a pipeline app's YAML as `kv_reuse: {impl: my_reuse, ...}`.
 #include <cstdint>
 
+#include "models/model_spec.h"
 #include "policies/pipeline/request.h"
 
 namespace mobisim::policies::pipeline {
@@ -30,6 +31,9 @@ class KvReuse {
   virtual ~KvReuse() = default;
   // `kv_bytes_per_token` of the model whose K/V is stored; called once before any request.
   virtual void begin(double kv_bytes_per_token) { (void)kv_bytes_per_token; }
+  // The same with the whole model (what the pipeline calls): a stage whose entries weigh more than
+  // the K/V (PerCache's Q/K/V slices) reads it here; by default its K/V bytes per token go to begin().
+  virtual void begin_model(const models::ModelSpec& spec) { begin(spec.kv_bytes_per_token()); }
   virtual KvMatch match(const Request& r, double now_s) = 0;
   // After the request is served: what is stored for later requests (bytes written to flash).
   virtual KvStored store(const Request& r, double now_s) = 0;

@@ -32,7 +32,7 @@ kvsplit::DeviceCostOptions Pipeline::split_options() const {
 }
 
 sim::Task<void> Pipeline::start(devices::Device& device, const std::string& owner) {
-  reuse_->begin(cost_.spec().kv_bytes_per_token());
+  reuse_->begin_model(cost_.spec());
   // What a split costs on this phone, built once (it copies the model and the profile).
   split_costs_ = std::make_unique<kvsplit::DeviceSplitCosts>(cost_, device.profile(), split_options());
   owner_ = owner;
