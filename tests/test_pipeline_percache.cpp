@@ -1,7 +1,8 @@
 // PerCache configured as pipeline stages (answer_cache: semantic, kv_reuse: chunk_tree,
 // prefill: qkv_reuse or unit, decode: vanilla) against the `rag` policies' own request loop
 // (CachingPolicy on RagPipeline, as rag_qa runs it) on a small hand-made trace: the same queries
-// hit the QA bank and the QKV tree, and every query's latency is the same to the nanosecond.
+// hit the QA bank and the QKV tree, and every query's latency is the same to the nanosecond; with
+// several slices per query they differ only in how a tree hit is read back (its load time).
 //
 // Where the two are the same by construction (and so where this checks them): one retrieved chunk
 // per query and no system prompt (PerCache reads one file per matched slice, the pipeline the
@@ -55,13 +56,14 @@ traces::RagTrace one_chunk_trace() {
 }
 
 // The rag_qa driver's requests as the pipeline app builds them: the chunk, then the query.
-std::vector<Request> requests_of(const traces::UserTrace& u) {
+std::vector<Request> requests_of(const traces::UserTrace& u, std::int64_t system_prompt_tokens) {
   std::vector<Request> out;
   for (std::size_t i = 0; i < u.queries.size(); ++i) {
     const traces::Query& q = u.queries[i];
     Request r;
     r.id = static_cast<std::int64_t>(i);
     r.arrival_s = q.arrival_s;
+    if (system_prompt_tokens > 0) r.prompt.push_back({"system", 0x5157E1ULL, system_prompt_tokens});
     for (auto c : q.retrieved)
       r.prompt.push_back({"chunk", 0xC4000000ULL + static_cast<std::uint64_t>(c), u.chunks[static_cast<std::size_t>(c)].tokens});
     r.prompt.push_back({"query", 0x9E000000000ULL + i, q.tokens});
@@ -97,44 +99,59 @@ struct Mode {
   const char* prefill;     // the pipeline's prefill stage
 };
 
-class PerCacheOnThePipeline : public ::testing::TestWithParam<Mode> {};
+// What the old loop and the pipeline did with the same queries.
+struct BothPaths {
+  std::vector<policies::QueryRecord> old;
+  std::vector<Served> served;
+};
 
-TEST_P(PerCacheOnThePipeline, GivesEveryQueryTheOldLoopsLatency) {
-  const Mode mode = GetParam();
-  const traces::RagTrace trace = one_chunk_trace();
-  policies::PipelineConfig cfg;
-  cfg.compute_unit = cfg.prefill_unit = cfg.decode_unit = "cpu";
-  cfg.system_prompt_tokens = 0;
-  cfg.top_k = 1;
-  cfg.embed_query_ms = 100;
-  cfg.qa_match_ms = 10;
-  const auto old = policies::testing::run_user(
-      fmt::format("{{impl: percache, prediction: false, scheduler: false, conversions: false, answer_hits_later: false, "
-                  "refresh: false, boundary_rules: false, reuse_mode: {}}}",
-                  mode.reuse_mode),
-      trace, 0, cfg);
-
+BothPaths run_both(const traces::RagTrace& trace, const policies::PipelineConfig& cfg, const Mode& mode,
+                   bool boundary_rules) {
+  BothPaths out;
+  out.old = policies::testing::run_user(
+                fmt::format("{{impl: percache, prediction: false, scheduler: false, conversions: false, "
+                            "answer_hits_later: false, refresh: false, boundary_rules: {}, reuse_mode: {}}}",
+                            boundary_rules, mode.reuse_mode),
+                trace, 0, cfg)
+                .records;
   const models::CostModel cost(policies::testing::llama_fp32_act());
   PipelineOptions options = options_on("cpu");
   options.payload = std::string(mode.payload) == "qkv" ? kvsplit::Payload::kQkv : kvsplit::Payload::kKv;
   Pipeline pipeline(cost, options,
-                    stage<KvReuse>(fmt::format("{{impl: chunk_tree, boundary_rules: false, payload: {}}}", mode.payload)),
+                    stage<KvReuse>(fmt::format("{{impl: chunk_tree, boundary_rules: {}, payload: {}}}", boundary_rules,
+                                               mode.payload)),
                     stage<kvsplit::KvSplitStrategy>("{impl: always_load}"), stage<PrefillStage>(mode.prefill),
-                    stage<AnswerCache>("{impl: semantic, tau_query: 0.85, embed_ms: 100, match_ms: 10}"),
+                    stage<AnswerCache>(fmt::format("{{impl: semantic, tau_query: 0.85, embed_ms: {}, match_ms: {}}}",
+                                                   cfg.embed_query_ms, cfg.qa_match_ms)),
                     stage<DecodeStage>("{impl: vanilla, unit: cpu}"));
   sim::Simulator sim;
   sim::StatGroup stats("test");
   devices::Device device(sim, devices::load_device_profile("pixel7"), stats.child("device"));
-  std::vector<Served> served;
-  const std::vector<Request> requests = requests_of(trace.users[0]);  // outlives the process
-  sim.start(replay(sim, device, pipeline, requests, served), "pipeline");
+  const std::vector<Request> requests = requests_of(trace.users[0], cfg.system_prompt_tokens);  // outlives the process
+  sim.start(replay(sim, device, pipeline, requests, out.served), "pipeline");
   sim.run();
+  return out;
+}
 
-  ASSERT_EQ(served.size(), old.records.size());
+policies::PipelineConfig rag_config(std::int64_t system_prompt_tokens, std::int64_t top_k) {
+  policies::PipelineConfig cfg;
+  cfg.compute_unit = cfg.prefill_unit = cfg.decode_unit = "cpu";
+  cfg.system_prompt_tokens = system_prompt_tokens;
+  cfg.top_k = top_k;
+  cfg.embed_query_ms = 100;
+  cfg.qa_match_ms = 10;
+  return cfg;
+}
+
+class PerCacheOnThePipeline : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(PerCacheOnThePipeline, GivesEveryQueryTheOldLoopsLatency) {
+  const auto [old, served] = run_both(one_chunk_trace(), rag_config(0, 1), GetParam(), false);
+  ASSERT_EQ(served.size(), old.size());
   const bool hits[] = {false, false, true, false, false, false};
   const std::int64_t reused[] = {0, 0, 0, 120, 0, 100};
   for (std::size_t i = 0; i < served.size(); ++i) {
-    const auto& rec = old.records[i];
+    const auto& rec = old[i];
     SCOPED_TRACE(fmt::format("query {}", i));
     EXPECT_EQ(rec.qa_hit, hits[i]);
     EXPECT_EQ(served[i].answer_hit, hits[i]);
@@ -147,6 +164,36 @@ TEST_P(PerCacheOnThePipeline, GivesEveryQueryTheOldLoopsLatency) {
       EXPECT_NEAR(served[i].decode_s, rec.decode_s, 1e-9);
     }
   }
+}
+
+// With a system prompt, two chunks per query and both boundary rules, the two still reuse the same
+// tokens and prefill and decode alike: they differ only in how a tree hit is read back. PerCache
+// reads each matched slice (the root, every chunk) as its own file and the last one whole (rule 2's
+// tokens are read, then recomputed); the pipeline reads the reused prefix as one read. So a hit's
+// latency differs by exactly the load time, and PerCache's is the longer.
+TEST_P(PerCacheOnThePipeline, WithSeveralSlicesDiffersOnlyInHowAHitIsReadBack) {
+  traces::RagTrace trace = one_chunk_trace();
+  const std::vector<std::vector<std::int32_t>> retrieved = {{0, 1}, {1, 2}, {0, 1}, {1, 2}, {2, 3}, {0, 3}};
+  for (std::size_t i = 0; i < retrieved.size(); ++i) trace.users[0].queries[i].retrieved = retrieved[i];
+  const auto [old, served] = run_both(trace, rag_config(64, 2), GetParam(), true);
+  ASSERT_EQ(served.size(), old.size());
+  int hits = 0;
+  for (std::size_t i = 0; i < served.size(); ++i) {
+    const auto& rec = old[i];
+    SCOPED_TRACE(fmt::format("query {}", i));
+    EXPECT_EQ(served[i].answer_hit, rec.qa_hit);
+    if (rec.qa_hit) continue;
+    EXPECT_EQ(served[i].reused_tokens, rec.reused_tokens);
+    EXPECT_NEAR(served[i].prefill_s, rec.prefill_s, 1e-9);
+    EXPECT_NEAR(served[i].decode_s, rec.decode_s, 1e-9);
+    EXPECT_NEAR((served[i].times.end_s - served[i].times.arrival_s) - served[i].split_s,
+                (rec.end_s - rec.arrival_s) - rec.load_s, 1e-9);
+    if (served[i].reused_tokens > 0) {
+      ++hits;
+      EXPECT_GT(rec.load_s, served[i].split_s);
+    }
+  }
+  EXPECT_EQ(hits, 4);  // queries 1 and 4 (the root), 3 (the root, chunks 1 and 2), 5 (the root and chunk 0)
 }
 
 INSTANTIATE_TEST_SUITE_P(ReuseModes, PerCacheOnThePipeline,
