@@ -44,6 +44,7 @@ ChunkTreeReuse::TreePath ChunkTreeReuse::path_of(const Request& r) {
 
 KvMatch ChunkTreeReuse::match(const Request& r, double now_s) {
   (void)now_s;
+  files_.clear();
   const TreePath path = path_of(r);
   const policies::KvMatch m = tree_.match(path.chunks);
   if (m.nodes.empty()) return {};
@@ -53,6 +54,7 @@ KvMatch ChunkTreeReuse::match(const Request& r, double now_s) {
     trim = std::min<std::int64_t>(boundary_tokens_, tree_.nodes()[static_cast<std::size_t>(m.nodes.back())].tokens);
   KvMatch out;
   out.tokens = m.tokens - trim;
+  for (const std::int32_t id : m.nodes) files_.push_back(tree_.nodes()[static_cast<std::size_t>(id)].tokens);
   out.bytes = static_cast<double>(out.tokens) * bytes_per_token_;
   return out;
 }

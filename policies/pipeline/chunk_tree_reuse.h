@@ -15,10 +15,12 @@
 // What each stored token weighs on flash is the model's K/V (`payload: kv`) or PerCache's Q/K/V
 // (`payload: qkv`, at the K/V dtype); the pipeline's load-or-recompute stage reads the matched
 // prefix back with the same weight when its payload says so (PipelineOptions::payload).
-// Differences from the `rag` app's CachingPolicy (which loads one file per slice, whole, then
-// recomputes rule 2's tokens, and writes new slices in idle time only when the write fits before
-// the next query): here the prefix comes back as one read of the reused tokens and the new
-// slices are written right after the answer, in the background (the pipeline's store step).
+// A match names its slices (matched_files()): loaded whole from flash (always_load), each is read
+// as its own file, the last one whole (rule 2's tokens are read, then recomputed), as PerCache
+// loads them; the split's estimate stays the strategy's plan of one read. Unlike the `rag` app's
+// CachingPolicy, which writes new slices in idle time only when the write fits before the next
+// query, the new slices are written right after the answer, in the background (the pipeline's
+// store step).
 //
 // Parameters:
 //   storage_limit_gb   flash the tree may hold (PerCache section 5.4: 8 GB)
@@ -44,6 +46,7 @@ class ChunkTreeReuse : public KvReuse {
   static ParamSchema schema();
   void begin_model(const models::ModelSpec& spec) override;
   KvMatch match(const Request& r, double now_s) override;
+  std::vector<std::int64_t> matched_files() const override { return files_; }
   KvStored store(const Request& r, double now_s) override;
   double stored_bytes() const override { return tree_.used_bytes(); }
   std::int64_t evictions() const override { return static_cast<std::int64_t>(tree_.evictions()); }
@@ -61,6 +64,7 @@ class ChunkTreeReuse : public KvReuse {
   std::int64_t boundary_tokens_;
   bool qkv_;
   double bytes_per_token_ = 0;  // set by begin_model()
+  std::vector<std::int64_t> files_;  // the last match's slices (tokens each)
   std::map<std::uint64_t, std::int32_t> chunk_ids_;  // segment key -> tree chunk id, in order of first sight
 };
 

@@ -104,7 +104,10 @@ class Pipeline {
 
  private:
   // `in_dram`: leading prompt tokens whose K/V the idle stage put in DRAM.
-  sim::Task<void> bring_back(devices::Device& device, std::int64_t s, std::int64_t in_dram, Served& out);
+  // `files`: the match's stored files (KvReuse::matched_files()), read one by one when the whole prefix is
+  // loaded from flash.
+  sim::Task<void> bring_back(devices::Device& device, std::int64_t s, std::int64_t in_dram,
+                             const std::vector<std::int64_t>& files, Served& out);
   kvsplit::DeviceCostOptions split_options() const;
 
   const models::CostModel& cost_;
