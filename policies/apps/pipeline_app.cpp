@@ -29,6 +29,14 @@ ParamSchema PipelineApp::schema() {
   s.integer("system_prompt_tokens", 64, "tokens of the system prompt that opens every prompt").non_negative();
   s.integer("top_k", 3, "retrieved chunks placed in the prompt, best first").range(0, 1024);
   s.integer("answer_tokens", 0, "> 0: every answer has this length (0: the workload's)").non_negative();
+  s.real("retrieval_ms", 0.0, "fixed cost of retrieving a query's context on `unit`, after an answer-cache miss "
+         "(PerCache Table 1: 3940 ms)")
+      .non_negative()
+      .with_unit("ms");
+  s.real("kv_match_ms", 0.0, "fixed cost of matching the prompt against the KV-reuse stage's store on `unit` "
+         "(PerCache Table 1: 15 ms)")
+      .non_negative()
+      .with_unit("ms");
   s.node("kv_reuse", "KV-reuse stage: {impl: none|prefix_store|chunk_tree, ...} (default none)");
   s.node("answer_cache", "answer-cache stage: {impl: semantic, tau_query, embed_ms, match_ms, ...} (default: none)");
   s.node("prefill", "prefill stage: {impl: unit|npu_graphs|qkv_reuse, ...} (default: one pass on `unit`)");
@@ -89,6 +97,8 @@ PipelineApp::PipelineApp(const Params& p)
   PipelineOptions options;
   options.unit = unit_;
   options.priority = priority();
+  options.retrieval_ms = p.real("retrieval_ms");
+  options.kv_match_ms = p.real("kv_match_ms");
   // A store of Q/K/V slices (chunk_tree's payload: qkv) is read back at that weight.
   const YAML::Node reuse_keys = Registry<KvReuse>::instance().resolve(reuse, p.source_of("kv_reuse"));
   if (reuse_keys.IsMap() && reuse_keys["payload"] && reuse_keys["payload"].IsScalar() &&

@@ -104,6 +104,19 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
       co_return;
     }
   }
+  // Fixed costs of retrieving the context and of matching it against the store (PerCache's order).
+  if (options_.retrieval_ms > 0) {
+    const std::string what = "retrieve";  // named: a temporary string in a co_await is destroyed twice (g++ 12)
+    co_await device.busy(options_.unit, sim::from_ms(options_.retrieval_ms), what, options_.priority);
+    out.times.active_energy_j +=
+        device.profile().marginal_energy_j(options_.unit, sim::to_seconds(sim::from_ms(options_.retrieval_ms)), what);
+  }
+  if (options_.kv_match_ms > 0) {
+    const std::string what = "kv match";
+    co_await device.busy(options_.unit, sim::from_ms(options_.kv_match_ms), what, options_.priority);
+    out.times.active_energy_j +=
+        device.profile().marginal_energy_j(options_.unit, sim::to_seconds(sim::from_ms(options_.kv_match_ms)), what);
+  }
   // KV residency: the request's K/V is held while it runs (in DRAM, as far as the stage keeps it
   // there); one that cannot be stops the run.
   // What the stage reads for the request counts from here (a session's turn may read while it
