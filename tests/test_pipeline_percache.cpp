@@ -204,7 +204,10 @@ TEST(ChunkTreeReuse, MatchesTheRootAndTheRetrievedChunksUntilTheFirstMissLessRul
   Request a;
   a.prompt = {{"system", 1, 64}, {"chunk", 10, 100}, {"chunk", 11, 50}, {"query", 99, 20}};
   EXPECT_EQ(reuse->match(a, 0).tokens, 0);
-  EXPECT_GT(reuse->store(a, 0).bytes, 0.0);
+  const KvStored stored = reuse->store(a, 0);
+  EXPECT_GT(stored.bytes, 0.0);
+  EXPECT_EQ(stored.inserted, 2);  // the two chunks' slices (the root has its own slot)
+  EXPECT_EQ(reuse->store(a, 0).inserted, 0);  // stored already
   Request b = a;
   b.prompt[2] = {"chunk", 12, 70};  // the second chunk differs: root + first chunk match
   EXPECT_EQ(reuse->match(b, 0).tokens, 64 + 100 - 4);

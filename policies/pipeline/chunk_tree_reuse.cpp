@@ -67,12 +67,14 @@ KvStored ChunkTreeReuse::store(const Request& r, double now_s) {
   };
   std::vector<policies::KvSlice> slices;
   for (std::size_t k = 0; k < path.chunks.size(); ++k) slices.push_back(slice(path.chunks[k], path.tokens[k]));
-  const std::size_t nodes_before = tree_.live_nodes();
+  // Chunk slices are appended to the tree's node list (the root has its own slot): the growth is
+  // what was inserted, without a walk over the tree.
+  const std::size_t nodes_before = tree_.nodes().size();
   const std::uint64_t evicted_before = tree_.evictions();
   KvStored out;
   out.bytes = tree_.insert(slice(-1, path.root_tokens), slices);
   out.evicted = static_cast<int>(tree_.evictions() - evicted_before);
-  out.inserted = static_cast<int>(tree_.live_nodes() + static_cast<std::size_t>(out.evicted) - nodes_before);
+  out.inserted = static_cast<int>(tree_.nodes().size() - nodes_before);
   return out;
 }
 
