@@ -29,9 +29,17 @@ ParamSchema PipelineApp::schema() {
   s.integer("system_prompt_tokens", 64, "tokens of the system prompt that opens every prompt").non_negative();
   s.integer("top_k", 3, "retrieved chunks placed in the prompt, best first").range(0, 1024);
   s.integer("answer_tokens", 0, "> 0: every answer has this length (0: the workload's)").non_negative();
-  s.node("kv_reuse", "KV-reuse stage: {impl: none|prefix_store, ...} (default none)");
+  s.real("retrieval_ms", 0.0, "fixed cost of retrieving a query's context on `unit`, after an answer-cache miss "
+         "(PerCache Table 1: 3940 ms)")
+      .non_negative()
+      .with_unit("ms");
+  s.real("kv_match_ms", 0.0, "fixed cost of matching the prompt against the KV-reuse stage's store on `unit` "
+         "(PerCache Table 1: 15 ms)")
+      .non_negative()
+      .with_unit("ms");
+  s.node("kv_reuse", "KV-reuse stage: {impl: none|prefix_store|chunk_tree, ...} (default none)");
   s.node("answer_cache", "answer-cache stage: {impl: semantic, tau_query, embed_ms, match_ms, ...} (default: none)");
-  s.node("prefill", "prefill stage: {impl: unit|npu_graphs, ...} (default: one pass on `unit`)");
+  s.node("prefill", "prefill stage: {impl: unit|npu_graphs|qkv_reuse, ...} (default: one pass on `unit`)");
   s.node("decode", "decode stage: {impl: vanilla|speculative, ...} (default: vanilla, one token per step on `unit`)");
   s.node("kv_residency", "KV-residency stage: {impl: dram|dynakv, ...} (default: dram, all K/V in DRAM)");
   s.node("idle", "idle-work stage between requests: {impl: prefetch, ...} (default: none)");
@@ -80,13 +88,22 @@ PipelineApp::PipelineApp(const Params& p)
   const YAML::Node reuse = or_default(p, "kv_reuse", "none");
   const YAML::Node split = or_default(p, "load_or_recompute", "always_load");
   YAML::Node prefill = or_default(p, "prefill", "unit");
-  if (prefill.IsMap() && prefill["impl"] && prefill["impl"].Scalar() == "unit" && !prefill["unit"]) prefill["unit"] = unit_;
+  if (prefill.IsMap() && prefill["impl"] && (prefill["impl"].Scalar() == "unit" || prefill["impl"].Scalar() == "qkv_reuse") &&
+      !prefill["unit"])
+    prefill["unit"] = unit_;
   YAML::Node decode = or_default(p, "decode", "vanilla");
   if (decode.IsMap() && decode["impl"] && decode["impl"].Scalar() == "vanilla" && !decode["unit"]) decode["unit"] = unit_;
   const YAML::Node residency = or_default(p, "kv_residency", "dram");
   PipelineOptions options;
   options.unit = unit_;
   options.priority = priority();
+  options.retrieval_ms = p.real("retrieval_ms");
+  options.kv_match_ms = p.real("kv_match_ms");
+  // A store of Q/K/V slices (chunk_tree's payload: qkv) is read back at that weight.
+  const YAML::Node reuse_keys = Registry<KvReuse>::instance().resolve(reuse, p.source_of("kv_reuse"));
+  if (reuse_keys.IsMap() && reuse_keys["payload"] && reuse_keys["payload"].IsScalar() &&
+      reuse_keys["payload"].Scalar() == "qkv")
+    options.payload = kvsplit::Payload::kQkv;
   pipeline_ = std::make_unique<Pipeline>(
       cost_, options,
       Registry<KvReuse>::instance().create(reuse, p.source_of("kv_reuse")),

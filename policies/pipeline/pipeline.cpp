@@ -32,7 +32,7 @@ kvsplit::DeviceCostOptions Pipeline::split_options() const {
 }
 
 sim::Task<void> Pipeline::start(devices::Device& device, const std::string& owner) {
-  reuse_->begin(cost_.spec().kv_bytes_per_token());
+  reuse_->begin_model(cost_.spec());
   // What a split costs on this phone, built once (it copies the model and the profile).
   split_costs_ = std::make_unique<kvsplit::DeviceSplitCosts>(cost_, device.profile(), split_options());
   owner_ = owner;
@@ -43,10 +43,26 @@ sim::Task<void> Pipeline::start(devices::Device& device, const std::string& owne
 
 // The split strategy's plan is the estimate; its split point (or Cake's blocks) is then issued
 // on the phone's queues (split_events.h).
-sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, std::int64_t in_dram, Served& out) {
+sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, std::int64_t in_dram,
+                                     const std::vector<std::int64_t>& files, Served& out) {
   sim::Simulator& sim = device.sim();
   const kvsplit::SplitPlan plan = split_->plan(*split_costs_, kvsplit::SplitRequest{s, options_.with_q});
   out.split_estimate_s = plan.time_s;
+  // A store of separate files (PerCache's slices) loaded whole from flash: one read per file, each
+  // whole (the estimate stays the strategy's plan of one read).
+  if (!files.empty() && !split_->block_schedule() && plan.recomputed_tokens <= 0 && options_.link.empty() &&
+      options_.page_cache_fraction <= 0 && in_dram <= 0) {
+    const auto& m = cost_.spec();
+    const double per_token =
+        options_.payload == kvsplit::Payload::kKv ? m.kv_bytes_per_token() : m.qkv_bytes_per_token(m.kv_dtype);
+    const sim::Time t0 = sim.now();
+    const std::string label = "kv load";
+    for (const std::int64_t tokens : files) co_await device.storage().read(static_cast<double>(tokens) * per_token, label);
+    out.split_s = out.split_copy_s = sim::to_seconds(sim.now() - t0);
+    out.recomputed_tokens = 0;
+    out.loaded_tokens = s;
+    co_return;
+  }
   const SplitStreams streams{device, cost_, *split_costs_, split_options(), options_.priority, options_.with_q};
   SplitTally tally;
   const sim::Time t0 = sim.now();
@@ -88,6 +104,19 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
       co_return;
     }
   }
+  // Fixed costs of retrieving the context and of matching it against the store (PerCache's order).
+  if (options_.retrieval_ms > 0) {
+    const std::string what = "retrieve";  // named: a temporary string in a co_await is destroyed twice (g++ 12)
+    co_await device.busy(options_.unit, sim::from_ms(options_.retrieval_ms), what, options_.priority);
+    out.times.active_energy_j +=
+        device.profile().marginal_energy_j(options_.unit, sim::to_seconds(sim::from_ms(options_.retrieval_ms)), what);
+  }
+  if (options_.kv_match_ms > 0) {
+    const std::string what = "kv match";
+    co_await device.busy(options_.unit, sim::from_ms(options_.kv_match_ms), what, options_.priority);
+    out.times.active_energy_j +=
+        device.profile().marginal_energy_j(options_.unit, sim::to_seconds(sim::from_ms(options_.kv_match_ms)), what);
+  }
   // KV residency: the request's K/V is held while it runs (in DRAM, as far as the stage keeps it
   // there); one that cannot be stops the run.
   // What the stage reads for the request counts from here (a session's turn may read while it
@@ -100,7 +129,8 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   // At least the last prompt token is computed: its logits give the first answer token.
   const std::int64_t s = std::min(match.tokens, n - 1);
   out.reused_tokens = s;
-  if (s > 0) co_await bring_back(device, s, in_dram, out);
+  const std::vector<std::int64_t> files = reuse_->matched_files();
+  if (s > 0) co_await bring_back(device, s, in_dram, files, out);
   const sim::Time t_prefill = out.split_done = sim.now();
   co_await prefill_->run(device, cost_, n - s, s, options_.priority, out.times.active_energy_j);
   out.prefill_s = sim::to_seconds(sim.now() - t_prefill);

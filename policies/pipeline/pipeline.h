@@ -2,7 +2,9 @@
 // One request through the pipeline's stages on one phone:
 //
 //   answer_cache        a past query close enough answers it (AnswerCache; optional): a hit ends here
-//   kv_reuse            which prompt prefix [0, s) has K/V stored on flash (KvReuse)
+//   (retrieval)         a fixed cost on the unit (PipelineOptions::retrieval_ms; 0: none)
+//   kv_reuse            which prompt prefix [0, s) has K/V stored on flash (KvReuse), after a fixed
+//                       matching cost on the unit (PipelineOptions::kv_match_ms; 0: none)
 //   load_or_recompute   how it comes back: the strategy's split l -> [0, l) recomputed on the unit
 //                       while [l, s) is read from flash (a page-cached share copied from DRAM) or
 //                       over a link; Cake's blocks claimed from both ends (split_events.h)
@@ -52,6 +54,9 @@ struct PipelineOptions {
   kvsplit::Payload payload = kvsplit::Payload::kKv;
   std::int64_t npu_chunk = 64;
   bool with_q = false;
+  // Fixed costs on `unit` (0: none): retrieving the prompt's context after an answer-cache miss,
+  // and matching it against the KV-reuse stage's store (PerCache Table 1: 3,940 ms and 15 ms).
+  double retrieval_ms = 0, kv_match_ms = 0;
 };
 
 // The defaults on `unit` at `priority` (one place to build them, as the struct grows).
@@ -104,7 +109,10 @@ class Pipeline {
 
  private:
   // `in_dram`: leading prompt tokens whose K/V the idle stage put in DRAM.
-  sim::Task<void> bring_back(devices::Device& device, std::int64_t s, std::int64_t in_dram, Served& out);
+  // `files`: the match's stored files (KvReuse::matched_files()), read one by one when the whole prefix is
+  // loaded from flash.
+  sim::Task<void> bring_back(devices::Device& device, std::int64_t s, std::int64_t in_dram,
+                             const std::vector<std::int64_t>& files, Served& out);
   kvsplit::DeviceCostOptions split_options() const;
 
   const models::CostModel& cost_;
