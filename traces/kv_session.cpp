@@ -93,11 +93,24 @@ struct Centre {
   Eigen::VectorXf base, velocity;
   int born = 0;  // decode step the centre appeared (0 for initial ones)
   Eigen::VectorXf at(int step) const { return base + velocity * static_cast<float>(step - born); }
+  // gain x at(step) + noise into out[0, d), element by element as Eigen evaluates it (at(step)
+  // first; a gain of 1 changes no bit), without at()'s temporary: a position draws several rows.
+  void at_plus(int step, float gain, const float* noise, float* out) const {
+    const float dt = static_cast<float>(step - born);
+    for (Eigen::Index i = 0; i < base.size(); ++i) {
+      const float c = base[i] + velocity[i] * dt;
+      out[i] = gain * c + noise[i];
+    }
+  }
 };
+
+void gaussian_into(sim::Rng& rng, int d, double sd, float* out) {
+  for (int i = 0; i < d; ++i) out[i] = static_cast<float>(rng.normal(0.0, sd));
+}
 
 Eigen::VectorXf gaussian(sim::Rng& rng, int d, double sd) {
   Eigen::VectorXf v(d);
-  for (int i = 0; i < d; ++i) v[i] = static_cast<float>(rng.normal(0.0, sd));
+  gaussian_into(rng, d, sd, v.data());
   return v;
 }
 
@@ -141,7 +154,6 @@ class DriftingTable {
   void draw(int p, float* key, float* value, float* const* queries) {
     const DriftingSpec& spec = spec_;
     const int d = spec.head_dim;
-    using Row = Eigen::Map<Eigen::RowVectorXf>;
     const int step = std::max(0, p - spec.prefill);
     if (p >= spec.prefill && step > 0 && step % spec.birth_every == 0) {
       const Centre& parent = centres_[rng_.uniform_int(centres_.size())];
@@ -158,9 +170,11 @@ class DriftingTable {
     } else {
       pick = static_cast<int>(rng_.uniform_int(centres_.size()));
     }
-    Row(key, d) = (centres_[pick].at(step) + gaussian(rng_, d, spec.key_noise)).transpose();
+    noise_.resize(static_cast<std::size_t>(d));
+    gaussian_into(rng_, d, spec.key_noise, noise_.data());
+    centres_[pick].at_plus(step, 1.0f, noise_.data(), key);
     if (value)
-      Row(value, d) = gaussian(rng_, d, 1.0).transpose();
+      gaussian_into(rng_, d, 1.0, value);
     else
       skip_gaussian(rng_, d);
     if (p < spec.prefill) return;
@@ -170,9 +184,8 @@ class DriftingTable {
         target = targets_[0];
       else if (target < 0 || !qrng_.bernoulli(spec.query_persistence))
         target = qrng_.bernoulli(spec.p_query_local) ? pick : static_cast<int>(qrng_.uniform_int(centres_.size()));
-      Row(queries[g], d) =
-          (static_cast<float>(spec.query_gain) * centres_[target].at(step) + gaussian(qrng_, d, spec.query_noise))
-              .transpose();
+      gaussian_into(qrng_, d, spec.query_noise, noise_.data());
+      centres_[target].at_plus(step, static_cast<float>(spec.query_gain), noise_.data(), queries[g]);
     }
   }
 
@@ -181,6 +194,7 @@ class DriftingTable {
   sim::Rng rng_, qrng_;
   std::vector<Centre> centres_;
   std::vector<int> targets_;  // each query head's centre at the last step
+  std::vector<float> noise_;  // scratch: the noise of the row being drawn
 };
 
 KvSession generate_drifting_session(const DriftingSpec& spec) {

@@ -428,18 +428,38 @@ void FlashLayout::sort_offsets(std::vector<std::int64_t>& offsets) const {
 }
 
 bool FlashLayout::page_runs_from_bitmap(const std::vector<std::int64_t>& offsets, std::vector<ReadRun>& runs) const {
-  std::int64_t top = 0;
+  std::int64_t words = 0;
+  if (!mark_distinct_slots(offsets, words)) return false;
+  page_runs_from_marked_slots(words, runs);
+  return true;
+}
+
+bool FlashLayout::mark_distinct_slots(const std::vector<std::int64_t>& offsets, std::int64_t& words) const {
+  // One pass over the offsets checks and marks them (a repeated slot noted without a branch).
+  std::vector<std::uint64_t>& bits = slot_bits_;
+  std::uint64_t end_word = 0, repeats = 0;  // repeats: nonzero once a slot is marked twice
+  bool on_grid = true;
   for (std::int64_t off : offsets) {
-    if (off < 0 || entry_slot(off) * entry_bytes_ != off) return false;
-    top = std::max(top, off);
+    const std::int64_t slot = entry_slot(off);
+    if (off < 0 || slot * entry_bytes_ != off) {
+      on_grid = false;
+      break;
+    }
+    const std::uint64_t word = static_cast<std::uint64_t>(slot) / 64;
+    const std::uint64_t bit = std::uint64_t{1} << (static_cast<std::uint64_t>(slot) % 64);
+    if (word >= bits.size()) bits.resize(word + 1, 0);
+    repeats |= bits[word] & bit;
+    bits[word] |= bit;
+    end_word = std::max(end_word, word + 1);
   }
-  const std::int64_t words = entry_slot(top) / 64 + 1;
-  if (words > 4 * static_cast<std::int64_t>(offsets.size()) + 64) return false;  // as sort_offsets decides
-  const bool distinct = mark_slots(offsets, words);
-  if (!distinct) {
-    std::fill(slot_bits_.begin(), slot_bits_.begin() + words, 0);
-    return false;
-  }
+  words = static_cast<std::int64_t>(end_word);
+  // A map much larger than the list is sorted instead (as sort_offsets decides).
+  if (on_grid && repeats == 0 && words <= 4 * static_cast<std::int64_t>(offsets.size()) + 64) return true;
+  std::fill(bits.begin(), bits.begin() + words, 0);
+  return false;
+}
+
+void FlashLayout::page_runs_from_marked_slots(std::int64_t words, std::vector<ReadRun>& runs) const {
   // Entries in ascending order, each joining the run its first page continues (or opening one);
   // its pieces, entries and longest piece counted as runs_from_offsets counts them. Taken a block
   // of adjacent slots (set bits in a row) at a time: after a block's first entry every entry
@@ -476,7 +496,6 @@ bool FlashLayout::page_runs_from_bitmap(const std::vector<std::int64_t>& offsets
       prev_off = end - entry_bytes_;
     }
   }
-  return true;
 }
 
 std::vector<ReadRun> FlashLayout::runs_from_offsets(std::vector<std::int64_t>& offsets) const {
@@ -532,18 +551,34 @@ std::vector<ReadRun> FlashLayout::pieces_from_sorted_offsets(const std::vector<s
   return runs;
 }
 
-std::vector<ReadRun> FlashLayout::read_runs_of(const std::vector<int>& positions) const {
-  std::vector<std::int64_t>& offs = read_offsets_;
-  offs.clear();
+void FlashLayout::add_flash_offsets(std::span<const int> positions) const {
   for (int pos : positions)
-    if (pos >= 0 && pos < static_cast<int>(pos_on_flash_.size()) && pos_on_flash_[pos]) offs.push_back(pos_offset_[pos]);
-  return runs_from_offsets(offs);
+    if (pos >= 0 && pos < static_cast<int>(pos_on_flash_.size()) && pos_on_flash_[pos]) read_offsets_.push_back(pos_offset_[pos]);
+}
+
+std::vector<ReadRun> FlashLayout::read_runs_of(const std::vector<int>& positions) const {
+  read_offsets_.clear();
+  add_flash_offsets(positions);
+  return runs_from_offsets(read_offsets_);
+}
+
+std::vector<ReadRun> FlashLayout::read_runs_of_entries(const ClusterTable& t, const std::vector<int>& clusters) const {
+  // The offsets in positions_of's order (members, then buffered, cluster by cluster), gathered
+  // straight off the clusters: a decode step reads a tenth of the context or more, which
+  // positions_of copied first. (Marking the bitmap in this same pass was measured slower: the
+  // gather's loads, which miss the L2 cache, overlap less behind the marking's stores.)
+  read_offsets_.clear();
+  for (int c : clusters) {
+    add_flash_offsets(t.cluster(c).members);
+    add_flash_offsets(t.cluster(c).buffered);
+  }
+  return runs_from_offsets(read_offsets_);
 }
 
 std::vector<ReadRun> FlashLayout::read_runs(const ClusterTable& t, const std::vector<int>& clusters) const {
-  std::vector<int> positions;
-  for (int c : clusters) positions.insert(positions.end(), t.cluster(c).members.begin(), t.cluster(c).members.end());
-  return read_runs_of(positions);
+  read_offsets_.clear();
+  for (int c : clusters) add_flash_offsets(t.cluster(c).members);
+  return runs_from_offsets(read_offsets_);
 }
 
 void FlashLayout::check_invariants(const ClusterTable& t) const {

@@ -29,6 +29,7 @@
 // a direct write that programs every page it touches (write amplification).
 #include <cstdint>
 #include <map>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -95,6 +96,9 @@ class FlashLayout {
   std::vector<ReadRun> read_runs(const ClusterTable& t, const std::vector<int>& clusters) const;
   // Read commands for arbitrary positions (no_cluster's scattered top-k).
   std::vector<ReadRun> read_runs_of(const std::vector<int>& positions) const;
+  // The same as read_runs_of(t.positions_of(clusters)): every entry the clusters hold, members and
+  // buffered, those on flash read.
+  std::vector<ReadRun> read_runs_of_entries(const ClusterTable& t, const std::vector<int>& clusters) const;
 
   // Positions the layout holds for cluster c (its members as of the last sync).
   std::vector<int> placed_positions(int cluster) const {
@@ -139,6 +143,12 @@ class FlashLayout {
   // The page runs of distinct entry-slot offsets read straight off a bitmap of their slots, without
   // sorting them (false, runs untouched: not that case, sort and merge instead).
   bool page_runs_from_bitmap(const std::vector<std::int64_t>& offsets, std::vector<ReadRun>& runs) const;
+  // The runs of the slots marked in slot_bits_'s first `words` words, which it clears.
+  void page_runs_from_marked_slots(std::int64_t words, std::vector<ReadRun>& runs) const;
+  // Marks the entry slot of every offset in slot_bits_ (its first `words` words) when
+  // page_runs_from_bitmap applies: distinct multiples of entry_bytes, the map not much larger than
+  // the list; otherwise false, the bitmap left clear.
+  bool mark_distinct_slots(const std::vector<std::int64_t>& offsets, std::int64_t& words) const;
   // Sorts `offsets` in place and returns the reads they make.
   std::vector<ReadRun> runs_from_offsets(std::vector<std::int64_t>& offsets) const;
   // Sorts entry offsets ascending: by a bitmap over entry slots when they are distinct
@@ -175,6 +185,8 @@ class FlashLayout {
   std::vector<char> pos_on_flash_;
   mutable std::vector<std::uint64_t> slot_bits_;  // scratch of sort_offsets (all zero between calls)
   mutable std::vector<std::int64_t> read_offsets_;  // scratch of read_runs_of (a layout serves one thread at a time)
+  // Appends the offsets of those of `positions` that are on flash to read_offsets_.
+  void add_flash_offsets(std::span<const int> positions) const;
 };
 
 }  // namespace mobisim::policies::kvcluster

@@ -275,6 +275,7 @@ void SessionReplay::step(ExactAttention& exact) {
           hit.push_back(c);
         } else {
           missed.push_back(c);
+          rec.wanted_bytes += bytes;
         }
       }
       if (!pending_update.empty())
@@ -286,12 +287,12 @@ void SessionReplay::step(ExactAttention& exact) {
             pending_update.erase(it);
           }
         }
-      std::vector<int> wanted = ts.table.positions_of(missed);
+      // Read before the step changes the clusters (a split); the layout keeps the pre-step offsets
+      // until its sync below either way: reads resolve against what was on flash.
+      const auto runs = ts.layout.read_runs_of_entries(ts.table, missed);
       const int n_before = ts.table.n_entries();
       const StepOutcome out =
           policy.decode_selected(ts.table, std::move(sel), static_cast<int>(qs.size()), x.s.key(ti, s.prefill + step));
-      // The layout still has the pre-step offsets: reads resolve against what was on flash.
-      auto runs = ts.layout.read_runs_of(wanted);
       // Cached clusters live on flash too (layer-wise virtualization): prefetched, not on the critical path.
       if (!hit.empty()) {
         const auto pre = ts.layout.read_runs_of(ts.table.positions_of(hit));
@@ -318,7 +319,6 @@ void SessionReplay::step(ExactAttention& exact) {
         rec.forced_bytes += r.bytes;
         rec.commands += 1;
       }
-      rec.wanted_bytes += static_cast<std::int64_t>(wanted.size()) * opt.entry_bytes;
       layer_runs.insert(layer_runs.end(), runs.begin(), runs.end());
       layer_runs.insert(layer_runs.end(), forced_runs.begin(), forced_runs.end());
       const FlashStats before = ts.layout.stats();
