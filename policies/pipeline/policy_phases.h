@@ -17,8 +17,10 @@
 // a phone they take exactly what it takes (tested). Each phase queues at its own priority plus the
 // pipeline's.
 //
-// Not in the stage registries: the plan comes from the driver, not from YAML. The `speculative`
-// decode stage (speculative_decode.h) is the YAML-configurable wrapper of the same policies.
+// Not in the stage registries: here the plan comes from the driver. In YAML the same pair is
+// `prefill: {impl: coordgen}` (coordgen_prefill.h) with `decode: {impl: speculative, policy: ...}`
+// (speculative_decode.h), which plan each request from the stage's own answer stream and run it
+// through a PolicyPlan too.
 #include <cstddef>
 #include <memory>
 #include <optional>

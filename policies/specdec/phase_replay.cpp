@@ -25,7 +25,8 @@ void PhaseReplay::set(std::vector<Phase> phases) {
 }
 
 std::int64_t PhaseReplay::verifications() const {
-  return std::count_if(phases_.begin(), phases_.end(), [](const Phase& ph) { return !ph.background && ph.label == "verify"; });
+  return std::count_if(phases_.begin(), phases_.end(),
+                       [](const Phase& ph) { return !ph.background && ph.label == "verify"; });
 }
 
 sim::Task<void> PhaseReplay::phase(devices::Device& device, std::size_t i, int priority) {
@@ -50,7 +51,8 @@ sim::Task<void> PhaseReplay::wait_background(devices::Device& device) {
 }
 
 sim::Task<void> PhaseReplay::prefill(devices::Device& device, int priority) {
-  const bool any_background = std::any_of(phases_.begin(), phases_.end(), [](const Phase& ph) { return ph.background; });
+  const bool any_background =
+      std::any_of(phases_.begin(), phases_.end(), [](const Phase& ph) { return ph.background; });
   if (any_background) {
     done_.reserve(phases_.size());  // events are not moved once awaited
     for (std::size_t i = 0; i < phases_.size(); ++i) done_.emplace_back(device.sim());
