@@ -1,10 +1,13 @@
 // The pipeline's decode slot: `vanilla` is the decode path the pipeline had before the slot
 // existed, step for step; `speculative` takes, on an otherwise idle phone, exactly what the
 // CoordGen-document policy it wraps charges the request after its prefill, and holds its drafter
-// memory in DRAM; bad stage YAML names the key.
+// memory in DRAM; `prefill: coordgen` with it runs the policy end to end, taking what the coordgen
+// driver's pipeline takes for the same plan; bad stage YAML names the key.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
 
 #include "devices/device.h"
@@ -12,7 +15,10 @@
 #include "models/cost_model.h"
 #include "policies/apps/app.h"
 #include "policies/apps/pipeline_app.h"
+#include "policies/pipeline/pipeline.h"
+#include "policies/pipeline/policy_phases.h"
 #include "policies/pipeline/speculative_decode.h"
+#include "policies/specdec/specdec_policy.h"
 #include "sim/error.h"
 #include "sim/registry.h"
 #include "test_pipeline_util.h"
@@ -111,6 +117,87 @@ TEST(PipelineDecode, SpeculativeTakesExactlyThePolicysOwnCostForTheRequest) {
   EXPECT_GT(ran.peaks.at("app/decoder"), 0.0);
 }
 
+// The coordgen driver's pipeline for one planned request (experiments/coordgen_experiment.cpp):
+// the plan's own prefill and decode stages, on a fresh idle phone. Returns {latency, prefill} in ns.
+struct DriverTimes {
+  sim::Time latency = 0, prefill = 0;
+};
+sim::Task<void> driver_serve(devices::Device& device, policies::pipeline::Pipeline& pipeline,
+                             const policies::pipeline::Request& r, DriverTimes& out) {
+  const std::string owner = "user", kv_owner = "user/kv";  // named: see decode_stage.h on g++ 12
+  co_await pipeline.start(device, owner);
+  const sim::Time t0 = device.sim().now();
+  policies::pipeline::Served served;
+  co_await pipeline.serve(device, kv_owner, r, served);
+  out.latency = device.sim().now() - t0;
+  out.prefill = served.first_token - served.split_done;
+}
+DriverTimes coordgen_driver_times(const devices::DeviceProfile& phone, const models::CostModel& cost,
+                                  const policies::pipeline::Request& r, const policies::specdec::RequestBreakdown& b) {
+  namespace pl = policies::pipeline;
+  auto plan = std::make_shared<pl::PolicyPlan>();
+  pl::Pipeline pipeline(cost, pl::options_on("npu"),
+                        Registry<pl::KvReuse>::instance().create(YAML::Load("{impl: none}"), ConfigSource{}),
+                        Registry<policies::kvsplit::KvSplitStrategy>::instance().create(
+                            YAML::Load("{impl: always_load}"), ConfigSource{}),
+                        std::make_unique<pl::PolicyPrefill>(plan), nullptr, std::make_unique<pl::PolicyDecode>(plan));
+  const double kv = cost.spec().kv_bytes_per_token() * static_cast<double>(r.prompt_tokens() + b.output_tokens);
+  plan->set(b.phases, b.peak_memory_bytes - kv);
+  sim::StatGroup stats("phone");
+  experiments::SimulatedRun run(phone, stats.child("device"));
+  DriverTimes t;
+  run.start(driver_serve(run.device(), pipeline, r, t), "request");
+  run.run();
+  return t;
+}
+
+TEST(PipelineDecode, CoordGenPrefillRunsThePolicyEndToEndAsTheCoordGenDriverDoes) {
+  const devices::DeviceProfile phone = devices::load_device_profile("oneplus-12");
+  const std::string decode = "{impl: speculative, policy: {impl: coordgen}, outputs: {seed: 7}}";
+  auto app = app_with("prefill: {impl: coordgen}, decode: " + decode);
+  const Ran ran = run_alone(*app, phone);
+  ASSERT_EQ(ran.served.size(), 3u);
+  // The same requests planned again (same answer stream and history store), each served by the
+  // coordgen driver's pipeline and by the policy's phase replay on a fresh phone.
+  auto again = Registry<policies::pipeline::DecodeStage>::instance().create(YAML::Load(decode), ConfigSource{});
+  auto& spec = dynamic_cast<policies::pipeline::SpeculativeDecode&>(*again);
+  const models::CostModel cost(models::load_model_spec(YAML::Load(kModel), ConfigSource{}));
+  {
+    sim::StatGroup stats("phone");
+    experiments::SimulatedRun run(phone, stats.child("device"));
+    spec.begin(run.device(), cost);
+  }
+  for (std::size_t i = 0; i < ran.served.size(); ++i) {
+    policies::pipeline::Request r;
+    r.prompt = {{"system", 0x5157E1ULL, 64}};
+    for (std::uint64_t c = 0; c < 3; ++c) r.prompt.push_back({"chunk", 0xC4000000ULL + c, 100});
+    r.prompt.push_back({"query", 0x9E000000000ULL + i, 20});
+    r.output_tokens = 40;
+    const auto plan = spec.plan(r.token_ids(), 40);
+    const policies::specdec::RequestBreakdown& b = plan.breakdown;
+    // CoordGen's calibration is pipelined: a background stream beside the prefill.
+    ASSERT_TRUE(std::any_of(b.phases.begin(), b.phases.end(),
+                            [](const policies::specdec::Phase& ph) { return ph.background; }));
+    const DriverTimes driver = coordgen_driver_times(phone, cost, r, b);
+    const policies::pipeline::Served& s = ran.served[i];
+    const sim::Time latency = sim::from_seconds(s.times.end_s) - s.started;
+    EXPECT_LE(std::abs(latency - driver.latency), 1) << i;  // ns (end_s is a double)
+    EXPECT_EQ(s.first_token - s.split_done, driver.prefill) << i;
+    // ... which is the policy's own phase replay (specdec::replay_phases), prefill charged.
+    sim::StatGroup stats("phone");
+    experiments::SimulatedRun run(phone, stats.child("device"));
+    policies::specdec::ReplayResult old;
+    run.start(policies::specdec::replay_phases(run.device(), b.phases, old), "request");
+    run.run();
+    EXPECT_LE(std::abs(latency - sim::from_seconds(old.latency_s)), 1) << i;
+    EXPECT_GE(s.prefill_s, b.prefill_s - 1e-9) << i;  // the policy's prefill (and CPU contention) is charged
+    EXPECT_EQ(s.decode_steps, b.steps) << i;
+    EXPECT_GT(s.times.active_energy_j, 0.0) << i;
+  }
+  ASSERT_TRUE(ran.peaks.count("app/decoder"));
+  EXPECT_GT(ran.peaks.at("app/decoder"), 0.0);
+}
+
 TEST(PipelineDecode, PlainNpuDecodingVerifiesEveryTokenAndCoordGenFewerTimes) {
   const devices::DeviceProfile phone = devices::load_device_profile("oneplus-12");
   auto plain = app_with("decode: {impl: speculative, policy: {impl: npu_vanilla}}", 2, 60);
@@ -140,6 +227,9 @@ TEST(PipelineDecode, BadDecodeYamlNamesTheKey) {
   expect_config_error("decode: {impl: speculative, policy: {impl: coordgen}, outputs: {variant_prob: 2}}",
                       "variant_prob");
   expect_config_error("decode: {impl: vanilla, units: gpu}", "units");
+  expect_config_error("prefill: {impl: coordgen}", "decode: {impl: speculative");
+  expect_config_error("prefill: {impl: coordgen, chunk: 64}, decode: {impl: speculative, policy: {impl: coordgen}}",
+                      "chunk");
 }
 
 }  // namespace

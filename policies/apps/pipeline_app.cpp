@@ -39,7 +39,8 @@ ParamSchema PipelineApp::schema() {
       .with_unit("ms");
   s.node("kv_reuse", "KV-reuse stage: {impl: none|prefix_store|chunk_tree, ...} (default none)");
   s.node("answer_cache", "answer-cache stage: {impl: semantic, tau_query, embed_ms, match_ms, ...} (default: none)");
-  s.node("prefill", "prefill stage: {impl: unit|npu_graphs|qkv_reuse, ...} (default: one pass on `unit`)");
+  s.node("prefill", "prefill stage: {impl: unit|npu_graphs|qkv_reuse|coordgen, ...} (default: one pass on `unit`; "
+                    "coordgen: the speculative decode stage's policy's own prefill)");
   s.node("decode", "decode stage: {impl: vanilla|speculative, ...} (default: vanilla, one token per step on `unit`)");
   s.node("kv_residency", "KV-residency stage: {impl: dram|dynakv, ...} (default: dram, all K/V in DRAM)");
   s.node("idle", "idle-work stage between requests: {impl: prefetch, ...} (default: none)");
@@ -123,7 +124,7 @@ PipelineApp::PipelineApp(const Params& p)
     if (!n.IsMap()) continue;
     const std::string impl = n["impl"] && n["impl"].IsScalar() ? n["impl"].Scalar() : std::string();
     if (impl == "npu_graphs") stage_units_.emplace_back("npu", false);
-    if (impl == "speculative") {
+    if (impl == "speculative" || impl == "coordgen") {
       stage_units_.emplace_back("npu", false);
       stage_units_.emplace_back("cpu", true);
     }

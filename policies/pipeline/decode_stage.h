@@ -6,7 +6,8 @@
 //
 //   vanilla       one token per step on a unit (the default)
 //   speculative   a CoordGen-document policy (coordgen, npu_sam, npu_pld, npu_eagle, ...): draft
-//                 and verify, with the policy's own accept lengths and draft/verify costs
+//                 and verify, with the policy's own accept lengths and draft/verify costs (with
+//                 `prefill: coordgen`, the policy's own prefill too)
 //
 // A stage issues its work as events on the Device (compute_for / busy on the unit it names, at
 // the request's priority), calls the KV-residency stage before every step that attends the
@@ -47,6 +48,13 @@ class DecodeStage {
   // Before the first request, on the phone: what the stage sets up.
   virtual void begin(devices::Device& device, const models::CostModel& cost) {
     (void)device;
+    (void)cost;
+  }
+  // Before the prefill stage runs for `r` (`prompt_tokens` in all): a stage that plans the whole
+  // request, its prefill included (`speculative` paired with `prefill: coordgen`), plans it here.
+  virtual void plan_request(const Request& r, std::int64_t prompt_tokens, const models::CostModel& cost) {
+    (void)r;
+    (void)prompt_tokens;
     (void)cost;
   }
   // Generates the request's answer after its first token (output_tokens - 1 more tokens). `job`

@@ -24,7 +24,9 @@ Pipeline::Pipeline(const models::CostModel& cost, PipelineOptions options, std::
       answers_(std::move(answers)),
       decode_(decode ? std::move(decode) : std::make_unique<VanillaDecode>(options_.unit)),
       residency_(residency ? std::move(residency) : std::make_unique<DramResidency>()),
-      idle_(std::move(idle)) {}
+      idle_(std::move(idle)) {
+  prefill_->pair(*decode_);  // `prefill: coordgen` issues the decode stage's policy's own prefill
+}
 
 kvsplit::DeviceCostOptions Pipeline::split_options() const {
   return kvsplit::DeviceCostOptions{options_.unit,      options_.link,      options_.recompute,
@@ -131,6 +133,7 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   out.reused_tokens = s;
   const std::vector<std::int64_t> files = reuse_->matched_files();
   if (s > 0) co_await bring_back(device, s, in_dram, files, out);
+  decode_->plan_request(r, n, cost_);
   const sim::Time t_prefill = out.split_done = sim.now();
   co_await prefill_->run(device, cost_, n - s, s, options_.priority, out.times.active_energy_j);
   out.prefill_s = sim::to_seconds(sim.now() - t_prefill);

@@ -12,12 +12,15 @@
 // The two share one PolicyPlan, which the driver fills for each request before the pipeline
 // serves it: acceptance comes from the driver's workload (reference answers, the real kernel's
 // drafts, stored prefill predictions), so the driver runs the drafter and the policy, and these
-// stages only issue what the policy planned. Alone on a phone the two stages take exactly what
-// specdec::replay_phases takes for the same phases (the coordgen driver's old loop; tested).
-// Each phase queues at its own priority plus the pipeline's.
+// stages only issue what the policy planned. Both run specdec::PhaseReplay, the one replay of a
+// policy's phases that specdec::replay_phases (the coordgen driver's old loop) runs too; alone on
+// a phone they take exactly what it takes (tested). Each phase queues at its own priority plus the
+// pipeline's.
 //
-// Not in the stage registries: the plan comes from the driver, not from YAML. The `speculative`
-// decode stage (speculative_decode.h) is the YAML-configurable wrapper of the same policies.
+// Not in the stage registries: here the plan comes from the driver. In YAML the same pair is
+// `prefill: {impl: coordgen}` (coordgen_prefill.h) with `decode: {impl: speculative, policy: ...}`
+// (speculative_decode.h), which plan each request from the stage's own answer stream and run it
+// through a PolicyPlan too.
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -26,6 +29,7 @@
 
 #include "policies/pipeline/decode_stage.h"
 #include "policies/pipeline/prefill_stage.h"
+#include "policies/specdec/phase_replay.h"
 #include "policies/specdec/specdec_policy.h"
 #include "sim/event.h"
 
@@ -42,21 +46,14 @@ class PolicyPlan {
   // The main chain after the prefill, then the end of the background stream.
   sim::Task<void> rest(devices::Device& device, int priority);
   // What the main chain of the last request waited at joins (the exposed calibration).
-  double join_wait_s() const { return join_wait_s_; }
-  std::int64_t verifications() const;
+  double join_wait_s() const { return replay_.join_wait_s(); }
+  std::int64_t verifications() const { return replay_.verifications(); }
+  const specdec::PhaseReplay& replay() const { return replay_; }
 
  private:
-  sim::Task<void> phase(devices::Device& device, std::size_t i, int priority);
-  sim::Task<void> background(devices::Device& device, int priority);
-  sim::Task<void> wait_background(devices::Device& device);
-
-  std::vector<specdec::Phase> phases_;
-  std::size_t split_ = 0;  // first main-chain phase that is not the prefill's
+  specdec::PhaseReplay replay_;  // the one replay of a policy's phases (replay_phases uses it too)
   double extra_bytes_ = 0;
   std::string owner_ = "decoder";
-  std::vector<sim::Event> done_;  // [i]: main-chain phase i finished (what background phases wait for)
-  std::optional<sim::ProcessHandle> background_;
-  double join_wait_s_ = 0;
 };
 
 class PolicyPrefill : public PrefillStage {

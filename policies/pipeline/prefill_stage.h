@@ -11,6 +11,8 @@
 
 namespace mobisim::policies::pipeline {
 
+class DecodeStage;
+
 class PrefillStage {
  public:
   static constexpr const char* kRegistryKind = "prefill";
@@ -29,6 +31,10 @@ class PrefillStage {
                               std::int64_t n_cached, int priority, double& active_energy_j) = 0;
   // The unit the stage computes on (what decode hands over from, for the records).
   virtual std::string unit() const = 0;
+  // Once, when the pipeline is built, with its decode stage: a prefill that issues the decode
+  // stage's own plan for the request (`coordgen`: a CoordGen-document policy's prefill) pairs with
+  // it here, and throws ConfigError when that stage cannot be its partner. Others ignore it.
+  virtual void pair(DecodeStage& decode) { (void)decode; }
 };
 
 }  // namespace mobisim::policies::pipeline

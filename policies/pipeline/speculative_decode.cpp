@@ -92,7 +92,45 @@ SpeculativeDecode::Plan SpeculativeDecode::plan(const std::vector<std::int32_t>&
   return out;
 }
 
+std::shared_ptr<PolicyPlan> SpeculativeDecode::pair_with_prefill() {
+  if (!paired_) paired_ = std::make_shared<PolicyPlan>();
+  return paired_;
+}
+
+void SpeculativeDecode::plan_request(const Request& r, std::int64_t prompt_tokens, const models::CostModel& cost) {
+  if (!paired_) return;  // alone, the stage plans when it runs (after the pipeline's own prefill)
+  current_ = plan(r.token_ids(), r.output_tokens);
+  const specdec::RequestBreakdown& b = current_.breakdown;
+  // What the policy holds beyond the K/V (the KV-residency stage's) and the CPU weight copy the app holds.
+  const double kv = cost.spec().kv_bytes_per_token() * static_cast<double>(prompt_tokens + b.output_tokens);
+  const double held = unit_ == "cpu" ? cost.spec().weight_bytes() : 0.0;
+  paired_->set(b.phases, b.peak_memory_bytes - kv - held);
+}
+
+// The policy's phases after its prefill (the prefill stage issued the rest), as the coordgen
+// driver's decode stage issues them; their marginal energy is the request's.
+sim::Task<void> SpeculativeDecode::run_paired(const DecodeJob& job, Decoded& out) {
+  if (job.residency.reads_per_step())
+    throw ConfigError("decode: speculative paired with prefill: coordgen issues the policy's phases as planned; "
+                      "it needs a KV-residency stage that keeps the K/V in DRAM (kv_residency: {impl: dram})");
+  const specdec::RequestBreakdown& b = current_.breakdown;
+  out.steps = b.steps;
+  out.accepted_per_step = b.mean_accepted;
+  out.estimate_s = b.total_s() - b.prefill_s;
+  co_await paired_->rest(job.device, job.priority);
+  const specdec::PhaseReplay& replay = paired_->replay();
+  for (std::size_t i = 0; i < replay.phases().size(); ++i) {
+    const specdec::Phase& ph = replay.phases()[i];
+    if (!ph.background && !replay.is_prefill_phase(i))
+      job.active_energy_j += job.device.profile().marginal_energy_j(ph.unit, ph.seconds, "decode: speculative");
+  }
+}
+
 sim::Task<void> SpeculativeDecode::run(const DecodeJob& job, Decoded& out) {
+  if (paired_) {
+    co_await run_paired(job, out);
+    co_return;
+  }
   devices::Device& device = job.device;
   const devices::DeviceProfile& phone = device.profile();
   const std::int64_t n = job.prompt_tokens;

@@ -19,6 +19,17 @@
 //     reserved as "<app>/decoder": the decode graph under switching, the calibrated tree,
 //     EAGLE's drafter. A phone that cannot hold it stops the run naming DRAM.
 //   - the KV-residency stage is called before every verification.
+//
+// Paired with `prefill: {impl: coordgen}` (coordgen_prefill.h) the stage runs the policy end to
+// end, as the coordgen driver does: the request is planned before its prefill, the prefill stage
+// issues the policy's own prefill phases (its NPU slots and CPU attention, progressive graph
+// switching, pipelined calibration started beside them as a background CPU stream) and this stage
+// the rest of the policy's phases (specdec::PhaseReplay, through policy_phases.h's PolicyPlan),
+// joining the calibration stream where the policy does. The policy's memory beyond the K/V is
+// then held from the prefill on. Alone on a phone a request takes what the coordgen driver's
+// pipeline takes for the same plan (tests/test_pipeline_decode.cpp). Paired, the KV-residency
+// stage must not read per step (`dram`): the policy's phases are issued as planned.
+//
 // The answers' tokens (what the drafter can or cannot predict) are synthetic, made over the
 // request's prompt tokens by traces/cag_synth.h's output process (copied spans of the context,
 // model-preferred variants carried by the prefill's top-n, the user's earlier answers), seeded
@@ -36,6 +47,7 @@
 #include <vector>
 
 #include "policies/pipeline/decode_stage.h"
+#include "policies/pipeline/policy_phases.h"
 #include "policies/specdec/specdec_policy.h"
 #include "sim/params.h"
 #include "sim/rng.h"
@@ -60,7 +72,16 @@ class SpeculativeDecode : public DecodeStage {
   };
   Plan plan(const std::vector<std::int32_t>& prompt, std::int64_t output_tokens);
 
+  // `prefill: coordgen` pairs here (once, before the first request): from then on each request is
+  // planned by plan_request, its prefill phases issued by the prefill stage through the returned plan.
+  std::shared_ptr<PolicyPlan> pair_with_prefill();
+  void plan_request(const Request& r, std::int64_t prompt_tokens, const models::CostModel& cost) override;
+
  private:
+  sim::Task<void> run_paired(const DecodeJob& job, Decoded& out);
+
+  std::shared_ptr<PolicyPlan> paired_;  // set when `prefill: coordgen` pairs with this stage
+  Plan current_;                        // paired: the request planned by plan_request
   std::unique_ptr<specdec::SpecDecPolicy> policy_;
   traces::CagSynthParams synth_;
   sim::Rng rng_;

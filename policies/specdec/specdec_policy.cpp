@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "policies/specdec/phase_replay.h"
 #include "sim/error.h"
 #include "sim/event.h"
 
@@ -121,50 +122,16 @@ double calibration_tail_on_idle_cpu_s(const PrefillResult& p, const std::vector<
   return std::max(0.0, pending - p.switch_s);
 }
 
-namespace {
-
-sim::Task<void> run_background(devices::Device& device, const std::vector<Phase>& phases,
-                               std::vector<sim::Event>& done) {
-  for (const auto& ph : phases) {
-    if (!ph.background) continue;
-    if (ph.after >= 0) co_await done[static_cast<std::size_t>(ph.after)];
-    co_await device.busy(ph.unit, sim::from_seconds(ph.seconds), ph.label, ph.priority);
-  }
-}
-
-}  // namespace
-
+// One implementation with the request pipeline's CoordGen stages (phase_replay.h).
 sim::Task<void> replay_phases(devices::Device& device, const std::vector<Phase>& phases, ReplayResult& out) {
   sim::Simulator& sim = device.sim();
   const sim::Time t0 = sim.now();
   const double e0 = device.energy_j();
-  const bool any_background =
-      std::any_of(phases.begin(), phases.end(), [](const Phase& ph) { return ph.background; });
-  std::vector<sim::Event> done;
-  std::optional<sim::ProcessHandle> background;
-  if (any_background) {
-    done.reserve(phases.size());
-    for (std::size_t i = 0; i < phases.size(); ++i) done.emplace_back(sim);
-    background = sim.start(run_background(device, phases, done), "calibration");
-  }
-  out.join_wait_s = 0;
-  for (std::size_t i = 0; i < phases.size(); ++i) {
-    const Phase& ph = phases[i];
-    if (ph.background) continue;
-    if (ph.join && background && !background->done()) {
-      const sim::Time waited_from = sim.now();
-      co_await background->done_event();
-      out.join_wait_s += sim::to_seconds(sim.now() - waited_from);
-    }
-    co_await device.busy(ph.unit, sim::from_seconds(ph.seconds), ph.label, ph.priority);
-    if (any_background) done[i].succeed();
-  }
-  // The background stream refers to `phases` and `done`: it must end before this frame does.
-  if (background && !background->done()) {
-    const sim::Time waited_from = sim.now();
-    co_await background->done_event();
-    out.join_wait_s += sim::to_seconds(sim.now() - waited_from);
-  }
+  PhaseReplay replay;
+  replay.set(phases);
+  co_await replay.prefill(device, 0);
+  co_await replay.rest(device, 0);
+  out.join_wait_s = replay.join_wait_s();
   out.latency_s = sim::to_seconds(sim.now() - t0);
   out.energy_j = device.energy_j() - e0;
 }

@@ -150,7 +150,7 @@ double pipeline_finish_s(const std::vector<double>& ready_s, const std::vector<d
 // counting the up-to-one-slice waits of the attention that the device replay adds.
 double calibration_tail_on_idle_cpu_s(const PrefillResult& p, const std::vector<double>& chunk_work_s);
 
-// Replays a request's phases on the simulated device (main chain + background stream, each phase
+// Replays a request's phases on the simulated device (phase_replay.h: main chain + background stream, each phase
 // queued on its unit with its priority). `join_wait_s`: time the main chain spent waiting at joins.
 struct ReplayResult {
   double latency_s = 0, energy_j = 0, join_wait_s = 0;
