@@ -18,23 +18,29 @@ trap 'rm -rf "$work"' EXIT
 # the verdicts are printed in the order below, so the log reads the same whatever finishes first.
 jobs=${E2E_JOBS:-2}
 names=()
-run_check() {  # name, then the mobisim arguments writing $work/<name>_t<threads>.h5
-  local name=$1; shift
+# run_both NAME OUT_SUFFIX COMPARED_SUFFIX ARGS...: runs mobisim ARGS at 1 and THREADS threads with
+# --output $work/NAME_t<threads>OUT_SUFFIX and compares $work/NAME_t<threads>OUT_SUFFIX COMPARED_SUFFIX.
+run_both() {
+  local name=$1 out=$2 compared=$3; shift 3
   for t in 1 "$threads"; do
-    if ! "$bin" "$@" --no-plot --quiet --threads "$t" --output "$work/${name}_t$t.h5" >"$work/$name.log" 2>&1; then
+    if ! "$bin" "$@" --quiet --threads "$t" --output "$work/${name}_t$t$out" >"$work/$name.log" 2>&1; then
       { echo "e2e: FAILED $name at --threads $t:"; cat "$work/$name.log"; } >"$work/$name.verdict"; return
     fi
   done
-  if cmp -s "$work/${name}_t1.h5" "$work/${name}_t$threads.h5"; then
+  if cmp -s "$work/${name}_t1$out$compared" "$work/${name}_t$threads$out$compared"; then
     echo "e2e: ok $name (threads 1 and $threads identical)" >"$work/$name.verdict"
   else
     echo "e2e: FAILED $name: threads 1 and $threads differ" >"$work/$name.verdict"
   fi
 }
-check() {
+schedule() {  # name, then run_both's arguments after the name
   while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
   names+=("$1")
-  run_check "$@" &
+  run_both "$@" &
+}
+check() {  # name, then the mobisim arguments of one run writing an HDF5 result file
+  local name=$1; shift
+  schedule "$name" .h5 "" "$@" --no-plot
 }
 
 check quickstart run experiments/quickstart.yaml --timeline "$work/quickstart.json"
@@ -58,21 +64,8 @@ sweep:
   seeds: [1, 2]
   set: {experiment.workload.max_users: 1, experiment.workload.max_queries_per_user: 4}
 YAML
-run_sweep() {
-  for t in 1 "$threads"; do
-    if ! "$bin" sweep "$work/sweep.yaml" --quiet --threads "$t" --output "$work/sweep_t$t" >"$work/sweep.log" 2>&1; then
-      { echo "e2e: FAILED sweep at --threads $t:"; cat "$work/sweep.log"; } >"$work/sweep.verdict"; return
-    fi
-  done
-  if cmp -s "$work/sweep_t1/index.h5" "$work/sweep_t$threads/index.h5"; then
-    echo "e2e: ok sweep (threads 1 and $threads identical)" >"$work/sweep.verdict"
-  else
-    echo "e2e: FAILED sweep: threads 1 and $threads differ" >"$work/sweep.verdict"
-  fi
-}
-while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
-names+=(sweep)
-run_sweep &
+# A sweep's output is a folder; its index must be identical.
+schedule sweep "" /index.h5 sweep "$work/sweep.yaml"
 wait
 
 runs=0

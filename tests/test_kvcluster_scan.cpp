@@ -164,14 +164,9 @@ TEST(KvClusterScan, PageRunsOffTheSlotBitmapEqualSortingTheOffsets) {
       for (int p : positions) offsets.push_back(f.offset_of(p));
       const auto got = f.read_runs_of(positions);
       const auto want = reference_runs(offsets, entry, page);
+      // Every field of every run (ReadRun's operator==).
       ASSERT_EQ(got.size(), want.size()) << entry << "/" << page << " trial " << trial;
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        EXPECT_EQ(got[i].offset_bytes, want[i].offset_bytes);
-        EXPECT_EQ(got[i].bytes, want[i].bytes);
-        EXPECT_EQ(got[i].entries, want[i].entries);
-        EXPECT_EQ(got[i].pieces, want[i].pieces);
-        EXPECT_EQ(got[i].longest_piece, want[i].longest_piece);
-      }
+      EXPECT_TRUE(got == want) << entry << "/" << page << " trial " << trial;
     }
   }
 }

@@ -58,6 +58,8 @@ struct ReadRun {
   // issuing one request per contiguous byte range, without merging neighbouring pages, would send.
   int pieces = 0;
   int longest_piece = 0;          // entries of the longest piece
+
+  bool operator==(const ReadRun&) const = default;
 };
 
 struct FlashStats {
