@@ -125,9 +125,18 @@ class UserSource {
   }
 
  private:
+  // `default` is the built-in rag_default, as the whole value or as the base of an inline config (which is
+  // what `-p experiment.workload.generate.users=50` makes of `generate: default`).
+  static YAML::Node default_named(const YAML::Node& gen) {
+    if (gen.IsScalar() && gen.Scalar() == "default") return YAML::Node("rag_default");
+    if (!gen.IsMap() || !gen["base"] || !gen["base"].IsScalar() || gen["base"].Scalar() != "default") return gen;
+    YAML::Node copy = YAML::Clone(gen);
+    copy["base"] = "rag_default";
+    return copy;
+  }
+
   static traces::RagTrace generate(const Params& w, const YAML::Node& gen, std::uint64_t seed, WorkloadCache* cache) {
-    // `generate: default` is the built-in rag_default.
-    const YAML::Node named = gen.IsScalar() && gen.Scalar() == "default" ? YAML::Node("rag_default") : gen;
+    const YAML::Node named = default_named(gen);
     const ResolvedWorkload resolved = resolve_workload_config(named, w.source_of("generate"));
     const YAML::Node& cfg = resolved.config;
     const std::string& origin = resolved.origin;

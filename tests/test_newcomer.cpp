@@ -166,6 +166,23 @@ TEST(Newcomer, ExportWritesOneTidyRowPerQueryWithThePolicyAsText) {
             kExitInput);
 }
 
+TEST(Newcomer, AKeyOfTheDefaultWorkloadCanBeOverriddenFromTheCommandLine) {
+  // `-p ...generate.users=3` turns `generate: default` into `{base: default, users: 3}`: the built-in
+  // rag_default with one key replaced (it was "unknown base workloads 'default'").
+  testing::TempDir dir("newcomer_default_workload");
+  const std::string yaml = small_quickstart(dir);
+  const auto r = testing::run_mobisim(fmt::format(
+      "run {} --no-plot --quiet -p experiment.workload.generate.users=3 -p experiment.workload.max_users=0 "
+      "-p experiment.workload.max_queries_per_user=1 --output {}",
+      yaml, dir.file("three.h5")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(testing::run_mobisim(fmt::format("export {} --csv {}", dir.file("three.h5"), dir.file("csv"))).exit_code, 0);
+  const std::string csv = read_file(dir.file("csv/three_records.csv"));
+  std::size_t naive = 0;
+  for (std::size_t at = 0; (at = csv.find("\nnaive,", at)) != std::string::npos; ++at) ++naive;
+  EXPECT_EQ(naive, 3u);  // 3 generated users (rag_default has 5) x 1 query
+}
+
 TEST(Newcomer, ValuesBeyondPhysicsAreRefusedWithTheBoundNamed) {
   testing::TempDir dir("newcomer_bounds");
   const std::string yaml = small_quickstart(dir);
