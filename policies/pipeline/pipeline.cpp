@@ -82,6 +82,15 @@ sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, st
   out.times.active_energy_j += tally.active_energy_j;
 }
 
+// A fixed cost of `ms` on the app's unit (none when 0), its marginal energy added to `active_energy_j`.
+// `what` is a literal: a temporary std::string in a co_await expression is destroyed twice by g++ 12.
+sim::Task<void> Pipeline::fixed_cost(devices::Device& device, double ms, const char* what, double& active_energy_j) {
+  if (ms <= 0) co_return;
+  const std::string label = what;
+  co_await device.busy(options_.unit, sim::from_ms(ms), label, options_.priority);
+  active_energy_j += device.profile().marginal_energy_j(options_.unit, sim::to_seconds(sim::from_ms(ms)), label);
+}
+
 sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_owner, const Request& r, Served& out) {
   sim::Simulator& sim = device.sim();
   out.times.request = r.id;
@@ -107,18 +116,8 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
     }
   }
   // Fixed costs of retrieving the context and of matching it against the store (PerCache's order).
-  if (options_.retrieval_ms > 0) {
-    const std::string what = "retrieve";  // named: a temporary string in a co_await is destroyed twice (g++ 12)
-    co_await device.busy(options_.unit, sim::from_ms(options_.retrieval_ms), what, options_.priority);
-    out.times.active_energy_j +=
-        device.profile().marginal_energy_j(options_.unit, sim::to_seconds(sim::from_ms(options_.retrieval_ms)), what);
-  }
-  if (options_.kv_match_ms > 0) {
-    const std::string what = "kv match";
-    co_await device.busy(options_.unit, sim::from_ms(options_.kv_match_ms), what, options_.priority);
-    out.times.active_energy_j +=
-        device.profile().marginal_energy_j(options_.unit, sim::to_seconds(sim::from_ms(options_.kv_match_ms)), what);
-  }
+  co_await fixed_cost(device, options_.retrieval_ms, "retrieve", out.times.active_energy_j);
+  co_await fixed_cost(device, options_.kv_match_ms, "kv match", out.times.active_energy_j);
   // KV residency: the request's K/V is held while it runs (in DRAM, as far as the stage keeps it
   // there); one that cannot be stops the run.
   // What the stage reads for the request counts from here (a session's turn may read while it

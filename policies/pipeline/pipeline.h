@@ -108,6 +108,7 @@ class Pipeline {
   sim::Task<void> serve(devices::Device& device, const std::string& kv_owner, const Request& r, Served& out);
 
  private:
+  sim::Task<void> fixed_cost(devices::Device& device, double ms, const char* what, double& active_energy_j);
   // `in_dram`: leading prompt tokens whose K/V the idle stage put in DRAM.
   // `files`: the match's stored files (KvReuse::matched_files()), read one by one when the whole prefix is
   // loaded from flash.
