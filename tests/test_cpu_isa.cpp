@@ -140,5 +140,30 @@ TEST(CpuIsa, BuiltInRuntimesOnTheirPhonesByHand) {
   EXPECT_NEAR(x12.efficiency(DType::kInt4, false) * x12.peak_flops(DType::kInt4), e_mnn * 1728e9, 1e-2);
 }
 
+// The phones of the five documents and the on-device sets that name a SoC all carry its clusters, so
+// llama.cpp and MNN run on each (the generic mid-tier profile names a class, not a SoC: it has none).
+TEST(CpuIsa, EveryPhoneNamingASocRunsTheIsaPathRuntimes) {
+  const EngineProfile llama = load_engine_profile("llama.cpp");
+  const double e = llama.units.at("cpu").prefill_efficiency.by_dtype.at(DType::kInt4);
+  const auto int4_rate = [&](const char* phone) {
+    const ComputeUnitSpec c = llama.apply(load_device_profile(phone)).compute.at("cpu");
+    return c.efficiency(DType::kInt4, false) * c.peak_flops(DType::kInt4);
+  };
+  // Every core on SMMLA (64 ops per pipe per cycle):
+  // 8 Gen 1 (Galaxy S22 Ultra, S22; Xiaomi 12 inherits it): 3.0 x 4 + 3 x 2.5 x 2 + 4 x 1.8 x 1 = 34.2 pipe-GHz.
+  EXPECT_NEAR(int4_rate("galaxy-s22-ultra"), e * 34.2 * 64e9, 1e-2);
+  EXPECT_NEAR(int4_rate("galaxy-s22"), e * 34.2 * 64e9, 1e-2);
+  EXPECT_NEAR(int4_rate("xiaomi-12"), e * 34.2 * 64e9, 1e-2);
+  // 8+ Gen 1 (OnePlus Ace2): 3.2 x 4 + 3 x 2.75 x 2 + 4 x 2.0 x 1 = 37.3.
+  EXPECT_NEAR(int4_rate("oneplus-ace2"), e * 37.3 * 64e9, 1e-2);
+  // 8 Elite (OnePlus 13 and the phones built on it, Ace5 Pro, Ace 6): 2 x 4.32 x 4 + 6 x 3.53 x 4 = 119.28.
+  for (const char* phone : {"oneplus-13", "honor-magic7", "snapdragon-8-elite-qrd", "oneplus-ace5-pro", "oneplus-ace6"}) {
+    EXPECT_NEAR(int4_rate(phone), e * 119.28 * 64e9, 1e-2) << phone;
+  }
+  // 8 Gen 3 for Galaxy (Galaxy S24, S24 Ultra): 3.39 x 4 + 3 x 3.1 x 2 + 2 x 2.9 x 2 + 2 x 2.2 x 1 = 48.16.
+  EXPECT_NEAR(int4_rate("galaxy-s24"), e * 48.16 * 64e9, 1e-2);
+  EXPECT_NEAR(int4_rate("galaxy-s24-ultra"), e * 48.16 * 64e9, 1e-2);
+}
+
 }  // namespace
 }  // namespace mobisim::devices
