@@ -198,6 +198,36 @@ TEST(PipelineDecode, CoordGenPrefillRunsThePolicyEndToEndAsTheCoordGenDriverDoes
   EXPECT_GT(ran.peaks.at("app/decoder"), 0.0);
 }
 
+// Paired with a KV-residency stage that reads per step (DynaKV's clusters on flash behind a 10%
+// DRAM cache), the policy's plan runs with each verification's reads beside it: the same
+// verifications, and the same reads as the unpaired stage makes for the same plan (each
+// verification attends the same context); no request is faster than with the K/V in DRAM, and a
+// cache holding the whole K/V reads nothing and takes exactly the DRAM run's time.
+TEST(PipelineDecode, CoordGenPrefillPutsEachVerificationsKvReadsBesideIt) {
+  const devices::DeviceProfile phone = devices::load_device_profile("oneplus-12");
+  const std::string decode = "decode: {impl: speculative, policy: {impl: coordgen}, outputs: {seed: 7}}";
+  const std::string paired = "prefill: {impl: coordgen}, " + decode;
+  const std::string flash = ", kv_residency: {impl: dynakv, cache_ratio: 0.1}";
+  auto in_dram = app_with(paired);
+  auto on_flash = app_with(paired + flash);
+  auto whole_cache = app_with(paired + ", kv_residency: {impl: dynakv, cache_ratio: 1}");
+  auto unpaired = app_with(decode + flash);
+  const auto d = run_alone(*in_dram, phone).served;
+  const auto f = run_alone(*on_flash, phone).served;
+  const auto w = run_alone(*whole_cache, phone).served;
+  const auto u = run_alone(*unpaired, phone).served;
+  ASSERT_EQ(f.size(), 3u);
+  const auto latency = [](const policies::pipeline::Served& s) { return sim::from_seconds(s.times.end_s) - s.started; };
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    EXPECT_EQ(f[i].decode_steps, d[i].decode_steps) << i;
+    EXPECT_GT(f[i].kv_read_bytes, 0.0) << i;
+    EXPECT_EQ(f[i].kv_read_bytes, u[i].kv_read_bytes) << i;
+    EXPECT_GE(latency(f[i]), latency(d[i])) << i;
+    EXPECT_EQ(w[i].kv_read_bytes, 0.0) << i;
+    EXPECT_LE(std::abs(latency(w[i]) - latency(d[i])), 1) << i;  // ns (end_s is a double)
+  }
+}
+
 TEST(PipelineDecode, PlainNpuDecodingVerifiesEveryTokenAndCoordGenFewerTimes) {
   const devices::DeviceProfile phone = devices::load_device_profile("oneplus-12");
   auto plain = app_with("decode: {impl: speculative, policy: {impl: npu_vanilla}}", 2, 60);

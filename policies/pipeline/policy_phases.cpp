@@ -1,6 +1,7 @@
 #include "policies/pipeline/policy_phases.h"
 
 #include <algorithm>
+#include <utility>
 
 
 namespace mobisim::policies::pipeline {
@@ -15,8 +16,8 @@ sim::Task<void> PolicyPlan::prefill(devices::Device& device, int priority) {
   co_await replay_.prefill(device, priority);
 }
 
-sim::Task<void> PolicyPlan::rest(devices::Device& device, int priority) {
-  co_await replay_.rest(device, priority);
+sim::Task<void> PolicyPlan::rest(devices::Device& device, int priority, specdec::PhaseReplay::VerifyWrap wrap) {
+  co_await replay_.rest(device, priority, std::move(wrap));
   if (extra_bytes_ > 0) device.dram().release(owner_, extra_bytes_);
 }
 

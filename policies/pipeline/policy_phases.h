@@ -43,8 +43,9 @@ class PolicyPlan {
   void begin(const std::string& owner) { owner_ = owner + "/decoder"; }
   // The prefill's main-chain phases, the background stream started first.
   sim::Task<void> prefill(devices::Device& device, int priority);
-  // The main chain after the prefill, then the end of the background stream.
-  sim::Task<void> rest(devices::Device& device, int priority);
+  // The main chain after the prefill, then the end of the background stream (each verification
+  // through `wrap` when one is given, see specdec::PhaseReplay::rest).
+  sim::Task<void> rest(devices::Device& device, int priority, specdec::PhaseReplay::VerifyWrap wrap = {});
   // What the main chain of the last request waited at joins (the exposed calibration).
   double join_wait_s() const { return replay_.join_wait_s(); }
   std::int64_t verifications() const { return replay_.verifications(); }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "policies/specdec/retrieval_drafter.h"
 #include "sim/error.h"
@@ -32,6 +34,22 @@ std::unique_ptr<specdec::SpecDecPolicy> make_policy(const Params& p) {
 bool before_decoding(const specdec::Phase& ph) {
   return ph.background || ph.label == "prefill" || ph.label == "prefill attention" || ph.label == "graph switch" ||
          ph.label == "calibration";
+}
+
+// The cached positions each verification of `p` attends: the prompt plus what the steps before it
+// produced, when the policy verifies once per step of its acceptance trace; otherwise (the
+// closed-form policies: EAGLE, plain decoding) spread evenly over the answer.
+std::vector<std::int64_t> verification_contexts(const SpeculativeDecode::Plan& p, std::int64_t prompt_tokens) {
+  const specdec::RequestBreakdown& b = p.breakdown;
+  std::int64_t verifies = 0;
+  for (const specdec::Phase& ph : b.phases) verifies += !before_decoding(ph) && ph.label == "verify";
+  const bool exact = static_cast<std::int64_t>(p.trace.steps.size()) == verifies;
+  std::vector<std::int64_t> context;
+  for (std::int64_t v = 0, c = prompt_tokens; v < verifies; ++v) {
+    context.push_back(exact ? c : prompt_tokens + v * b.output_tokens / std::max<std::int64_t>(1, verifies));
+    if (exact) c += 1 + p.trace.steps[static_cast<std::size_t>(v)].accepted;
+  }
+  return context;
 }
 
 }  // namespace
@@ -109,15 +127,21 @@ void SpeculativeDecode::plan_request(const Request& r, std::int64_t prompt_token
 
 // The policy's phases after its prefill (the prefill stage issued the rest), as the coordgen
 // driver's decode stage issues them; their marginal energy is the request's.
+// A KV-residency stage that reads per step (DynaKV's clusters on flash) puts each verification's
+// reads beside it, as alone.
 sim::Task<void> SpeculativeDecode::run_paired(const DecodeJob& job, Decoded& out) {
-  if (job.residency.reads_per_step())
-    throw ConfigError("decode: speculative paired with prefill: coordgen issues the policy's phases as planned; "
-                      "it needs a KV-residency stage that keeps the K/V in DRAM (kv_residency: {impl: dram})");
   const specdec::RequestBreakdown& b = current_.breakdown;
   out.steps = b.steps;
   out.accepted_per_step = b.mean_accepted;
   out.estimate_s = b.total_s() - b.prefill_s;
-  co_await paired_->rest(job.device, job.priority);
+  specdec::PhaseReplay::VerifyWrap with_reads;
+  if (job.residency.reads_per_step())
+    with_reads = [&job, context = verification_contexts(current_, job.prompt_tokens)](std::int64_t v,
+                                                                                      sim::Task<void> compute) {
+      if (v >= static_cast<std::int64_t>(context.size())) return compute;
+      return with_step_reads(job.device, job.residency, context[static_cast<std::size_t>(v)], std::move(compute));
+    };
+  co_await paired_->rest(job.device, job.priority, std::move(with_reads));
   const specdec::PhaseReplay& replay = paired_->replay();
   for (std::size_t i = 0; i < replay.phases().size(); ++i) {
     const specdec::Phase& ph = replay.phases()[i];
@@ -160,15 +184,7 @@ sim::Task<void> SpeculativeDecode::run(const DecodeJob& job, Decoded& out) {
   if (b.calibration_cpu_s > b.calibration_s)  // sampling hidden behind the prefill: CPU energy, no time
     job.active_energy_j += phone.marginal_energy_j("cpu", b.calibration_cpu_s - b.calibration_s, "decode: speculative");
 
-  // Context of each verification: the prompt plus what earlier steps produced.
-  std::vector<std::int64_t> context;
-  std::int64_t verifies = 0;
-  for (const specdec::Phase& ph : b.phases) verifies += !before_decoding(ph) && ph.label == "verify";
-  const bool exact = static_cast<std::int64_t>(p.trace.steps.size()) == verifies;
-  for (std::int64_t v = 0, c = n; v < verifies; ++v) {
-    context.push_back(exact ? c : n + v * b.output_tokens / std::max<std::int64_t>(1, verifies));
-    if (exact) c += 1 + p.trace.steps[static_cast<std::size_t>(v)].accepted;
-  }
+  const std::vector<std::int64_t> context = verification_contexts(p, n);
   const bool reads = job.residency.reads_per_step();
   std::size_t v = 0;
   for (const specdec::Phase& ph : b.phases) {

@@ -27,8 +27,10 @@
 // the rest of the policy's phases (specdec::PhaseReplay, through policy_phases.h's PolicyPlan),
 // joining the calibration stream where the policy does. The policy's memory beyond the K/V is
 // then held from the prefill on. Alone on a phone a request takes what the coordgen driver's
-// pipeline takes for the same plan (tests/test_pipeline_decode.cpp). Paired, the KV-residency
-// stage must not read per step (`dram`): the policy's phases are issued as planned.
+// pipeline takes for the same plan (tests/test_pipeline_decode.cpp). Paired or not, a KV-residency
+// stage that reads per step (`dynakv` with a cluster cache below the whole K/V) issues each
+// verification's reads beside it, the verification attending the prompt plus the tokens the steps
+// before it produced.
 //
 // The answers' tokens (what the drafter can or cannot predict) are synthetic, made over the
 // request's prompt tokens by traces/cag_synth.h's output process (copied spans of the context,

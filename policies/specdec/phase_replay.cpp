@@ -62,11 +62,15 @@ sim::Task<void> PhaseReplay::prefill(devices::Device& device, int priority) {
     if (!phases_[i].background) co_await phase(device, i, priority);
 }
 
-sim::Task<void> PhaseReplay::rest(devices::Device& device, int priority) {
+sim::Task<void> PhaseReplay::rest(devices::Device& device, int priority, VerifyWrap wrap) {
+  std::int64_t verified = 0;
   for (std::size_t i = split_; i < phases_.size(); ++i) {
     if (phases_[i].background) continue;
     if (phases_[i].join) co_await wait_background(device);
-    co_await phase(device, i, priority);
+    if (wrap && phases_[i].label == "verify")
+      co_await wrap(verified++, phase(device, i, priority));
+    else
+      co_await phase(device, i, priority);
   }
   // The background stream reads `phases_` and `done_`: it ends before the next request's set().
   co_await wait_background(device);

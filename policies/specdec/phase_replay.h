@@ -10,6 +10,7 @@
 // reverse.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -27,8 +28,13 @@ class PhaseReplay {
   // Starts the background stream (if any), then runs the main-chain phases of the prefill (the
   // leading prefill / prefill attention phases, which the policies emit first).
   sim::Task<void> prefill(devices::Device& device, int priority);
-  // The main chain after the prefill (joins honoured), then the end of the background stream.
-  sim::Task<void> rest(devices::Device& device, int priority);
+  // Runs one main-chain verification (`compute`: its busy time on the unit) as the caller needs it
+  // run; `verify_index` counts the request's verifications from 0. The request pipeline's decode
+  // stage puts a KV-residency stage's reads for the step beside it (kv_residency.h).
+  using VerifyWrap = std::function<sim::Task<void>(std::int64_t verify_index, sim::Task<void> compute)>;
+  // The main chain after the prefill (joins honoured), then the end of the background stream;
+  // each verification through `wrap` when one is given.
+  sim::Task<void> rest(devices::Device& device, int priority, VerifyWrap wrap = {});
   // What the main chain waited at joins and at the end for the background stream.
   double join_wait_s() const { return join_wait_s_; }
   std::int64_t verifications() const;  // main-chain "verify" phases
