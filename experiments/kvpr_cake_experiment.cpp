@@ -120,9 +120,9 @@ sim::Task<void> serve_series(devices::Device& device, std::vector<Series>& serie
   }
 }
 
-// Every series' requests one after another on one Device of `profile`.
-void serve_on_one_device(const devices::DeviceProfile& profile, std::vector<Series>& series) {
-  sim::StatGroup stats("device");
+// Every series' requests one after another on one Device of `profile`, its statistics (DRAM peak and
+// time-weighted use, unit and flash busy time) under `stats`.
+void serve_on_one_device(const devices::DeviceProfile& profile, std::vector<Series>& series, sim::StatGroup& stats) {
   SimulatedRun run(profile, stats);
   run.start(serve_series(run.device(), series), "kvpr_cake requests");
   run.run();
@@ -261,7 +261,7 @@ class KvprCakeExperiment : public Experiment {
       series.push_back(fig3_series(cost, load_entry(), q == 1));
       for (const auto& e : strategies_) series.push_back(fig3_series(cost, e, q == 1));
     }
-    serve_on_one_device(device_, series);
+    serve_on_one_device(device_, series, ctx.results.variant("fig3").stats.child("device"));
     Fig3Table t;
     for (int q = 0; q <= 1; ++q) {
       const std::size_t base = static_cast<std::size_t>(q) * (1 + strategies_.size());
@@ -449,7 +449,7 @@ class KvprCakeExperiment : public Experiment {
         series.push_back(phone_series(cost, c, phone_cake(c.block)));
         series.push_back(phone_series(cost, c, YAML::Node("kvpr_ilp")));
       }
-      serve_on_one_device(prof, series);
+      serve_on_one_device(prof, series, ctx.results.variant("phones").stats.child(prof.name).child("device"));
       for (std::size_t i = 0; i < combos.size(); ++i)
         t.add_combo(prof, combos[i], DeviceSplitCosts(cost, prof, phone_costs(combos[i])), series[3 * i],
                     series[3 * i + 1], series[3 * i + 2]);

@@ -106,6 +106,13 @@ TEST(KvSplitExperiment, Figure3Findings) {
       EXPECT_GT(last[i], 1.0);
     }
   }
+  // The server's DRAM ledger is in the result: something was held (the stored K/V), its peak is at
+  // least its time-weighted mean, and every request gave back what it held (0 at the end).
+  const std::string dram = "runs/fig3/stats/device/dram/used_bytes";
+  ASSERT_TRUE(r.exists(dram));
+  EXPECT_GT(r.attr_double(dram, "mean"), 0.0);
+  EXPECT_GE(r.attr_double(dram, "max"), r.attr_double(dram, "mean"));
+  EXPECT_EQ(r.attr_double(dram, "value"), 0.0);
   std::filesystem::remove(path);
 }
 
