@@ -86,7 +86,7 @@ class PerCacheOverheadExperiment : public Experiment {
     const auto in = p_.integer("input_tokens"), out = p_.integer("output_tokens"), ct = p_.integer("chunk_tokens");
     const double slice_bytes = static_cast<double>(ct) * model_.qkv_bytes_per_token(model_.activation_dtype);
     traces::UserTrace user;  // the pipeline needs a user; these phases do not read it
-    sim::StatGroup stats("percache_overhead");  // not written: this driver reports tables
+    sim::StatGroup& stats = ctx.results.variant(mode_).stats;  // the phone's DRAM ledger, busy times, energy
     SimulatedRun run(device_, stats.child("device"),
                      ctx.timeline_process("percache_overhead " + mode_, {{"device", device_.name}}));
     sim::Simulator& sim = run.sim();
