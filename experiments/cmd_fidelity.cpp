@@ -16,8 +16,10 @@
 
 #include "experiments/experiment.h"
 #include "experiments/fidelity/calibrate.h"
+#include "experiments/fidelity/compare.h"
 #include "experiments/fidelity/fidelity.h"
 #include "experiments/workload_inputs.h"
+#include "sim/atomic_file.h"
 #include "sim/cli.h"
 #include "sim/error.h"
 #include "sim/strings.h"
@@ -33,6 +35,22 @@ std::vector<std::string> parse_sets(const std::optional<std::string>& arg) {
   return sets;
 }
 
+// --compare: what moved against an earlier report, printed and written to OUT/moved.csv.
+void report_moved(const std::string& earlier_path, const h5::Table& earlier, const std::vector<Evaluation>& ev,
+                  const std::string& out_dir) {
+  ReportComparison c;
+  try {
+    c = compare_reports(earlier, report_table(ev));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", earlier_path, e.what()));
+  }
+  std::cout << fmt::format("\nAgainst {}:\n", earlier_path);
+  for (const auto& l : c.lines()) std::cout << "  " << l << "\n";
+  const std::string csv = (std::filesystem::path(out_dir) / "moved.csv").string();
+  write_file_atomic(csv, c.table().to_csv());
+  std::cout << fmt::format("wrote {}\n", csv);
+}
+
 int fidelity_main(const std::vector<std::string>& args) {
   cli::ArgParser a("mobisim fidelity [--set NAME[,NAME]] [--run] [--threads N] [--out DIR] [--no-plot]",
                    "Every published point of the registry (experiments/published/*.yaml) beside mobisim's value:\n"
@@ -46,6 +64,8 @@ int fidelity_main(const std::vector<std::string>& args) {
               "results/fidelity")
       .option("threads", "N", "experiment runs at a time (results do not depend on it)", "1")
       .option("shared", "DIR", "folder holding data/qmsum (default $MOBISIM_SHARED_DIR or <source>/../shared)")
+      .option("compare", "FILE", "an earlier report (its OUT/fidelity.h5): list every point that moved against it "
+                                 "and the medians before and after; writes OUT/moved.csv")
       .flag("run", "run every experiment again even when a result file for its configuration exists")
       .flag("no-plot", "do not draw fidelity.png")
       .flag("quiet", "only the summary line");
@@ -54,6 +74,14 @@ int fidelity_main(const std::vector<std::string>& args) {
   if (threads < 1 || threads > 1024) throw UsageError("--threads must be in [1, 1024]");
   const std::string registry = a.maybe("registry").value_or(source_root() + "/experiments/published");
   const auto points = load_registry(registry, parse_sets(a.maybe("set")));
+  // Read before anything is written: OUT may hold the very report compared against.
+  const std::optional<std::string> compare_path = a.maybe("compare");
+  std::optional<h5::Table> earlier;
+  if (compare_path) {
+    earlier = read_report(*compare_path);
+    // Only the documents this run evaluates (all of them without --set).
+    if (const auto sets = parse_sets(a.maybe("set")); !sets.empty()) earlier = rows_of_sets(*earlier, sets);
+  }
   for (const auto& problem : check_roles(points)) std::cerr << "warning: " << problem << "\n";
   EvaluateOptions o;
   o.runs.dir = a.get("runs");
@@ -81,6 +109,7 @@ int fidelity_main(const std::vector<std::string>& args) {
     std::cout << "\n";
   }
   for (const auto& l : honest) std::cout << l << "\n";
+  if (earlier) report_moved(*compare_path, *earlier, ev, a.get("out"));
   return s.failed ? kExitFailure : kExitOk;
 }
 

@@ -20,6 +20,7 @@
 #include "devices/storage.h"
 #include "experiments/experiment.h"
 #include "experiments/fidelity/calibrate.h"
+#include "experiments/fidelity/compare.h"
 #include "experiments/fidelity/extract.h"
 #include "experiments/fidelity/fidelity.h"
 #include "experiments/fidelity/ondevice_probe.h"
@@ -1075,6 +1076,116 @@ TEST(FidelityReport, OnDeviceCommandPrintsTheEngineUnitTable) {
   const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
   EXPECT_NE(line.find("35.0%"), std::string::npos) << line;
   EXPECT_NE(line.find("1/2"), std::string::npos) << line;
+}
+
+}  // namespace
+}  // namespace mobisim
+
+// `fidelity --compare`: what moved between two reports' points tables, matched by id, and the
+// honest medians recomputed from each table by the report's own rule.
+namespace mobisim {
+namespace {
+
+using namespace experiments::fidelity;
+
+struct ReportRow {
+  std::string id, cls, set, scope;
+  std::int64_t headline, in_medians;
+  double simulated, mid_error;
+  std::string status = "ok", verdict = "ok";
+};
+
+h5::Table report_of(const std::vector<ReportRow>& rows) {
+  std::vector<std::string> id, cls, set, scope, status, verdict;
+  std::vector<std::int64_t> headline, in_medians;
+  std::vector<double> simulated, mid;
+  for (const auto& r : rows) {
+    id.push_back(r.id), cls.push_back(r.cls), set.push_back(r.set), scope.push_back(r.scope);
+    status.push_back(r.status), verdict.push_back(r.verdict);
+    headline.push_back(r.headline), in_medians.push_back(r.in_medians);
+    simulated.push_back(r.simulated), mid.push_back(r.mid_error);
+  }
+  h5::Table t;
+  t.add("id", id);
+  t.add("set", set);
+  t.add("simulated", simulated);
+  t.add("verdict", verdict);
+  t.add("status", status);
+  t.add("class", cls);
+  t.add("scope", scope);
+  t.add("headline", headline);
+  t.add("in_medians", in_medians);
+  t.add("mid_error", mid, "fraction");
+  return t;
+}
+
+TEST(FidelityCompare, ListsWhatMovedAndRecountsTheMediansByTheReportsRule) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const h5::Table before = report_of({
+      {"a.headline", "validation", "percache", "seed", 1, 1, 10.0, -0.20},
+      {"a.other", "validation", "percache", "seed", 0, 1, 5.0, 0.10},
+      {"a.derived", "derived", "percache", "seed", 0, 0, 3.0, 0.50},
+      {"a.failed", "validation", "percache", "seed", 0, 0, nan, nan, "failed", "error"},
+      {"ext.one", "validation", "ondevice", "external", 0, 1, 7.0, 0.30},
+      {"sus.one", "validation", "sustained", "external", 0, 1, 2.0, 0.90},
+      {"a.gone", "validation", "percache", "seed", 0, 1, 1.0, 0.40},
+  });
+  const h5::Table after = report_of({
+      {"a.headline", "validation", "percache", "seed", 1, 1, 11.0, -0.12},
+      {"a.other", "validation", "percache", "seed", 0, 1, 5.0, 0.10},
+      {"a.derived", "derived", "percache", "seed", 0, 0, 3.0, 0.50},
+      {"a.failed", "validation", "percache", "seed", 0, 0, nan, nan, "failed", "error"},
+      {"ext.one", "validation", "ondevice", "external", 0, 1, 7.0, 0.30},
+      {"sus.one", "validation", "sustained", "external", 0, 1, 2.0, 0.90},
+      {"a.new", "validation", "percache", "seed", 0, 1, 4.0, -0.06},
+  });
+  const ReportComparison c = compare_reports(before, after);
+  ASSERT_EQ(c.moved.size(), 3u);
+  EXPECT_EQ(c.moved[0].id, "a.headline");
+  EXPECT_EQ(c.moved[0].change, "moved");
+  EXPECT_EQ(c.moved[0].simulated_before, 10.0);
+  EXPECT_EQ(c.moved[0].simulated_after, 11.0);
+  EXPECT_EQ(c.moved[1].id, "a.new");
+  EXPECT_EQ(c.moved[1].change, "new");
+  EXPECT_TRUE(std::isnan(c.moved[1].simulated_before));
+  EXPECT_EQ(c.moved[2].id, "a.gone");
+  EXPECT_EQ(c.moved[2].change, "removed");
+  EXPECT_EQ(c.unchanged, 5u);  // a failed point that failed again (NaN both sides) has not moved
+  // Before: headline {0.20}; seed {0.20, 0.10, 0.40}: median 0.20; external {0.30} (the sustained set
+  // is reported on its own, never pooled). After: headline {0.12}; seed {0.12, 0.10, 0.06}: 0.10.
+  EXPECT_EQ(c.before.headline.n, 1u);
+  EXPECT_DOUBLE_EQ(c.before.headline.median, 0.20);
+  EXPECT_EQ(c.before.seed.n, 3u);
+  EXPECT_DOUBLE_EQ(c.before.seed.median, 0.20);
+  EXPECT_EQ(c.before.external.n, 1u);
+  EXPECT_DOUBLE_EQ(c.before.external.median, 0.30);
+  EXPECT_DOUBLE_EQ(c.after.headline.median, 0.12);
+  EXPECT_DOUBLE_EQ(c.after.seed.median, 0.10);
+  EXPECT_EQ(c.table().rows(), 3u);
+  // A --set run is compared with the same documents of the earlier report.
+  const h5::Table only = rows_of_sets(before, {"ondevice"});
+  ASSERT_EQ(only.rows(), 1u);
+  EXPECT_EQ(std::get<std::vector<std::string>>(only.column("id"))[0], "ext.one");
+  EXPECT_EQ(std::get<std::vector<double>>(only.column("mid_error"))[0], 0.30);
+}
+
+TEST(FidelityCompare, AReportWithoutTheHonestColumnsIsRefusedByName) {
+  h5::Table old;
+  old.add("id", std::vector<std::string>{"a"});
+  old.add("simulated", std::vector<double>{1.0});
+  try {
+    compare_reports(old, old);
+    FAIL() << "a report without class/in_medians must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no column"), std::string::npos) << e.what();
+  }
+  TempDir dir;
+  const std::string path = (dir.path() / "not_a_report.h5").string();
+  {
+    h5::Writer w(path);
+    w.commit();
+  }
+  EXPECT_THROW(read_report(path), InputError);
 }
 
 }  // namespace
