@@ -421,6 +421,31 @@ TEST(PerCachePolicy, ReuseModesSaveWhatTheyClaim) {
   EXPECT_LT(f_kv, f_naive);
 }
 
+// Sleep-time Compute's QA bank holds its predicted questions only (PerCache 5.2 lists it as the
+// query-prediction baseline, apart from MeanCache's reactive bank): a verbatim repeat of an earlier
+// user query hits MeanCache and Sleep-time with store_served_queries, not Sleep-time itself.
+TEST(PerCachePolicy, SleepTimeBankHoldsPredictedQuestionsOnly) {
+  auto trace = generated("users: 1\nqueries: {per_user: 8}");
+  auto& qs = trace.users[0].queries;
+  const double arrival = qs[6].arrival_s;
+  qs[6] = qs[2];
+  qs[6].arrival_s = arrival;
+  const auto sleep = run_user("{impl: sleeptime}", trace);
+  const auto reactive = run_user("{impl: sleeptime, store_served_queries: true}", trace);
+  const auto mean = run_user("{impl: meancache}", trace);
+  for (const auto& e : sleep.caching().qa_bank()->entries()) EXPECT_TRUE(e.predicted) << e.query;
+  EXPECT_GT(sleep.caching().qa_bank()->entries().size(), 0u);
+  EXPECT_LT(sleep.records[6].qa_similarity, 0.999);
+  EXPECT_TRUE(mean.records[6].qa_hit);
+  EXPECT_TRUE(reactive.records[6].qa_hit);
+  EXPECT_GE(reactive.records[6].qa_similarity, 0.999);
+  std::size_t served_entries = 0;
+  for (const auto& e : reactive.caching().qa_bank()->entries()) served_entries += !e.predicted;
+  EXPECT_GT(served_entries, 0u);
+  // The same predictions either way: the served answers only add entries.
+  EXPECT_EQ(sleep.caching().predicted_queries(), reactive.caching().predicted_queries());
+}
+
 TEST(PerCachePolicy, DeterministicAcrossRuns) {
   const auto trace = generated("users: 1\nqueries: {per_user: 8}");
   const auto a = run_user("{impl: percache}", trace), b = run_user("{impl: percache}", trace);

@@ -458,7 +458,8 @@ sim::Task<void> CachingPolicy::serve(RagPipeline& p, const traces::Query& q, Que
   rec.answer_tokens = answer;
   co_await p.decode(rec, prompt, answer - 1, "decode");
   // Population of the caches with this query (new slices and QA entry are written in idle time).
-  if (tree_ || (o_.qa_bank && bank_)) {
+  const bool store_qa = o_.qa_bank && bank_ && o_.qa_stores_served;
+  if (tree_ || store_qa) {
     Job j{JobKind::kStore};
     j.text = q.text;
     j.embedding = q.embedding;
@@ -468,7 +469,7 @@ sim::Task<void> CachingPolicy::serve(RagPipeline& p, const traces::Query& q, Que
     j.answer = q.answer_text;
     j.answer_tokens = answer;
     j.fill_kv = tree_ != nullptr;
-    j.fill_qa = o_.qa_bank;
+    j.fill_qa = store_qa;
     jobs_.push_front(std::move(j));
   }
   history_.push_back(q.text);

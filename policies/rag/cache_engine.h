@@ -84,6 +84,9 @@ struct EngineOptions {
   double qa_capacity_mb = 100;
   double qa_entry_kb = 4;
   bool qa_answer_hits_later = false;  // PerCache: a QA hit's real answer is generated in idle time
+  // A served user query's answer joins the QA bank (the reactive update of MeanCache and PerCache).
+  // Sleep-time Compute fills its bank from predicted questions only.
+  bool qa_stores_served = true;
   // Knowledge cache-tree layer.
   bool kv_cache = false;
   ReuseMode reuse = ReuseMode::kQkvProjection;

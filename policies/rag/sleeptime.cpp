@@ -12,6 +12,10 @@ void add_sleeptime_params(ParamSchema& s) {
   s.integer("raw_window_chunks", 8, "raw chunks in each prediction prompt (round robin over the knowledge base)")
       .range(1, 100000);
   s.real("quiet_period_s", 600.0, "predictions after a query wait this long").non_negative().with_unit("s");
+  s.boolean("store_served_queries", false,
+            "also store each served user query's answer in the QA bank (MeanCache's reactive update). Off: "
+            "PerCache section 5.2 lists Sleep-time Compute as the query-prediction baseline, apart from the "
+            "reactive MeanCache, and its source (Lin et al. 2025) precomputes from the context only");
 }
 
 void read_sleeptime_params(const Params& p, EngineOptions& o) {
@@ -25,6 +29,7 @@ void read_sleeptime_params(const Params& p, EngineOptions& o) {
   o.raw_rounds_per_idle = p.integer("rounds_per_idle");
   o.raw_window_chunks = p.integer("raw_window_chunks");
   o.quiet_period_s = p.real("quiet_period_s");
+  o.qa_stores_served = p.boolean("store_served_queries");
 }
 
 ParamSchema SleepTimePolicy::schema() {
