@@ -339,6 +339,8 @@ for i, p in enumerate(P):
     groups[(p['probe']['engine'], p['probe']['unit'])].append(i)
 role = ['validation'] * len(P)
 fitted = [None] * len(P)
+# The GPU family of the transfer set's GPU phones that are not Adreno (their device profiles' compute.gpu.family).
+GPU_FAMILY = {'pixel-8-pro': 'mali'}
 for (eng, unit), idxs in groups.items():
     if len(idxs) < 4: continue
     by_src = collections.defaultdict(list)
@@ -365,6 +367,8 @@ for (eng, unit), idxs in groups.items():
                 fitted[c] = 'engine.npu.max_utilization' if phase == 'prefill' else 'engine.npu.decode_bandwidth_efficiency'
         else:
             fitted[c] = f'engine.{unit}.prefill_efficiency.{pr["dtype"]}' if phase == 'prefill' else f'engine.{unit}.bandwidth_efficiency'
+            if unit == 'gpu':   # GPU kernel values are per GPU family (engine gpu.families, docs/gpu_sources.md)
+                fitted[c] = fitted[c].replace('engine.gpu.', f'engine.gpu.families.{GPU_FAMILY.get(pr["device"], "adreno")}.')
             if phase == 'decode' and eng == 'executorch': fitted[c] += '.' + pr['dtype']   # executorch keys its bandwidth per weight dtype
 
 # A validation point whose probe is a calibration point's reads the very value that point is fitted to (another
