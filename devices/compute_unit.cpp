@@ -40,6 +40,10 @@ ParamSchema ComputeUnitSpec::schema() {
          "128-bit SIMD pipes per core issuing SDOT/SMMLA); used by runtimes with isa_kernels");
   s.text_list("isa", std::nullopt, "CPU ISA features: dotprod, i8mm, bf16, sve, sve2, sme, sme2 (Armv8.2+ extensions)")
       .optional();
+  s.text("family", std::nullopt,
+         "GPU family: adreno, mali, apple, nvidia (used by runtimes whose GPU kernels are per family, engine gpu.families)")
+      .optional();
+  s.text("generation", std::nullopt, "GPU generation within its family, e.g. a7x, a8x, valhall-4, apple8").optional();
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -99,6 +103,8 @@ ComputeUnitSpec ComputeUnitSpec::from_params(const std::string& name, const Para
   u.peak_tflops = parse_positive_per_dtype(p, "peak_tflops", "TFLOP/s, e.g. {fp16: 1.0}");
   if (u.peak_tflops.empty()) p.fail("peak_tflops", "expected a mapping dtype -> TFLOP/s, e.g. {fp16: 1.0}");
   if (p.has("isa")) u.isa = p.text_list("isa");
+  if (p.has("family")) u.family = p.text("family");
+  if (p.has("generation")) u.generation = p.text("generation");
   if (const YAML::Node n = p.node("clusters"); n.IsDefined() && !n.IsNull()) {
     if (!n.IsSequence() || n.size() == 0)
       p.fail("clusters", "expected a list of clusters [{core, count, ghz, vector_pipes}, ...]");

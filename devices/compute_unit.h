@@ -72,6 +72,10 @@ struct ComputeUnitSpec {
   // kernels are given per ISA path (engine `cpu.isa_kernels`) needs them (devices/engine.h).
   std::vector<CpuCluster> clusters;
   std::vector<std::string> isa;  // dotprod, i8mm, bf16, sve, sve2, sme, sme2, ...
+  // A GPU's family (adreno, mali, apple, nvidia) and generation within it (a7x, a8x, valhall, ...;
+  // empty: not described). A runtime whose GPU kernels are written per family (engine `gpu.families`)
+  // needs the family: its efficiencies are those of its kernels on that family (devices/engine.h).
+  std::string family, generation;
   bool has_isa(const std::string& feature) const;
   // Peak int8 op/s of `threads` threads (0: every core) on ISA path `isa_path`, one thread per core,
   // fastest cores first (the scheduler puts busy threads on the big cores): the sum over those cores of

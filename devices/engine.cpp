@@ -42,7 +42,8 @@ ParamSchema engine_storage_schema() {
   return s;
 }
 
-ParamSchema engine_unit_schema() {
+// The keys of a runtime's kernel values on a unit (or on one GPU family of it).
+ParamSchema engine_kernel_values_schema() {
   ParamSchema s;
   s.node("prefill_efficiency", "fraction of peak on batched (GEMM) work: a number, or {dtype: number, ...} per weight dtype");
   s.node("decode_efficiency", "fraction of peak on single-token (GEMV) work: a number or a mapping per weight dtype");
@@ -51,13 +52,21 @@ ParamSchema engine_unit_schema() {
   s.node("kernel_cost",
          "{dtype: factor}: how many times longer this runtime's kernels for that weight dtype take than for the unit's "
          "own rate on the same arithmetic (e.g. {int6: 1.875}); divides that dtype's efficiency");
+  s.text("source", std::string(""), "where these numbers come from");
+  return s;
+}
+
+ParamSchema engine_unit_schema() {
+  ParamSchema s = engine_kernel_values_schema();
+  s.node("families",
+         "gpu: the runtime's kernel values per GPU family, {adreno: {prefill_efficiency: ..., ...}, mali: {...}}: a "
+         "device runs its GPU family's values (compute.gpu.family) over the ones above; any other GPU has none");
   s.text_list("isa_kernels", std::nullopt,
               "cpu: ISA paths of the runtime's integer-weight kernels, best first (i8mm, dotprod, neon); with it, "
               "the int4/int6/int8 efficiencies are fractions of the SoC's ISA peak on `threads` cores (needs the "
               "device's compute.cpu.clusters and isa)")
       .optional();
   s.text("threads", std::nullopt, "cpu: the runtime's thread count with isa_kernels: a number or `all`").optional();
-  s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
 
@@ -140,6 +149,34 @@ std::optional<double> opt_real(const Params& p, const std::string& key) {
   return p.real(key);
 }
 
+EngineKernelValues parse_kernel_values(const Params& p) {
+  EngineKernelValues v;
+  v.prefill_efficiency = parse_per_dtype(p, "prefill_efficiency");
+  v.decode_efficiency = parse_per_dtype(p, "decode_efficiency");
+  v.bandwidth_efficiency = parse_per_dtype(p, "bandwidth_efficiency");
+  v.call_overhead_us = opt_real(p, "call_overhead_us");
+  v.kernel_cost = parse_positive_per_dtype(p, "kernel_cost", "factor, e.g. {int6: 1.875}");
+  return v;
+}
+
+// `families: {FAMILY: {kernel values}}` of a gpu block (empty when absent).
+std::map<std::string, EngineKernelValues> parse_families(const Params& up, const std::string& unit,
+                                                         const ConfigSource& unit_source) {
+  std::map<std::string, EngineKernelValues> out;
+  const YAML::Node n = up.node("families");
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (unit != "gpu") up.fail("families", "only a gpu has kernel values per GPU family");
+  if (!n.IsMap() || n.size() == 0)
+    up.fail("families", "expected a mapping GPU family -> kernel values, e.g. {adreno: {prefill_efficiency: {int4: 0.04}}}");
+  ParamSchema fs = engine_kernel_values_schema();
+  for (const auto& kv : n) {
+    const std::string family = kv.first.as<std::string>();
+    const Params fp(kv.second, fs, unit_source.child("families").child(family), {});
+    out.emplace(family, parse_kernel_values(fp));
+  }
+  return out;
+}
+
 // The per-dtype value applied to a unit: the fallback replaces the scalar, the mapping adds per-dtype values.
 void apply_per_dtype(const PerDtype& v, double& scalar, std::map<models::DType, double>& by_dtype) {
   if (v.fallback) scalar = *v.fallback;
@@ -216,6 +253,20 @@ struct InheritedLines {
 
 }  // namespace
 
+EngineKernelValues EngineKernelValues::overlaid_by(const EngineKernelValues& over) const {
+  EngineKernelValues v = *this;
+  auto overlay = [](PerDtype& base, const PerDtype& top) {
+    if (top.fallback) base.fallback = top.fallback;
+    for (const auto& [t, x] : top.by_dtype) base.by_dtype[t] = x;
+  };
+  overlay(v.prefill_efficiency, over.prefill_efficiency);
+  overlay(v.decode_efficiency, over.decode_efficiency);
+  overlay(v.bandwidth_efficiency, over.bandwidth_efficiency);
+  if (over.call_overhead_us) v.call_overhead_us = over.call_overhead_us;
+  for (const auto& [t, x] : over.kernel_cost) v.kernel_cost[t] = x;
+  return v;
+}
+
 const std::string* EngineProfile::inherit_reason(const std::string& unit, Phase phase, models::DType dtype) const {
   const std::string up = unit + "." + to_string(phase);
   for (const std::string& sel : {up + "." + models::to_string(dtype), up, unit, std::string("all")})
@@ -260,11 +311,8 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     ParamSchema us = engine_unit_schema();
     const Params up(n, us, source.child(unit), {});
     EngineUnitSpec u;
-    u.prefill_efficiency = parse_per_dtype(up, "prefill_efficiency");
-    u.decode_efficiency = parse_per_dtype(up, "decode_efficiency");
-    u.bandwidth_efficiency = parse_per_dtype(up, "bandwidth_efficiency");
-    u.call_overhead_us = opt_real(up, "call_overhead_us");
-    u.kernel_cost = parse_positive_per_dtype(up, "kernel_cost", "factor, e.g. {int6: 1.875}");
+    static_cast<EngineKernelValues&>(u) = parse_kernel_values(up);
+    u.families = parse_families(up, unit, source.child(unit));
     if (up.has("isa_kernels")) {
       if (unit != "cpu") up.fail("isa_kernels", "only a cpu runs ISA-path kernels");
       u.isa_kernels = up.text_list("isa_kernels");
@@ -379,6 +427,38 @@ std::string apply_isa_kernels(const EngineUnitSpec& spec, const std::string& uni
                      unit, path, spec.threads > 0 ? fmt::to_string(spec.threads) : std::string("all"), peak,
                      where, fmt::join(spec.isa_kernels, ", "), device.name, unit, fmt::join(u.isa, ", "));
 }
+// The kernel values a unit of `device` runs: the unit's, overlaid by those of its GPU family when the
+// runtime gives values per family. `family_problem` says why a family-specific runtime has none for this
+// GPU: none of the engine's values apply there and every phase and dtype is a gap, whatever inherit_device
+// says (to take a device's values on a family, list the family, even empty, and name the inheritance);
+// `derived` says what ran, for the result file.
+EngineKernelValues values_for_family(const EngineUnitSpec& spec, const std::string& unit, const std::string& where,
+                                     const DeviceProfile& device, const ComputeUnitSpec& u, std::string& family_problem,
+                                     std::string& derived) {
+  const EngineKernelValues& base = spec;
+  if (spec.families.empty()) return base;
+  std::vector<std::string> given;
+  for (const auto& [f, v] : spec.families) given.push_back(f);
+  const std::string lead = fmt::format("{} runs {} kernels written per GPU family ({}), but device '{}' ({})", where,
+                                       unit, fmt::join(given, ", "), device.name, device.origin);
+  if (u.family.empty()) {
+    family_problem = fmt::format("{} gives no compute.{}.family (the GPU's family: {})", lead, unit, fmt::join(given, ", "));
+    return {};
+  }
+  const auto it = spec.families.find(u.family);
+  if (it == spec.families.end()) {
+    family_problem = fmt::format("{} has a GPU of family '{}' (compute.{}.family), for which the engine gives no {}.families.{} values",
+                                 lead, u.family, unit, unit, u.family);
+    return {};
+  }
+  std::vector<std::string> peaks;
+  for (const auto& [t, tf] : u.peak_tflops) peaks.push_back(fmt::format("{} {:g}", models::to_string(t), tf));
+  derived = fmt::format("{} kernels: the {} values of {} ({}.families.{}) on device '{}' {} {} GPU, peak TFLOP/s {}",
+                        unit, u.family, where, unit, u.family, device.name, u.family,
+                        u.generation.empty() ? std::string("(generation not given)") : u.generation,
+                        fmt::join(peaks, ", "));
+  return base.overlaid_by(it->second);
+}
 }  // namespace
 
 DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
@@ -401,17 +481,21 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
   for (auto& [unit, u] : d.compute) {
     static const EngineUnitSpec kNone{};
     const auto it = units.find(unit);
-    const EngineUnitSpec& spec = it == units.end() ? kNone : it->second;
+    const EngineUnitSpec& unit_spec = it == units.end() ? kNone : it->second;
     // What the device profile gave, before the engine's values replace it (what an inheritance takes).
     const ComputeUnitSpec dev = u;
+    std::string family_problem, family_derived;
+    const EngineKernelValues spec =
+        values_for_family(unit_spec, unit, where, device, dev, family_problem, family_derived);
+    if (!family_derived.empty()) d.derived_from_soc.push_back(family_derived);
     apply_per_dtype(spec.prefill_efficiency, u.compute_efficiency, u.efficiency_by_dtype);
     apply_per_dtype(spec.decode_efficiency, u.gemv_compute_efficiency, u.gemv_efficiency_by_dtype);
     apply_per_dtype(spec.bandwidth_efficiency, u.bandwidth_efficiency, u.bandwidth_efficiency_by_dtype);
     if (spec.call_overhead_us) u.call_overhead_us = *spec.call_overhead_us;
     for (const auto& [t, x] : spec.kernel_cost) u.kernel_cost_by_dtype[t] = x;
     auto gaps = std::make_shared<EngineGaps>();
-    if (!spec.isa_kernels.empty()) {
-      std::string derived = apply_isa_kernels(spec, unit, where, device, u, *gaps);
+    if (!unit_spec.isa_kernels.empty()) {
+      std::string derived = apply_isa_kernels(unit_spec, unit, where, device, u, *gaps);
       if (!derived.empty()) d.derived_from_soc.push_back(std::move(derived));
     }
     InheritedLines lines;
@@ -433,10 +517,20 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
           taken.push_back("call_overhead_us=" + fmt_value(dev.call_overhead_us));
         }
         if (missing.empty()) continue;
-        if (const std::string* reason = inherit_reason(unit, phase, t))
-          lines.add(phase, t, inherited_text(taken, *reason));
-        else
+        if (family_problem.empty())
+          if (const std::string* reason = inherit_reason(unit, phase, t)) {
+            lines.add(phase, t, inherited_text(taken, *reason));
+            continue;
+          }
+        if (!family_problem.empty()) {
+          gaps->missing[{phase, t}] = fmt::format(
+              "{}: it has no {} {} value for {} weights there; give the device's GPU family, or the engine's "
+              "values for that family ({}.families.FAMILY; an empty block plus inherit_device takes the device's "
+              "values by name)",
+              family_problem, unit, to_string(phase), models::to_string(t), unit);
+        } else {
           gaps->missing[{phase, t}] = gap_message(unit, phase, t, missing);
+        }
       }
     if (!gaps->missing.empty()) u.gaps = gaps;
     lines.emit(unit, d.inherited_from_device);

@@ -13,6 +13,13 @@
 //               call_overhead_us     fixed cost per operator per layer
 //               kernel_cost          {dtype: factor}: the runtime's kernels for a weight dtype take that many
 //                                    times longer than the unit's rate (a per-projection recipe dtype)
+//   gpu only:   families             {family: {prefill_efficiency, decode_efficiency, bandwidth_efficiency,
+//                                    call_overhead_us, kernel_cost}}: the runtime's kernels per GPU family
+//                                    (adreno, mali, apple): one efficiency per kernel class (weight dtype
+//                                    and phase), applied to each SoC's published peaks. A device whose
+//                                    compute.gpu.family is absent or not listed cannot run them:
+//                                    ConfigError naming device, engine, family and key, where first needed.
+//                                    What ran is recorded in the result (`derived_from_soc`).
 //   cpu only:   isa_kernels          the ISA paths of the runtime's integer-weight kernels, best first
 //                                    ([i8mm, dotprod]): with it, the prefill/decode efficiency it gives for
 //                                    int4, int6 and int8 weights is a fraction of the SoC's ISA peak for the
@@ -62,12 +69,23 @@ struct PerDtype {
   bool empty() const { return !fallback && by_dtype.empty(); }
 };
 
-struct EngineUnitSpec {
+// The values of a runtime's kernels on a unit (or on one GPU family of it).
+struct EngineKernelValues {
   PerDtype prefill_efficiency, decode_efficiency, bandwidth_efficiency;
   std::optional<double> call_overhead_us;
   std::map<models::DType, double> kernel_cost;  // per weight dtype: time factor of its kernels (compute_unit.h)
-  std::vector<std::string> isa_kernels;         // cpu: ISA paths of its integer kernels, best first (empty: none)
-  int threads = 0;                              // with isa_kernels: threads (0: every core)
+  // These values, then `over`'s wherever it gives one (per dtype: `over`'s dtypes replace these).
+  EngineKernelValues overlaid_by(const EngineKernelValues& over) const;
+};
+
+struct EngineUnitSpec : EngineKernelValues {
+  std::vector<std::string> isa_kernels;  // cpu: ISA paths of its integer kernels, best first (empty: none)
+  int threads = 0;                       // with isa_kernels: threads (0: every core)
+  // gpu: the runtime's kernels per GPU family (`families: {adreno: {...}}`); non-empty: a device runs the
+  // values of its GPU's family (compute.gpu.family) over the ones above, and a GPU of another family, or
+  // one without a family, has none of them: every value is a gap there, inherit_device or not (a family
+  // listed with an empty block takes what inherit_device names from the device, recorded).
+  std::map<std::string, EngineKernelValues> families;
 };
 
 struct EngineNpuSpec {

@@ -190,7 +190,7 @@ TEST(H5Results, CliHelpVersionListAndValidate) {
   const auto engines = testing::run_mobisim("list engines");
   for (const char* line : {"dynakv", "[sets: storage; inherits from the device: cpu]", "qnn",
                            "[sets: npu; inherits from the device: npu]", "executorch",
-                           "[sets: cpu, npu; inherits from the device: cpu.decode.bf16, gpu, npu]"})
+                           "[sets: cpu, gpu, npu; inherits from the device: cpu.decode.bf16, gpu.decode.int4, npu]"})
     EXPECT_NE(engines.output.find(line), std::string::npos) << line << "\n" << engines.output;
   EXPECT_EQ(testing::run_mobisim("frobnicate").exit_code, 2);
   EXPECT_EQ(testing::run_mobisim("run").exit_code, 2);

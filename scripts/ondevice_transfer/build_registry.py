@@ -339,6 +339,8 @@ for i, p in enumerate(P):
     groups[(p['probe']['engine'], p['probe']['unit'])].append(i)
 role = ['validation'] * len(P)
 fitted = [None] * len(P)
+# The GPU family of the transfer set's GPU phones that are not Adreno (their device profiles' compute.gpu.family).
+GPU_FAMILY = {'pixel-8-pro': 'mali'}
 for (eng, unit), idxs in groups.items():
     if len(idxs) < 4: continue
     by_src = collections.defaultdict(list)
@@ -365,6 +367,8 @@ for (eng, unit), idxs in groups.items():
                 fitted[c] = 'engine.npu.max_utilization' if phase == 'prefill' else 'engine.npu.decode_bandwidth_efficiency'
         else:
             fitted[c] = f'engine.{unit}.prefill_efficiency.{pr["dtype"]}' if phase == 'prefill' else f'engine.{unit}.bandwidth_efficiency'
+            if unit == 'gpu':   # GPU kernel values are per GPU family (engine gpu.families, docs/gpu_sources.md)
+                fitted[c] = fitted[c].replace('engine.gpu.', f'engine.gpu.families.{GPU_FAMILY.get(pr["device"], "adreno")}.')
             if phase == 'decode' and eng == 'executorch': fitted[c] += '.' + pr['dtype']   # executorch keys its bandwidth per weight dtype
 
 # A validation point whose probe is a calibration point's reads the very value that point is fitted to (another
@@ -376,8 +380,8 @@ cal_by_probe = {probe_key(P[i]['probe']): i for i in range(len(P)) if role[i] ==
 CAUSES = {
     ('llama.cpp', 'cpu', 'prefill'): "llama.cpp's CPU GEMM share of the ISA peak (i8mm, all cores) is fitted on one PR-702 run (99.9 tok/s), which later builds on the same phone run 2-3x faster (PRs #713/#722/#740: 205-308 tok/s); Q6_K weights (no calibration point) still run at the device's mllm-fitted rate; the Galaxy S20+ runs Q4_K_M (not repacked on dotprod-only cores)",
     ('llama.cpp', 'cpu', 'decode'): "llama.cpp CPU decode streams at one share of DRAM bandwidth fitted on the POCO's Q4_0 run; Q8_0 GEMVs read twice the bytes at the same share but published Q8_0 rates are closer to Q4_0's (not bandwidth-bound there), and the Galaxy S20+/S23 memory shares differ (LPDDR5 / the app's thread count)",
-    ('llama.cpp', 'gpu', 'prefill'): "llama.cpp OpenCL prefill has one fitted value (Q4_0 on the Redmi K70's Adreno 740, one 2025 build); the Adreno kernels change per quantisation and per build by up to 10x (Q4_0 SoA/xmem GEMMs, Q8_0 GEMM from PRs #16469/#18871), and Q8_0/F16 fall back to the device's 0.2",
-    ('llama.cpp', 'gpu', 'decode'): "llama.cpp OpenCL decode runs at the device's 0.6 of DRAM bandwidth; the Adreno GEMV kernels reach a different share per quantisation (Q8_0 as fast as Q4_0 in tok/s: not bandwidth-bound) and per build",
+    ('llama.cpp', 'gpu', 'prefill'): "llama.cpp OpenCL prefill runs two Adreno kernel classes fitted on one build each (the noshuffle Q4_0 GEMM on the Redmi K70's 2025 build; the generic l4_lm GEMM of Q8_0/F16/Q6_K on PR #18871's master, which PR #16469's and the 8 Elite's 2025 F16 runs match within 26%); builds before PR #16469 ran Q8_0 without that GEMM (3-4x slower), and later builds add Adreno-specific Q8_0 (PR #18871), xmem F16 (PR #22755) and faster Q4_0 GEMMs (3-7x faster), which no per-SoC parameter captures",
+    ('llama.cpp', 'gpu', 'decode'): "llama.cpp OpenCL decode streams at one share of DRAM bandwidth fitted on a Q8_0 GEMV (PR #18871, 8 Elite Gen 5); the Q4_0 noshuffle and Q6_K GEMVs reach other shares (Q8_0 as fast as Q4_0 in tok/s on the POCO: not bandwidth-bound), the Galaxy S23's app builds are slower still, and the 8 Elite's 2025 builds decode faster than the fit",
     ('llama.cpp', 'npu', 'prefill'): "llama.cpp's Hexagon prefill runs op by op on the HVX units (devices/npu.h) with one matmul efficiency fitted on a PR-740 build (2026-05); older builds ran slower HVX kernels (PR #740's own table: 330 -> 720 tok/s on the same phone, the README's build is older still), and every SoC's HVX peak is one derivation (no per-SoC cDSP clock or context count is published)",
     ('llama.cpp', 'npu', 'decode'): "llama.cpp's Hexagon decode streams weights at one share of DRAM bandwidth fitted on the 8 Gen 2 (per-op dispatch folded in, hvx_op_overhead_us 0); a 1B model has as many ops per token as a 1.7B one but fewer bytes, so the dispatch share the fit folds in differs per model",
     ('mnn', 'cpu', 'prefill'): "MNN's int8 GEMM share of the ISA peak (4 threads) is the geometric mean of two calibration fits that differ by 1.8x (Honor Magic7 2025 build, Xiaomi 12 2023 build); the iPhones' peaks rest on estimated Apple pipe counts and clocks, and small models (0.5B) carry per-op costs the share does not",
@@ -387,10 +391,11 @@ CAUSES = {
     ('mllm', 'npu', 'prefill'): "mllm v1's QNN path builds and finalises the QNN graphs inside the timed prefill (issue #116: graph building dominates) and the public builds run the chunks without the paper's CPU/NPU overlap; mobisim charges execution only",
     ('executorch', 'cpu', 'decode'): "measured in the demo app (the README's ** workflow): the app's token loop, JNI and UI costs, which the adb-binary measurements (and the fitted bandwidth) exclude",
     ('executorch', 'npu', 'decode'): "one QNN decode bandwidth share fitted on Qwen2.5-1.5B (SM8750, PR #13544); ExecuTorch's static-llama KV-cache I/O on the CPU (issue #7614) and graph-split costs scale with layers and context rather than with weight bytes, and the 2024 builds (#7411) were slower still",
-    ('executorch', 'gpu', 'prefill'): "configs/engines/executorch.yaml sets no GPU value: Vulkan prefill runs at the device's 0.2 of the Adreno fp16 peak, where ETVK's 8da4w prefill kernels reach a fraction of that",
+    ('executorch', 'gpu', 'prefill'): "ExecuTorch Vulkan prefill has one value fitted on the tutorial's 14-token prompt (fixed costs dominate it); the wiki's longer prompts on another build run 3x faster per token",
     ('qnn', 'npu', 'prefill'): "the 128-token TTFT is one prompt-processor pass plus launch and graph-switch costs the utilisation curve (calibrated at 4096 tokens) does not separate; on the 8 Elite Gen 5 QRD the profile inherits the 8 Elite's NPU peak (Qualcomm publishes none)",
     ('qnn', 'npu', 'decode'): "the Gen 5 QRD profile inherits the 8 Elite's NPU and memory numbers (no published peaks); decode streams the weights at the 8 Elite's fitted bandwidth share",
-    ('mlc', 'gpu', 'decode'): "the Pixel 8 Pro profile inherits the Pixel 7's 51.2 GB/s (Google publishes no LPDDR5X speed) and MLC's bandwidth share was fitted on the Xiaomi 14's Adreno 750, not a Mali GPU",
+    ('executorch', 'gpu', 'decode'): "the wiki's Vulkan decode is another build and export (the tutorial's --vulkan-force-fp16 run calibrates): one fitted bandwidth share per runtime",
+    ('mlc', 'gpu', 'decode'): "the Pixel 8 Pro profile inherits the Pixel 7's 51.2 GB/s (Google publishes no LPDDR5X speed); MLC's Mali bandwidth share is fitted on the 1.5B distill's decode step, and the 3B model's longer step is not proportionally longer",
 }
 RESID = {}
 if len(sys.argv) > 2:
