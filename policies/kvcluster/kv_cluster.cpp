@@ -267,11 +267,13 @@ std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
       scores.noalias() += cm * Eigen::Map<const Eigen::VectorXd>(qd, dim_);
     }
   }
-  gather_candidates();
+  candidates_gathered_ = false;  // gathered when a ranking needs them (keep_ranked_candidates)
   return select_scored(scores.data(), rows, q, top, 0);
 }
 
 void ClusterTable::gather_candidates() const {
+  if (candidates_gathered_) return;
+  candidates_gathered_ = true;
   scratch_cand_.clear();
   scratch_cand_size_.clear();
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
@@ -285,23 +287,28 @@ bool ClusterTable::keep_at_least(const double* scores, int rows, const float* q,
                                  bool by_count, std::vector<std::pair<double, int>>& cand) const {
   // Every candidate scoring below `floor_score` ranks after every one kept (ranks are by score first), so
   // the kept ones are a prefix of the ranking; the selection lies inside it when it holds `need`.
-  cand.clear();
-  std::int64_t held = 0;  // entries (or clusters by count) kept
+  // Every candidate is written and those below the floor overwritten by the next (no branch on
+  // the score, which is taken or not at random).
+  const int n_clusters = static_cast<int>(clusters_.size());
+  cand.resize(static_cast<std::size_t>(n_clusters));
+  std::size_t kept = 0;
   bool unordered = false;  // a NaN score, which no floor places: the full ranking decides
-  for (std::size_t i = 0; i < scratch_cand_.size(); ++i) {
-    const int c = scratch_cand_[i];
+  for (int c = 0; c < n_clusters; ++c) {
+    if (!candidate_[c]) continue;
     const double score = c < rows ? scores[c] : similarity(c, q);
     unordered = unordered || score != score;
-    if (score >= floor_score) {
-      cand.emplace_back(score, c);
-      held += by_count ? 1 : scratch_cand_size_[i];
-    }
+    cand[kept] = {score, c};
+    kept += score >= floor_score;
   }
+  cand.resize(kept);
+  std::int64_t held = 0;  // entries (or clusters by count) kept
+  for (const auto& sc : cand) held += by_count ? 1 : clusters_[sc.second].size();
   return !unordered && !cand.empty() && static_cast<double>(held) >= need;
 }
 
 void ClusterTable::keep_ranked_candidates(const double* scores, int rows, const float* q, double need, bool by_count,
                                           std::vector<std::pair<double, int>>& cand) const {
+  gather_candidates();
   cand.clear();
   cand.reserve(scratch_cand_.size());
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;  // the scores' range, for keep_top_bins
@@ -480,7 +487,7 @@ std::vector<int> ClusterTable::select_union(QueryGroup qs, const TopK& top) cons
   }
   scratch_multi_.resize(static_cast<std::size_t>(rows) * heads);
   centroid_scores(centroids_, qd.data(), heads, scratch_multi_.data());
-  gather_candidates();  // the same for every head
+  candidates_gathered_ = false;  // gathered once for every head, if a ranking needs them
   std::vector<int> out = select_scored(scratch_multi_.data(), rows, qs[0], top, 0);
   std::vector<char>& taken = scratch_taken_;
   taken.assign(clusters_.size(), 0);

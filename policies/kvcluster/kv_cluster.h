@@ -153,8 +153,10 @@ class ClusterTable {
   std::vector<char> live_;
   int n_live_ = 0;
   void refresh_live(int c);
-  // The clusters select considers (candidate_) and their sizes, into scratch_cand_ / _size_.
+  // The clusters select considers (candidate_) and their sizes, into scratch_cand_ / _size_, once
+  // per selection (candidates_gathered_ is reset when the table's scores are taken).
   void gather_candidates() const;
+  mutable bool candidates_gathered_ = false;
   mutable std::vector<int> scratch_cand_, scratch_cand_size_;
   // select's ranking of the gathered candidates by precomputed scores (rows of them; similarity beyond),
   // for query head `slot` of the group (whose last selection's end it remembers: rank_floor).
