@@ -288,19 +288,21 @@ bool ClusterTable::keep_at_least(const double* scores, int rows, const float* q,
   // Every candidate scoring below `floor_score` ranks after every one kept (ranks are by score first), so
   // the kept ones are a prefix of the ranking; the selection lies inside it when it holds `need`.
   // Every candidate is written and those below the floor overwritten by the next (no branch on
-  // the score, which is taken or not at random).
+  // the score, which is taken or not at random), into a buffer that only grows (resizing `cand`
+  // to every cluster would clear it all on each call).
   const int n_clusters = static_cast<int>(clusters_.size());
-  cand.resize(static_cast<std::size_t>(n_clusters));
+  if (scratch_above_.size() < static_cast<std::size_t>(n_clusters)) scratch_above_.resize(static_cast<std::size_t>(n_clusters));
+  std::pair<double, int>* above = scratch_above_.data();
   std::size_t kept = 0;
   bool unordered = false;  // a NaN score, which no floor places: the full ranking decides
   for (int c = 0; c < n_clusters; ++c) {
     if (!candidate_[c]) continue;
     const double score = c < rows ? scores[c] : similarity(c, q);
     unordered = unordered || score != score;
-    cand[kept] = {score, c};
+    above[kept] = {score, c};
     kept += score >= floor_score;
   }
-  cand.resize(kept);
+  cand.assign(above, above + kept);
   std::int64_t held = 0;  // entries (or clusters by count) kept
   for (const auto& sc : cand) held += by_count ? 1 : clusters_[sc.second].size();
   return !unordered && !cand.empty() && static_cast<double>(held) >= need;

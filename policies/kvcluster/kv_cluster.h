@@ -182,7 +182,7 @@ class ClusterTable {
   mutable std::vector<double> scratch_query_, scratch_multi_;  // queries (or a key) in double; every head's scores
   mutable std::vector<char> scratch_taken_;
   mutable std::vector<std::uint8_t> scratch_bins_;
-  mutable std::vector<std::pair<double, int>> scratch_heap_;
+  mutable std::vector<std::pair<double, int>> scratch_heap_, scratch_above_;
   int dim_;
   int head_;
   int step_ = 0;
