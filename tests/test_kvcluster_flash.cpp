@@ -223,32 +223,38 @@ TEST(KvClusterFlash, ReadingClustersEqualsReadingTheirPositions) {
   // read_runs_of_entries marks the clusters' slots directly; it must give exactly the runs of the
   // list of their positions (members and buffered), in every placement and merge, including the
   // sorting fallback (entry bytes not a power of two) and pending splits' buffered entries.
-  auto p = make("{impl: dynakv, top_k: 4, tokens_per_cluster: 16}");
-  for (auto [placement, entry, merge] :
-       {std::tuple{Placement::kInterCluster, std::int64_t{256}, ReadMerge::kPageRuns},
-        std::tuple{Placement::kIntraCluster, std::int64_t{512}, ReadMerge::kPageRuns},
-        std::tuple{Placement::kSequence, std::int64_t{384}, ReadMerge::kPageRuns},
-        std::tuple{Placement::kInterCluster, std::int64_t{256}, ReadMerge::kContiguousPieces}}) {
-    DriftingKeys gen(8, 12, 7);
-    ClusterTable t(8);
-    p->prefill(t, gen.block(256));
-    FlashLayout f(placement, entry, 4096, 8, merge);
-    f.place_initial(t);
-    sim::Rng rng(9, 0, "test/kvcluster", "reads");
-    for (int step = 0; step < 300; ++step) {
-      const auto q = random_query(rng, 8);
-      const auto k = gen.next(0.05, step, 64);
-      const StepOutcome out = p->decode_step(t, q.data(), k.data());
-      f.sync(t, out);
-      std::vector<int> clusters;
-      for (int c = 0; c < static_cast<int>(t.clusters().size()); ++c)
-        if (t.cluster(c).alive && rng.bernoulli(step % 50 == 49 ? 0.95 : 0.2)) clusters.push_back(c);
-      rng.shuffle(clusters);
-      const auto got = f.read_runs_of_entries(t, clusters);
-      const auto want = f.read_runs_of(t.positions_of(clusters));
-      // Every field of every run (ReadRun's operator==).
-      ASSERT_EQ(got.size(), want.size()) << "step " << step;
-      EXPECT_TRUE(got == want) << "step " << step;
+  // Every policy: the cluster placements read each cluster's list of offsets, which must follow
+  // splits (DynaKV), appends (PQCache) and regrouped windows (ClusterKV) alike.
+  for (const char* policy : {"{impl: dynakv, top_k: 4, tokens_per_cluster: 16}",
+                             "{impl: pqcache, top_k: 4, tokens_per_cluster: 16}",
+                             "{impl: clusterkv, top_k: 4, tokens_per_cluster: 16, window: 16}"}) {
+    auto p = make(policy);
+    for (auto [placement, entry, merge] :
+         {std::tuple{Placement::kInterCluster, std::int64_t{256}, ReadMerge::kPageRuns},
+          std::tuple{Placement::kIntraCluster, std::int64_t{512}, ReadMerge::kPageRuns},
+          std::tuple{Placement::kSequence, std::int64_t{384}, ReadMerge::kPageRuns},
+          std::tuple{Placement::kInterCluster, std::int64_t{256}, ReadMerge::kContiguousPieces}}) {
+      DriftingKeys gen(8, 12, 7);
+      ClusterTable t(8);
+      p->prefill(t, gen.block(256));
+      FlashLayout f(placement, entry, 4096, 8, merge);
+      f.place_initial(t);
+      sim::Rng rng(9, 0, "test/kvcluster", "reads");
+      for (int step = 0; step < 300; ++step) {
+        const auto q = random_query(rng, 8);
+        const auto k = gen.next(0.05, step, 64);
+        const StepOutcome out = p->decode_step(t, q.data(), k.data());
+        f.sync(t, out);
+        std::vector<int> clusters;
+        for (int c = 0; c < static_cast<int>(t.clusters().size()); ++c)
+          if (t.cluster(c).alive && rng.bernoulli(step % 50 == 49 ? 0.95 : 0.2)) clusters.push_back(c);
+        rng.shuffle(clusters);
+        const auto got = f.read_runs_of_entries(t, clusters);
+        const auto want = f.read_runs_of(t.positions_of(clusters));
+        // Every field of every run (ReadRun's operator==).
+        ASSERT_EQ(got.size(), want.size()) << policy << " step " << step;
+        EXPECT_TRUE(got == want) << policy << " step " << step;
+      }
     }
   }
 }

@@ -110,17 +110,35 @@ std::int64_t FlashLayout::pages_touched(const std::vector<std::int64_t>& offsets
 
 void FlashLayout::record_offset(int pos, std::int64_t off) {
   offset_[pos] = off;
-  if (pos >= static_cast<int>(pos_offset_.size())) {
-    pos_offset_.resize(pos + 1, -1);
-    pos_on_flash_.resize(pos + 1, 0);
+  if (pos >= static_cast<int>(flash_offset_.size())) {
+    flash_offset_.resize(pos + 1, -1);
+    listed_in_.resize(pos + 1, -1);
   }
-  pos_offset_[pos] = off;
-  pos_on_flash_[pos] = 0;
+  delist(pos);
+  flash_offset_[pos] = -1;  // recorded, not yet on flash
 }
 
-void FlashLayout::write_flash(int pos, std::int64_t off) {
+void FlashLayout::write_flash(int pos, std::int64_t off, int cluster) {
   flash_[off] = pos;
-  pos_on_flash_[pos] = 1;
+  delist(pos);
+  flash_offset_[pos] = off;
+  if (cluster < 0) return;
+  if (cluster >= static_cast<int>(cluster_offsets_.size())) cluster_offsets_.resize(cluster + 1);
+  cluster_offsets_[cluster].push_back(off);
+  listed_in_[pos] = cluster;
+}
+
+void FlashLayout::delist(int pos) {
+  const int c = listed_in_[pos];
+  if (c < 0) return;
+  // Order within a cluster's list does not matter (reads sort or mark the offsets): the last
+  // offset takes the removed one's place.
+  auto& list = cluster_offsets_[c];
+  auto it = std::find(list.begin(), list.end(), flash_offset_[pos]);
+  if (it == list.end()) throw Error(fmt::format("flash layout: position {} missing from cluster {}'s offsets", pos, c));
+  *it = list.back();
+  list.pop_back();
+  listed_in_[pos] = -1;
 }
 
 // ---------------------------------------------------------------------------
@@ -182,8 +200,8 @@ void FlashLayout::unplace(int pos) {
   auto f = flash_.find(it->second);
   if (f != flash_.end() && f->second == pos) flash_.erase(f);
   offset_.erase(it);
-  pos_offset_[pos] = -1;
-  pos_on_flash_[pos] = 0;
+  delist(pos);
+  flash_offset_[pos] = -1;
   for (auto& [c, buf] : page_buffer_) buf.erase(std::remove(buf.begin(), buf.end(), pos), buf.end());
 }
 
@@ -196,13 +214,14 @@ void FlashLayout::bulk_write(int cluster, const std::vector<int>& positions) {
   for (int pos : positions) {
     const std::int64_t off = slot_offset(s, used++);
     record_offset(pos, off);
-    write_flash(pos, off);
+    write_flash(pos, off, cluster);
     offs.push_back(off);
   }
   stats_.logical_write_bytes += static_cast<std::int64_t>(positions.size()) * entry_bytes_;
   stats_.physical_write_bytes += pages_touched(offs) * page_bytes_;
   auto& list = placed_[cluster];
   list.insert(list.end(), positions.begin(), positions.end());
+  placed_changed(cluster);
 }
 
 void FlashLayout::touch_hot(int cluster) {
@@ -222,23 +241,52 @@ void FlashLayout::flush_page_buffer(int cluster) {
   std::vector<std::int64_t> offs;
   for (int pos : it->second) {
     offs.push_back(offset_.at(pos));
-    write_flash(pos, offset_.at(pos));
+    write_flash(pos, offset_.at(pos), cluster);
   }
   stats_.physical_write_bytes += pages_touched(offs) * page_bytes_;
   it->second.clear();
 }
 
+std::int64_t FlashLayout::placed_count(int cluster) const {
+  auto it = placed_.find(cluster);
+  return it == placed_.end() ? 0 : static_cast<std::int64_t>(it->second.size());
+}
+
+int FlashLayout::naive_index(int cluster) const {
+  return cluster >= 0 && cluster < static_cast<int>(naive_index_.size()) ? naive_index_[cluster] : -1;
+}
+
+void FlashLayout::add_to_naive_order(int cluster) {
+  if (cluster < 0) throw Error(fmt::format("flash layout: cluster id {} is negative", cluster));
+  if (naive_index(cluster) >= 0) {
+    naive_repeats_ = true;  // the sums below would miss the repeat's changes: walk the order instead
+  } else {
+    if (cluster >= static_cast<int>(naive_index_.size())) naive_index_.resize(cluster + 1, -1);
+    naive_index_[cluster] = static_cast<int>(naive_order_.size());
+  }
+  naive_order_.push_back(cluster);
+  naive_sizes_.push_back(placed_count(cluster));
+}
+
+void FlashLayout::placed_changed(int cluster) {
+  const int i = naive_index(cluster);
+  if (i >= 0) naive_sizes_.set(i, placed_count(cluster));
+}
+
 void FlashLayout::charge_naive_append(int cluster) {
-  // A packed cluster-by-cluster layout shifts every later cluster by one entry.
-  auto it = std::find(naive_order_.begin(), naive_order_.end(), cluster);
-  if (it == naive_order_.end()) {
-    naive_order_.push_back(cluster);
+  // A packed cluster-by-cluster layout shifts every later cluster (after its first place in the
+  // order) by one entry: the running sums of the placed entries after it.
+  const int i = naive_index(cluster);
+  if (i < 0) {
+    add_to_naive_order(cluster);
     return;
   }
-  for (++it; it != naive_order_.end(); ++it) {
-    auto p = placed_.find(*it);
-    if (p != placed_.end()) stats_.naive_moved_bytes += static_cast<std::int64_t>(p->second.size()) * entry_bytes_;
+  if (!naive_repeats_) {
+    stats_.naive_moved_bytes += naive_sizes_.after(i) * entry_bytes_;
+    return;
   }
+  for (auto it = naive_order_.begin() + i + 1; it != naive_order_.end(); ++it)
+    stats_.naive_moved_bytes += placed_count(*it) * entry_bytes_;
 }
 
 void FlashLayout::append(int cluster, int pos) {
@@ -250,6 +298,7 @@ void FlashLayout::append(int cluster, int pos) {
     std::vector<int> keep = placed_[cluster];
     for (int q : keep) unplace(q);
     placed_[cluster].clear();
+    placed_changed(cluster);
     release_slot(cluster);
     stats_.moved_bytes += static_cast<std::int64_t>(keep.size()) * entry_bytes_;
     take_slot(cluster, static_cast<int>(keep.size()) + 1);
@@ -261,6 +310,7 @@ void FlashLayout::append(int cluster, int pos) {
   const std::int64_t off = slot_offset(s, used++);
   record_offset(pos, off);
   placed_[cluster].push_back(pos);
+  placed_changed(cluster);
   stats_.logical_write_bytes += entry_bytes_;
   touch_hot(cluster);
   if (hot_buffers_ > 0) {
@@ -268,7 +318,7 @@ void FlashLayout::append(int cluster, int pos) {
     buf.push_back(pos);
     if (static_cast<std::int64_t>(buf.size()) * entry_bytes_ >= page_bytes_) flush_page_buffer(cluster);
   } else {
-    write_flash(pos, off);
+    write_flash(pos, off, cluster);
     stats_.physical_write_bytes += pages_touched({off}) * page_bytes_;  // partial page: amplified
   }
 }
@@ -302,7 +352,7 @@ void FlashLayout::place_initial(const ClusterTable& t, const std::vector<std::ve
       slot_of_[c] = Slot{static_cast<int>(pools_.size()) - 1, true};
     }
     bulk_write(c, t.cluster(c).members);
-    naive_order_.push_back(c);
+    add_to_naive_order(c);
   }
 }
 
@@ -316,7 +366,7 @@ void FlashLayout::place_new_cluster(const ClusterTable& t, int cluster) {
     }
   take_slot(cluster, static_cast<int>(members.size()));
   bulk_write(cluster, members);
-  naive_order_.push_back(cluster);
+  add_to_naive_order(cluster);
 }
 
 void FlashLayout::sync_cluster(const ClusterTable& t, int cluster) {
@@ -332,6 +382,7 @@ void FlashLayout::sync_cluster(const ClusterTable& t, int cluster) {
   auto& list = it->second;
   list.erase(std::remove_if(list.begin(), list.end(), [&](int pos) { return t.cluster_of(pos) != cluster; }),
              list.end());
+  placed_changed(cluster);
   std::vector<int> fresh;
   if (list.size() <= cl.members.size() && std::equal(list.begin(), list.end(), cl.members.begin())) {
     // The usual case (appends): what is placed is a prefix of the members.
@@ -359,7 +410,7 @@ void FlashLayout::sync(const ClusterTable& t) {
     for (; sequence_placed_ < t.n_entries(); ++sequence_placed_) {
       const std::int64_t off = static_cast<std::int64_t>(sequence_placed_) * entry_bytes_;
       record_offset(sequence_placed_, off);
-      write_flash(sequence_placed_, off);
+      write_flash(sequence_placed_, off, -1);
       offs.push_back(off);
     }
     stats_.logical_write_bytes += static_cast<std::int64_t>(offs.size()) * entry_bytes_;
@@ -553,7 +604,8 @@ std::vector<ReadRun> FlashLayout::pieces_from_sorted_offsets(const std::vector<s
 
 void FlashLayout::add_flash_offsets(std::span<const int> positions) const {
   for (int pos : positions)
-    if (pos >= 0 && pos < static_cast<int>(pos_on_flash_.size()) && pos_on_flash_[pos]) read_offsets_.push_back(pos_offset_[pos]);
+    if (pos >= 0 && pos < static_cast<int>(flash_offset_.size()) && flash_offset_[pos] >= 0)
+      read_offsets_.push_back(flash_offset_[pos]);
 }
 
 std::vector<ReadRun> FlashLayout::read_runs_of(const std::vector<int>& positions) const {
@@ -568,9 +620,18 @@ std::vector<ReadRun> FlashLayout::read_runs_of_entries(const ClusterTable& t, co
   // positions_of copied first. (Marking the bitmap in this same pass was measured slower: the
   // gather's loads, which miss the L2 cache, overlap less behind the marking's stores.)
   read_offsets_.clear();
-  for (int c : clusters) {
-    add_flash_offsets(t.cluster(c).members);
-    add_flash_offsets(t.cluster(c).buffered);
+  if (placement_ == Placement::kSequence) {
+    for (int c : clusters) {
+      add_flash_offsets(t.cluster(c).members);
+      add_flash_offsets(t.cluster(c).buffered);
+    }
+  } else {
+    // The cluster placements list each cluster's offsets on flash as they write them: the same
+    // offsets as its entries' (buffered ones are never on flash), read in a row instead of one
+    // position at a time. (check_invariants compares the lists with the table.)
+    for (int c : clusters)
+      if (c >= 0 && c < static_cast<int>(cluster_offsets_.size()))
+        read_offsets_.insert(read_offsets_.end(), cluster_offsets_[c].begin(), cluster_offsets_[c].end());
   }
   return runs_from_offsets(read_offsets_);
 }
@@ -582,6 +643,39 @@ std::vector<ReadRun> FlashLayout::read_runs(const ClusterTable& t, const std::ve
 }
 
 void FlashLayout::check_invariants(const ClusterTable& t) const {
+  // The running sums of the packed layout's order agree with the placed lists, and each position
+  // on flash is where offset_ says it is.
+  if (!naive_repeats_) {
+    std::int64_t after = 0;
+    for (int i = static_cast<int>(naive_order_.size()) - 1; i >= 0; --i) {
+      if (naive_sizes_.value(i) != placed_count(naive_order_[i]) || naive_sizes_.after(i) != after)
+        throw Error(fmt::format("packed-layout order, cluster {}: running sums disagree with the placed entries",
+                                naive_order_[i]));
+      after += naive_sizes_.value(i);
+    }
+  }
+  for (int pos = 0; pos < static_cast<int>(flash_offset_.size()); ++pos) {
+    auto it = offset_.find(pos);
+    const bool on_flash = it != offset_.end() && content_at(it->second) == pos;
+    if (flash_offset_[pos] != (on_flash ? it->second : -1))
+      throw Error(fmt::format("position {}: the dense flash offset disagrees with the layout", pos));
+  }
+  // Each cluster's list of offsets on flash holds those of its entries on flash (the reads'
+  // source), compared as sorted lists.
+  if (placement_ != Placement::kSequence)
+    for (int c = 0; c < static_cast<int>(t.clusters().size()); ++c) {
+      std::vector<std::int64_t> want;
+      for (const auto* list : {&t.cluster(c).members, &t.cluster(c).buffered})
+        for (int pos : *list)
+          if (pos < static_cast<int>(flash_offset_.size()) && flash_offset_[pos] >= 0) want.push_back(flash_offset_[pos]);
+      std::vector<std::int64_t> have = c < static_cast<int>(cluster_offsets_.size()) ? cluster_offsets_[c]
+                                                                                     : std::vector<std::int64_t>{};
+      std::sort(want.begin(), want.end());
+      std::sort(have.begin(), have.end());
+      if (have != want)
+        throw Error(fmt::format("cluster {}: {} offsets listed on flash, its entries have {} there", c, have.size(),
+                                want.size()));
+    }
   for (std::size_t i = 0; i < pools_.size(); ++i) {
     const Pool& p = pools_[i];
     if (p.used_up + p.used_down > p.capacity)

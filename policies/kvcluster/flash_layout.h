@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "policies/kvcluster/kv_cluster.h"
+#include "policies/kvcluster/running_sums.h"
 
 namespace mobisim::policies::kvcluster {
 
@@ -163,8 +164,15 @@ class FlashLayout {
   std::int64_t entry_slot(std::int64_t off) const { return off >= 0 && entry_shift_ >= 0 ? off >> entry_shift_ : off / entry_bytes_; }
   std::int64_t page_index(std::int64_t off) const { return off >= 0 && page_shift_ >= 0 ? off >> page_shift_ : off / page_bytes_; }
   void charge_naive_append(int cluster);
+  std::int64_t placed_count(int cluster) const;  // entries placed_ holds for the cluster
+  int naive_index(int cluster) const;            // its first place in naive_order_, -1 when absent
+  void add_to_naive_order(int cluster);
+  void placed_changed(int cluster);              // placed_[cluster] changed size: naive_sizes_ follows
   void record_offset(int pos, std::int64_t off);  // offset known, not yet on flash
-  void write_flash(int pos, std::int64_t off);    // the entry's bytes are now on flash
+  // The entry's bytes are now on flash, written for `cluster` (-1: the sequence placement's,
+  // which keeps no lists per cluster).
+  void write_flash(int pos, std::int64_t off, int cluster);
+  void delist(int pos);  // takes pos's offset out of the cluster list holding it
 
   Placement placement_;
   std::int64_t entry_bytes_, page_bytes_;
@@ -180,11 +188,19 @@ class FlashLayout {
   std::map<int, std::vector<int>> page_buffer_;         // hot cluster -> positions waiting for a page
   std::vector<int> hot_;                                // most recently updated first
   std::vector<int> naive_order_;                        // packed layout's cluster order
+  RunningSums naive_sizes_;                             // entries placed per cluster of naive_order_
+  std::vector<int> naive_index_;                        // cluster -> its first index in naive_order_ (-1)
+  bool naive_repeats_ = false;                          // a cluster entered the order twice (sums not kept)
   int sequence_placed_ = 0;                             // sequence placement: positions written
   FlashStats stats_;
-  // Dense mirrors of offset_ and of "content_at(offset_of(p)) == p", for fast reads.
-  std::vector<std::int64_t> pos_offset_;
-  std::vector<char> pos_on_flash_;
+  // Dense mirror of offset_ for the entries on flash ("content_at(offset_of(p)) == p"), -1 for the
+  // others: one array, so a read's gather loads one cache line per position, not two.
+  std::vector<std::int64_t> flash_offset_;
+  // Per cluster, the offsets of the entries written for it that are on flash (any order), and per
+  // position the cluster whose list holds its offset (-1: none): a read of whole clusters copies
+  // the lists instead of looking up every position.
+  std::vector<std::vector<std::int64_t>> cluster_offsets_;
+  std::vector<int> listed_in_;
   mutable std::vector<std::uint64_t> slot_bits_;  // scratch of sort_offsets (all zero between calls)
   mutable std::vector<std::int64_t> read_offsets_;  // scratch of read_runs_of (a layout serves one thread at a time)
   // Appends the offsets of those of `positions` that are on flash to read_offsets_.

@@ -22,7 +22,7 @@ ClusterTable::ClusterTable(int head_dim, int head) : centroids_(head_dim), dim_(
   if (head_dim <= 0) throw Error(fmt::format("ClusterTable: head_dim must be positive (got {})", head_dim));
 }
 
-int ClusterTable::n_alive() const {
+int ClusterTable::count_alive() const {
   int n = 0;
   for (const auto& c : clusters_) n += c.alive && c.size() > 0;
   return n;
@@ -63,6 +63,15 @@ void ClusterTable::refresh_candidate(int c) {
   if (candidate_.size() < clusters_.size()) candidate_.resize(clusters_.size(), 0);
   const Cluster& cl = clusters_[c];
   candidate_[c] = cl.alive && cl.n > 0 && !cl.local_window;
+  refresh_live(c);
+}
+
+void ClusterTable::refresh_live(int c) {
+  if (live_.size() < clusters_.size()) live_.resize(clusters_.size(), 0);
+  const Cluster& cl = clusters_[c];
+  const char now = cl.alive && cl.size() > 0;
+  n_live_ += now - live_[c];
+  live_[c] = now;
 }
 
 void ClusterTable::sync_centroid(int c) {
@@ -113,6 +122,7 @@ void ClusterTable::add_entry(int c, int pos) {
   cl.members.push_back(pos);
   cluster_of_[pos] = c;
   residence_[pos] = Residence::kFlash;
+  refresh_live(c);  // refresh_candidate above saw the size before the push
 }
 
 double ClusterTable::variance_with(int c, const float* k) const {
@@ -132,6 +142,7 @@ void ClusterTable::buffer_entry(int c, int pos) {
   cluster_of_[pos] = c;
   residence_[pos] = Residence::kBuffer;
   ++total_buffered_;
+  refresh_live(c);
 }
 
 void ClusterTable::flush_buffer(int c) {
@@ -256,11 +267,13 @@ std::vector<int> ClusterTable::select(const float* q, const TopK& top) const {
       scores.noalias() += cm * Eigen::Map<const Eigen::VectorXd>(qd, dim_);
     }
   }
-  gather_candidates();
-  return select_scored(scores.data(), rows, q, top);
+  candidates_gathered_ = false;  // gathered when a ranking needs them (keep_ranked_candidates)
+  return select_scored(scores.data(), rows, q, top, 0);
 }
 
 void ClusterTable::gather_candidates() const {
+  if (candidates_gathered_) return;
+  candidates_gathered_ = true;
   scratch_cand_.clear();
   scratch_cand_size_.clear();
   for (int c = 0; c < static_cast<int>(clusters_.size()); ++c)
@@ -270,21 +283,65 @@ void ClusterTable::gather_candidates() const {
     }
 }
 
-std::vector<int> ClusterTable::select_scored(const double* scores, int rows, const float* q, const TopK& top) const {
-  // Ranked by score, ties to the lower id: exactly the prefix a full stable sort would yield.
-  std::vector<std::pair<double, int>>& heap = scratch_heap_;
-  heap.clear();
-  heap.reserve(scratch_cand_.size());
+bool ClusterTable::keep_at_least(const double* scores, int rows, const float* q, double floor_score, double need,
+                                 bool by_count, std::vector<std::pair<double, int>>& cand) const {
+  // Every candidate scoring below `floor_score` ranks after every one kept (ranks are by score first), so
+  // the kept ones are a prefix of the ranking; the selection lies inside it when it holds `need`.
+  // Every candidate is written and those below the floor overwritten by the next (no branch on
+  // the score, which is taken or not at random), into a buffer that only grows (resizing `cand`
+  // to every cluster would clear it all on each call).
+  const int n_clusters = static_cast<int>(clusters_.size());
+  if (scratch_above_.size() < static_cast<std::size_t>(n_clusters)) scratch_above_.resize(static_cast<std::size_t>(n_clusters));
+  std::pair<double, int>* above = scratch_above_.data();
+  std::size_t kept = 0;
+  bool unordered = false;  // a NaN score, which no floor places: the full ranking decides
+  for (int c = 0; c < n_clusters; ++c) {
+    if (!candidate_[c]) continue;
+    const double score = c < rows ? scores[c] : similarity(c, q);
+    unordered = unordered || score != score;
+    above[kept] = {score, c};
+    kept += score >= floor_score;
+  }
+  cand.assign(above, above + kept);
+  std::int64_t held = 0;  // entries (or clusters by count) kept
+  for (const auto& sc : cand) held += by_count ? 1 : clusters_[sc.second].size();
+  return !unordered && !cand.empty() && static_cast<double>(held) >= need;
+}
+
+void ClusterTable::keep_ranked_candidates(const double* scores, int rows, const float* q, double need, bool by_count,
+                                          std::vector<std::pair<double, int>>& cand) const {
+  gather_candidates();
+  cand.clear();
+  cand.reserve(scratch_cand_.size());
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;  // the scores' range, for keep_top_bins
   for (int c : scratch_cand_) {
     const double score = c < rows ? scores[c] : similarity(c, q);
-    heap.emplace_back(score, c);
+    cand.emplace_back(score, c);
     lo = std::min(lo, score);
     hi = std::max(hi, score);
   }
+  keep_top_bins(cand, lo, hi, need, by_count);
+}
+
+double& ClusterTable::rank_floor(int slot) const {
+  if (static_cast<int>(scratch_floor_.size()) <= slot)
+    scratch_floor_.resize(static_cast<std::size_t>(slot) + 1, std::numeric_limits<double>::quiet_NaN());
+  return scratch_floor_[static_cast<std::size_t>(slot)];
+}
+
+std::vector<int> ClusterTable::select_scored(const double* scores, int rows, const float* q, const TopK& top,
+                                             int slot) const {
+  // Ranked by score, ties to the lower id: exactly the prefix a full stable sort would yield.
+  std::vector<std::pair<double, int>>& heap = scratch_heap_;
   const bool by_count = top.clusters > 0;
-  const double need = top.percent / 100.0 * n_entries();
-  keep_top_bins(heap, lo, hi, by_count ? static_cast<double>(top.clusters) : need, by_count);
+  const double need = by_count ? static_cast<double>(top.clusters) : top.percent / 100.0 * n_entries();
+  // A query head's selection moves little from one step to the next: the candidates scoring above
+  // where its last one ended (with a margin) usually hold it, found in one pass; when they do not,
+  // (or there is no such score yet) the whole ranking's top bins are taken as before.
+  double& floor_score = rank_floor(slot);
+  const bool floor_held = use_rank_floor_ && !std::isnan(floor_score) && keep_at_least(scores, rows, q, floor_score, need, by_count, heap);
+  floor_hits_ += floor_held;
+  if (!floor_held) keep_ranked_candidates(scores, rows, q, need, by_count, heap);
   // What is left is about what the selection takes: sorted whole (the ranking is a strict order,
   // so any sort gives the heap's order), where a heap paid two unpredictable branches a level.
   auto higher_rank = [](const std::pair<double, int>& a, const std::pair<double, int>& b) {
@@ -297,6 +354,12 @@ std::vector<int> ClusterTable::select_scored(const double* scores, int rows, con
     if (by_count ? static_cast<int>(out.size()) >= top.clusters : (!out.empty() && covered >= need)) break;
     out.push_back(c);
     covered += clusters_[c].size();
+  }
+  // Next step's floor: the score half as many ranks again below this selection's last (or the
+  // lowest kept), so that a drift of the query rarely pushes the selection past it.
+  if (!heap.empty()) {
+    const std::size_t margin = out.size() + out.size() / 2 + 1;
+    floor_score = heap[std::min(margin, heap.size() - 1)].first;
   }
   return out;
 }
@@ -370,6 +433,8 @@ void ClusterTable::check_invariants() const {
     if (seen[p] != 1) throw Error(fmt::format("position {} is in no cluster", p));
   if (buffered != total_buffered_)
     throw Error(fmt::format("buffered total {} disagrees with the buffers ({})", total_buffered_, buffered));
+  if (n_live_ != count_alive())
+    throw Error(fmt::format("live cluster count {} disagrees with the clusters ({})", n_live_, count_alive()));
 }
 
 ParamSchema common_cluster_schema() {
@@ -424,13 +489,13 @@ std::vector<int> ClusterTable::select_union(QueryGroup qs, const TopK& top) cons
   }
   scratch_multi_.resize(static_cast<std::size_t>(rows) * heads);
   centroid_scores(centroids_, qd.data(), heads, scratch_multi_.data());
-  gather_candidates();  // the same for every head
-  std::vector<int> out = select_scored(scratch_multi_.data(), rows, qs[0], top);
+  candidates_gathered_ = false;  // gathered once for every head, if a ranking needs them
+  std::vector<int> out = select_scored(scratch_multi_.data(), rows, qs[0], top, 0);
   std::vector<char>& taken = scratch_taken_;
   taken.assign(clusters_.size(), 0);
   for (int c : out) taken[c] = 1;
   for (int h = 1; h < heads; ++h)
-    for (int c : select_scored(scratch_multi_.data() + static_cast<std::size_t>(h) * rows, rows, qs[h], top))
+    for (int c : select_scored(scratch_multi_.data() + static_cast<std::size_t>(h) * rows, rows, qs[h], top, h))
       if (!taken[c]) {
         taken[c] = 1;
         out.push_back(c);

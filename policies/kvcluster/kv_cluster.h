@@ -71,7 +71,11 @@ class ClusterTable {
   int head_dim() const { return dim_; }
   int head() const { return head_; }
   int n_entries() const { return static_cast<int>(cluster_of_.size()); }
-  int n_alive() const;
+  // Clusters holding at least one entry (members or buffered), kept as they change: a decode step
+  // asks for it per table, where counting walked every cluster.
+  int n_alive() const { return n_live_; }
+  // The same counted over the clusters (check_invariants compares the two).
+  int count_alive() const;
   const float* key(int pos) const { return keys_.data() + static_cast<std::size_t>(pos) * dim_; }
   int cluster_of(int pos) const { return cluster_of_[pos]; }
   Residence residence(int pos) const { return residence_[pos]; }
@@ -123,6 +127,11 @@ class ClusterTable {
   std::vector<int> positions_of(const std::vector<int>& cs) const;
   // Mean variance over live clusters with at least two entries (Table 5), weighted by size.
   double mean_variance() const;
+  // Whether selection first tries the candidates above the last selection's end (the default) or
+  // always ranks every candidate; the selections are equal either way (tests compare the two).
+  void set_rank_floor(bool on) { use_rank_floor_ = on; }
+  // Selections found above the floor (the rest ranked every candidate), for tests and profiles.
+  std::int64_t rank_floor_hits() const { return floor_hits_; }
   // Throws Error when an invariant is broken: every position in exactly one
   // live cluster, on flash xor in that cluster's buffer; buffer totals agree.
   void check_invariants() const;
@@ -139,12 +148,32 @@ class ClusterTable {
   // Per cluster: alive, with members on flash and not ClusterKV's window (what select and
   // nearest_cluster consider), kept beside the scans so they do not touch every Cluster.
   std::vector<char> candidate_;
-  void refresh_candidate(int c);
-  // The clusters select considers (candidate_) and their sizes, into scratch_cand_ / _size_.
+  void refresh_candidate(int c);  // and refresh_live
+  // Per cluster: alive and not empty (what n_alive counts), and their number.
+  std::vector<char> live_;
+  int n_live_ = 0;
+  void refresh_live(int c);
+  // The clusters select considers (candidate_) and their sizes, into scratch_cand_ / _size_, once
+  // per selection (candidates_gathered_ is reset when the table's scores are taken).
   void gather_candidates() const;
+  mutable bool candidates_gathered_ = false;
   mutable std::vector<int> scratch_cand_, scratch_cand_size_;
-  // select's ranking of the gathered candidates by precomputed scores (rows of them; similarity beyond).
-  std::vector<int> select_scored(const double* scores, int rows, const float* q, const TopK& top) const;
+  // select's ranking of the gathered candidates by precomputed scores (rows of them; similarity beyond),
+  // for query head `slot` of the group (whose last selection's end it remembers: rank_floor).
+  std::vector<int> select_scored(const double* scores, int rows, const float* q, const TopK& top, int slot) const;
+  // Into `cand`: the candidates scoring at least `floor_score`; true when they hold `need` (entries, or
+  // clusters by count), so that they contain the selection (no score NaN).
+  bool keep_at_least(const double* scores, int rows, const float* q, double floor_score, double need, bool by_count,
+                     std::vector<std::pair<double, int>>& cand) const;
+  // Into `cand`: every candidate, less those keep_top_bins shows cannot be selected.
+  void keep_ranked_candidates(const double* scores, int rows, const float* q, double need, bool by_count,
+                              std::vector<std::pair<double, int>>& cand) const;
+  // The score above which query head `slot`'s next selection is looked for first (NaN: none yet).
+  // Only where the search starts: the selection is the same whatever it holds.
+  double& rank_floor(int slot) const;
+  mutable std::vector<double> scratch_floor_;
+  bool use_rank_floor_ = true;
+  mutable std::int64_t floor_hits_ = 0;
   // Drops the (score, cluster) candidates that cannot be in a selection needing `need` (entries,
   // or clusters when by_count), so the heap orders only the rest; [lo, hi]: the scores' range.
   void keep_top_bins(std::vector<std::pair<double, int>>& cand, double lo, double hi, double need,
@@ -153,7 +182,7 @@ class ClusterTable {
   mutable std::vector<double> scratch_query_, scratch_multi_;  // queries (or a key) in double; every head's scores
   mutable std::vector<char> scratch_taken_;
   mutable std::vector<std::uint8_t> scratch_bins_;
-  mutable std::vector<std::pair<double, int>> scratch_heap_;
+  mutable std::vector<std::pair<double, int>> scratch_heap_, scratch_above_;
   int dim_;
   int head_;
   int step_ = 0;
