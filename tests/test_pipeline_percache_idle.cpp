@@ -15,7 +15,9 @@
 #include "policies/kvsplit/kv_split.h"
 #include "policies/pipeline/caching_idle.h"
 #include "policies/pipeline/pipeline.h"
+#include "policies/rag/query_predictor.h"
 #include "test_percache_util.h"
+#include "traces/workload.h"
 
 namespace mobisim {
 namespace {
@@ -192,6 +194,77 @@ TEST_P(IdleStageOnThePipeline, GivesEveryQueryTheOldLoopsOutcomeLatencyAndBackgr
 
 INSTANTIATE_TEST_SUITE_P(Policies, IdleStageOnThePipeline, ::testing::Values(kPerCache, kPerCacheOracle, kSleepTime, kRagCacheSleepTime),
                          [](const auto& info) { return setup_name(info.index); });
+
+// A history-based prediction (quiet_period_s 0: due right after query 0's deferred write) that does
+// not fit before query 1, which comes 2 s after query 0's answer. Told when query 1 comes, the
+// stage does not start it (query 1 is served as on an idle phone); not told, it starts it and query
+// 1 interrupts it: query 1 queues behind the background step in flight (a prefill, or a decode
+// token), less than the prediction's whole prefill later, the prediction is not counted, and it
+// runs again from its start after query 1, so its FLOPs are spent twice.
+TEST(IdleStageOnThePipeline, WorkOvertakenByTheNextRequestStopsAtItsNextStep) {
+  traces::RagTrace trace = generated("users: 1\nqueries: {per_user: 3}");
+  const policies::PipelineConfig cfg = policies::testing::table1_pipeline();
+  const models::CostModel cost(policies::testing::llama_fp32_act());
+  const StageSetup setup{"", "{impl: chunk_tree, payload: qkv}", "{impl: qkv_reuse, unit: cpu}",
+                         "{impl: percache_scheduler, knowledge_prediction: false, quiet_period_s: 0}",
+                         kvsplit::Payload::kQkv, true};
+  auto& queries = trace.users[0].queries;
+  queries[1].arrival_s = queries[0].arrival_s + 1e5;  // first, to learn when query 0 is answered
+  queries[2].arrival_s = queries[1].arrival_s + 1e5;
+  const double answered = run_pipeline(trace, cfg, setup, true, cost).served[0].times.end_s;
+  queries[1].arrival_s = answered + 2.0;
+  queries[2].arrival_s = queries[1].arrival_s + 1e5;
+  const PipelineRun told = run_pipeline(trace, cfg, setup, true, cost);
+  const PipelineRun not_told = run_pipeline(trace, cfg, setup, false, cost);
+  ASSERT_EQ(told.served.size(), 3u);
+  ASSERT_EQ(not_told.served.size(), 3u);
+  const Served &a = told.served[1], &b = not_told.served[1];
+  EXPECT_EQ(a.answer_hit, b.answer_hit);
+  EXPECT_EQ(a.idle_work.jobs, 1);  // query 0's deferred write; the prediction did not fit
+  EXPECT_EQ(b.idle_work.jobs, 1);  // the interrupted prediction is not counted
+  // The prediction's prefill: PerCache's B.3 history prompt over query 0, counted as the engine counts it.
+  const auto tokenizer = traces::make_tokenizer("");
+  const auto prompt_tokens = static_cast<std::int64_t>(
+      tokenizer->count(policies::history_prediction_prompt("meeting record", {queries[0].text}, 5)));
+  const models::Work prefill = cost.prefill(models::PrefillShape{prompt_tokens, 0, 0, 1});
+  const double prefill_s =
+      devices::load_device_profile("pixel7").compute_seconds("cpu", prefill, cost.spec().weight_dtype, "test");
+  const double delay = (b.times.end_s - b.times.arrival_s) - (a.times.end_s - a.times.arrival_s);
+  EXPECT_GT(delay, 0.0);
+  EXPECT_LT(delay, prefill_s);
+  // By query 2 (1e5 s later) both ran every job; the interrupted one's work was spent twice.
+  EXPECT_EQ(told.served[2].idle_work.jobs, not_told.served[2].idle_work.jobs);
+  const double spent_told = told.served[1].idle_work.flops + told.served[2].idle_work.flops;
+  const double spent_not_told = not_told.served[1].idle_work.flops + not_told.served[2].idle_work.flops;
+  EXPECT_GE(spent_not_told - spent_told, prefill.flops() * (1 - 1e-12));
+  // The predictions were populated after query 1 (not told: also after query 2, when idle work goes on).
+  EXPECT_GT(told.engine().predicted_queries(), 0);
+  EXPECT_GE(not_told.engine().predicted_queries(), told.engine().predicted_queries());
+}
+
+// The idle stage meets the answer cache and the KV-reuse stage it needs when the pipeline is built.
+TEST(IdleStageOnThePipeline, AStageItNeedsButThePipelineLacksIsAConfigError) {
+  const models::CostModel cost(policies::testing::llama_fp32_act());
+  auto build = [&](const char* answers, const char* reuse, const char* idle) {
+    return Pipeline(cost, options_on("cpu"), stage<KvReuse>(reuse), stage<kvsplit::KvSplitStrategy>("{impl: always_load}"),
+                    nullptr, answers ? stage<AnswerCache>(answers) : nullptr, nullptr, nullptr, stage<IdleStage>(idle));
+  };
+  const char* semantic = "{impl: semantic, embed_ms: 0, match_ms: 0}";
+  for (const char* idle : {"{impl: percache_scheduler}", "{impl: sleeptime}"}) {
+    SCOPED_TRACE(idle);
+    try {
+      build(nullptr, "{impl: chunk_tree, payload: qkv}", idle);
+      ADD_FAILURE() << "no ConfigError without an answer cache";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("answer_cache: {impl: semantic"), std::string::npos) << e.what();
+    }
+  }
+  // What the background prefills save must be what the tree stores.
+  EXPECT_THROW(build(semantic, "{impl: chunk_tree, payload: kv}", "{impl: percache_scheduler}"), ConfigError);
+  EXPECT_THROW(build(semantic, "{impl: chunk_tree, payload: qkv}", "{impl: sleeptime}"), ConfigError);
+  EXPECT_NO_THROW(build(semantic, "{impl: chunk_tree, payload: qkv}", "{impl: percache_scheduler}"));
+  EXPECT_NO_THROW(build(semantic, "{impl: prefix_store}", "{impl: sleeptime}"));  // a QA bank alone
+}
 
 }  // namespace
 }  // namespace mobisim
