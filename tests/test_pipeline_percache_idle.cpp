@@ -20,6 +20,7 @@
 #include "traces/workload.h"
 
 namespace mobisim {
+namespace idle_stage_tests {  // named: unity builds put test files together (their helpers' names recur)
 namespace {
 
 using namespace policies::pipeline;
@@ -201,7 +202,7 @@ INSTANTIATE_TEST_SUITE_P(Policies, IdleStageOnThePipeline, ::testing::Values(kPe
 // 1 interrupts it: query 1 queues behind the background step in flight (a prefill, or a decode
 // token), less than the prediction's whole prefill later, the prediction is not counted, and it
 // runs again from its start after query 1, so its FLOPs are spent twice.
-TEST(IdleStageOnThePipeline, WorkOvertakenByTheNextRequestStopsAtItsNextStep) {
+TEST(IdleStageInterrupted, WorkOvertakenByTheNextRequestStopsAtItsNextStep) {
   traces::RagTrace trace = generated("users: 1\nqueries: {per_user: 3}");
   const policies::PipelineConfig cfg = policies::testing::table1_pipeline();
   const models::CostModel cost(policies::testing::llama_fp32_act());
@@ -243,7 +244,7 @@ TEST(IdleStageOnThePipeline, WorkOvertakenByTheNextRequestStopsAtItsNextStep) {
 }
 
 // The idle stage meets the answer cache and the KV-reuse stage it needs when the pipeline is built.
-TEST(IdleStageOnThePipeline, AStageItNeedsButThePipelineLacksIsAConfigError) {
+TEST(IdleStageLink, AStageItNeedsButThePipelineLacksIsAConfigError) {
   const models::CostModel cost(policies::testing::llama_fp32_act());
   auto build = [&](const char* answers, const char* reuse, const char* idle) {
     return Pipeline(cost, options_on("cpu"), stage<KvReuse>(reuse), stage<kvsplit::KvSplitStrategy>("{impl: always_load}"),
@@ -267,4 +268,5 @@ TEST(IdleStageOnThePipeline, AStageItNeedsButThePipelineLacksIsAConfigError) {
 }
 
 }  // namespace
+}  // namespace idle_stage_tests
 }  // namespace mobisim
