@@ -3,8 +3,9 @@
 // as the pipeline's idle stage, run by the rag policies' caching engine (caching_idle.h) on the
 // app's `semantic` answer cache (required). In idle time the LLM reads a window of raw knowledge
 // chunks (round robin), predicts questions with PerCache's B.3 prompt, and answers them (retrieve,
-// prefill, decode) into the QA bank; the served queries' QA entries are written there in idle time
-// too (deferred: the pipeline does not insert them). With a `chunk_tree` KV-reuse stage (the
+// prefill, decode) into the QA bank. Served queries' answers join the bank only with
+// store_served_queries (default false, as the rag policy), then in idle time; either way the
+// pipeline does not insert them. With a `chunk_tree` KV-reuse stage (the
 // `ragcache_sleeptime` combination) the tree keeps the served queries' slices only, also written
 // in idle time; predictions never fill it. A job starts only when its estimate fits before the
 // next request; one overtaken by a request stops at its next step.
@@ -16,7 +17,8 @@
 // Parameters (the `sleeptime` rag policy's, without the QA bank's):
 //   prediction_stride 5, predicted_answer_tokens 136, predicted_answer_words 60, knowledge_type,
 //   tokenizer, predictor {impl: generator|file|oracle}, charging_only false, background_recheck_s 60
-//   initial_rounds 2, rounds_per_idle 1, raw_window_chunks 8, quiet_period_s 600
+//   initial_rounds 2, rounds_per_idle 1, raw_window_chunks 8, quiet_period_s 600,
+//   store_served_queries false
 //   reuse_mode   with a chunk_tree, what a background prefill saves per cached token:
 //                kv_projection (default; payload kv) | prefix_skip (payload kv) | qkv_projection (payload qkv)
 #include "policies/pipeline/caching_idle.h"
