@@ -12,11 +12,14 @@
 #include <limits>
 #include <memory>
 
+#include "experiments/simulation.h"
+#include "policies/apps/app.h"
 #include "policies/kvsplit/kv_split.h"
 #include "policies/pipeline/caching_idle.h"
 #include "policies/pipeline/pipeline.h"
 #include "policies/rag/query_predictor.h"
 #include "test_percache_util.h"
+#include "test_pipeline_util.h"
 #include "traces/workload.h"
 
 namespace mobisim {
@@ -81,21 +84,21 @@ struct StageSetup {
   bool kv_match = true;     // the old loop matches against a tree (charges kv_match_ms)
 };
 
-struct PipelineRun {
+struct StageRun {
   std::vector<Served> served;
   std::unique_ptr<Pipeline> pipeline;
   const IdleStage* idle = nullptr;
   const policies::CachingPolicy& engine() const { return dynamic_cast<const CachingIdle&>(*idle).engine(); }
 };
 
-PipelineRun run_pipeline(const traces::RagTrace& trace, const policies::PipelineConfig& cfg, const StageSetup& setup,
+StageRun run_pipeline(const traces::RagTrace& trace, const policies::PipelineConfig& cfg, const StageSetup& setup,
                          bool next_known, const models::CostModel& cost) {
   PipelineOptions options = options_on("cpu");
   options.retrieval_ms = cfg.retrieval_ms;
   options.kv_match_ms = setup.kv_match ? cfg.kv_match_ms : 0;
   options.payload = setup.payload;
   auto idle = stage<IdleStage>(setup.idle);
-  PipelineRun run;
+  StageRun run;
   run.idle = idle.get();
   run.pipeline = std::make_unique<Pipeline>(
       cost, options, stage<KvReuse>(setup.kv_reuse), stage<kvsplit::KvSplitStrategy>("{impl: always_load}"),
@@ -149,7 +152,7 @@ TEST_P(IdleStageOnThePipeline, GivesEveryQueryTheOldLoopsOutcomeLatencyAndBackgr
   const policies::PipelineConfig cfg = policies::testing::table1_pipeline();
   const auto old = policies::testing::run_user(setup.policy, trace, 0, cfg);
   const models::CostModel cost(policies::testing::llama_fp32_act());
-  const PipelineRun run = run_pipeline(trace, cfg, setup, true, cost);
+  const StageRun run = run_pipeline(trace, cfg, setup, true, cost);
   ASSERT_EQ(run.served.size(), old.records.size());
   int hits = 0, reused = 0;
   std::int64_t jobs = 0;
@@ -215,8 +218,8 @@ TEST(IdleStageInterrupted, WorkOvertakenByTheNextRequestStopsAtItsNextStep) {
   const double answered = run_pipeline(trace, cfg, setup, true, cost).served[0].times.end_s;
   queries[1].arrival_s = answered + 2.0;
   queries[2].arrival_s = queries[1].arrival_s + 1e5;
-  const PipelineRun told = run_pipeline(trace, cfg, setup, true, cost);
-  const PipelineRun not_told = run_pipeline(trace, cfg, setup, false, cost);
+  const StageRun told = run_pipeline(trace, cfg, setup, true, cost);
+  const StageRun not_told = run_pipeline(trace, cfg, setup, false, cost);
   ASSERT_EQ(told.served.size(), 3u);
   ASSERT_EQ(not_told.served.size(), 3u);
   const Served &a = told.served[1], &b = not_told.served[1];
@@ -265,6 +268,55 @@ TEST(IdleStageLink, AStageItNeedsButThePipelineLacksIsAConfigError) {
   EXPECT_THROW(build(semantic, "{impl: chunk_tree, payload: qkv}", "{impl: sleeptime}"), ConfigError);
   EXPECT_NO_THROW(build(semantic, "{impl: chunk_tree, payload: qkv}", "{impl: percache_scheduler}"));
   EXPECT_NO_THROW(build(semantic, "{impl: prefix_store}", "{impl: sleeptime}"));  // a QA bank alone
+}
+
+// The same through the apps of a composed run: the `pipeline` app with PerCache's stages and its
+// idle stage (compose (a)'s percache_stages) and the `rag` app under the `percache` policy, on a
+// generated user re-timed to a question every 300 s: every answer ends at the same nanosecond,
+// and the pipeline app's records carry the idle work before each request.
+TEST(IdleStageInTheApp, PipelineAppWithPerCachesStagesEndsEveryAnswerWhenTheRagAppDoes) {
+  const traces::RagTrace trace = generated("users: 1\nqueries: {per_user: 8}");
+  const std::string common =
+      "model: {base: llama-3.2-3b, weight_dtype: int4, activation_dtype: fp32, kv_dtype: fp32, linear_dtypes: "
+      "{v_proj: int6, ffn_down: int6}}, workload: {generate: default}, interarrival_s: 300";
+  policies::AppEnvironment env;
+  env.rag_workload = [&](const YAML::Node&, const ConfigSource&) { return trace; };
+  auto stages = Registry<policies::App>::instance().create(
+      YAML::Load("{impl: pipeline, " + common +
+                 ", unit: cpu, system_prompt_tokens: 64, top_k: 3, answer_cache: {impl: semantic, embed_ms: 0, "
+                 "match_ms: 0}, kv_reuse: {impl: chunk_tree, payload: qkv}, prefill: {impl: qkv_reuse}, idle: {impl: "
+                 "percache_scheduler}}"),
+      ConfigSource{});
+  auto loop = Registry<policies::App>::instance().create(
+      YAML::Load("{impl: rag, " + common +
+                 ", pipeline: {compute_unit: cpu, system_prompt_tokens: 64, top_k: 3}, policy: {impl: percache}}"),
+      ConfigSource{});
+  stages->prepare(env);
+  loop->prepare(env);
+  const devices::DeviceProfile phone = devices::load_device_profile("pixel7");
+  const auto served = testing::run_pipeline_alone(*stages, phone).served;
+  h5::Table rag, mine;
+  {
+    sim::StatGroup stats("phone");
+    experiments::SimulatedRun run(phone, stats.child("device"));
+    run.start(loop->run(run.device(), "rag", stats.child("rag")), "rag");
+    run.run();
+    loop->records(rag);
+  }
+  stages->records(mine);
+  const auto& rag_end = std::get<std::vector<double>>(rag.column("end_s"));
+  const auto& rag_hit = std::get<std::vector<std::int64_t>>(rag.column("qa_hit"));
+  ASSERT_EQ(rag_end.size(), served.size());
+  for (std::size_t i = 0; i < served.size(); ++i) {
+    EXPECT_EQ(sim::from_seconds(served[i].times.end_s), sim::from_seconds(rag_end[i])) << "request " << i;
+    EXPECT_EQ(served[i].answer_hit, rag_hit[i] != 0) << "request " << i;
+  }
+  const auto& jobs = std::get<std::vector<std::int64_t>>(mine.column("bg_jobs"));
+  std::int64_t total = 0;
+  for (auto j : jobs) total += j;
+  EXPECT_EQ(jobs.front(), 0);  // the first question comes at 0 s: no idle time before it
+  // After every answer but the last: its deferred write, and the abstract and predictions.
+  EXPECT_GT(total, static_cast<std::int64_t>(served.size()));
 }
 
 }  // namespace
