@@ -270,6 +270,20 @@ TEST(IdleStageLink, AStageItNeedsButThePipelineLacksIsAConfigError) {
   EXPECT_NO_THROW(build(semantic, "{impl: prefix_store}", "{impl: sleeptime}"));  // a QA bank alone
 }
 
+// Query prediction reads a RAG workload's texts: a chat conversation is refused before the run.
+TEST(IdleStageLink, AnEngineStageOnAConversationIsAConfigErrorBeforeTheRun) {
+  auto app = Registry<policies::App>::instance().create(
+      YAML::Load("{impl: pipeline, model: {base: qwen2.5-0.5b}, unit: cpu, conversation: {turns: 2}, interarrival_s: "
+                 "60, answer_cache: {impl: semantic, embed_ms: 0, match_ms: 0}, idle: {impl: sleeptime}}"),
+      ConfigSource{});
+  try {
+    app->prepare(policies::AppEnvironment{});
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a `conversation:`"), std::string::npos) << e.what();
+  }
+}
+
 // The same through the apps of a composed run: the `pipeline` app with PerCache's stages and its
 // idle stage (compose (a)'s percache_stages) and the `rag` app under the `percache` policy, on a
 // generated user re-timed to a question every 300 s: every answer ends at the same nanosecond,

@@ -118,7 +118,10 @@ PipelineApp::PipelineApp(const Params& p)
       Registry<DecodeStage>::instance().create(decode, p.source_of("decode")),
       Registry<KvResidency>::instance().create(residency, p.source_of("kv_residency")),
       p.has("idle") ? Registry<IdleStage>::instance().create(p.node("idle"), p.source_of("idle")) : nullptr);
-  if (p.has("idle")) resolved_["idle"] = Registry<IdleStage>::instance().resolve(p.node("idle"), p.source_of("idle"));
+  if (p.has("idle")) {
+    resolved_["idle"] = Registry<IdleStage>::instance().resolve(p.node("idle"), p.source_of("idle"));
+    idle_source_ = p.source_of("idle").where(p.node("idle"));
+  }
   resolved_["decode"] = Registry<DecodeStage>::instance().resolve(decode, p.source_of("decode"));
   resolved_["kv_residency"] = Registry<KvResidency>::instance().resolve(residency, p.source_of("kv_residency"));
   resolved_["prefill"] = Registry<PrefillStage>::instance().resolve(prefill, p.source_of("prefill"));
@@ -150,7 +153,13 @@ void PipelineApp::prepare(const AppEnvironment& env) {
                                         attention ? std::vector<models::DType>{cost_.spec().activation_dtype}
                                                   : std::vector<models::DType>{});
   }
-  if (conversation_.turns > 0) return prepare_conversation();
+  if (conversation_.turns > 0) {
+    if (pipeline_->idle_stage_needs_rag_workload())
+      throw ConfigError(fmt::format("{}: the idle stage '{}' reads the texts of a RAG workload (its predictions and "
+                                    "retrievals): give the pipeline app a `workload:`, not a `conversation:`",
+                                    idle_source_, resolved_["idle"]["impl"].Scalar()));
+    return prepare_conversation();
+  }
   if (!env.rag_workload) throw Error("internal: the pipeline app needs a RAG workload loader");
   const traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
   const traces::UserTrace& u = pick_user(trace, user_id_, workload_source_.where(workload_));

@@ -89,6 +89,7 @@ class PipelineApp : public App {
   double interarrival_s_, retrieval_ms_, kv_match_ms_;
   std::unique_ptr<pipeline::Pipeline> pipeline_;
   YAML::Node resolved_;
+  std::string idle_source_;  // where the `idle` stage is configured (for errors)
   std::vector<pipeline::Request> requests_;  // set by prepare()
   std::vector<pipeline::Served> served_;
 };

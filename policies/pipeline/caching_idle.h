@@ -35,6 +35,7 @@ class CachingIdle : public IdleStage {
   void link(const StageLinks& links) override;
   void use_workload(std::shared_ptr<const IdleWorkload> workload, const models::CostModel& cost) override;
   void begin(devices::Device& device, const models::CostModel& cost, const std::string& owner) override;
+  bool needs_rag_workload() const override { return true; }
   bool stores_answers() const override { return true; }
   bool stores_kv() const override { return tree_ != nullptr; }
   sim::Task<void> after(devices::Device& device, const std::string& owner, KvReuse& reuse, const Request& r,

@@ -64,6 +64,9 @@ class IdleStage {
   virtual ~IdleStage() = default;
   // Once the pipeline's stages are built (they outlive this stage).
   virtual void link(const StageLinks& links) { (void)links; }
+  // True when the stage cannot run without use_workload() (an app without a RAG workload then stops
+  // with a ConfigError before the run).
+  virtual bool needs_rag_workload() const { return false; }
   // Before the first request, by an app that replays a RAG workload; a stage that cannot work
   // with it (e.g. texts missing for prediction) throws a ConfigError.
   virtual void use_workload(std::shared_ptr<const IdleWorkload> workload, const models::CostModel& cost) {

@@ -106,6 +106,7 @@ class Pipeline {
   sim::Task<void> start(devices::Device& device, const std::string& owner);
   const KvReuse& reuse() const { return *reuse_; }
   bool has_idle_stage() const { return idle_ != nullptr; }
+  bool idle_stage_needs_rag_workload() const { return idle_ && idle_->needs_rag_workload(); }
   // The RAG workload behind the requests, for the idle stage (IdleStage::use_workload); before start().
   void use_workload(std::shared_ptr<const IdleWorkload> workload);
   // Serves `r` from now on; `kv_owner` names its K/V in the DRAM ledger.
