@@ -6,9 +6,14 @@
 // nanosecond and the same background work before it (jobs, FLOPs, busy time, energy; the busy
 // time and energy within 1e-9 relative: the stage issues a background decode token by token, so
 // it can stop between tokens, which sums the same per-token times in another order).
+// Also: idle work overtaken by the next request (it stops at its next step), the ConfigErrors of a
+// stage an idle stage needs but the pipeline lacks, and the same equality through the apps of a
+// composed run (the pipeline app against the rag app).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 
