@@ -135,7 +135,8 @@ std::vector<Set> document_sets() {
         {"b_npu_prefill_coordgen", {}, ""},
         {"c_long_chat", {}, ""},
         {"d_chat_on_cpu", {}, ""},
-        {"d_chat_on_gpu", {}, ""}}},
+        {"d_chat_on_gpu", {}, ""},
+        {"d_sleeptime_on_cpu", {}, ""}}},
       // Sustained use (devices/power_manager.h): back-to-back decode, cold vs warm, CPU vs GPU.
       {"sustained",
        {{"decode_cold_warm", {}, ""},

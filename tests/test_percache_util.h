@@ -79,6 +79,7 @@ inline sim::Task<void> replay_user(sim::Simulator& sim, RagPolicy& policy, RagPi
     QueryRecord rec;
     const QueryRecord bg = pipe.background();
     rec.bg_flops = bg.flops;
+    rec.bg_energy_j = bg.active_energy_j;
     rec.bg_s = bg.prefill_s + bg.decode_s + bg.load_s + bg.embed_s + bg.retrieval_s + bg.kv_match_s;
     rec.bg_jobs = pipe.background_jobs();
     pipe.background() = QueryRecord{};

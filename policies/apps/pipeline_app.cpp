@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "sim/error.h"
 #include "sim/registry.h"
@@ -43,7 +44,7 @@ ParamSchema PipelineApp::schema() {
                     "coordgen: the speculative decode stage's policy's own prefill)");
   s.node("decode", "decode stage: {impl: vanilla|speculative, ...} (default: vanilla, one token per step on `unit`)");
   s.node("kv_residency", "KV-residency stage: {impl: dram|dynakv, ...} (default: dram, all K/V in DRAM)");
-  s.node("idle", "idle-work stage between requests: {impl: prefetch, ...} (default: none)");
+  s.node("idle", "idle-work stage between requests: {impl: prefetch|percache_scheduler|sleeptime, ...} (default: none)");
   s.node("load_or_recompute",
          "how stored K/V comes back: {impl: always_load|always_recompute|cake|kvpr_ilp|kvpr_closed_form, ...} "
          "(default always_load)");
@@ -85,6 +86,8 @@ PipelineApp::PipelineApp(const Params& p)
       top_k_(p.integer("top_k")),
       answer_tokens_(p.integer("answer_tokens")),
       interarrival_s_(p.real("interarrival_s")),
+      retrieval_ms_(p.real("retrieval_ms")),
+      kv_match_ms_(p.real("kv_match_ms")),
       resolved_(p.resolved()) {
   const YAML::Node reuse = or_default(p, "kv_reuse", "none");
   const YAML::Node split = or_default(p, "load_or_recompute", "always_load");
@@ -115,7 +118,10 @@ PipelineApp::PipelineApp(const Params& p)
       Registry<DecodeStage>::instance().create(decode, p.source_of("decode")),
       Registry<KvResidency>::instance().create(residency, p.source_of("kv_residency")),
       p.has("idle") ? Registry<IdleStage>::instance().create(p.node("idle"), p.source_of("idle")) : nullptr);
-  if (p.has("idle")) resolved_["idle"] = Registry<IdleStage>::instance().resolve(p.node("idle"), p.source_of("idle"));
+  if (p.has("idle")) {
+    resolved_["idle"] = Registry<IdleStage>::instance().resolve(p.node("idle"), p.source_of("idle"));
+    idle_source_ = p.source_of("idle").where(p.node("idle"));
+  }
   resolved_["decode"] = Registry<DecodeStage>::instance().resolve(decode, p.source_of("decode"));
   resolved_["kv_residency"] = Registry<KvResidency>::instance().resolve(residency, p.source_of("kv_residency"));
   resolved_["prefill"] = Registry<PrefillStage>::instance().resolve(prefill, p.source_of("prefill"));
@@ -147,7 +153,13 @@ void PipelineApp::prepare(const AppEnvironment& env) {
                                         attention ? std::vector<models::DType>{cost_.spec().activation_dtype}
                                                   : std::vector<models::DType>{});
   }
-  if (conversation_.turns > 0) return prepare_conversation();
+  if (conversation_.turns > 0) {
+    if (pipeline_->idle_stage_needs_rag_workload())
+      throw ConfigError(fmt::format("{}: the idle stage '{}' reads the texts of a RAG workload (its predictions and "
+                                    "retrievals): give the pipeline app a `workload:`, not a `conversation:`",
+                                    idle_source_, resolved_["idle"]["impl"].Scalar()));
+    return prepare_conversation();
+  }
   if (!env.rag_workload) throw Error("internal: the pipeline app needs a RAG workload loader");
   const traces::RagTrace trace = env.rag_workload(workload_, workload_source_);
   const traces::UserTrace& u = pick_user(trace, user_id_, workload_source_.where(workload_));
@@ -169,13 +181,42 @@ void PipelineApp::prepare(const AppEnvironment& env) {
       if (id >= u.chunks.size())
         throw InputError(fmt::format("{}: query {} retrieves chunk {} of {}", workload_source_.where(workload_), i, id,
                                      u.chunks.size()));
-      r.prompt.push_back({"chunk", 0xC4000000ULL + id, u.chunks[id].tokens});
+      r.prompt.push_back({"chunk", chunk_key(id), u.chunks[id].tokens});
     }
     r.prompt.push_back({"query", 0x9E000000000ULL + i, std::max<std::int64_t>(1, q.tokens)});
     r.output_tokens = std::max<std::int64_t>(1, answer_tokens_ > 0 ? answer_tokens_ : q.answer_tokens);
     r.embedding = q.embedding;
     requests_.push_back(std::move(r));
   }
+  set_next_arrivals();
+  if (pipeline_->has_idle_stage()) pipeline_->use_workload(idle_workload(trace, u, n));
+}
+
+// The replay knows when each request's successor is due (none after the last).
+void PipelineApp::set_next_arrivals() {
+  for (std::size_t i = 0; i < requests_.size(); ++i)
+    requests_[i].next_arrival_s =
+        i + 1 < requests_.size() ? requests_[i + 1].arrival_s : std::numeric_limits<double>::infinity();
+}
+
+// The user's first `n` queries, arriving when the app issues them, with the app's prompt layout:
+// what the idle stage reads (query prediction reads the texts).
+std::shared_ptr<const IdleWorkload> PipelineApp::idle_workload(const traces::RagTrace& trace,
+                                                               const traces::UserTrace& u, std::size_t n) const {
+  auto w = std::make_shared<IdleWorkload>();
+  w->trace.meta = trace.meta;
+  w->trace.users.push_back(u);
+  traces::UserTrace& mine = w->trace.users.front();
+  mine.queries.resize(n);
+  for (std::size_t i = 0; i < n; ++i) mine.queries[i].arrival_s = requests_[i].arrival_s;
+  w->unit = unit_;
+  w->priority = priority();
+  w->system_prompt_tokens = system_prompt_tokens_;
+  w->top_k = top_k_;
+  w->answer_tokens = answer_tokens_;
+  w->retrieval_ms = retrieval_ms_;
+  w->kv_match_ms = kv_match_ms_;
+  return w;
 }
 
 // Turn i: the system prompt, every earlier turn's prompt and answer, then its own prompt. A turn's
@@ -197,6 +238,7 @@ void PipelineApp::prepare_conversation() {
     r.kv_session_ends = i + 1 == conversation_.turns;
     requests_.push_back(std::move(r));
   }
+  set_next_arrivals();
 }
 
 std::vector<std::pair<std::string, double>> PipelineApp::resident_dram() const {
@@ -221,8 +263,9 @@ sim::Task<void> PipelineApp::run(devices::Device& device, std::string owner, sim
 
 void PipelineApp::records(h5::Table& out) const {
   std::vector<RequestTimes> times;
-  std::vector<std::int64_t> prompt, reused, recomputed, loaded, answer_hit, steps, prefetched;
-  std::vector<double> split, estimate, prefill, decode, stored, accepted, decode_estimate, kv_read;
+  std::vector<std::int64_t> prompt, reused, recomputed, loaded, answer_hit, steps, prefetched, bg_jobs;
+  std::vector<double> split, estimate, prefill, decode, stored, accepted, decode_estimate, kv_read, bg_s, bg_flops,
+      bg_energy;
   for (const Served& s : served_) {
     times.push_back(s.times);
     prompt.push_back(s.prompt_tokens);
@@ -240,6 +283,10 @@ void PipelineApp::records(h5::Table& out) const {
     decode_estimate.push_back(s.decode_estimate_s);
     kv_read.push_back(s.kv_read_bytes);
     prefetched.push_back(s.prefetched_tokens);
+    bg_s.push_back(s.idle_work.busy_s);
+    bg_flops.push_back(s.idle_work.flops);
+    bg_energy.push_back(s.idle_work.energy_j);
+    bg_jobs.push_back(s.idle_work.jobs);
   }
   add_request_columns(out, times);
   out.add("prompt_tokens", prompt, "tokens");
@@ -257,6 +304,11 @@ void PipelineApp::records(h5::Table& out) const {
   out.add("decode_estimate_s", decode_estimate, "s");
   out.add("kv_read_bytes", kv_read, "bytes");
   out.add("prefetched_tokens", prefetched, "tokens");
+  // The idle stage's background work in the idle time before each request (as the rag driver's bg_*).
+  out.add("bg_s", bg_s, "s");
+  out.add("bg_flops", bg_flops, "FLOP");
+  out.add("bg_energy_j", bg_energy, "J");
+  out.add("bg_jobs", bg_jobs, "count");
 }
 
 AppTotals PipelineApp::totals() const {

@@ -17,7 +17,9 @@
 //   kv residency        where the request's K/V lives while it decodes (registry kv_residency:
 //                       dram, all of it in the DRAM ledger; dynakv, DynaKV clusters on flash)
 //   idle                work between requests (registry idle: prefetch, the K/V the next request
-//                       will likely reuse promoted from flash to DRAM; optional)
+//                       will likely reuse promoted from flash to DRAM; percache_scheduler,
+//                       PerCache's prediction and cache scheduler on the answer cache and the
+//                       chunk tree; sleeptime, Sleep-time Compute's precomputed answers; optional)
 //
 // Every stage issues its work as events on the phone's Device (policies/pipeline/pipeline.h): the
 // recompute and the flash read of a split run concurrently (the split strategy's closed-form time
@@ -38,7 +40,7 @@
 //   prefill                           {impl: unit (default, on `unit`)|npu_graphs, ...}
 //   decode                            {impl: vanilla (default, on `unit`)|speculative, ...}
 //   kv_residency                      {impl: dram (default)|dynakv, ...}
-//   idle                              {impl: prefetch, ...} (default: none)
+//   idle                              {impl: prefetch|percache_scheduler|sleeptime, ...} (default: none)
 // Embedding, retrieval and QA matching are not charged here (the rag app charges them).
 #include <memory>
 #include <vector>
@@ -76,14 +78,18 @@ class PipelineApp : public App {
   // the model, as the run would need them.
   std::vector<std::pair<std::string, bool>> stage_units_;  // (unit, also the activations' dtype)
   void prepare_conversation();
+  void set_next_arrivals();
+  std::shared_ptr<const pipeline::IdleWorkload> idle_workload(const traces::RagTrace& trace, const traces::UserTrace& u,
+                                                              std::size_t n) const;
   YAML::Node workload_;
   Conversation conversation_;
   ConfigSource workload_source_;
   std::string user_id_;
   std::int64_t max_queries_, system_prompt_tokens_, top_k_, answer_tokens_;
-  double interarrival_s_;
+  double interarrival_s_, retrieval_ms_, kv_match_ms_;
   std::unique_ptr<pipeline::Pipeline> pipeline_;
   YAML::Node resolved_;
+  std::string idle_source_;  // where the `idle` stage is configured (for errors)
   std::vector<pipeline::Request> requests_;  // set by prepare()
   std::vector<pipeline::Served> served_;
 };

@@ -1,7 +1,10 @@
 #include "policies/pipeline/chunk_tree_reuse.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
+#include "sim/error.h"
 #include "sim/registry.h"
 
 namespace mobisim::policies::pipeline {
@@ -27,6 +30,13 @@ ChunkTreeReuse::ChunkTreeReuse(const Params& p)
 
 void ChunkTreeReuse::begin_model(const models::ModelSpec& spec) {
   bytes_per_token_ = qkv_ ? spec.qkv_bytes_per_token(spec.kv_dtype) : spec.kv_bytes_per_token();
+}
+
+void ChunkTreeReuse::name_chunks(const std::vector<std::uint64_t>& chunk_keys) {
+  if (!chunk_ids_.empty()) throw Error("internal: chunk_tree's chunks are named before its first request");
+  for (std::size_t i = 0; i < chunk_keys.size(); ++i)
+    if (!chunk_ids_.emplace(chunk_keys[i], static_cast<std::int32_t>(i)).second)
+      throw Error(fmt::format("internal: chunk key {:#x} given twice", chunk_keys[i]));
 }
 
 // The leading system segment (the root) and the chunk segments right after it.

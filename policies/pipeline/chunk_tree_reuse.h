@@ -51,6 +51,15 @@ class ChunkTreeReuse : public KvReuse {
   double stored_bytes() const override { return tree_.used_bytes(); }
   std::int64_t evictions() const override { return static_cast<std::int64_t>(tree_.evictions()); }
   const policies::KvTree& tree() const { return tree_; }
+  // For the idle stage that works on the same tree (percache_scheduler, sleeptime).
+  policies::KvTree& tree() { return tree_; }
+  bool boundary_rules() const { return boundary_rules_; }
+  std::int64_t boundary_tokens() const { return boundary_tokens_; }
+  bool qkv_payload() const { return qkv_; }
+  // Names the tree's chunks by the workload's chunk ids before any request: chunk_keys[i] (a chunk
+  // segment's key) is chunk i, so another user of the tree (the idle stage's CachingPolicy, which
+  // inserts slices by workload chunk id) and this stage agree. Keys seen later get ids after them.
+  void name_chunks(const std::vector<std::uint64_t>& chunk_keys);
 
  private:
   struct TreePath {

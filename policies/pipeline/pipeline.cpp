@@ -26,6 +26,11 @@ Pipeline::Pipeline(const models::CostModel& cost, PipelineOptions options, std::
       residency_(residency ? std::move(residency) : std::make_unique<DramResidency>()),
       idle_(std::move(idle)) {
   prefill_->pair(*decode_);  // `prefill: coordgen` issues the decode stage's policy's own prefill
+  if (idle_) idle_->link(StageLinks{answers_.get(), reuse_.get()});  // a stage it needs but lacks: ConfigError
+}
+
+void Pipeline::use_workload(std::shared_ptr<const IdleWorkload> workload) {
+  if (idle_) idle_->use_workload(std::move(workload), cost_);
 }
 
 kvsplit::DeviceCostOptions Pipeline::split_options() const {
@@ -41,6 +46,7 @@ sim::Task<void> Pipeline::start(devices::Device& device, const std::string& owne
   residency_->begin(cost_);
   co_await prefill_->begin(device, cost_, owner);
   decode_->begin(device, cost_);
+  if (idle_) idle_->begin(device, cost_, owner);
 }
 
 // The split strategy's plan is the estimate; its split point (or Cake's blocks) is then issued
@@ -101,8 +107,10 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   const std::int64_t n = r.prompt_tokens();
   out.prompt_tokens = n;
   // The idle work since the last request ends; what it put in DRAM is this request's to use.
-  const std::int64_t in_dram = idle_ ? idle_->claim(device, owner_, r) : 0;
+  const IdleClaim claimed = idle_ ? idle_->claim(device, owner_, r) : IdleClaim{};
+  const std::int64_t in_dram = claimed.in_dram_tokens;
   out.prefetched_tokens = in_dram;
+  out.idle_work = claimed.work;
   if (answers_) {
     AnswerLookup hit;
     co_await answers_->lookup(device, options_.unit, options_.priority, r, hit);
@@ -112,6 +120,7 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
       if (r.kv_session >= 0 && r.kv_session_ends) residency_->end_session(device, kv_owner, r.kv_session);
       out.split_done = out.first_token = sim.now();
       out.times.first_token_s = out.times.end_s = sim::to_seconds(sim.now());
+      if (idle_) sim.start(idle_->after(device, owner_, *reuse_, r, true, cost_.spec().kv_bytes_per_token()), "idle work");
       co_return;
     }
   }
@@ -150,10 +159,11 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   residency_->release(device, kv_owner);
   // What the store keeps is written to flash in the background, after the answer (later flash
   // reads queue behind it).
-  out.stored = reuse_->store(r, out.times.end_s);
-  if (answers_) answers_->insert(r);
+  // (An idle stage that stores them itself defers both writes into idle time.)
+  if (!(idle_ && idle_->stores_kv())) out.stored = reuse_->store(r, out.times.end_s);
+  if (answers_ && !(idle_ && idle_->stores_answers())) answers_->insert(r);
   if (out.stored.bytes > 0) sim.start(device.storage().write(out.stored.bytes, "kv store write"), "kv store write");
-  if (idle_) sim.start(idle_->after(device, owner_, *reuse_, r, cost_.spec().kv_bytes_per_token()), "idle work");
+  if (idle_) sim.start(idle_->after(device, owner_, *reuse_, r, false, cost_.spec().kv_bytes_per_token()), "idle work");
 }
 
 }  // namespace mobisim::policies::pipeline

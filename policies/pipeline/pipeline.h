@@ -83,6 +83,7 @@ struct Served {
   double accepted_per_step = 0, decode_estimate_s = -1;
   double kv_read_bytes = 0;  // what the KV-residency stage read from flash while it decoded
   std::int64_t prefetched_tokens = 0;  // leading prompt tokens the idle stage had put in DRAM
+  IdleWork idle_work;                  // the idle stage's background work since the previous request
   bool reuse_rejected = false;  // a stored entry failed verification (the prompt was prefilled whole)
   bool answer_hit = false;      // served by the answer cache: no prefill, no decode
   double answer_similarity = -1;
@@ -104,6 +105,10 @@ class Pipeline {
   // prefill and decode stages set up what they keep (graphs held in DRAM under `owner`).
   sim::Task<void> start(devices::Device& device, const std::string& owner);
   const KvReuse& reuse() const { return *reuse_; }
+  bool has_idle_stage() const { return idle_ != nullptr; }
+  bool idle_stage_needs_rag_workload() const { return idle_ && idle_->needs_rag_workload(); }
+  // The RAG workload behind the requests, for the idle stage (IdleStage::use_workload); before start().
+  void use_workload(std::shared_ptr<const IdleWorkload> workload);
   // Serves `r` from now on; `kv_owner` names its K/V in the DRAM ledger.
   sim::Task<void> serve(devices::Device& device, const std::string& kv_owner, const Request& r, Served& out);
 

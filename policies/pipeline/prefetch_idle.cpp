@@ -14,7 +14,8 @@ ParamSchema PrefetchIdle::schema() {
 }
 
 sim::Task<void> PrefetchIdle::after(devices::Device& device, const std::string& owner, KvReuse& reuse, const Request& r,
-                                    double kv_bytes_per_token) {
+                                    bool answer_hit, double kv_bytes_per_token) {
+  if (answer_hit) co_return;  // no prompt reached the KV-reuse stage
   const std::int64_t generation = generation_;
   sim::Simulator& sim = device.sim();
   if (quiet_s_ > 0) co_await sim.timeout(sim::from_seconds(quiet_s_));
@@ -35,7 +36,7 @@ sim::Task<void> PrefetchIdle::after(devices::Device& device, const std::string& 
   ready_ = true;
 }
 
-std::int64_t PrefetchIdle::claim(devices::Device& device, const std::string& owner, const Request& r) {
+IdleClaim PrefetchIdle::claim(devices::Device& device, const std::string& owner, const Request& r) {
   ++generation_;
   std::int64_t n = 0;
   if (ready_) {
@@ -47,7 +48,7 @@ std::int64_t PrefetchIdle::claim(devices::Device& device, const std::string& own
   held_ = 0;
   ready_ = false;
   tokens_.clear();
-  return n;
+  return IdleClaim{n, {}};
 }
 
 MOBISIM_REGISTER(IdleStage, PrefetchIdle, "prefetch",

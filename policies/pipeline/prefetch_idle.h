@@ -6,8 +6,8 @@
 // the stage looks that request's prompt up in the KV-reuse stage (as a follow-up would: for a
 // chat, the next turn starts with it) and, when the matched prefix's bytes fit in the DRAM ledger
 // beside everything else (held as "<app>/prefetch"; a prefix that does not fit is not promoted),
-// reads them from flash. The next request's leading tokens that equal that prefix are then
-// brought back from DRAM: its load_or_recompute split reads them at DRAM bandwidth instead of
+// reads them from flash (nothing after a request the answer cache answered). The next request's
+// leading tokens that equal that prefix are then brought back from DRAM: its load_or_recompute split reads them at DRAM bandwidth instead of
 // from flash (split_estimate_s still plans the flash read). A request that arrives before the
 // read has finished gets nothing from it. The look-up counts as a use of the stored entry (its
 // recency, for eviction).
@@ -27,8 +27,8 @@ class PrefetchIdle : public IdleStage {
   explicit PrefetchIdle(const Params& p) : quiet_s_(p.real("quiet_s")), max_bytes_(p.real("max_mb") * 1e6) {}
   static ParamSchema schema();
   sim::Task<void> after(devices::Device& device, const std::string& owner, KvReuse& reuse, const Request& r,
-                        double kv_bytes_per_token) override;
-  std::int64_t claim(devices::Device& device, const std::string& owner, const Request& r) override;
+                        bool answer_hit, double kv_bytes_per_token) override;
+  IdleClaim claim(devices::Device& device, const std::string& owner, const Request& r) override;
 
  private:
   double quiet_s_, max_bytes_;

@@ -11,6 +11,9 @@
 
 namespace mobisim::policies::pipeline {
 
+// A RAG workload's chunk `id` as a segment key (every app and test that lays out RAG prompts).
+inline std::uint64_t chunk_key(std::size_t id) { return 0xC4000000ULL + id; }
+
 struct Segment {
   std::string kind;        // "system", "chunk", "query", "history", ...
   std::uint64_t key = 0;   // what the segment holds: equal keys, equal tokens
@@ -40,6 +43,10 @@ struct Request {
   // stage keeps for the session lives until the turn with kv_session_ends.
   std::int64_t kv_session = -1;
   bool kv_session_ends = true;
+  // When the app's next request is due (s), -1: unknown or none. A replayed workload knows it; an
+  // idle stage that plans its work to end before the next request (PerCache's scheduler starts a
+  // job only when its estimate fits) reads it, and runs until claim() when it is unknown.
+  double next_arrival_s = -1;
 
   std::int64_t prompt_tokens() const {
     std::int64_t n = 0;

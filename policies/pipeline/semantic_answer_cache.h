@@ -26,6 +26,11 @@ class SemanticAnswerCache : public AnswerCache {
   sim::Task<void> lookup(devices::Device& device, const std::string& unit, int priority, const Request& r,
                          AnswerLookup& out) override;
   void insert(const Request& r) override;
+  // For the idle stages that work on the same bank (percache_scheduler, sleeptime).
+  QaBank& bank() { return bank_; }
+  double tau_query() const { return tau_; }
+  double embed_ms() const { return embed_ms_; }
+  double match_ms() const { return match_ms_; }
 
  private:
   double tau_, embed_ms_, match_ms_;

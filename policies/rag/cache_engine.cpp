@@ -135,7 +135,10 @@ std::vector<ScheduledChange> parse_schedule(const Params& p, const std::string& 
 // Construction and checks.
 // ---------------------------------------------------------------------------
 CachingPolicy::CachingPolicy(EngineOptions options, const Params& params)
-    : o_(std::move(options)), source_(params.source()), node_(params.yaml()) {}
+    : CachingPolicy(std::move(options), params.source(), params.yaml()) {}
+
+CachingPolicy::CachingPolicy(EngineOptions options, ConfigSource source, YAML::Node node)
+    : o_(std::move(options)), source_(std::move(source)), node_(std::move(node)) {}
 
 double CachingPolicy::bytes_per_token() const {
   const auto& spec = pipe_ ? pipe_->cost().spec() : models::ModelSpec{};
@@ -196,8 +199,15 @@ void CachingPolicy::begin_user(RagPipeline& p) {
   user_bytes_per_token_ = bytes_per_token();  // fixed for the user's pipeline; read per slice on hot paths
   slice_cost_memo_.clear();
   const auto& user = p.user();
-  if (o_.qa_bank || o_.uses_prediction()) bank_ = std::make_unique<QaBank>(o_.qa_capacity_mb * 1e6, o_.qa_entry_kb * 1e3);
-  if (o_.kv_cache) tree_ = std::make_unique<KvTree>(o_.storage_limit_gb * 1e9, o_.eviction, o_.boundary_rules);
+  if (caches_shared_) {
+    bank_ = shared_bank_;
+    tree_ = shared_tree_;
+  } else {
+    if (o_.qa_bank || o_.uses_prediction()) own_bank_ = std::make_unique<QaBank>(o_.qa_capacity_mb * 1e6, o_.qa_entry_kb * 1e3);
+    if (o_.kv_cache) own_tree_ = std::make_unique<KvTree>(o_.storage_limit_gb * 1e9, o_.eviction, o_.boundary_rules);
+    bank_ = own_bank_.get();
+    tree_ = own_tree_.get();
+  }
   late_.clear();
   late_seen_ = 0;
   for (std::size_t c = 0; c < user.chunks.size(); ++c)
@@ -216,8 +226,16 @@ void CachingPolicy::begin_user(RagPipeline& p) {
   }
 }
 
+void CachingPolicy::share_caches(QaBank* bank, KvTree* tree) {
+  caches_shared_ = true;
+  shared_bank_ = bank;
+  shared_tree_ = tree;
+}
+
 void CachingPolicy::end_user() {
   pipe_ = nullptr;
+  bank_ = nullptr;
+  tree_ = nullptr;
   slice_cost_memo_.clear();
   retriever_ = nullptr;
   phrases_ = nullptr;
@@ -360,6 +378,24 @@ sim::Task<void> CachingPolicy::run_step(RagPipeline& p, QueryRecord& rec, const 
   }
 }
 
+// A background step. A decode that may be interrupted (interrupt_idle: the pipeline's idle stages)
+// is issued token by token and stops, `whole` false, at the first token after the interruption;
+// otherwise it is issued as serve() issues it.
+sim::Task<void> CachingPolicy::run_idle_step(RagPipeline& p, const Step& s, std::uint64_t generation, bool& whole) {
+  whole = true;
+  if (s.kind != Step::kDecode || !caches_shared_) {
+    co_await run_step(p, p.background(), s);
+    co_return;
+  }
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    if (generation != idle_generation_) {
+      whole = false;
+      co_return;
+    }
+    co_await p.decode(p.background(), s.context + i, 1, s.label);
+  }
+}
+
 double CachingPolicy::slice_cost_s(std::int64_t tokens, std::int64_t prefix) const {
   auto compute = [&] {
     return pipe_->estimate_compute_s(pipe_->cost().prefill(models::PrefillShape{tokens, prefix, 0, 0}));
@@ -411,26 +447,7 @@ sim::Task<void> CachingPolicy::serve(RagPipeline& p, const traces::Query& q, Que
       rec.qa_hit = true;
       rec.qa_stale = entry_stale(e);
       rec.served_answer = e.answer.empty() ? std::string(" ") : e.answer;
-      if (o_.qa_answer_hits_later) {
-        // PerCache 4.2.1: the real answer to this query is generated in idle time and stored.
-        Job j{JobKind::kAnswer};
-        j.text = q.text;
-        j.embedding = q.embedding;
-        j.chunks = p.retrieved_chunks(q);
-        j.have_chunks = true;
-        j.chunks_at_s = now_s();
-        j.answer = q.answer_text;
-        j.answer_tokens = p.answer_tokens(q);
-        j.query_tokens = q.tokens;
-        j.fill_kv = o_.kv_cache;
-        j.fill_qa = true;
-        j.decode = true;
-        jobs_.push_front(std::move(j));
-      }
-      history_.push_back(q.text);
-      history_chunks_.push_back({});
-      ++served_;
-      enqueue_history();
+      note_qa_hit(p, q);
       co_return;
     }
   }
@@ -457,6 +474,34 @@ sim::Task<void> CachingPolicy::serve(RagPipeline& p, const traces::Query& q, Que
   const std::int64_t answer = p.answer_tokens(q);
   rec.answer_tokens = answer;
   co_await p.decode(rec, prompt, answer - 1, "decode");
+  note_answered(q, chunks, answer);
+}
+
+void CachingPolicy::note_qa_hit(RagPipeline& p, const traces::Query& q) {
+  if (o_.qa_answer_hits_later) {
+    // PerCache 4.2.1: the real answer to this query is generated in idle time and stored.
+    Job j{JobKind::kAnswer};
+    j.text = q.text;
+    j.embedding = q.embedding;
+    j.chunks = p.retrieved_chunks(q);
+    j.have_chunks = true;
+    j.chunks_at_s = now_s();
+    j.answer = q.answer_text;
+    j.answer_tokens = p.answer_tokens(q);
+    j.query_tokens = q.tokens;
+    j.fill_kv = o_.kv_cache;
+    j.fill_qa = true;
+    j.decode = true;
+    jobs_.push_front(std::move(j));
+  }
+  history_.push_back(q.text);
+  history_chunks_.push_back({});
+  ++served_;
+  enqueue_history();
+}
+
+void CachingPolicy::note_answered(const traces::Query& q, const std::vector<std::int32_t>& chunks,
+                                  std::int64_t answer_tokens) {
   // Population of the caches with this query (new slices and QA entry are written in idle time).
   const bool store_qa = o_.qa_bank && bank_ && o_.qa_stores_served;
   if (tree_ || store_qa) {
@@ -467,7 +512,7 @@ sim::Task<void> CachingPolicy::serve(RagPipeline& p, const traces::Query& q, Que
     j.have_chunks = true;
     j.chunks_at_s = now_s();
     j.answer = q.answer_text;
-    j.answer_tokens = answer;
+    j.answer_tokens = answer_tokens;
     j.fill_kv = tree_ != nullptr;
     j.fill_qa = store_qa;
     jobs_.push_front(std::move(j));
@@ -905,7 +950,9 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
     }
   }
   const auto& windows = p.user().idle_windows;
+  const std::uint64_t generation = idle_generation_;
   while (true) {
+    if (generation != idle_generation_) co_return;  // interrupted while it waited
     poll_new_chunks();
     // Conversions (once turned on they execute automatically, 4.3.3) use the idle time that the
     // population and prediction work leaves: they are queued when no other job may start now, so
@@ -972,6 +1019,7 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
       break;  // does not fit before the next query: it waits for the next idle period
     }
     if (start > p.sim().now()) co_await p.sim().timeout(start - p.sim().now());
+    if (generation != idle_generation_) co_return;
     if (!p.device().background_allowed()) {
       // No thermal headroom or a low battery (devices/power_manager.h; never with thermal: none):
       // the job stays queued; look again later in this idle period.
@@ -983,7 +1031,20 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
     }
     Job job = std::move(jobs_[pick]);
     jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(pick));
-    for (const auto& s : plan.steps) co_await run_step(p, p.background(), s);
+    for (const auto& s : plan.steps) {
+      if (generation != idle_generation_) {
+        // Interrupted: the job is left undone (its steps so far were charged) and runs again, from
+        // the start, in a later idle period, after the work of the query that interrupted it.
+        jobs_.insert(jobs_.begin() + static_cast<std::ptrdiff_t>(front_insert_position()), std::move(job));
+        co_return;
+      }
+      bool whole = true;
+      co_await run_idle_step(p, s, generation, whole);
+      if (!whole) {  // interrupted within its decode
+        jobs_.insert(jobs_.begin() + static_cast<std::ptrdiff_t>(front_insert_position()), std::move(job));
+        co_return;
+      }
+    }
     ++p.background_jobs();
     commit_job(job);
   }

@@ -141,6 +141,8 @@ std::vector<ScheduledChange> parse_schedule(const Params& p, const std::string& 
 class CachingPolicy : public RagPolicy {
  public:
   CachingPolicy(EngineOptions options, const Params& params);
+  // The same where `node` (read from `source`) is what error messages point at.
+  CachingPolicy(EngineOptions options, ConfigSource source, YAML::Node node);
 
   void check_workload(const traces::RagTrace& trace, const models::CostModel& cost) const override;
   void begin_user(RagPipeline& p) override;
@@ -151,8 +153,28 @@ class CachingPolicy : public RagPolicy {
 
   // Introspection for tests and reports.
   const EngineOptions& options() const { return o_; }
-  const QaBank* qa_bank() const { return bank_.get(); }
-  const KvTree* kv_tree() const { return tree_.get(); }
+  const QaBank* qa_bank() const { return bank_; }
+  const KvTree* kv_tree() const { return tree_; }
+
+  // For the request pipeline's idle stages (policies/pipeline/percache_idle.h, sleeptime_idle.h),
+  // where the QA bank and the tree belong to the answer-cache and KV-reuse stages: called before
+  // begin_user, the engine then works on these (either may be null: the layer is off) instead of
+  // building its own. Both must outlive the engine's use of them (until end_user).
+  void share_caches(QaBank* bank, KvTree* tree);
+  // What serve() leaves for idle time once it has answered `q` (its own serve calls these too):
+  // on a QA hit, the real answer generated later (answer_hits_later) and the query kept for
+  // history-based prediction; after the LLM answered, the deferred write of its new slices and QA
+  // entry (on `chunks`, the answer `answer_tokens` long) and the same history.
+  void note_qa_hit(RagPipeline& p, const traces::Query& q);
+  void note_answered(const traces::Query& q, const std::vector<std::int32_t>& chunks, std::int64_t answer_tokens);
+  // At a query's arrival, before its look-ups: chunks that joined the knowledge bank since are noticed.
+  void notice_new_chunks() { poll_new_chunks(); }
+  // Ends the idle() call in progress (the next query came first; the rag driver never calls it: its
+  // idle work only starts jobs that fit before the arrival). The job being run stops at its next
+  // step (the step in flight on the device finishes) and goes back to the front of the queue,
+  // uncommitted, with what planning prepared; an idle() waiting for a job's start returns. With
+  // shared caches (the pipeline's idle stages) a background decode stops at its next token.
+  void interrupt_idle() { ++idle_generation_; }
   std::int64_t predicted_queries() const { return predicted_; }
   std::int64_t conversions_qkv_to_qa() const { return conv_qkv_to_qa_; }
   std::int64_t conversions_qa_to_qkv() const { return conv_qa_to_qkv_; }
@@ -206,6 +228,7 @@ class CachingPolicy : public RagPolicy {
   std::int64_t reusable_tokens(const KvMatch& m) const;
   void add_prefill_steps(Plan& plan, std::int64_t prompt, std::int64_t reused, const std::string& label) const;
   sim::Task<void> run_step(RagPipeline& p, QueryRecord& rec, const Step& s);
+  sim::Task<void> run_idle_step(RagPipeline& p, const Step& s, std::uint64_t generation, bool& whole);
   std::vector<KvSlice> slices(const std::vector<std::int32_t>& chunks) const;
   KvSlice root_slice() const;
   double slice_cost_s(std::int64_t tokens, std::int64_t prefix) const;
@@ -238,8 +261,15 @@ class CachingPolicy : public RagPolicy {
   YAML::Node node_;
   // Per-user state (a policy instance serves one user).
   RagPipeline* pipe_ = nullptr;
-  std::unique_ptr<QaBank> bank_;
-  std::unique_ptr<KvTree> tree_;
+  // The layers: the engine's own (own_*) or those share_caches() named.
+  std::unique_ptr<QaBank> own_bank_;
+  std::unique_ptr<KvTree> own_tree_;
+  QaBank* bank_ = nullptr;
+  KvTree* tree_ = nullptr;
+  QaBank* shared_bank_ = nullptr;
+  KvTree* shared_tree_ = nullptr;
+  bool caches_shared_ = false;
+  std::uint64_t idle_generation_ = 0;  // bumped by interrupt_idle()
   std::unique_ptr<QueryPredictor> predictor_;
   // Retriever and phrase index of the user's chunks: the driver's shared one (or our own).
   std::shared_ptr<const KnowledgeIndex> index_;

@@ -4,16 +4,14 @@
 
 namespace mobisim::policies {
 
-ParamSchema PerCachePolicy::schema() {
-  ParamSchema s;
-  s.boolean("qa_bank", true, "use the QA bank layer (false: ablation 'w/o QA bank')");
-  s.boolean("qkv_cache", true, "use the QKV cache tree layer (false: ablation 'w/o QKV cache')");
+// Prediction switches (before the shared groups, as the policy has always listed them).
+void add_percache_prediction_switches(ParamSchema& s) {
   s.boolean("prediction", true, "predict queries in idle time (false: ablation 'w/o prediction')");
   s.boolean("knowledge_prediction", true, "knowledge-based prediction from the knowledge abstract");
   s.boolean("history_prediction", true, "history-based prediction from the recent-query buffer");
-  add_qa_params(s, 0.85);
-  add_kv_params(s, "qkv_projection", "lfu");
-  add_prediction_params(s);
+}
+
+void add_percache_idle_params(ParamSchema& s) {
   s.integer("knowledge_rounds", 2, "knowledge-based predictions before the first query (section 5.3: twice)")
       .range(0, 10000);
   s.real("quiet_period_s", 600.0, "history-based prediction runs this long after the last query").non_negative().with_unit("s");
@@ -32,17 +30,10 @@ ParamSchema PerCachePolicy::schema() {
             "dynamic refresh (4.1.3): when chunks join the knowledge bank, re-generate in idle time the QA entries "
             "whose query ranks a new chunk in its top-k_refresh");
   s.integer("k_refresh", 3, "the refresh rank cutoff k_refresh").range(1, 10000);
-  s.node("schedule", "mid-run changes: [{after_query: N, set: {tau_query|storage_limit_gb|scheduler|conversions: V}}]");
-  return s;
 }
 
-EngineOptions PerCachePolicy::options_from(const Params& p) {
-  EngineOptions o;
-  read_qa_params(p, o);
-  read_kv_params(p, o);
+void read_percache_idle_params(const Params& p, EngineOptions& o) {
   read_prediction_params(p, o);
-  o.qa_bank = p.boolean("qa_bank");
-  o.kv_cache = p.boolean("qkv_cache");
   const bool predict = p.boolean("prediction");
   o.knowledge_prediction = predict && p.boolean("knowledge_prediction");
   o.history_prediction = predict && p.boolean("history_prediction");
@@ -58,9 +49,31 @@ EngineOptions PerCachePolicy::options_from(const Params& p) {
   o.tau_scheduler = p.real("tau_scheduler");
   o.conversions = p.boolean("conversions");
   o.qa_answer_hits_later = p.boolean("answer_hits_later") && o.qa_bank;
-  o.schedule = parse_schedule(p, "schedule");
   o.refresh = p.boolean("refresh") && o.qa_bank;
   o.k_refresh = p.integer("k_refresh");
+}
+
+ParamSchema PerCachePolicy::schema() {
+  ParamSchema s;
+  s.boolean("qa_bank", true, "use the QA bank layer (false: ablation 'w/o QA bank')");
+  s.boolean("qkv_cache", true, "use the QKV cache tree layer (false: ablation 'w/o QKV cache')");
+  add_percache_prediction_switches(s);
+  add_qa_params(s, 0.85);
+  add_kv_params(s, "qkv_projection", "lfu");
+  add_prediction_params(s);
+  add_percache_idle_params(s);
+  s.node("schedule", "mid-run changes: [{after_query: N, set: {tau_query|storage_limit_gb|scheduler|conversions: V}}]");
+  return s;
+}
+
+EngineOptions PerCachePolicy::options_from(const Params& p) {
+  EngineOptions o;
+  read_qa_params(p, o);
+  read_kv_params(p, o);
+  o.qa_bank = p.boolean("qa_bank");
+  o.kv_cache = p.boolean("qkv_cache");
+  read_percache_idle_params(p, o);
+  o.schedule = parse_schedule(p, "schedule");
   if (!o.qa_bank && !o.kv_cache) p.fail("qa_bank", "PerCache needs at least one cache layer (qa_bank or qkv_cache)");
   return o;
 }

@@ -22,6 +22,14 @@
 
 namespace mobisim::policies {
 
+// PerCache's idle-work parameters, shared with the pipeline's `percache_scheduler` idle stage:
+// the three prediction switches (prediction, knowledge_prediction, history_prediction), and
+// knowledge_rounds .. k_refresh. read_percache_idle_params also reads add_prediction_params' keys and
+// needs o.qa_bank and o.kv_cache set first.
+void add_percache_prediction_switches(ParamSchema& s);
+void add_percache_idle_params(ParamSchema& s);
+void read_percache_idle_params(const Params& p, EngineOptions& o);
+
 class PerCachePolicy : public CachingPolicy {
  public:
   explicit PerCachePolicy(const Params& p);

@@ -6,6 +6,10 @@ namespace mobisim::policies {
 
 void add_sleeptime_params(ParamSchema& s) {
   add_qa_params(s, 0.85);
+  add_sleeptime_idle_params(s);
+}
+
+void add_sleeptime_idle_params(ParamSchema& s) {
   add_prediction_params(s);
   s.integer("initial_rounds", 2, "raw-context predictions before the first query").range(0, 10000);
   s.integer("rounds_per_idle", 1, "raw-context predictions after each query (after the quiet period)").range(0, 10000);
@@ -20,6 +24,10 @@ void add_sleeptime_params(ParamSchema& s) {
 
 void read_sleeptime_params(const Params& p, EngineOptions& o) {
   read_qa_params(p, o);
+  read_sleeptime_idle_params(p, o);
+}
+
+void read_sleeptime_idle_params(const Params& p, EngineOptions& o) {
   read_prediction_params(p, o);
   o.qa_bank = true;
   o.raw_context_prediction = true;

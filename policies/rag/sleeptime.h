@@ -21,6 +21,10 @@ namespace mobisim::policies {
 // Shared by sleeptime and ragcache_sleeptime.
 void add_sleeptime_params(ParamSchema& s);
 void read_sleeptime_params(const Params& p, EngineOptions& o);
+// Its idle-work parameters alone (all but the QA bank's), shared with the pipeline's `sleeptime`
+// idle stage.
+void add_sleeptime_idle_params(ParamSchema& s);
+void read_sleeptime_idle_params(const Params& p, EngineOptions& o);
 
 class SleepTimePolicy : public CachingPolicy {
  public:

@@ -1,0 +1,131 @@
+#include "policies/pipeline/caching_idle.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "sim/error.h"
+
+namespace mobisim::policies::pipeline {
+
+CachingIdle::CachingIdle(EngineOptions options, const Params& p, const char* name)
+    : options_(std::move(options)), source_(p.source()), node_(p.yaml()), name_(name) {}
+
+void CachingIdle::fail(const std::string& message) const {
+  throw ConfigError(fmt::format("{}: idle stage '{}' {}", source_.where(node_), name_, message));
+}
+
+void CachingIdle::link(const StageLinks& links) {
+  answers_ = dynamic_cast<SemanticAnswerCache*>(links.answers);
+  if (!answers_)
+    fail(fmt::format("works on the app's QA bank: it needs `answer_cache: {{impl: semantic, ...}}` in the same "
+                     "pipeline (this one has {})",
+                     links.answers ? "another answer cache" : "no answer cache"));
+  tree_ = dynamic_cast<ChunkTreeReuse*>(links.reuse);
+  EngineOptions o = options_;
+  o.qa_bank = true;
+  o.tau_query = answers_->tau_query();
+  o.kv_cache = tree_ != nullptr;
+  if (tree_) {
+    const KvTree& t = tree_->tree();
+    o.storage_limit_gb = t.limit_bytes() / 1e9;
+    o.eviction = t.eviction();
+    o.boundary_rules = tree_->boundary_rules();
+    o.boundary_tokens = tree_->boundary_tokens();
+    // What a background prefill saves per cached token must be what the tree stores.
+    if (tree_->qkv_payload() != (o.reuse == ReuseMode::kQkvProjection))
+      fail(fmt::format("has reuse_mode {} but the app's chunk_tree stores {} (qkv_projection goes with payload: qkv, "
+                       "kv_projection and prefix_skip with payload: kv)",
+                       to_string(o.reuse), tree_->qkv_payload() ? "Q/K/V (payload: qkv)" : "K/V (payload: kv)"));
+  }
+  complete_options(o);
+  engine_ = std::make_unique<CachingPolicy>(o, source_, node_);
+  engine_->share_caches(&answers_->bank(), tree_ ? &tree_->tree() : nullptr);
+}
+
+void CachingIdle::use_workload(std::shared_ptr<const IdleWorkload> workload, const models::CostModel& cost) {
+  if (!engine_) throw Error("internal: an idle stage is given its workload before it is linked");
+  if (workload->trace.users.size() != 1) throw Error("internal: an idle stage's workload has one user");
+  engine_->check_workload(workload->trace, cost);
+  const traces::UserTrace& user = workload->trace.users.front();
+  config_.compute_unit = config_.prefill_unit = config_.decode_unit = workload->unit;
+  config_.system_prompt_tokens = workload->system_prompt_tokens;
+  config_.top_k = workload->top_k;
+  config_.answer_tokens_override = workload->answer_tokens;
+  config_.embed_query_ms = answers_->embed_ms();
+  config_.qa_match_ms = answers_->match_ms();
+  config_.retrieval_ms = workload->retrieval_ms;
+  config_.kv_match_ms = workload->kv_match_ms;
+  if (tree_) {
+    // The engine inserts slices by workload chunk id; the tree stage matches segments by key.
+    std::vector<std::uint64_t> keys;
+    for (std::size_t c = 0; c < user.chunks.size(); ++c) keys.push_back(chunk_key(c));
+    tree_->name_chunks(keys);
+  }
+  if (engine_->needs_knowledge_index()) knowledge_ = KnowledgeIndex::build(user, workload->trace.meta);
+  workload_ = std::move(workload);
+}
+
+void CachingIdle::begin(devices::Device& device, const models::CostModel& cost, const std::string& owner) {
+  (void)owner;  // the engine's caches live on flash
+  if (!workload_)
+    fail("reads the texts of the app's RAG workload (its predictions and retrievals): give the pipeline app a "
+         "`workload:`, not a `conversation:`");
+  const traces::UserTrace& user = workload_->trace.users.front();
+  pipe_ = std::make_unique<RagPipeline>(device.sim(), device, cost, config_, user, stats_, knowledge_);
+  pipe_->set_priority(workload_->priority);
+  engine_->begin_user(*pipe_);
+  // The idle time before the first query (PerCache's first knowledge rounds, Sleep-time's first
+  // raw-context rounds), as the rag loop gives it.
+  if (!user.queries.empty()) device.sim().start(idle_until(user.queries.front().arrival_s), "idle work");
+}
+
+sim::Task<void> CachingIdle::idle_until(double next_arrival_s) {
+  if (std::isinf(next_arrival_s)) co_return;  // nothing follows: the rag loop stops at the last query
+  sim::Simulator& sim = pipe_->sim();
+  const sim::Time until =
+      next_arrival_s < 0 ? std::numeric_limits<sim::Time>::max() : sim::from_seconds(next_arrival_s);
+  if (sim.now() >= until) co_return;  // the next request is due already: no idle time
+  co_await engine_->idle(*pipe_, until);
+}
+
+sim::Task<void> CachingIdle::after(devices::Device& device, const std::string& owner, KvReuse& reuse,
+                                   const Request& r, bool answer_hit, double kv_bytes_per_token) {
+  (void)device;
+  (void)owner;
+  (void)reuse;
+  (void)kv_bytes_per_token;
+  const auto& queries = workload_->trace.users.front().queries;
+  if (r.id < 0 || static_cast<std::size_t>(r.id) >= queries.size())
+    throw Error(fmt::format("internal: request {} is not a query of the idle stage's workload ({} queries)", r.id,
+                            queries.size()));
+  const traces::Query& q = queries[static_cast<std::size_t>(r.id)];
+  if (answer_hit) {
+    engine_->note_qa_hit(*pipe_, q);
+  } else {
+    engine_->note_answered(q, pipe_->retrieved_chunks(q), r.output_tokens);
+  }
+  co_await idle_until(r.next_arrival_s);
+}
+
+IdleClaim CachingIdle::claim(devices::Device& device, const std::string& owner, const Request& r) {
+  (void)device;
+  (void)owner;
+  (void)r;
+  IdleClaim out;
+  if (!pipe_) return out;
+  engine_->interrupt_idle();
+  engine_->notice_new_chunks();
+  // The idle period's background work, as the rag loop moves it into the next query's record.
+  QueryRecord& bg = pipe_->background();
+  out.work.busy_s = bg.embed_s + bg.qa_match_s + bg.retrieval_s + bg.kv_match_s + bg.load_s + bg.prefill_s + bg.decode_s;
+  out.work.flops = bg.flops;
+  out.work.energy_j = bg.active_energy_j;
+  out.work.jobs = pipe_->background_jobs();
+  bg = QueryRecord{};
+  pipe_->background_jobs() = 0;
+  return out;
+}
+
+}  // namespace mobisim::policies::pipeline

@@ -1,0 +1,39 @@
+#include "policies/pipeline/percache_idle.h"
+
+#include "policies/rag/percache.h"
+#include "sim/registry.h"
+
+namespace mobisim::policies::pipeline {
+
+ParamSchema PerCacheIdle::schema() {
+  ParamSchema s;
+  add_percache_prediction_switches(s);
+  add_prediction_params(s);
+  add_percache_idle_params(s);
+  s.text("reuse_mode", std::string("qkv_projection"),
+         "what a background prefill saves per cached token: qkv_projection (chunk_tree payload qkv) | kv_projection | "
+         "prefix_skip (payload kv)")
+      .in({"qkv_projection", "kv_projection", "prefix_skip"});
+  return s;
+}
+
+namespace {
+EngineOptions percache_idle_options(const Params& p) {
+  EngineOptions o;
+  o.qa_bank = true;  // the answer cache is required (link() checks it)
+  o.reuse = parse_reuse_mode(p.text("reuse_mode"));
+  read_percache_idle_params(p, o);
+  return o;
+}
+}  // namespace
+
+PerCacheIdle::PerCacheIdle(const Params& p) : CachingIdle(percache_idle_options(p), p, "percache_scheduler") {}
+
+// Predicted queries fill the tree when the app has one (PerCache's two layers).
+void PerCacheIdle::complete_options(EngineOptions& o) const { o.predictions_fill_kv = o.kv_cache; }
+
+MOBISIM_REGISTER(IdleStage, PerCacheIdle, "percache_scheduler",
+                 "PerCache's idle work: query prediction, cache scheduler, conversions, refresh and deferred cache "
+                 "writes, on the app's semantic answer cache (and chunk_tree).")
+
+}  // namespace mobisim::policies::pipeline

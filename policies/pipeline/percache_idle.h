@@ -1,0 +1,41 @@
+#pragma once
+// `percache_scheduler`: PerCache's idle work (seed 000, sections 4.1.2-4.3) as the pipeline's idle
+// stage, run by the rag policies' caching engine (caching_idle.h) on the app's `semantic` answer
+// cache (the QA bank; required) and `chunk_tree` KV-reuse stage (the QKV tree; optional: with any
+// other KV-reuse stage the predictions fill the QA bank only). Between requests it writes the
+// served query's new slices and QA entry (deferred: the pipeline does not store them), generates a
+// QA hit's real answer, builds the knowledge abstract, predicts queries (knowledge-based before
+// the first query and when chunks arrive, history-based after a quiet period) and populates the
+// caches with them, under the cache scheduler (prefill-only when tau_query > tau_scheduler), the
+// conversions QKV->QA and QA->QKV, and the dynamic refresh. A job starts only when its estimate
+// fits before the next request; one overtaken by a request stops at its next step.
+//
+// The QA bank's threshold and capacity are the answer cache's (tau_query, capacity_mb), the
+// tree's limit, eviction and boundary rules the chunk_tree's; the fixed costs of the background
+// steps are the answer cache's embed_ms and match_ms and the app's retrieval_ms and kv_match_ms.
+// Needs a RAG workload (`workload:`) with chunk texts and query embeddings.
+//
+// Parameters (PerCache's, as the `percache` rag policy's; defaults are the paper's, section 5.4):
+//   prediction, knowledge_prediction, history_prediction   the prediction switches (true)
+//   prediction_stride 5, predicted_answer_tokens 136, predicted_answer_words 60, knowledge_type,
+//   tokenizer, predictor {impl: generator|file|oracle}, charging_only false, background_recheck_s 60
+//   knowledge_rounds 2, quiet_period_s 600, history_buffer 5, abstract_source key_phrases|topics,
+//   abstract_batch_chunks 8, abstract_quiet_s 600
+//   scheduler true, tau_scheduler 0.875, conversions true, answer_hits_later true, refresh true,
+//   k_refresh 3
+//   reuse_mode   what a background prefill saves per cached token: qkv_projection (default; the
+//                chunk_tree must store payload: qkv) | kv_projection | prefix_skip (payload: kv)
+#include "policies/pipeline/caching_idle.h"
+
+namespace mobisim::policies::pipeline {
+
+class PerCacheIdle : public CachingIdle {
+ public:
+  explicit PerCacheIdle(const Params& p);
+  static ParamSchema schema();
+
+ private:
+  void complete_options(EngineOptions& o) const override;
+};
+
+}  // namespace mobisim::policies::pipeline
