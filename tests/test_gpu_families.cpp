@@ -13,6 +13,7 @@
 #include "devices/engine.h"
 #include "models/cost_model.h"
 #include "sim/error.h"
+#include "test_util.h"
 
 namespace mobisim::devices {
 namespace {
@@ -34,16 +35,6 @@ models::Op batched_gpu_op() {
   return models::Op{models::OpKind::kFfnGate, 2.0 * 512 * 2048 * 8192, 1e6, 0, 0, 0, 16, 512, std::nullopt};
 }
 
-void expect_family_error(const std::function<void()>& f, const std::vector<std::string>& words) {
-  try {
-    f();
-    ADD_FAILURE() << "no ConfigError";
-  } catch (const ConfigError& e) {
-    const std::string m = e.what();
-    for (const auto& w : words) EXPECT_NE(m.find(w), std::string::npos) << "'" << w << "' not in: " << m;
-  }
-}
-
 TEST(GpuFamilies, TheFamilysValuesApplyToThisGpusPeak) {
   // The Pixel 7 profile's GPU (Mali-G710 peaks: fp16 1.52 TFLOP/s) relabelled as an Adreno: the engine's
   // Adreno value applies to that peak. 2 x 512 x 2048 x 8192 = 17.18e9 FLOP / (1.52e12 x 0.1) = 0.11304 s.
@@ -56,19 +47,19 @@ TEST(GpuFamilies, TheFamilysValuesApplyToThisGpusPeak) {
   for (const char* w : {"adreno values", "family-test", "gpu.families.adreno", "a7x", "fp16 1.52"})
     EXPECT_NE(d.derived_from_soc[0].find(w), std::string::npos) << w << " not in " << d.derived_from_soc[0];
   // A dtype the family does not give is still a gap (no fallback to the device's 0.2).
-  expect_family_error([&] { gpu.op_seconds(batched_gpu_op(), DType::kF16); },
+  testing::expect_config_error_naming([&] { gpu.op_seconds(batched_gpu_op(), DType::kF16); },
                       {"engine 'family-test'", "gpu prefill", "fp16", "gpu.prefill_efficiency"});
 }
 
 TEST(GpuFamilies, AGpuWithoutOrOfAnotherFamilyIsAConfigErrorNamingIt) {
   // No family in the device profile (the Pixel 7's own): every GPU value is missing.
   const DeviceProfile bare = gpu_engine(kAdrenoOnly).apply(load_device_profile("pixel7"));
-  expect_family_error([&] { bare.unit("gpu", "t").op_seconds(batched_gpu_op(), DType::kInt4); },
+  testing::expect_config_error_naming([&] { bare.unit("gpu", "t").op_seconds(batched_gpu_op(), DType::kInt4); },
                       {"engine 'family-test'", "family.yaml", "device 'pixel7'", "compute.gpu.family", "adreno",
                        "gpu prefill", "int4"});
   // A Mali GPU: the engine has no Mali values, even for the int4 prefill it gives on Adreno.
   const DeviceProfile mali = gpu_engine(kAdrenoOnly).apply(gpu_device("{base: pixel7, compute: {gpu: {family: mali}}}"));
-  expect_family_error([&] { mali.unit("gpu", "t").op_seconds(batched_gpu_op(), DType::kInt4); },
+  testing::expect_config_error_naming([&] { mali.unit("gpu", "t").op_seconds(batched_gpu_op(), DType::kInt4); },
                       {"engine 'family-test'", "family 'mali'", "gpu.families.mali", "inherit_device"});
   EXPECT_TRUE(mali.derived_from_soc.empty());
 }
@@ -87,7 +78,7 @@ TEST(GpuFamilies, NamedInheritanceTakesTheDevicesValuesAndRecordsThem) {
   // An Apple GPU is not listed: the inheritance does not reach it.
   const DeviceProfile apple =
       gpu_engine(with_inheritance).apply(gpu_device("{base: pixel7, compute: {gpu: {family: apple}}}"));
-  expect_family_error([&] { apple.unit("gpu", "t").op_seconds(batched_gpu_op(), DType::kInt4); },
+  testing::expect_config_error_naming([&] { apple.unit("gpu", "t").op_seconds(batched_gpu_op(), DType::kInt4); },
                       {"family 'apple'", "gpu.families.apple"});
   bool recorded = false;
   for (const auto& line : d.inherited_from_device)
@@ -97,9 +88,9 @@ TEST(GpuFamilies, NamedInheritanceTakesTheDevicesValuesAndRecordsThem) {
 }
 
 TEST(GpuFamilies, OnlyAGpuHasFamilies) {
-  expect_family_error([] { gpu_engine("{name: x, cpu: {families: {adreno: {prefill_efficiency: 0.1}}}}"); },
+  testing::expect_config_error_naming([] { gpu_engine("{name: x, cpu: {families: {adreno: {prefill_efficiency: 0.1}}}}"); },
                       {"families", "only a gpu"});
-  expect_family_error([] { gpu_engine("{name: x, gpu: {families: {adreno: {prefill_efficency: 0.1}}}}"); },
+  testing::expect_config_error_naming([] { gpu_engine("{name: x, gpu: {families: {adreno: {prefill_efficency: 0.1}}}}"); },
                       {"prefill_efficency"});
 }
 
@@ -114,16 +105,16 @@ TEST(GpuFamilies, LlamaCppRunsOneKernelClassForQ8F16AndQ6KOnAdrenoAndNothingElse
   // Q4_0 runs the Adreno-specific noshuffle GEMM: a kernel class of its own.
   EXPECT_NE(gpu.efficiency(DType::kInt4, false) * gpu.peak_flops(DType::kInt4), q8);
   // bf16 has no OpenCL kernel class: an error, not the device's 0.2.
-  expect_family_error([&] { gpu.efficiency(DType::kBF16, false); }, {"engine 'llama.cpp'", "gpu prefill", "bf16"});
+  testing::expect_config_error_naming([&] { gpu.efficiency(DType::kBF16, false); }, {"engine 'llama.cpp'", "gpu prefill", "bf16"});
   // A Mali GPU (Pixel 8 Pro): no llama.cpp OpenCL value at all.
   const DeviceProfile pixel = llama.apply(load_device_profile("pixel-8-pro"));
-  expect_family_error([&] { pixel.unit("gpu", "t").efficiency(DType::kInt4, false); },
+  testing::expect_config_error_naming([&] { pixel.unit("gpu", "t").efficiency(DType::kInt4, false); },
                       {"engine 'llama.cpp'", "device 'pixel-8-pro'", "family 'mali'", "gpu.families.mali"});
   // MLC has Adreno and Mali values, none for an Apple GPU (Metal).
   const EngineProfile mlc = load_engine_profile("mlc");
   EXPECT_NO_THROW(mlc.apply(load_device_profile("pixel-8-pro")).unit("gpu", "t").bandwidth_efficiency_for(DType::kInt4));
   const DeviceProfile iphone = mlc.apply(load_device_profile("iphone-15-pro"));
-  expect_family_error([&] { iphone.unit("gpu", "t").efficiency(DType::kInt4, true); },
+  testing::expect_config_error_naming([&] { iphone.unit("gpu", "t").efficiency(DType::kInt4, true); },
                       {"engine 'mlc'", "family 'apple'", "gpu.families.apple"});
 }
 

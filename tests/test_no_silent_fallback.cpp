@@ -43,17 +43,6 @@ EngineProfile hand_engine(const std::string& extra = "") {
 models::Op batched_op() { return models::Op{models::OpKind::kFfnGate, 2.0 * 512 * 2048 * 8192, 1e6, 0, 0, 0, 16, 512, std::nullopt}; }
 models::Op gemv_op() { return models::Op{models::OpKind::kFfnGate, 16.0 * 2 * 2048 * 8192, 16e6, 0, 0, 0, 16, 1, std::nullopt}; }
 
-// The error names the engine, its file, the unit, the phase, the dtype and every missing key.
-void expect_gap(const std::function<void()>& f, const std::vector<std::string>& words) {
-  try {
-    f();
-    ADD_FAILURE() << "no ConfigError";
-  } catch (const ConfigError& e) {
-    const std::string m = e.what();
-    for (const auto& w : words) EXPECT_NE(m.find(w), std::string::npos) << "'" << w << "' not in: " << m;
-  }
-}
-
 TEST(NoSilentFallback, EachMissingValueIsAConfigErrorNamingIt) {
   const DeviceProfile run = hand_engine().apply(load_device_profile("oneplus-12"));
   const ComputeUnitSpec& cpu = run.unit("cpu", "t");
@@ -61,23 +50,23 @@ TEST(NoSilentFallback, EachMissingValueIsAConfigErrorNamingIt) {
   // plus 4 us per operator and layer.
   EXPECT_NEAR(cpu.op_seconds(batched_op(), DType::kInt4), 2.0 * 512 * 2048 * 8192 / (1.228e12 * 0.25) + 16 * 4e-6, 1e-12);
   // int4 decode: decode_efficiency missing (bandwidth and overhead are set).
-  expect_gap([&] { cpu.op_seconds(gemv_op(), DType::kInt4); },
+  testing::expect_config_error_naming([&] { cpu.op_seconds(gemv_op(), DType::kInt4); },
              {"engine 'hand'", "hand.yaml", "cpu decode", "int4", "cpu.decode_efficiency", "oneplus-12"});
   // fp16 prefill: the efficiency is per dtype, so only it is missing.
-  expect_gap([&] { cpu.op_seconds(batched_op(), DType::kF16); }, {"engine 'hand'", "cpu prefill", "fp16", "cpu.prefill_efficiency"});
+  testing::expect_config_error_naming([&] { cpu.op_seconds(batched_op(), DType::kF16); }, {"engine 'hand'", "cpu prefill", "fp16", "cpu.prefill_efficiency"});
   // The GPU: the engine sets nothing for it, so every key is missing.
-  expect_gap([&] { run.unit("gpu", "t").op_seconds(batched_op(), DType::kF16); },
+  testing::expect_config_error_naming([&] { run.unit("gpu", "t").op_seconds(batched_op(), DType::kF16); },
              {"engine 'hand'", "gpu prefill", "fp16", "gpu.prefill_efficiency", "gpu.bandwidth_efficiency",
               "gpu.call_overhead_us", "inherit_device"});
   // The NPU: its curve, per phase (integer weights also need the mixed-precision rate).
   const models::CostModel cost(models::load_model_spec("llama-3.2-1b"));
-  expect_gap([&] { run.npu->decode_seconds(cost.decode(64), DType::kInt8, DType::kF16); },
+  testing::expect_config_error_naming([&] { run.npu->decode_seconds(cost.decode(64), DType::kInt8, DType::kF16); },
              {"npu decode", "int8", "npu.max_utilization", "npu.exec_overhead_ms", "npu.decode_bandwidth_efficiency",
               "npu.mixed_precision_fraction"});
-  expect_gap([&] { run.npu->chunked_prefill_seconds(cost, 256, 0, 128); },
+  testing::expect_config_error_naming([&] { run.npu->chunked_prefill_seconds(cost, 256, 0, 128); },
              {"npu prefill", "npu.half_utilization_chunk", "npu.graph_chunk"});
   // The same gaps are found where an experiment is built, for the model's dtypes (what validate runs).
-  expect_gap([&] { run.require_engine_values("cpu", models::load_model_spec("llama-3.2-1b"), "test unit"); },
+  testing::expect_config_error_naming([&] { run.require_engine_values("cpu", models::load_model_spec("llama-3.2-1b"), "test unit"); },
              {"engine 'hand'", "cpu", "needed by test unit"});
   const DeviceProfile mllm = load_engine_profile("mllm").apply(load_device_profile("oneplus-12"));
   EXPECT_NO_THROW(mllm.require_engine_values("cpu", models::load_model_spec("llama-3.2-1b"), "t"));

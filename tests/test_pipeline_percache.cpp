@@ -15,6 +15,7 @@
 #include "policies/pipeline/chunk_tree_reuse.h"
 #include "policies/pipeline/pipeline.h"
 #include "test_percache_util.h"
+#include "test_pipeline_util.h"
 
 namespace mobisim {
 namespace {
@@ -75,20 +76,6 @@ std::unique_ptr<T> stage(const std::string& yaml) {
   return Registry<T>::instance().create(YAML::Load(yaml), ConfigSource{nullptr, "stage"});
 }
 
-sim::Task<void> replay(sim::Simulator& sim, devices::Device& device, Pipeline& pipeline,
-                       const std::vector<Request>& requests, std::vector<Served>& out) {
-  // Named strings: g++ 12 destroys a temporary std::string in a co_await expression twice.
-  const std::string owner = "app", kv_owner = "app/kv";
-  co_await pipeline.start(device, owner);
-  for (const Request& r : requests) {
-    const sim::Time at = sim::from_seconds(r.arrival_s);
-    if (sim.now() < at) co_await sim.timeout(at - sim.now());
-    Served s;
-    co_await pipeline.serve(device, kv_owner, r, s);
-    out.push_back(s);
-  }
-}
-
 struct Mode {
   const char* reuse_mode;  // CachingPolicy's reuse_mode
   const char* payload;     // chunk_tree's
@@ -126,7 +113,7 @@ BothPaths run_both(const traces::RagTrace& trace, const policies::PipelineConfig
   sim::StatGroup stats("test");
   devices::Device device(sim, devices::load_device_profile("pixel7"), stats.child("device"));
   const std::vector<Request> requests = requests_of(trace.users[0], cfg.system_prompt_tokens);  // outlives the process
-  sim.start(replay(sim, device, pipeline, requests, out.served), "pipeline");
+  sim.start(testing::serve_at_arrivals(sim, device, pipeline, requests, out.served), "pipeline");
   sim.run();
   return out;
 }

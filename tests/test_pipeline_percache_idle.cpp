@@ -66,19 +66,6 @@ std::vector<Request> requests_of(const traces::UserTrace& u, const policies::Pip
   return out;
 }
 
-sim::Task<void> replay(sim::Simulator& sim, devices::Device& device, Pipeline& pipeline,
-                       const std::vector<Request>& requests, std::vector<Served>& out) {
-  const std::string owner = "app", kv_owner = "app/kv";  // named: see g++ 12's co_await quirk
-  co_await pipeline.start(device, owner);
-  for (const Request& r : requests) {
-    const sim::Time at = sim::from_seconds(r.arrival_s);
-    if (sim.now() < at) co_await sim.timeout(at - sim.now());
-    Served s;
-    co_await pipeline.serve(device, kv_owner, r, s);
-    out.push_back(s);
-  }
-}
-
 // The pipeline's stages as YAML, and what the same app's old loop is.
 struct StageSetup {
   std::string policy;       // the rag policy (old loop)
@@ -124,7 +111,7 @@ StageRun run_pipeline(const traces::RagTrace& trace, const policies::PipelineCon
   sim::StatGroup stats("test");
   devices::Device device(sim, devices::load_device_profile("pixel7"), stats.child("device"));
   const std::vector<Request> requests = requests_of(trace.users[0], cfg, next_known);
-  sim.start(replay(sim, device, *run.pipeline, requests, run.served), "pipeline");
+  sim.start(testing::serve_at_arrivals(sim, device, *run.pipeline, requests, run.served), "pipeline");
   sim.run();
   return run;
 }

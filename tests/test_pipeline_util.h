@@ -6,6 +6,7 @@
 
 #include "experiments/simulation.h"
 #include "policies/apps/pipeline_app.h"
+#include "policies/pipeline/pipeline.h"
 #include "traces/rag_trace.h"
 
 namespace mobisim::testing {
@@ -38,6 +39,23 @@ struct PipelineRun {
   std::vector<policies::pipeline::Served> served;
   std::map<std::string, double> peaks;
 };
+
+// Serves `requests` in order on `pipeline`, each at its arrival time, appending what it served to `out`.
+inline sim::Task<void> serve_at_arrivals(sim::Simulator& sim, devices::Device& device,
+                                         policies::pipeline::Pipeline& pipeline,
+                                         const std::vector<policies::pipeline::Request>& requests,
+                                         std::vector<policies::pipeline::Served>& out) {
+  // Named strings: g++ 12 destroys a temporary std::string in a co_await expression twice.
+  const std::string owner = "app", kv_owner = "app/kv";
+  co_await pipeline.start(device, owner);
+  for (const policies::pipeline::Request& r : requests) {
+    const sim::Time at = sim::from_seconds(r.arrival_s);
+    if (sim.now() < at) co_await sim.timeout(at - sim.now());
+    policies::pipeline::Served s;
+    co_await pipeline.serve(device, kv_owner, r, s);
+    out.push_back(s);
+  }
+}
 
 inline PipelineRun run_pipeline_alone(policies::App& app, const devices::DeviceProfile& profile) {
   sim::StatGroup stats("phone");

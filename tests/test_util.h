@@ -1,15 +1,21 @@
 #pragma once
 // Helpers shared by the test files: temporary directories, the shared data
 // folder (../shared, may be absent), and running the `mobisim` binary.
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
+
+#include "sim/error.h"
 
 namespace mobisim::testing {
 
@@ -120,6 +126,17 @@ inline std::string source_dir() {
 #else
   return ".";
 #endif
+}
+
+// `f` throws a ConfigError whose message holds every one of `words`.
+inline void expect_config_error_naming(const std::function<void()>& f, const std::vector<std::string>& words) {
+  try {
+    f();
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    for (const auto& w : words) EXPECT_NE(m.find(w), std::string::npos) << "'" << w << "' not in: " << m;
+  }
 }
 
 }  // namespace mobisim::testing
