@@ -517,20 +517,17 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
           taken.push_back("call_overhead_us=" + fmt_value(dev.call_overhead_us));
         }
         if (missing.empty()) continue;
-        if (family_problem.empty())
-          if (const std::string* reason = inherit_reason(unit, phase, t)) {
-            lines.add(phase, t, inherited_text(taken, *reason));
-            continue;
-          }
-        if (!family_problem.empty()) {
+        // A GPU outside the runtime's families has none of its values: no inheritance applies.
+        if (!family_problem.empty())
           gaps->missing[{phase, t}] = fmt::format(
               "{}: it has no {} {} value for {} weights there; give the device's GPU family, or the engine's "
               "values for that family ({}.families.FAMILY; an empty block plus inherit_device takes the device's "
               "values by name)",
               family_problem, unit, to_string(phase), models::to_string(t), unit);
-        } else {
+        else if (const std::string* reason = inherit_reason(unit, phase, t))
+          lines.add(phase, t, inherited_text(taken, *reason));
+        else
           gaps->missing[{phase, t}] = gap_message(unit, phase, t, missing);
-        }
       }
     if (!gaps->missing.empty()) u.gaps = gaps;
     lines.emit(unit, d.inherited_from_device);

@@ -1032,15 +1032,11 @@ sim::Task<void> CachingPolicy::idle(RagPipeline& p, sim::Time until) {
     Job job = std::move(jobs_[pick]);
     jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(pick));
     for (const auto& s : plan.steps) {
-      if (generation != idle_generation_) {
-        // Interrupted: the job is left undone (its steps so far were charged) and runs again, from
-        // the start, in a later idle period, after the work of the query that interrupted it.
-        jobs_.insert(jobs_.begin() + static_cast<std::ptrdiff_t>(front_insert_position()), std::move(job));
-        co_return;
-      }
-      bool whole = true;
-      co_await run_idle_step(p, s, generation, whole);
-      if (!whole) {  // interrupted within its decode
+      bool whole = generation == idle_generation_;  // false: interrupted before this step
+      if (whole) co_await run_idle_step(p, s, generation, whole);  // false: interrupted within its decode
+      if (!whole) {
+        // The job is left undone (its steps so far were charged) and runs again, from the start, in
+        // a later idle period, after the work of the query that interrupted it.
         jobs_.insert(jobs_.begin() + static_cast<std::ptrdiff_t>(front_insert_position()), std::move(job));
         co_return;
       }
