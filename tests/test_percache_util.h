@@ -138,9 +138,10 @@ using mobisim::testing::shared_dir;
 
 // -------------------------------------------------------------------------------------------------
 // PerCache's stages on the request pipeline, run against the old loop (issue 34): the helpers of
-// test_pipeline_percache_idle.cpp, shared with test_pipeline_percache_schedule.cpp.
+// test_pipeline_percache_idle.cpp, shared with test_pipeline_percache_schedule.cpp. A namespace of
+// their own: test files with `using namespace policies::testing` keep their own `stage`, `run_pipeline`.
 // -------------------------------------------------------------------------------------------------
-namespace mobisim::policies::testing {
+namespace mobisim::policies::testing::stages {
 
 template <class T>
 std::unique_ptr<T> stage(const std::string& yaml) {
@@ -230,4 +231,4 @@ inline double relative_difference(double a, double b) {
   return std::abs(a - b) / std::max({1.0, std::abs(a), std::abs(b)});
 }
 
-}  // namespace mobisim::policies::testing
+}  // namespace mobisim::policies::testing::stages

@@ -35,11 +35,11 @@ using namespace policies::pipeline;
 namespace kvsplit = policies::kvsplit;
 using policies::testing::generated;
 
-using policies::testing::relative_difference;
-using policies::testing::run_pipeline;
-using policies::testing::stage;
-using policies::testing::StageRun;
-using policies::testing::StageSetup;
+using policies::testing::stages::relative_difference;
+using policies::testing::stages::run_pipeline;
+using policies::testing::stages::stage;
+using policies::testing::stages::StageRun;
+using policies::testing::stages::StageSetup;
 
 const StageSetup kPerCache{"{impl: percache}", "{impl: chunk_tree, payload: qkv}", "{impl: qkv_reuse, unit: cpu}",
                       "{impl: percache_scheduler}", kvsplit::Payload::kQkv, true};

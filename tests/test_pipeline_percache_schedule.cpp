@@ -30,11 +30,11 @@ namespace {
 using namespace policies::pipeline;
 namespace kvsplit = policies::kvsplit;
 using policies::testing::generated;
-using policies::testing::relative_difference;
-using policies::testing::run_pipeline;
-using policies::testing::stage;
-using policies::testing::StageRun;
-using policies::testing::StageSetup;
+using policies::testing::stages::relative_difference;
+using policies::testing::stages::run_pipeline;
+using policies::testing::stages::stage;
+using policies::testing::stages::StageRun;
+using policies::testing::stages::StageSetup;
 
 // One policy of figure 15's YAMLs: the keys the loop's policy and the idle stage share, the
 // threshold (the answer cache's on the pipeline), the storage limit (the chunk_tree's) and the schedule.
