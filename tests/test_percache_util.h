@@ -18,6 +18,17 @@
 #include "sim/registry.h"
 #include "sim/simulator.h"
 #include "traces/generator.h"
+// For the pipeline block at the end.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "policies/kvsplit/kv_split.h"
+#include "policies/pipeline/caching_idle.h"
+#include "policies/pipeline/pipeline.h"
+#include "test_pipeline_util.h"
 
 namespace mobisim::policies::testing {
 
@@ -124,3 +135,100 @@ inline double mean_over_users(const std::string& policy_yaml, const traces::RagT
 using mobisim::testing::shared_dir;
 
 }  // namespace mobisim::policies::testing
+
+// -------------------------------------------------------------------------------------------------
+// PerCache's stages on the request pipeline, run against the old loop (issue 34): the helpers of
+// test_pipeline_percache_idle.cpp, shared with test_pipeline_percache_schedule.cpp. A namespace of
+// their own: test files with `using namespace policies::testing` keep their own `stage`, `run_pipeline`.
+// -------------------------------------------------------------------------------------------------
+namespace mobisim::policies::testing::stages {
+
+template <class T>
+std::unique_ptr<T> stage(const std::string& yaml) {
+  return Registry<T>::instance().create(YAML::Load(yaml), ConfigSource{nullptr, "stage"});
+}
+
+inline constexpr double kUnknownNextArrival = -1;  // Request::next_arrival_s: the next request's time is not known
+
+// The queries as the pipeline app lays them out (system prompt, top-k retrieved chunks, query),
+// each told when the next one is due (`next_known`) or not.
+inline std::vector<pipeline::Request> requests_of(const traces::UserTrace& u, const PipelineConfig& cfg,
+                                                  bool next_known) {
+  std::vector<pipeline::Request> out;
+  for (std::size_t i = 0; i < u.queries.size(); ++i) {
+    const traces::Query& q = u.queries[i];
+    pipeline::Request r;
+    r.id = static_cast<std::int64_t>(i);
+    r.arrival_s = q.arrival_s;
+    if (cfg.system_prompt_tokens > 0) r.prompt.push_back({"system", 0x5157E1ULL, cfg.system_prompt_tokens});
+    for (std::size_t k = 0; k < q.retrieved.size() && k < static_cast<std::size_t>(cfg.top_k); ++k)
+      r.prompt.push_back({"chunk", pipeline::chunk_key(static_cast<std::size_t>(q.retrieved[k])),
+                          u.chunks[static_cast<std::size_t>(q.retrieved[k])].tokens});
+    r.prompt.push_back({"query", 0x9E000000000ULL + i, q.tokens});
+    r.output_tokens = q.answer_tokens;
+    r.embedding = q.embedding;
+    r.next_arrival_s = !next_known                   ? kUnknownNextArrival
+                       : i + 1 < u.queries.size() ? u.queries[i + 1].arrival_s
+                                                  : std::numeric_limits<double>::infinity();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The pipeline's stages as YAML, and what the same app's old loop is.
+struct StageSetup {
+  std::string policy;       // the rag policy (old loop)
+  std::string kv_reuse;     // the pipeline's stages
+  std::string prefill;
+  std::string idle;
+  kvsplit::Payload payload = kvsplit::Payload::kKv;
+  bool kv_match = true;     // the old loop matches against a tree (charges kv_match_ms)
+};
+
+struct StageRun {
+  std::vector<pipeline::Served> served;
+  std::unique_ptr<pipeline::Pipeline> pipeline;
+  const pipeline::IdleStage* idle = nullptr;
+  const CachingPolicy& engine() const { return dynamic_cast<const pipeline::CachingIdle&>(*idle).engine(); }
+};
+
+// The first user of `trace` served by the pipeline of `setup` (answer cache: `semantic` at
+// `tau_query`, with the embed and match costs of `cfg`), each request at its arrival, on a Pixel 7.
+inline StageRun run_pipeline(const traces::RagTrace& trace, const PipelineConfig& cfg, const StageSetup& setup,
+                             bool next_known, const models::CostModel& cost, double tau_query = 0.85) {
+  pipeline::PipelineOptions options = pipeline::options_on("cpu");
+  options.retrieval_ms = cfg.retrieval_ms;
+  options.kv_match_ms = setup.kv_match ? cfg.kv_match_ms : 0;
+  options.payload = setup.payload;
+  auto idle = stage<pipeline::IdleStage>(setup.idle);
+  StageRun run;
+  run.idle = idle.get();
+  run.pipeline = std::make_unique<pipeline::Pipeline>(
+      cost, options, stage<pipeline::KvReuse>(setup.kv_reuse), stage<kvsplit::KvSplitStrategy>("{impl: always_load}"),
+      stage<pipeline::PrefillStage>(setup.prefill),
+      stage<pipeline::AnswerCache>(fmt::format("{{impl: semantic, tau_query: {}, embed_ms: {}, match_ms: {}}}",
+                                               tau_query, cfg.embed_query_ms, cfg.qa_match_ms)),
+      stage<pipeline::DecodeStage>("{impl: vanilla, unit: cpu}"), nullptr, std::move(idle));
+  auto workload = std::make_shared<pipeline::IdleWorkload>();
+  workload->trace.meta = trace.meta;
+  workload->trace.users = {trace.users[0]};
+  workload->unit = "cpu";
+  workload->system_prompt_tokens = cfg.system_prompt_tokens;
+  workload->top_k = cfg.top_k;
+  workload->retrieval_ms = cfg.retrieval_ms;
+  workload->kv_match_ms = cfg.kv_match_ms;
+  run.pipeline->use_workload(workload);
+  sim::Simulator sim;
+  sim::StatGroup stats("test");
+  devices::Device device(sim, devices::load_device_profile("pixel7"), stats.child("device"));
+  const std::vector<pipeline::Request> requests = requests_of(trace.users[0], cfg, next_known);
+  sim.start(mobisim::testing::serve_at_arrivals(sim, device, *run.pipeline, requests, run.served), "pipeline");
+  sim.run();
+  return run;
+}
+
+inline double relative_difference(double a, double b) {
+  return std::abs(a - b) / std::max({1.0, std::abs(a), std::abs(b)});
+}
+
+}  // namespace mobisim::policies::testing::stages

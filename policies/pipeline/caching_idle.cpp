@@ -23,6 +23,7 @@ void CachingIdle::link(const StageLinks& links) {
                      "pipeline (this one has {})",
                      links.answers ? "another answer cache" : "no answer cache"));
   tree_ = dynamic_cast<ChunkTreeReuse*>(links.reuse);
+  check_schedule_owners();
   EngineOptions o = options_;
   o.qa_bank = true;
   o.tau_query = answers_->tau_query();
@@ -42,6 +43,26 @@ void CachingIdle::link(const StageLinks& links) {
   complete_options(o);
   engine_ = std::make_unique<CachingPolicy>(o, source_, node_);
   engine_->share_caches(&answers_->bank(), tree_ ? &tree_->tree() : nullptr);
+  // The engine applies the schedule to its own options and to the shared tree's limit; the answer
+  // cache matches requests with its own threshold, which follows at the same moment.
+  engine_->on_scheduled_change([answers = answers_](const ScheduledChange& c) {
+    if (c.tau_query) answers->set_tau_query(*c.tau_query);
+  });
+}
+
+// A scheduled change needs a linked stage that owns its key: tau_query the answer cache (always
+// linked), storage_limit_gb the chunk_tree; scheduler and conversions are this stage's own.
+void CachingIdle::check_schedule_owners() const {
+  for (std::size_t i = 0; i < options_.schedule.size(); ++i) {
+    if (!options_.schedule[i].storage_limit_gb || tree_) continue;
+    const ConfigSource key = source_.child("schedule").element(i).child("set").child("storage_limit_gb");
+    const YAML::Node where = node_["schedule"][i]["set"]["storage_limit_gb"];
+    throw ConfigError(fmt::format(
+        "{}: idle stage '{}' schedules a storage_limit_gb change, but the app's KV-reuse stage is not a "
+        "`chunk_tree` (the tree whose limit it would change): use `kv_reuse: {{impl: chunk_tree, ...}}` or drop "
+        "storage_limit_gb from the schedule",
+        key.where(where), name_));
+  }
 }
 
 void CachingIdle::use_workload(std::shared_ptr<const IdleWorkload> workload, const models::CostModel& cost) {

@@ -57,6 +57,8 @@ class CachingIdle : public IdleStage {
   // The engine's idle work until the next request (or, unknown, until claim()).
   sim::Task<void> idle_until(double next_arrival_s);
   [[noreturn]] void fail(const std::string& message) const;
+  // ConfigError when the schedule changes a value no linked stage owns (link() calls it).
+  void check_schedule_owners() const;
 
   EngineOptions options_;
   ConfigSource source_;

@@ -14,6 +14,10 @@ ParamSchema PerCacheIdle::schema() {
          "what a background prefill saves per cached token: qkv_projection (chunk_tree payload qkv) | kv_projection | "
          "prefix_skip (payload kv)")
       .in({"qkv_projection", "kv_projection", "prefix_skip"});
+  s.node("schedule",
+         "mid-run changes (PerCache figure 15), applied once N requests are served, before the next one's look-ups: "
+         "[{after_query: N, set: {tau_query (the answer cache's) | storage_limit_gb (the chunk_tree's) | scheduler | "
+         "conversions: V}}]");
   return s;
 }
 
@@ -23,6 +27,7 @@ EngineOptions percache_idle_options(const Params& p) {
   o.qa_bank = true;  // the answer cache is required (link() checks it)
   o.reuse = parse_reuse_mode(p.text("reuse_mode"));
   read_percache_idle_params(p, o);
+  o.schedule = parse_schedule(p, "schedule");  // the percache policy's parser; link() checks the owners
   return o;
 }
 }  // namespace

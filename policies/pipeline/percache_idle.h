@@ -25,6 +25,16 @@
 //   k_refresh 3
 //   reuse_mode   what a background prefill saves per cached token: qkv_projection (default; the
 //                chunk_tree must store payload: qkv) | kv_projection | prefix_skip (payload: kv)
+//   schedule     mid-run changes, as the `percache` rag policy's (figure 15; default none):
+//                [{after_query: N, set: {tau_query|storage_limit_gb|scheduler|conversions: V}}].
+//                Applied by the engine once N requests have been served, at the start of the idle
+//                time after request N-1 (when the next request is already due, there is none: at
+//                the next idle time), i.e. where the rag loop applies it; so request N is the
+//                first one whose look-up sees the new values. tau_query changes the answer cache's
+//                threshold (and the engine's: the scheduler's prefill-only test, the QKV->QA
+//                conversion), storage_limit_gb the chunk_tree's limit (lowering it evicts at once;
+//                without a chunk_tree it is a ConfigError), scheduler and conversions this stage's.
+//                Entries in after_query order; unknown keys in `set` are ConfigErrors.
 #include "policies/pipeline/caching_idle.h"
 
 namespace mobisim::policies::pipeline {

@@ -29,6 +29,8 @@ class SemanticAnswerCache : public AnswerCache {
   // For the idle stages that work on the same bank (percache_scheduler, sleeptime).
   QaBank& bank() { return bank_; }
   double tau_query() const { return tau_; }
+  // percache_scheduler's `schedule` (figure 15): the threshold changes between two requests.
+  void set_tau_query(double tau) { tau_ = tau; }
   double embed_ms() const { return embed_ms_; }
   double match_ms() const { return match_ms_; }
 

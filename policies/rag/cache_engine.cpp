@@ -922,6 +922,7 @@ void CachingPolicy::apply_schedule() {
       if (tree_) tree_->set_limit(o_.storage_limit_gb * 1e9);
       restore_attempted_.clear();
     }
+    if (schedule_listener_) schedule_listener_(c);
   }
 }
 

@@ -48,6 +48,7 @@
 // knowledge base, as in the trace's precomputed retrieval (traces/generator.cpp).
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -175,6 +176,11 @@ class CachingPolicy : public RagPolicy {
   // uncommitted, with what planning prepared; an idle() waiting for a job's start returns. With
   // shared caches (the pipeline's idle stages) a background decode stops at its next token.
   void interrupt_idle() { ++idle_generation_; }
+  // For the pipeline's idle stage (caching_idle.h), whose answer cache matches requests with its
+  // own threshold: called right after each entry of `schedule` is applied (the engine's options and
+  // the tree's limit already changed), at the moment the rag loop's look-ups would start using it.
+  using ScheduleListener = std::function<void(const ScheduledChange&)>;
+  void on_scheduled_change(ScheduleListener listener) { schedule_listener_ = std::move(listener); }
   std::int64_t predicted_queries() const { return predicted_; }
   std::int64_t conversions_qkv_to_qa() const { return conv_qkv_to_qa_; }
   std::int64_t conversions_qa_to_qkv() const { return conv_qa_to_qkv_; }
@@ -286,6 +292,7 @@ class CachingPolicy : public RagPolicy {
   std::int64_t served_ = 0;
   std::size_t raw_cursor_ = 0;
   std::size_t schedule_applied_ = 0;
+  ScheduleListener schedule_listener_;  // empty: nobody outside the engine follows the schedule
   bool started_ = false;
   std::int64_t predicted_ = 0, conv_qkv_to_qa_ = 0, conv_qa_to_qkv_ = 0;
   std::unordered_set<std::uint64_t> restore_attempted_;
