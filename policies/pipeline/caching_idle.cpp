@@ -42,6 +42,9 @@ void CachingIdle::link(const StageLinks& links) {
   complete_options(o);
   engine_ = std::make_unique<CachingPolicy>(o, source_, node_);
   engine_->share_caches(&answers_->bank(), tree_ ? &tree_->tree() : nullptr);
+  // A served entry is stale as the engine judges it in its own loop (its retriever, the chunks'
+  // arrivals); before begin() the engine has no user yet, and no request is served.
+  answers_->judge_staleness([this](const QaEntry& e) { return pipe_ != nullptr && engine_->entry_stale(e); });
 }
 
 void CachingIdle::use_workload(std::shared_ptr<const IdleWorkload> workload, const models::CostModel& cost) {
@@ -104,7 +107,7 @@ sim::Task<void> CachingIdle::after(devices::Device& device, const std::string& o
   if (answer_hit) {
     engine_->note_qa_hit(*pipe_, q);
   } else {
-    engine_->note_answered(q, pipe_->retrieved_chunks(q), r.output_tokens);
+    engine_->note_answered(q, chunk_ids(r), r.output_tokens);  // the chunks its prompt was retrieved with
   }
   co_await idle_until(r.next_arrival_s);
 }
