@@ -2,17 +2,25 @@
 // Helpers for the PerCache tests: run one user's queries under a policy exactly
 // as the rag_qa driver does (idle until the arrival, then serve), on a Pixel 7
 // with Llama-3.2-3B as mllm runs it.
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "test_util.h"
+#include "test_pipeline_util.h"
 #include "devices/device.h"
 #include "models/cost_model.h"
+#include "policies/kvsplit/kv_split.h"
+#include "policies/pipeline/caching_idle.h"
+#include "policies/pipeline/pipeline.h"
 #include "policies/rag/cache_engine.h"
 #include "policies/rag/rag_policy.h"
 #include "sim/registry.h"
@@ -122,5 +130,116 @@ inline double mean_over_users(const std::string& policy_yaml, const traces::RagT
 }
 
 using mobisim::testing::shared_dir;
+
+// ---------------------------------------------------------------------------------------------
+// PerCache's caches and idle work as the request pipeline's stages (test_pipeline_percache_*.cpp):
+// the same app's old loop is run_user(policy); its pipeline is run_pipeline(stages).
+// ---------------------------------------------------------------------------------------------
+
+template <class T>
+std::unique_ptr<T> stage(const std::string& yaml) {
+  return Registry<T>::instance().create(YAML::Load(yaml), ConfigSource{nullptr, "stage"});
+}
+
+inline constexpr double kUnknownNextArrival = -1;  // Request::next_arrival_s: not known
+
+// The queries as the pipeline app lays them out (system prompt, top-k retrieved chunks, query),
+// each told when the next one is due (`next_known`) or not.
+inline std::vector<pipeline::Request> requests_of(const traces::UserTrace& u, const PipelineConfig& cfg,
+                                                  bool next_known) {
+  std::vector<pipeline::Request> out;
+  for (std::size_t i = 0; i < u.queries.size(); ++i) {
+    const traces::Query& q = u.queries[i];
+    pipeline::Request r;
+    r.id = static_cast<std::int64_t>(i);
+    r.arrival_s = q.arrival_s;
+    if (cfg.system_prompt_tokens > 0) r.prompt.push_back({"system", 0x5157E1ULL, cfg.system_prompt_tokens});
+    for (std::size_t k = 0; k < q.retrieved.size() && k < static_cast<std::size_t>(cfg.top_k); ++k)
+      r.prompt.push_back({"chunk", pipeline::chunk_key(static_cast<std::size_t>(q.retrieved[k])),
+                          u.chunks[static_cast<std::size_t>(q.retrieved[k])].tokens});
+    r.prompt.push_back({"query", 0x9E000000000ULL + i, q.tokens});
+    r.output_tokens = q.answer_tokens;
+    r.embedding = q.embedding;
+    r.next_arrival_s = !next_known                   ? kUnknownNextArrival
+                       : i + 1 < u.queries.size() ? u.queries[i + 1].arrival_s
+                                                  : std::numeric_limits<double>::infinity();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The pipeline's stages as YAML, and what the same app's old loop is.
+struct StageSetup {
+  std::string policy;       // the rag policy (old loop)
+  std::string kv_reuse;     // the pipeline's stages
+  std::string prefill;
+  std::string idle;
+  kvsplit::Payload payload = kvsplit::Payload::kKv;
+  bool kv_match = true;     // the old loop matches against a tree (charges kv_match_ms)
+};
+
+struct StageRun {
+  std::vector<pipeline::Served> served;
+  std::unique_ptr<pipeline::Pipeline> pipeline;
+  const pipeline::IdleStage* idle = nullptr;
+  const CachingPolicy& engine() const { return dynamic_cast<const pipeline::CachingIdle&>(*idle).engine(); }
+};
+
+// `requests` (of the trace's first user) served by the setup's stages on a Pixel 7, each at its arrival.
+inline StageRun run_stages(const traces::RagTrace& trace, const PipelineConfig& cfg, const StageSetup& setup,
+                           const std::vector<pipeline::Request>& requests, const models::CostModel& cost) {
+  using namespace pipeline;
+  PipelineOptions options = options_on("cpu");
+  options.retrieval_ms = cfg.retrieval_ms;
+  options.kv_match_ms = setup.kv_match ? cfg.kv_match_ms : 0;
+  options.payload = setup.payload;
+  auto idle = stage<IdleStage>(setup.idle);
+  StageRun run;
+  run.idle = idle.get();
+  run.pipeline = std::make_unique<Pipeline>(
+      cost, options, stage<KvReuse>(setup.kv_reuse), stage<kvsplit::KvSplitStrategy>("{impl: always_load}"),
+      stage<PrefillStage>(setup.prefill),
+      stage<AnswerCache>(fmt::format("{{impl: semantic, tau_query: 0.85, embed_ms: {}, match_ms: {}}}",
+                                     cfg.embed_query_ms, cfg.qa_match_ms)),
+      stage<DecodeStage>("{impl: vanilla, unit: cpu}"), nullptr, std::move(idle));
+  auto workload = std::make_shared<IdleWorkload>();
+  workload->trace.meta = trace.meta;
+  workload->trace.users = {trace.users[0]};
+  workload->unit = "cpu";
+  workload->system_prompt_tokens = cfg.system_prompt_tokens;
+  workload->top_k = cfg.top_k;
+  workload->retrieval_ms = cfg.retrieval_ms;
+  workload->kv_match_ms = cfg.kv_match_ms;
+  run.pipeline->use_workload(workload);
+  sim::Simulator sim;
+  sim::StatGroup stats("test");
+  devices::Device device(sim, devices::load_device_profile("pixel7"), stats.child("device"));
+  sim.start(mobisim::testing::serve_at_arrivals(sim, device, *run.pipeline, requests, run.served), "pipeline");
+  sim.run();
+  return run;
+}
+
+inline StageRun run_pipeline(const traces::RagTrace& trace, const PipelineConfig& cfg, const StageSetup& setup,
+                             bool next_known, const models::CostModel& cost) {
+  return run_stages(trace, cfg, setup, requests_of(trace.users[0], cfg, next_known), cost);
+}
+
+inline const StageSetup kPerCache{"{impl: percache}", "{impl: chunk_tree, payload: qkv}",
+                                  "{impl: qkv_reuse, unit: cpu}", "{impl: percache_scheduler}",
+                                  kvsplit::Payload::kQkv, true};
+// The oracle predictor (an upper bound: it predicts the user's next real queries) makes the QA bank
+// answer queries, so the QA-hit path (a hit's real answer generated later) runs too.
+inline const StageSetup kPerCacheOracle{"{impl: percache, predictor: {impl: oracle}}",
+                                        "{impl: chunk_tree, payload: qkv}", "{impl: qkv_reuse, unit: cpu}",
+                                        "{impl: percache_scheduler, predictor: {impl: oracle}}",
+                                        kvsplit::Payload::kQkv, true};
+inline const StageSetup kSleepTime{"{impl: sleeptime}", "{impl: none}", "{impl: unit, unit: cpu}", "{impl: sleeptime}",
+                                   kvsplit::Payload::kKv, false};
+inline const StageSetup kRagCacheSleepTime{"{impl: ragcache_sleeptime}",
+                                           "{impl: chunk_tree, payload: kv, eviction: pgdsf}",
+                                           "{impl: qkv_reuse, unit: cpu, mode: kv_projection}", "{impl: sleeptime}",
+                                           kvsplit::Payload::kKv, true};
+
+inline double relative(double a, double b) { return std::abs(a - b) / std::max({1.0, std::abs(a), std::abs(b)}); }
 
 }  // namespace mobisim::policies::testing
