@@ -2,17 +2,25 @@
 // Helpers for the PerCache tests: run one user's queries under a policy exactly
 // as the rag_qa driver does (idle until the arrival, then serve), on a Pixel 7
 // with Llama-3.2-3B as mllm runs it.
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "test_util.h"
+#include "test_pipeline_util.h"
 #include "devices/device.h"
 #include "models/cost_model.h"
+#include "policies/kvsplit/kv_split.h"
+#include "policies/pipeline/caching_idle.h"
+#include "policies/pipeline/pipeline.h"
 #include "policies/rag/cache_engine.h"
 #include "policies/rag/rag_policy.h"
 #include "sim/registry.h"
@@ -192,10 +200,11 @@ struct StageRun {
   const CachingPolicy& engine() const { return dynamic_cast<const pipeline::CachingIdle&>(*idle).engine(); }
 };
 
-// The first user of `trace` served by the pipeline of `setup` (answer cache: `semantic` at
-// `tau_query`, with the embed and match costs of `cfg`), each request at its arrival, on a Pixel 7.
-inline StageRun run_pipeline(const traces::RagTrace& trace, const PipelineConfig& cfg, const StageSetup& setup,
-                             bool next_known, const models::CostModel& cost, double tau_query = 0.85) {
+// `requests` (of the first user of `trace`) served by the pipeline of `setup` (answer cache:
+// `semantic` at `tau_query`, with the embed and match costs of `cfg`), each at its arrival, on a Pixel 7.
+inline StageRun run_stages(const traces::RagTrace& trace, const PipelineConfig& cfg, const StageSetup& setup,
+                           const std::vector<pipeline::Request>& requests, const models::CostModel& cost,
+                           double tau_query = 0.85) {
   pipeline::PipelineOptions options = pipeline::options_on("cpu");
   options.retrieval_ms = cfg.retrieval_ms;
   options.kv_match_ms = setup.kv_match ? cfg.kv_match_ms : 0;
@@ -221,11 +230,32 @@ inline StageRun run_pipeline(const traces::RagTrace& trace, const PipelineConfig
   sim::Simulator sim;
   sim::StatGroup stats("test");
   devices::Device device(sim, devices::load_device_profile("pixel7"), stats.child("device"));
-  const std::vector<pipeline::Request> requests = requests_of(trace.users[0], cfg, next_known);
   sim.start(mobisim::testing::serve_at_arrivals(sim, device, *run.pipeline, requests, run.served), "pipeline");
   sim.run();
   return run;
 }
+
+// The same, for the first user's queries laid out by requests_of.
+inline StageRun run_pipeline(const traces::RagTrace& trace, const PipelineConfig& cfg, const StageSetup& setup,
+                             bool next_known, const models::CostModel& cost, double tau_query = 0.85) {
+  return run_stages(trace, cfg, setup, requests_of(trace.users[0], cfg, next_known), cost, tau_query);
+}
+
+inline const StageSetup kPerCache{"{impl: percache}", "{impl: chunk_tree, payload: qkv}",
+                                  "{impl: qkv_reuse, unit: cpu}", "{impl: percache_scheduler}",
+                                  kvsplit::Payload::kQkv, true};
+// The oracle predictor (an upper bound: it predicts the user's next real queries) makes the QA bank
+// answer queries, so the QA-hit path (a hit's real answer generated later) runs too.
+inline const StageSetup kPerCacheOracle{"{impl: percache, predictor: {impl: oracle}}",
+                                        "{impl: chunk_tree, payload: qkv}", "{impl: qkv_reuse, unit: cpu}",
+                                        "{impl: percache_scheduler, predictor: {impl: oracle}}",
+                                        kvsplit::Payload::kQkv, true};
+inline const StageSetup kSleepTime{"{impl: sleeptime}", "{impl: none}", "{impl: unit, unit: cpu}", "{impl: sleeptime}",
+                                   kvsplit::Payload::kKv, false};
+inline const StageSetup kRagCacheSleepTime{"{impl: ragcache_sleeptime}",
+                                           "{impl: chunk_tree, payload: kv, eviction: pgdsf}",
+                                           "{impl: qkv_reuse, unit: cpu, mode: kv_projection}", "{impl: sleeptime}",
+                                           kvsplit::Payload::kKv, true};
 
 inline double relative_difference(double a, double b) {
   return std::abs(a - b) / std::max({1.0, std::abs(a), std::abs(b)});

@@ -35,24 +35,15 @@ using namespace policies::pipeline;
 namespace kvsplit = policies::kvsplit;
 using policies::testing::generated;
 
+using policies::testing::stages::kPerCache;
+using policies::testing::stages::kPerCacheOracle;
+using policies::testing::stages::kRagCacheSleepTime;
+using policies::testing::stages::kSleepTime;
 using policies::testing::stages::relative_difference;
 using policies::testing::stages::run_pipeline;
 using policies::testing::stages::stage;
 using policies::testing::stages::StageRun;
 using policies::testing::stages::StageSetup;
-
-const StageSetup kPerCache{"{impl: percache}", "{impl: chunk_tree, payload: qkv}", "{impl: qkv_reuse, unit: cpu}",
-                      "{impl: percache_scheduler}", kvsplit::Payload::kQkv, true};
-// The oracle predictor (an upper bound: it predicts the user's next real queries) makes the QA bank
-// answer queries, so the QA-hit path (a hit's real answer generated later) runs too.
-const StageSetup kPerCacheOracle{"{impl: percache, predictor: {impl: oracle}}", "{impl: chunk_tree, payload: qkv}",
-                                 "{impl: qkv_reuse, unit: cpu}", "{impl: percache_scheduler, predictor: {impl: oracle}}",
-                                 kvsplit::Payload::kQkv, true};
-const StageSetup kSleepTime{"{impl: sleeptime}", "{impl: none}", "{impl: unit, unit: cpu}", "{impl: sleeptime}",
-                       kvsplit::Payload::kKv, false};
-const StageSetup kRagCacheSleepTime{"{impl: ragcache_sleeptime}", "{impl: chunk_tree, payload: kv, eviction: pgdsf}",
-                               "{impl: qkv_reuse, unit: cpu, mode: kv_projection}", "{impl: sleeptime}",
-                               kvsplit::Payload::kKv, true};
 
 std::string setup_name(std::size_t i) {
   const char* names[] = {"percache", "percache_oracle", "sleeptime", "ragcache_sleeptime"};

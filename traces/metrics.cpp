@@ -87,4 +87,10 @@ double corpus_bleu(const std::vector<std::string>& candidates, const std::vector
   return bleu_from(a, 0.0, false);
 }
 
+AnswerScore score_served_answer(const std::string& served, const std::string& reference) {
+  if (reference.empty()) return {};
+  if (served.empty()) return {1.0, 1.0};
+  return {rouge_l(served, reference).f, sentence_bleu(served, reference)};
+}
+
 }  // namespace mobisim::traces

@@ -30,4 +30,12 @@ RougeL rouge_l_tokens(const std::vector<std::string>& cand, const std::vector<st
 double sentence_bleu(const std::string& candidate, const std::string& reference, double epsilon = 0.1);
 double corpus_bleu(const std::vector<std::string>& candidates, const std::vector<std::string>& references);
 
+// A served answer's quality as the RAG drivers score it: ROUGE-L F and sentence BLEU-4 of `served`
+// (an answer from a cache) against `reference`. An answer the LLM generated for the query itself
+// (`served` empty) stands for the reference: 1 and 1. No reference (`reference` empty): 0 and 0.
+struct AnswerScore {
+  double rouge_l = 0, bleu = 0;
+};
+AnswerScore score_served_answer(const std::string& served, const std::string& reference);
+
 }  // namespace mobisim::traces

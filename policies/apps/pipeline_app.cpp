@@ -7,6 +7,7 @@
 
 #include "sim/error.h"
 #include "sim/registry.h"
+#include "traces/metrics.h"
 
 namespace mobisim::policies {
 
@@ -167,29 +168,41 @@ void PipelineApp::prepare(const AppEnvironment& env) {
   if (max_queries_ > 0) n = std::min(n, static_cast<std::size_t>(max_queries_));
   requests_.clear();
   for (std::size_t i = 0; i < n; ++i) {
-    const traces::Query& q = u.queries[i];
-    if (top_k_ > 0 && q.retrieved.empty())
-      throw ConfigError(fmt::format("{}: query {} of user '{}' carries no precomputed retrieval (the pipeline app "
-                                    "reads the workload's retrieved chunk ids); generate or import it with retrieval",
-                                    workload_source_.where(workload_), i, u.user_id));
-    Request r;
-    r.id = static_cast<std::int64_t>(i);
-    r.arrival_s = start_s() + (interarrival_s_ > 0 ? static_cast<double>(i) * interarrival_s_ : q.arrival_s);
-    if (system_prompt_tokens_ > 0) r.prompt.push_back({"system", 0x5157E1ULL, system_prompt_tokens_});
-    for (std::size_t k = 0; k < q.retrieved.size() && k < static_cast<std::size_t>(top_k_); ++k) {
-      const auto id = static_cast<std::size_t>(q.retrieved[k]);
-      if (id >= u.chunks.size())
-        throw InputError(fmt::format("{}: query {} retrieves chunk {} of {}", workload_source_.where(workload_), i, id,
-                                     u.chunks.size()));
-      r.prompt.push_back({"chunk", chunk_key(id), u.chunks[id].tokens});
-    }
-    r.prompt.push_back({"query", 0x9E000000000ULL + i, std::max<std::int64_t>(1, q.tokens)});
-    r.output_tokens = std::max<std::int64_t>(1, answer_tokens_ > 0 ? answer_tokens_ : q.answer_tokens);
-    r.embedding = q.embedding;
-    requests_.push_back(std::move(r));
+    const double arrival_s =
+        start_s() + (interarrival_s_ > 0 ? static_cast<double>(i) * interarrival_s_ : u.queries[i].arrival_s);
+    requests_.push_back(pipeline::rag_request(u, i, arrival_s, RagLayout{system_prompt_tokens_, top_k_, answer_tokens_},
+                                              workload_source_.where(workload_)));
   }
   set_next_arrivals();
   if (pipeline_->has_idle_stage()) pipeline_->use_workload(idle_workload(trace, u, n));
+}
+
+Request pipeline::rag_request(const traces::UserTrace& u, std::size_t i, double arrival_s, const RagLayout& layout,
+                              const std::string& where) {
+  const traces::Query& q = u.queries.at(i);
+  if (layout.top_k > 0 && q.retrieved.empty())
+    throw ConfigError(fmt::format("{}: query {} of user '{}' carries no precomputed retrieval (the pipeline app reads "
+                                  "the workload's retrieved chunk ids); generate or import it with retrieval",
+                                  where, i, u.user_id));
+  Request r;
+  r.id = static_cast<std::int64_t>(i);
+  r.arrival_s = arrival_s;
+  if (layout.system_prompt_tokens > 0) r.prompt.push_back({"system", 0x5157E1ULL, layout.system_prompt_tokens});
+  r.chunks_at = r.prompt.size();
+  r.top_k = layout.top_k;
+  if (layout.top_k > 0)
+    for (const std::int32_t id : q.retrieved) {
+      if (id < 0 || static_cast<std::size_t>(id) >= u.chunks.size())
+        throw InputError(fmt::format("{}: query {} retrieves chunk {} of {}", where, i, id, u.chunks.size()));
+      const traces::Chunk& c = u.chunks[static_cast<std::size_t>(id)];
+      r.ranked.push_back({id, c.tokens, c.added_s});
+    }
+  r.prompt.push_back({"query", 0x9E000000000ULL + i, std::max<std::int64_t>(1, q.tokens)});
+  retrieve_at(r, sim::from_seconds(arrival_s));  // the chunks there at its arrival, until it is served
+  r.output_tokens = std::max<std::int64_t>(1, layout.answer_tokens > 0 ? layout.answer_tokens : q.answer_tokens);
+  r.embedding = q.embedding;
+  r.answer_text = q.answer_text;
+  return r;
 }
 
 // The replay knows when each request's successor is due (none after the last).
@@ -265,8 +278,18 @@ void PipelineApp::records(h5::Table& out) const {
   std::vector<RequestTimes> times;
   std::vector<std::int64_t> prompt, reused, recomputed, loaded, answer_hit, steps, prefetched, bg_jobs;
   std::vector<double> split, estimate, prefill, decode, stored, accepted, decode_estimate, kv_read, bg_s, bg_flops,
-      bg_energy;
+      bg_energy, embed, qa_match, retrieval, kv_match, rouge, bleu;
+  std::vector<std::int64_t> stale, retrieved;
   for (const Served& s : served_) {
+    embed.push_back(s.embed_s);
+    qa_match.push_back(s.qa_match_s);
+    retrieval.push_back(s.retrieval_s);
+    kv_match.push_back(s.kv_match_s);
+    retrieved.push_back(s.retrieved_chunks);
+    stale.push_back(s.answer_stale ? 1 : 0);
+    const traces::AnswerScore score = answer_score(s);
+    rouge.push_back(score.rouge_l);
+    bleu.push_back(score.bleu);
     times.push_back(s.times);
     prompt.push_back(s.prompt_tokens);
     answer_hit.push_back(s.answer_hit ? 1 : 0);
@@ -309,6 +332,39 @@ void PipelineApp::records(h5::Table& out) const {
   out.add("bg_flops", bg_flops, "FLOP");
   out.add("bg_energy_j", bg_energy, "J");
   out.add("bg_jobs", bg_jobs, "count");
+  // As the rag driver's records: the phases before the split (the answer cache's embedding and
+  // matching, the fixed costs of retrieval and of matching the store), the chunks retrieved, and
+  // the served answer's quality against the reference (a generated answer scores 1) and staleness.
+  out.add("embed_s", embed, "s");
+  out.add("qa_match_s", qa_match, "s");
+  out.add("retrieval_s", retrieval, "s");
+  out.add("kv_match_s", kv_match, "s");
+  out.add("retrieved_chunks", retrieved, "count");
+  out.add("answer_stale", stale, "bool");
+  out.add("rouge_l", rouge, "F");
+  out.add("bleu", bleu, "score");
+}
+
+traces::AnswerScore PipelineApp::answer_score(const Served& s) const {
+  const auto i = static_cast<std::size_t>(s.times.request);
+  const std::string& reference = i < requests_.size() ? requests_[i].answer_text : std::string();
+  return traces::score_served_answer(s.served_answer, reference);
+}
+
+PipelineApp::AnswerQuality PipelineApp::answer_quality() const {
+  AnswerQuality a;
+  for (const Served& s : served_) {
+    a.answer_hits += s.answer_hit ? 1 : 0;
+    a.stale_hits += s.answer_stale ? 1 : 0;
+    const traces::AnswerScore score = answer_score(s);
+    a.mean_rouge_l += score.rouge_l;
+    a.mean_bleu += score.bleu;
+  }
+  if (!served_.empty()) {
+    a.mean_rouge_l /= static_cast<double>(served_.size());
+    a.mean_bleu /= static_cast<double>(served_.size());
+  }
+  return a;
 }
 
 AppTotals PipelineApp::totals() const {

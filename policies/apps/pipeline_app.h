@@ -32,7 +32,11 @@
 //                                     answer_tokens}; turn i's prompt = system prompt + every earlier
 //                                     turn (prompt and answer) + its own prompt; a turn every
 //                                     interarrival_s
-//   system_prompt_tokens, top_k       the prompt's layout
+//   system_prompt_tokens, top_k       the prompt's layout: the first top_k chunks of a query's
+//                                     precomputed ranking in the knowledge bank when the pipeline
+//                                     retrieves (after an answer-cache miss and retrieval_ms, as the
+//                                     rag loop: a late chunk, traces::Chunk::added_s, only from then on)
+//   retrieval_ms, kv_match_ms         fixed costs on `unit` after an answer-cache miss
 //   answer_tokens                     > 0: every answer has this length (0: the workload's)
 //   answer_cache                      {impl: semantic, tau_query, embed_ms, match_ms, ...} (default: none)
 //   kv_reuse                          {impl: none|prefix_store|system_prompt, ...}
@@ -41,15 +45,35 @@
 //   decode                            {impl: vanilla (default, on `unit`)|speculative, ...}
 //   kv_residency                      {impl: dram (default)|dynakv, ...}
 //   idle                              {impl: prefetch|percache_scheduler|sleeptime, ...} (default: none)
-// Embedding, retrieval and QA matching are not charged here (the rag app charges them).
+// The answer cache charges embedding and matching the query (its embed_ms, match_ms). Besides
+// the phases of the split, prefill and decode, a request's records have those of the rag driver's
+// records before them (embed_s, qa_match_s, retrieval_s, kv_match_s), the chunks retrieved, and
+// the answer served: answer_stale (a hit on a stale entry), rouge_l and bleu against the query's
+// reference answer (a generated answer scores 1); answer_quality() aggregates them as rag_qa does.
 #include <memory>
 #include <vector>
 
 #include "models/cost_model.h"
 #include "policies/apps/app.h"
 #include "policies/pipeline/pipeline.h"
+#include "traces/metrics.h"
 
 namespace mobisim::policies {
+
+namespace pipeline {
+// How the pipeline app lays out a RAG query's prompt.
+struct RagLayout {
+  std::int64_t system_prompt_tokens = 0, top_k = 0;
+  std::int64_t answer_tokens = 0;  // > 0: every answer has this length (0: the query's reference answer's)
+};
+// Query `i` of user `u`, arriving at `arrival_s`, as the pipeline app's request: the system prompt,
+// the chunks of the query's precomputed ranking (best first), the query. The ranking goes with the
+// request, so that the pipeline retrieves at its retrieval time (retrieve_at(), request.h): until
+// then, the prompt holds the first top_k chunks already there at its arrival. `where` names the
+// workload for errors (no precomputed retrieval: ConfigError; a chunk id out of range: InputError).
+Request rag_request(const traces::UserTrace& u, std::size_t i, double arrival_s, const RagLayout& layout,
+                    const std::string& where);
+}  // namespace pipeline
 
 class PipelineApp : public App {
  public:
@@ -66,6 +90,15 @@ class PipelineApp : public App {
   std::string unit() const override { return unit_; }
 
   const std::vector<pipeline::Served>& served() const { return served_; }
+  // The answers' aggregates the rag driver reports (qa_hits, qa_stale_hits, mean_rouge_l,
+  // mean_bleu), over the requests served: answer-cache hits, hits on stale entries, and the mean
+  // ROUGE-L F / BLEU-4 of the answers against the references (a generated answer scores 1, a
+  // request without a reference 0).
+  struct AnswerQuality {
+    std::int64_t answer_hits = 0, stale_hits = 0;
+    double mean_rouge_l = 0, mean_bleu = 0;
+  };
+  AnswerQuality answer_quality() const;
   struct Conversation {
     std::int64_t turns = 0, prompt_tokens = 0, answer_tokens = 0;  // turns 0: a RAG workload instead
   };
@@ -78,6 +111,7 @@ class PipelineApp : public App {
   // the model, as the run would need them.
   std::vector<std::pair<std::string, bool>> stage_units_;  // (unit, also the activations' dtype)
   void prepare_conversation();
+  traces::AnswerScore answer_score(const pipeline::Served& s) const;
   void set_next_arrivals();
   std::shared_ptr<const pipeline::IdleWorkload> idle_workload(const traces::RagTrace& trace, const traces::UserTrace& u,
                                                               std::size_t n) const;

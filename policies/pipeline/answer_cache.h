@@ -17,6 +17,14 @@ namespace mobisim::policies::pipeline {
 struct AnswerLookup {
   bool hit = false;
   double similarity = -1;  // best similarity seen (-1: nothing to compare with)
+  // The look-up's time, as its two phases (embedding the query, matching it against the cache).
+  double embed_s = 0, match_s = 0;
+  // On a hit: the answer served (its text, never empty), and whether the entry was stale (a chunk
+  // that joined the knowledge bank after the entry's retrieval now ranks in its query's top
+  // chunks: PerCache's dynamic refresh would have re-generated it; false when the cache cannot
+  // tell, as the rag loop's QA bank without a retriever).
+  std::string answer;
+  bool stale = false;
 };
 
 class AnswerCache {

@@ -48,6 +48,9 @@ void CachingIdle::link(const StageLinks& links) {
   engine_->on_scheduled_change([answers = answers_](const ScheduledChange& c) {
     if (c.tau_query) answers->set_tau_query(*c.tau_query);
   });
+  // A served entry is stale as the engine judges it in its own loop (its retriever, the chunks'
+  // arrivals); before begin() the engine has no user yet, and no request is served.
+  answers_->judge_staleness([this](const QaEntry& e) { return pipe_ != nullptr && engine_->entry_stale(e); });
 }
 
 // A scheduled change needs a linked stage that owns its key: tau_query the answer cache (always
@@ -125,7 +128,7 @@ sim::Task<void> CachingIdle::after(devices::Device& device, const std::string& o
   if (answer_hit) {
     engine_->note_qa_hit(*pipe_, q);
   } else {
-    engine_->note_answered(q, pipe_->retrieved_chunks(q), r.output_tokens);
+    engine_->note_answered(q, chunk_ids(r), r.output_tokens);  // the chunks its prompt was retrieved with
   }
   co_await idle_until(r.next_arrival_s);
 }

@@ -1,6 +1,7 @@
 #include "policies/pipeline/pipeline.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "policies/kvsplit/split_costs.h"
@@ -90,10 +91,13 @@ sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, st
 
 // A fixed cost of `ms` on the app's unit (none when 0), its marginal energy added to `active_energy_j`.
 // `what` is a literal: a temporary std::string in a co_await expression is destroyed twice by g++ 12.
-sim::Task<void> Pipeline::fixed_cost(devices::Device& device, double ms, const char* what, double& active_energy_j) {
+sim::Task<void> Pipeline::fixed_cost(devices::Device& device, double ms, const char* what, double& active_energy_j,
+                                     double& seconds) {
   if (ms <= 0) co_return;
   const std::string label = what;
+  const sim::Time t0 = device.sim().now();
   co_await device.busy(options_.unit, sim::from_ms(ms), label, options_.priority);
+  seconds += sim::to_seconds(device.sim().now() - t0);
   active_energy_j += device.profile().marginal_energy_j(options_.unit, sim::to_seconds(sim::from_ms(ms)), label);
 }
 
@@ -104,19 +108,22 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   out.started = sim.now();
   out.times.start_s = sim::to_seconds(out.started);
   out.times.output_tokens = r.output_tokens;
-  const std::int64_t n = r.prompt_tokens();
-  out.prompt_tokens = n;
+  out.prompt_tokens = r.prompt_tokens();  // as laid out at arrival (a hit's record); retrieval may change it
   // The idle work since the last request ends; what it put in DRAM is this request's to use.
   const IdleClaim claimed = idle_ ? idle_->claim(device, owner_, r) : IdleClaim{};
-  const std::int64_t in_dram = claimed.in_dram_tokens;
+  std::int64_t in_dram = claimed.in_dram_tokens;
   out.prefetched_tokens = in_dram;
   out.idle_work = claimed.work;
   if (answers_) {
     AnswerLookup hit;
     co_await answers_->lookup(device, options_.unit, options_.priority, r, hit);
     out.answer_similarity = hit.similarity;
+    out.embed_s = hit.embed_s;
+    out.qa_match_s = hit.match_s;
     if (hit.hit) {  // the cached answer is shown at once: first and last token now
       out.answer_hit = true;
+      out.served_answer = hit.answer;
+      out.answer_stale = hit.stale;
       if (r.kv_session >= 0 && r.kv_session_ends) residency_->end_session(device, kv_owner, r.kv_session);
       out.split_done = out.first_token = sim.now();
       out.times.first_token_s = out.times.end_s = sim::to_seconds(sim.now());
@@ -125,15 +132,28 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
     }
   }
   // Fixed costs of retrieving the context and of matching it against the store (PerCache's order).
-  co_await fixed_cost(device, options_.retrieval_ms, "retrieve", out.times.active_energy_j);
-  co_await fixed_cost(device, options_.kv_match_ms, "kv match", out.times.active_energy_j);
+  co_await fixed_cost(device, options_.retrieval_ms, "retrieve", out.times.active_energy_j, out.retrieval_s);
+  // The retrieval's result: only chunks in the knowledge bank by now (a request without a ranking
+  // keeps its prompt). What the idle stage put in DRAM counts as far as the prompt is unchanged.
+  std::shared_ptr<const Request> retrieved;  // shared with the idle work that may read it later
+  if (!r.ranked.empty()) {
+    auto laid = std::make_shared<Request>(r);
+    retrieve_at(*laid, sim.now());
+    in_dram = std::min(in_dram, common_prefix_tokens(r.prompt, laid->prompt));
+    retrieved = std::move(laid);
+  }
+  const Request& req = retrieved ? *retrieved : r;
+  const std::int64_t n = req.prompt_tokens();
+  out.prompt_tokens = n;
+  out.retrieved_chunks = static_cast<std::int64_t>(chunk_ids(req).size());
+  co_await fixed_cost(device, options_.kv_match_ms, "kv match", out.times.active_energy_j, out.kv_match_s);
   // KV residency: the request's K/V is held while it runs (in DRAM, as far as the stage keeps it
   // there); one that cannot be stops the run.
   // What the stage reads for the request counts from here (a session's turn may read while it
   // places the new prompt's K/V among the kept clusters).
   const double read_before = residency_->read_bytes();
-  residency_->hold(device, kv_owner, KvTurn{n, r.output_tokens, r.kv_session, r.kv_session_ends});
-  const KvMatch match = reuse_->match(r, out.times.start_s);
+  residency_->hold(device, kv_owner, KvTurn{n, req.output_tokens, req.kv_session, req.kv_session_ends});
+  const KvMatch match = reuse_->match(req, out.times.start_s);
   out.reuse_rejected = match.rejected;
   out.matched_tokens = match.tokens;
   // At least the last prompt token is computed: its logits give the first answer token.
@@ -141,14 +161,14 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   out.reused_tokens = s;
   const std::vector<std::int64_t> files = reuse_->matched_files();
   if (s > 0) co_await bring_back(device, s, in_dram, files, out);
-  decode_->plan_request(r, n, cost_);
+  decode_->plan_request(req, n, cost_);
   const sim::Time t_prefill = out.split_done = sim.now();
   co_await prefill_->run(device, cost_, n - s, s, options_.priority, out.times.active_energy_j);
   out.prefill_s = sim::to_seconds(sim.now() - t_prefill);
   out.first_token = sim.now();
   out.times.first_token_s = sim::to_seconds(out.first_token);
   Decoded decoded;
-  const DecodeJob job{device, cost_, r, n, options_.priority, owner_, *residency_, out.times.active_energy_j};
+  const DecodeJob job{device, cost_, req, n, options_.priority, owner_, *residency_, out.times.active_energy_j};
   co_await decode_->run(job, decoded);
   out.decode_steps = decoded.steps;
   out.accepted_per_step = decoded.accepted_per_step;
@@ -160,10 +180,22 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   // What the store keeps is written to flash in the background, after the answer (later flash
   // reads queue behind it).
   // (An idle stage that stores them itself defers both writes into idle time.)
-  if (!(idle_ && idle_->stores_kv())) out.stored = reuse_->store(r, out.times.end_s);
-  if (answers_ && !(idle_ && idle_->stores_answers())) answers_->insert(r);
+  if (!(idle_ && idle_->stores_kv())) out.stored = reuse_->store(req, out.times.end_s);
+  if (answers_ && !(idle_ && idle_->stores_answers())) answers_->insert(req);
   if (out.stored.bytes > 0) sim.start(device.storage().write(out.stored.bytes, "kv store write"), "kv store write");
-  if (idle_) sim.start(idle_->after(device, owner_, *reuse_, r, false, cost_.spec().kv_bytes_per_token()), "idle work");
+  if (!idle_) co_return;
+  if (retrieved) {
+    sim.start(idle_after(device, retrieved), "idle work");
+  } else {
+    sim.start(idle_->after(device, owner_, *reuse_, r, false, cost_.spec().kv_bytes_per_token()), "idle work");
+  }
+}
+
+// The idle stage's work after a request the pipeline laid out at retrieval (the LLM answered it):
+// the request lives as long as the idle work may read it. Awaiting runs it inline: the same events
+// as starting it directly.
+sim::Task<void> Pipeline::idle_after(devices::Device& device, std::shared_ptr<const Request> r) {
+  co_await idle_->after(device, owner_, *reuse_, *r, false, cost_.spec().kv_bytes_per_token());
 }
 
 }  // namespace mobisim::policies::pipeline

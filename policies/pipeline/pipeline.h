@@ -2,7 +2,9 @@
 // One request through the pipeline's stages on one phone:
 //
 //   answer_cache        a past query close enough answers it (AnswerCache; optional): a hit ends here
-//   (retrieval)         a fixed cost on the unit (PipelineOptions::retrieval_ms; 0: none)
+//   (retrieval)         a fixed cost on the unit (PipelineOptions::retrieval_ms; 0: none), at the end
+//                       of which a RAG request's chunks are retrieved: the first top_k of its ranking
+//                       already in the knowledge bank fill its prompt (retrieve_at(), request.h)
 //   kv_reuse            which prompt prefix [0, s) has K/V stored on flash (KvReuse), after a fixed
 //                       matching cost on the unit (PipelineOptions::kv_match_ms; 0: none)
 //   load_or_recompute   how it comes back: the strategy's split l -> [0, l) recomputed on the unit
@@ -87,6 +89,14 @@ struct Served {
   bool reuse_rejected = false;  // a stored entry failed verification (the prompt was prefilled whole)
   bool answer_hit = false;      // served by the answer cache: no prefill, no decode
   double answer_similarity = -1;
+  // An answer-cache hit's answer (empty: the LLM generated the request's own answer) and whether
+  // its entry was stale (AnswerLookup::stale): what the drivers score the served answers with.
+  std::string served_answer;
+  bool answer_stale = false;
+  // The phases before the split, as the rag loop's records time them: the answer cache's look-up
+  // (embedding the query, matching it), the fixed costs of retrieval and of matching the store.
+  double embed_s = 0, qa_match_s = 0, retrieval_s = 0, kv_match_s = 0;
+  std::int64_t retrieved_chunks = 0;  // chunk segments of the prompt as retrieved (0 on a hit)
   // matched_tokens: the stored prefix the KV-reuse stage found; reused_tokens: of those, what was
   // brought back (at most the prompt less its last token, whose logits give the first answer token).
   KvStored stored;
@@ -113,13 +123,16 @@ class Pipeline {
   sim::Task<void> serve(devices::Device& device, const std::string& kv_owner, const Request& r, Served& out);
 
  private:
-  sim::Task<void> fixed_cost(devices::Device& device, double ms, const char* what, double& active_energy_j);
+  // Adds the time it took (queueing included) to `seconds`.
+  sim::Task<void> fixed_cost(devices::Device& device, double ms, const char* what, double& active_energy_j,
+                             double& seconds);
   // `in_dram`: leading prompt tokens whose K/V the idle stage put in DRAM.
   // `files`: the match's stored files (KvReuse::matched_files()), read one by one when the whole prefix is
   // loaded from flash.
   sim::Task<void> bring_back(devices::Device& device, std::int64_t s, std::int64_t in_dram,
                              const std::vector<std::int64_t>& files, Served& out);
   kvsplit::DeviceCostOptions split_options() const;
+  sim::Task<void> idle_after(devices::Device& device, std::shared_ptr<const Request> r);
 
   const models::CostModel& cost_;
   PipelineOptions options_;

@@ -1,5 +1,7 @@
 #include "policies/pipeline/semantic_answer_cache.h"
 
+#include <algorithm>
+
 #include "sim/registry.h"
 
 namespace mobisim::policies::pipeline {
@@ -24,12 +26,21 @@ SemanticAnswerCache::SemanticAnswerCache(const Params& p)
 
 sim::Task<void> SemanticAnswerCache::lookup(devices::Device& device, const std::string& unit, int priority,
                                             const Request& r, AnswerLookup& out) {
+  const sim::Time t0 = device.sim().now();
   co_await device.busy(unit, sim::from_ms(embed_ms_ + match_ms_), "answer cache look-up", priority);
+  const sim::Time took = device.sim().now() - t0;
+  const sim::Time matching = std::min(took, sim::from_ms(match_ms_));
+  out.embed_s = sim::to_seconds(took - matching);
+  out.match_s = sim::to_seconds(matching);
   if (r.embedding.empty()) co_return;  // nothing to compare: a miss
   const QaMatch m = bank_.match(r.embedding, tau_);
   out.similarity = m.similarity;
   out.hit = m.index.has_value();
-  if (out.hit) bank_.touch(*m.index);
+  if (!out.hit) co_return;
+  bank_.touch(*m.index);
+  const QaEntry& e = bank_.entries()[*m.index];
+  out.answer = e.answer.empty() ? std::string(" ") : e.answer;  // as the rag loop serves it
+  out.stale = stale_ && stale_(e);
 }
 
 void SemanticAnswerCache::insert(const Request& r) {
@@ -37,7 +48,7 @@ void SemanticAnswerCache::insert(const Request& r) {
   QaEntry e;
   e.embedding = r.embedding;
   e.answered = true;
-  e.answer = "answer";  // the text is not simulated; its length is
+  e.answer = r.answer_text;  // what the LLM's answer stands for (its length is what is simulated)
   e.answer_tokens = r.output_tokens;
   bank_.insert(std::move(e));
 }

@@ -190,6 +190,10 @@ class CachingPolicy : public RagPolicy {
   // Top-k over the chunks present now (the retriever of the user's chunks).
   std::vector<std::int32_t> retrieve_present(const std::string& text, const std::vector<float>& embedding,
                                              std::size_t k) const;
+  // A QA entry is stale now when a chunk added after its retrieval ranks in its query's top
+  // k_refresh among the chunks present (false without late chunks or a retriever): a QA hit on it
+  // counts in the loop's qa_stale.
+  bool entry_stale(const QaEntry& e) const;
   // True when predicted queries are populated prefill-only (tau_query above tau_scheduler).
   bool prefill_only() const { return o_.scheduler && o_.tau_query > o_.tau_scheduler; }
   double bytes_per_token() const;
@@ -249,7 +253,6 @@ class CachingPolicy : public RagPolicy {
   void schedule_job(JobKind kind, sim::Time not_before, std::size_t batch = 0);
   // Notices chunks whose added_s has passed: abstract batch + refresh jobs for them.
   void poll_new_chunks();
-  bool entry_stale(const QaEntry& e) const;
   double now_s() const;
   bool present(const traces::UserTrace& u, std::size_t c) const;
   std::size_t front_insert_position() const;

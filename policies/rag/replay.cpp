@@ -40,15 +40,9 @@ sim::Task<void> replay_user(RagPolicy& policy, RagPipeline& pipe, std::vector<Qu
     rec.energy_j = device.energy_j() - e0;
     // Quality: an answer generated for this query stands for the reference answer; an answer
     // served from the QA bank is scored against it (ROUGE-L F, sentence BLEU-4).
-    if (!q.answer_text.empty()) {
-      if (rec.served_answer.empty()) {
-        rec.rouge_l = 1.0;
-        rec.bleu = 1.0;
-      } else {
-        rec.rouge_l = traces::rouge_l(rec.served_answer, q.answer_text).f;
-        rec.bleu = traces::sentence_bleu(rec.served_answer, q.answer_text);
-      }
-    }
+    const traces::AnswerScore score = traces::score_served_answer(rec.served_answer, q.answer_text);
+    rec.rouge_l = score.rouge_l;
+    rec.bleu = score.bleu;
     out.push_back(std::move(rec));
   }
 }
