@@ -21,8 +21,10 @@
 //                          the entries in the flash layout's page buffers (written once a page fills).
 // Each is an integer byte count per step; only the owners whose bytes changed touch the ledger.
 // Anything that does not fit the usable DRAM (capacity_gb - reserved_gb) throws
-// devices::DramOverflow naming DRAM, the owner and the sizes (the cache's own budget is
-// cache_ratio x the session's KV, which the replay's cache never exceeds).
+// devices::DramOverflow naming DRAM, the owner and the sizes. The cache's own budget is cache_ratio x
+// the session's KV, which its replacement policy keeps it to, give or take the clusters it keeps
+// while they grow (ClusterCache: an append to a cached cluster, a hit on a grown one); the ledger
+// holds what the cache holds, never a clamped figure.
 #include <cstdint>
 #include <string>
 
