@@ -2,6 +2,9 @@
 // layer of Qwen2.5-3B (2 KV heads, 8 query heads each, head_dim 128; FP8 entries, flash reads timed
 // on the OnePlus 12's UFS 4.0), replayed a decode step at a time.
 //   BM_DynaKvDecodeStep/<policy>/<tokens>: simulated decode steps (tokens) per second, per policy.
+//   BM_DynaKvDramLedger/<steps>: the DRAM ledger of a run (experiments/dynakv_dram.h) alone, a step
+//     holding new cache, representatives and retrieved bytes each time: what the ledger adds to a
+//     decode step of the replay (table6 holds 124K steps).
 //   BM_DynaKvSessionPeakMemory/<tokens>: Llama-3.2-3B's 8 KV heads (the largest session of Table 6),
 //     replayed to 16K or 64K tokens at a 1% top-k (memory does not depend on it; time does); reports
 //     the process's peak resident set (VmHWM, MB) and what the replay holds per token. Run it alone
@@ -19,6 +22,7 @@
 #include <string>
 
 #include "devices/device.h"
+#include "experiments/dynakv_dram.h"
 #include "policies/kvcluster/session_replay.h"
 #include "sim/params.h"
 #include "sim/registry.h"
@@ -81,6 +85,21 @@ BENCHMARK_CAPTURE(BM_DynaKvDecodeStep, dynakv, "dynakv")
     ->Arg(16384)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
+
+void BM_DynaKvDramLedger(benchmark::State& state) {
+  const devices::DeviceProfile phone = devices::load_device_profile("oneplus-12");
+  const auto steps = state.range(0);
+  for (auto _ : state) {
+    sim::StatGroup stats("device");
+    experiments::DynaKvDramLedger ledger(phone, 3'085'938'688, stats);
+    for (std::int64_t k = 0; k < steps; ++k)
+      ledger.hold_for({4096 * (k % 97), 256 * (k % 13), 24576 + 4096 * (k % 7), 256 * (k % 17)}, 100'000'000 + k);
+    ledger.finish();
+    benchmark::DoNotOptimize(ledger.mean_bytes());
+  }
+  state.SetItemsProcessed(state.iterations() * steps);
+}
+BENCHMARK(BM_DynaKvDramLedger)->Arg(16384)->Unit(benchmark::kMillisecond);
 
 void BM_DynaKvSessionPeakMemory(benchmark::State& state) {
   replay(state, session(8, 3, static_cast<int>(state.range(0))), "{impl: dynakv, top_k_percent: 1}");

@@ -78,6 +78,7 @@
 
 #include "devices/device.h"
 #include "devices/engine.h"
+#include "experiments/dynakv_dram.h"
 #include "experiments/dynakv_latency.h"
 #include "experiments/experiment.h"
 #include "experiments/parallel.h"
@@ -123,6 +124,7 @@ struct Row {
   double moved_mb = 0, naive_mb = 0, allocated_mb = 0, kv_stored_mb = 0, run_mean = 0, run_max = 0;
   double piece_mean = 0, piece_max = 0;
   double variance = 0, attended = 0;
+  double dram_peak_bytes = 0, dram_mean_bytes = 0;  // the run's DRAM ledger (experiments/dynakv_dram.h)
   std::int64_t clusters = 0;
   std::vector<double> within;
 };
@@ -133,6 +135,30 @@ struct StatRows {
   std::vector<std::int64_t> length, head_dim;
   std::vector<double> mass, within, novel, position_run, neighbour_lift;
 };
+
+// The result-file group of one run (a variant at one decode length): runs/<variant>_T<length>, the
+// '/' of a variant's name (fig16 and fig17 name theirs model/setting/policy) written as '.'.
+std::string run_group_name(std::string variant, std::int64_t length) {
+  std::replace(variant.begin(), variant.end(), '/', '.');
+  return fmt::format("{}_T{}", variant, length);
+}
+
+// What one decode step holds in DRAM beside the weights (experiments/dynakv_dram.h), for the whole
+// model: the replayed layers' bytes per layer, times the layers that hold them.
+DynaKvDramUse dram_use_of_step(const traces::KvShape& session, const models::ModelSpec& model, double elem_bytes,
+                               std::int64_t entry_bytes, const policies::kvcluster::StepRecord& st) {
+  const std::int64_t layers = model.n_layers, replayed = session.n_layers;
+  // Section 6.1's layer-wise virtualization: the running layer's and the prefetched one's.
+  const std::int64_t resident_layers = std::min<std::int64_t>(2, layers);
+  std::int64_t representatives = 0;  // the step's largest layer
+  for (auto r : st.layer_representatives) representatives = std::max(representatives, r);
+  DynaKvDramUse u;
+  u.cache = st.cache_bytes * resident_layers / replayed;
+  u.representatives = resident_layers * std::llround(static_cast<double>(representatives) * session.head_dim * elem_bytes);
+  u.retrieved = (st.read_bytes + st.forced_bytes + st.hit_bytes) / replayed;
+  u.dram_only = st.dram_only_entries * entry_bytes * layers / replayed;  // every layer keeps its own
+  return u;
+}
 
 class DynaKvExperiment : public Experiment {
  public:
@@ -217,6 +243,13 @@ class DynaKvExperiment : public Experiment {
       spec.model.kv_dtype = spec.dtype;
       spec.device.require_storage("dynakv experiment");
       spec.device.require_engine_values("cpu", spec.model, "dynakv experiment");
+      // Weights that do not fit the phone's usable DRAM stop the run before anything is replayed.
+      devices::Dram::check_fits(spec.device.dram, spec.device.name, {{"weights", spec.model.weight_bytes()}});
+      for (const auto& other : variants_)
+        if (run_group_name(other.name, 0) == run_group_name(spec.name, 0))
+          p.fail("variants", fmt::format("variant names '{}' and '{}' name the same result group (runs/{}): names "
+                                         "must differ by more than '/' and '.'",
+                                         other.name, spec.name, run_group_name(spec.name, 0)));
       variants_.push_back(std::move(spec));
     }
   }
@@ -308,19 +341,27 @@ class DynaKvExperiment : public Experiment {
     return units;
   }
 
+  // The device statistics of every run (variant index, decode length), made before the replays
+  // run in parallel: each replay then writes only its own group.
+  using DeviceStats = std::map<std::pair<std::size_t, std::int64_t>, sim::StatGroup*>;
+
   // Replays one group of a unit's variants at every length of the unit, summarised as rows.
-  void run_work(const std::vector<Unit>& units, Work& w) const {
+  void run_work(const std::vector<Unit>& units, const DeviceStats& device_stats, Work& w) const {
     const Unit& u = units[w.unit];
     std::vector<std::size_t> mine;
     for (std::size_t k = w.group; k < u.members.size(); k += w.groups) mine.push_back(u.members[k]);
     const models::ModelSpec& model = variants_[u.members.front()].model;
-    auto replay = [&](traces::KvStream& stream, const std::vector<int>& lengths) {
+    // `decode_lengths`: the unit's lengths the replay's `lengths` stand for (the runs' keys).
+    auto replay = [&](traces::KvStream& stream, const std::vector<int>& lengths,
+                      const std::vector<std::int64_t>& decode_lengths) {
       std::vector<policies::kvcluster::ReplayJob> jobs;
       for (auto i : mine) jobs.push_back({variants_[i].policy.get(), replay_options(stream.shape(), variants_[i])});
       const auto results = policies::kvcluster::replay_stream(stream, jobs, lengths);
-      for (const auto& at : results) {
+      for (std::size_t k = 0; k < results.size(); ++k) {
         std::vector<Row> rows;
-        for (std::size_t j = 0; j < mine.size(); ++j) rows.push_back(summarize_variant(stream.shape(), variants_[mine[j]], at[j]));
+        for (std::size_t j = 0; j < mine.size(); ++j)
+          rows.push_back(summarize_variant(stream.shape(), variants_[mine[j]], results[k][j],
+                                           *device_stats.at({mine[j], decode_lengths[k]})));
         w.rows.push_back(std::move(rows));
       }
     };
@@ -332,14 +373,14 @@ class DynaKvExperiment : public Experiment {
         const traces::KvSession& session = captured_ ? *captured_ : *own;
         if (session_stats_ && w.group == 0) add_session_stats(w.stats, session, t);
         traces::SessionStream stream(session, "replay");
-        replay(stream, {session.decode});
+        replay(stream, {session.decode}, {t});
       }
       return;
     }
     traces::DriftingStream stream(drifting_spec(model, static_cast<int>(u.lengths.back())), accuracy_every_ > 0);
     std::vector<int> lengths;
     for (auto t : u.lengths) lengths.push_back(static_cast<int>(t));
-    replay(stream, lengths);
+    replay(stream, lengths, u.lengths);
   }
 
   void run(RunContext& ctx) override {
@@ -376,7 +417,12 @@ class DynaKvExperiment : public Experiment {
       return variants * m.n_heads * m.head_dim * t * t;
     };
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cost(work[a]) > cost(work[b]); });
-    parallel_for(work.size(), ctx.threads, [&](std::size_t k) { run_work(units, work[order[k]]); });
+    DeviceStats device_stats;
+    for (const auto& u : units)
+      for (auto t : u.lengths)
+        for (auto i : u.members)
+          device_stats[{i, t}] = &ctx.results.variant(run_group_name(variants_[i].name, t)).stats.child("device");
+    parallel_for(work.size(), ctx.threads, [&](std::size_t k) { run_work(units, device_stats, work[order[k]]); });
     for (const auto& w : work) {
       const auto& st = w.stats;
       stats.source.insert(stats.source.end(), st.source.begin(), st.source.end());
@@ -469,6 +515,7 @@ class DynaKvExperiment : public Experiment {
         sm.add(fmt::format("updated_retrieved_within_{}", kHorizons[h]), x);
       }
     }
+    if (!rows.empty()) write_dram(ctx, rows, names, lengths, device_names);
     if (!footprint_models_.empty() && !footprint_lengths_.empty()) write_footprint(ctx);
     if (session_stats_) {
       h5::Table& st = ctx.results.tables["session_stats"];
@@ -530,6 +577,31 @@ class DynaKvExperiment : public Experiment {
     rows.neighbour_lift.push_back(st.neighbour_same_cluster_lift);
   }
 
+  // tables/dram: every run's DRAM ledger (experiments/dynakv_dram.h), in the summary's row order. A
+  // table of its own: the summary's CSV stays as it was.
+  void write_dram(RunContext& ctx, const std::vector<Row>& rows, const std::vector<std::string>& names,
+                  const std::vector<std::int64_t>& lengths, const std::vector<std::string>& device_names) const {
+    h5::Table& t = ctx.results.tables["dram"];
+    std::vector<std::string> groups;
+    std::vector<double> usable, weights, peak, mean;
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const VariantSpec& v = variants_[k % variants_.size()];
+      groups.push_back(fmt::format("runs/{}/stats/device/dram/used_bytes", run_group_name(names[k], lengths[k])));
+      usable.push_back(v.device.dram.available_bytes());
+      weights.push_back(static_cast<double>(std::llround(v.model.weight_bytes())));
+      peak.push_back(rows[k].dram_peak_bytes);
+      mean.push_back(rows[k].dram_mean_bytes);
+    }
+    t.add("variant", names);
+    t.add("decode_length", lengths, "tokens");
+    t.add("device", device_names);
+    t.add("dram_usable_bytes", usable, "bytes");
+    t.add("weights_bytes", weights, "bytes");
+    t.add("dram_peak_bytes", peak, "bytes");
+    t.add("dram_mean_bytes", mean, "bytes");
+    t.add("ledger", groups);
+  }
+
   // Table 1: KV cache of a whole sequence against the 8-bit weights (the document's reference).
   void write_footprint(RunContext& ctx) const {
     h5::Table& t = ctx.results.tables["table1_footprint"];
@@ -567,9 +639,10 @@ class DynaKvExperiment : public Experiment {
     return opt;
   }
 
-  // Per-token latency, energy and layout statistics of one variant's replay.
+  // Per-token latency, energy and layout statistics of one variant's replay, and its DRAM ledger
+  // (each step holding its bytes for its latency) into `device_stats`.
   Row summarize_variant(const traces::KvShape& session, const VariantSpec& v,
-                        const policies::kvcluster::ReplaySummary& r) const {
+                        const policies::kvcluster::ReplaySummary& r, sim::StatGroup& device_stats) const {
     const auto& model = v.model;
     const devices::StorageSpec storage = v.device.require_storage("dynakv experiment");
     const devices::ComputeUnitSpec cpu = v.device.unit("cpu", "dynakv experiment");
@@ -580,6 +653,8 @@ class DynaKvExperiment : public Experiment {
     double lat = 0, io = 0, exposed = 0, prefetch = 0, rep_io = 0, comp = 0, bytes = 0, wanted = 0, c = 0, m = 0,
            forced = 0, written = 0, working = 0, att = 0;
     std::size_t mass_steps = 0;
+    const std::int64_t entry_bytes = replay_options(session, v).entry_bytes;
+    DynaKvDramLedger dram(v.device, std::llround(model.weight_bytes()), device_stats);
     for (const auto& st : r.steps) {
       // CPU decode of one token attending the retrieved context (per table average).
       const auto attended = static_cast<std::int64_t>(std::llround(static_cast<double>(st.attended) / session.tables()));
@@ -601,6 +676,7 @@ class DynaKvExperiment : public Experiment {
           (lc.per_layer_s() + cluster_s) * model.n_layers +
           lc.per_token_s;
       const double token_s = step_s * scale + lc.per_token_s;
+      dram.hold_for(dram_use_of_step(session, model, elem_bytes, entry_bytes, st), sim::from_seconds(token_s));
       lat += token_s;
       comp += compute_s;
       exposed += token_s - compute_s;
@@ -618,8 +694,11 @@ class DynaKvExperiment : public Experiment {
       att += static_cast<double>(st.attended) / session.tables();
       forced += static_cast<double>(st.forced_bytes) * scale;
     }
+    dram.finish();
     const double n = static_cast<double>(std::max<std::size_t>(1, r.steps.size()));
     Row row;
+    row.dram_peak_bytes = dram.peak_bytes();
+    row.dram_mean_bytes = dram.mean_bytes();
     row.latency_ms = lat / n * 1e3;
     row.compute_ms = comp / n * 1e3;
     row.io_ms = io / n * 1e3;

@@ -101,6 +101,12 @@ bool FlashLayout::in_write_buffer(int pos) const {
   return it != offset_.end() && content_at(it->second) != pos;
 }
 
+std::int64_t FlashLayout::write_buffered_entries() const {
+  std::int64_t n = 0;
+  for (const auto& [c, buf] : page_buffer_) n += static_cast<std::int64_t>(buf.size());
+  return n;
+}
+
 std::int64_t FlashLayout::pages_touched(const std::vector<std::int64_t>& offsets) const {
   std::set<std::int64_t> pages;
   for (std::int64_t off : offsets)

@@ -113,6 +113,8 @@ class FlashLayout {
   // What the simulated flash holds at `offset` (the position written there), -1 when nothing.
   int content_at(std::int64_t offset) const;
   bool in_write_buffer(int pos) const;
+  // Entries waiting in the hot clusters' page buffers (DRAM) for their page to fill.
+  std::int64_t write_buffered_entries() const;
   const FlashStats& stats() const { return stats_; }
   std::int64_t entry_bytes() const { return entry_bytes_; }
   std::int64_t page_bytes() const { return page_bytes_; }

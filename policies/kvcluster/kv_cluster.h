@@ -83,6 +83,11 @@ class ClusterTable {
   const Cluster& cluster(int c) const { return clusters_[c]; }
   int step() const { return step_; }
   std::int64_t total_buffered() const { return total_buffered_; }
+  // Entries that are on no flash page and live in DRAM only: DynaKV's buffers Buf_j and ClusterKV's
+  // not-yet-clustered local window (the DRAM ledger's kv/dram_only, experiments/dynakv_dram.h).
+  std::int64_t dram_only_entries() const {
+    return total_buffered_ + (window_ >= 0 ? static_cast<std::int64_t>(clusters_[window_].members.size()) : 0);
+  }
   // DynaKV's head-specific split threshold tau_h (0 until a policy sets it).
   double threshold() const { return tau_; }
   void set_threshold(double tau) { tau_ = tau; }

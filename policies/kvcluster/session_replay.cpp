@@ -357,6 +357,8 @@ void SessionReplay::step(ExactAttention& exact) {
   }
   rec.mass = mass_n > 0 ? mass_sum / mass_n : 0.0;
   rec.mass_measured = measure_mass;
+  rec.cache_bytes = cache ? cache->used_bytes() : 0;
+  for (const auto& ts : tabs) rec.dram_only_entries += ts.table.dram_only_entries() + ts.layout.write_buffered_entries();
   sum.steps.push_back(std::move(rec));
 }
 

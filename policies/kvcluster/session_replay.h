@@ -72,6 +72,11 @@ struct StepRecord {
   std::vector<std::int64_t> layer_write_bytes;
   std::vector<std::int64_t> layer_moved_bytes;
   std::vector<std::int64_t> layer_representatives;
+  // DRAM at the step's end (the DRAM ledger, experiments/dynakv_dram.h): the cluster cache's bytes
+  // and the entries held in DRAM only (ClusterTable::dram_only_entries and the layout's page buffers,
+  // FlashLayout::write_buffered_entries), summed over tables.
+  std::int64_t cache_bytes = 0;
+  std::int64_t dram_only_entries = 0;
   double mass = 0;                  // mean attention mass captured (when mass_measured)
   bool mass_measured = false;       // this step was sampled by accuracy_every
 };
