@@ -97,6 +97,10 @@ TEST(CpuKernelClasses, LlamaCppRepackIsVecDotTimesTheMeasuredRatio) {
   EXPECT_EQ(vd.decode_efficiency.by_dtype.at(DType::kInt8), e4);
   EXPECT_NEAR(rp.prefill_efficiency.by_dtype.at(DType::kInt4), e4 * 88.49 / 51.85, 1e-6 * e4);
   EXPECT_NEAR(rp.prefill_efficiency.by_dtype.at(DType::kInt8), e4 * 107.71 / 56.56, 1e-6 * e4);
+  // Q6_K: vec_dot at PR #637's Q6_K / Q4_0 rate ratio with repack off (36.62 / 51.85), repack at its own ratio
+  // (54.67 / 36.62), so repack int6 = int4 x 54.67 / 51.85.
+  EXPECT_NEAR(vd.prefill_efficiency.by_dtype.at(DType::kInt6), e4 * 36.62 / 51.85, 1e-6 * e4);
+  EXPECT_NEAR(rp.prefill_efficiency.by_dtype.at(DType::kInt6), e4 * 54.67 / 51.85, 1e-5 * e4);
   // The unit runs the default class's values.
   EXPECT_EQ(cpu.prefill_efficiency.by_dtype.at(DType::kInt4), rp.prefill_efficiency.by_dtype.at(DType::kInt4));
 }
