@@ -1,5 +1,7 @@
 #include "devices/engine.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "sim/builtin_configs.h"
@@ -67,6 +69,18 @@ ParamSchema engine_unit_schema() {
               "device's compute.cpu.clusters and isa)")
       .optional();
   s.text("threads", std::nullopt, "cpu: the runtime's thread count with isa_kernels: a number or `all`").optional();
+  s.node("kernel_classes",
+         "cpu: the runtime's integer-matmul kernel paths, {CLASS: {prefill_efficiency: ..., decode_efficiency: ...}} or "
+         "{CLASS: {relative_to: BASE, speedup: {dtype: ratio}}}; with them the efficiencies are per class");
+  s.text("kernels", std::nullopt, "cpu: the kernel class a run uses (one of kernel_classes)").optional();
+  return s;
+}
+
+// A kernel class: its own values, or another class's efficiencies times a measured speedup.
+ParamSchema engine_kernel_class_schema() {
+  ParamSchema s = engine_kernel_values_schema();
+  s.text("relative_to", std::nullopt, "the class whose prefill/decode efficiencies this one multiplies").optional();
+  s.node("speedup", "{dtype: ratio}: this class's GEMM rate over relative_to's, for those weight dtypes (a measured ratio)");
   return s;
 }
 
@@ -175,6 +189,80 @@ std::map<std::string, EngineKernelValues> parse_families(const Params& up, const
     out.emplace(family, parse_kernel_values(fp));
   }
   return out;
+}
+
+// `base`'s value for `t` times `ratio`; the class it names must have one.
+double scaled_class_value(const PerDtype& base, models::DType t, double ratio, const Params& cp, const std::string& base_name,
+                          const char* key) {
+  if (base.by_dtype.count(t)) return base.by_dtype.at(t) * ratio;
+  if (base.fallback) return *base.fallback * ratio;
+  cp.fail("speedup", fmt::format("class '{}' gives no {} for {} weights to multiply", base_name, key, models::to_string(t)));
+}
+
+// `kernel_classes: {CLASS: {kernel values} | {relative_to: BASE, speedup: {dtype: ratio}}}` of a cpu block
+// (empty when absent). A relative class gets BASE's prefill and decode efficiencies times the ratio, for the
+// dtypes the ratio names; BASE must have its own values.
+std::map<std::string, EngineKernelValues> parse_kernel_classes(const Params& up, const std::string& unit,
+                                                               const ConfigSource& unit_source) {
+  std::map<std::string, EngineKernelValues> out;
+  const YAML::Node n = up.node("kernel_classes");
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (unit != "cpu") up.fail("kernel_classes", "only a cpu has kernel classes (a gpu has families)");
+  if (!n.IsMap() || n.size() == 0)
+    up.fail("kernel_classes", "expected a mapping class -> kernel values, e.g. {vec_dot: {prefill_efficiency: {int4: 0.02}}}");
+  ParamSchema cs = engine_kernel_class_schema();
+  std::vector<std::pair<std::string, Params>> relative;
+  for (const auto& kv : n) {
+    const std::string name = kv.first.as<std::string>();
+    Params cp(kv.second, cs, unit_source.child("kernel_classes").child(name), {});
+    const EngineKernelValues v = parse_kernel_values(cp);
+    if (cp.has("relative_to")) {
+      if (!v.prefill_efficiency.empty() || !v.decode_efficiency.empty())
+        cp.fail("relative_to", "a class relative to another takes its efficiencies from it times `speedup`: give no "
+                               "prefill_efficiency or decode_efficiency");
+      relative.emplace_back(name, cp);
+    } else if (cp.has("speedup")) {
+      cp.fail("speedup", "speedup needs relative_to: the class whose efficiencies it multiplies");
+    }
+    out.emplace(name, v);
+  }
+  for (const auto& [name, cp] : relative) {
+    const std::string base_name = cp.text("relative_to");
+    const bool base_is_relative = std::any_of(relative.begin(), relative.end(), [&](const auto& r) { return r.first == base_name; });
+    const auto base = out.find(base_name);
+    if (base == out.end() || base_is_relative)
+      cp.fail("relative_to", fmt::format("'{}' is not a class with its own efficiencies", base_name));
+    const std::map<models::DType, double> speedup = parse_positive_per_dtype(cp, "speedup", "ratio, e.g. {int4: 1.7}");
+    if (speedup.empty()) cp.fail("speedup", "relative_to needs speedup: {dtype: this class's GEMM rate over the base's}");
+    EngineKernelValues& v = out.at(name);
+    for (const auto& [t, ratio] : speedup) {
+      v.prefill_efficiency.by_dtype[t] =
+          scaled_class_value(base->second.prefill_efficiency, t, ratio, cp, base_name, "prefill_efficiency");
+      v.decode_efficiency.by_dtype[t] =
+          scaled_class_value(base->second.decode_efficiency, t, ratio, cp, base_name, "decode_efficiency");
+    }
+  }
+  return out;
+}
+
+// Resolves the kernel class a unit runs (`kernels`) into the unit's values. With classes the efficiencies
+// are per class only: a dtype the class does not give must stay a gap, not become a unit-level value.
+void select_kernel_class(const Params& up, const std::string& engine, EngineUnitSpec& u) {
+  if (u.kernel_classes.empty()) up.fail("kernels", "kernels names one of the unit's kernel_classes, and it gives none");
+  std::vector<std::string> names;
+  for (const auto& [name, v] : u.kernel_classes) names.push_back(name);
+  if (!up.has("kernels"))
+    up.fail("kernels", fmt::format("engine '{}' gives cpu kernel classes ({}): name the one it runs (kernels: CLASS)",
+                                   engine, fmt::join(names, ", ")));
+  if (!u.prefill_efficiency.empty() || !u.decode_efficiency.empty())
+    up.fail("kernel_classes", "with kernel classes the efficiencies are per class: give no unit-level "
+                              "prefill_efficiency or decode_efficiency");
+  u.kernels = up.text("kernels");
+  const auto it = u.kernel_classes.find(u.kernels);
+  if (it == u.kernel_classes.end())
+    up.fail("kernels", fmt::format("engine '{}' has no cpu kernel class '{}' (its kernel_classes: {})", engine, u.kernels,
+                                   fmt::join(names, ", ")));
+  static_cast<EngineKernelValues&>(u) = u.overlaid_by(it->second);
 }
 
 // The per-dtype value applied to a unit: the fallback replaces the scalar, the mapping adds per-dtype values.
@@ -313,6 +401,8 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     EngineUnitSpec u;
     static_cast<EngineKernelValues&>(u) = parse_kernel_values(up);
     u.families = parse_families(up, unit, source.child(unit));
+    u.kernel_classes = parse_kernel_classes(up, unit, source.child(unit));
+    if (up.has("kernels") || !u.kernel_classes.empty()) select_kernel_class(up, e.name, u);
     if (up.has("isa_kernels")) {
       if (unit != "cpu") up.fail("isa_kernels", "only a cpu runs ISA-path kernels");
       u.isa_kernels = up.text_list("isa_kernels");
@@ -422,9 +512,9 @@ std::string apply_isa_kernels(const EngineUnitSpec& spec, const std::string& uni
   }
   if (!problem.empty()) return "";
   // Which kernels the run's integer layers use, so a result says why it is as fast as it is.
-  return fmt::format("{} integer kernels: {} path, {} threads, int8 peak {:.3g} op/s ({}: isa_kernels [{}]; "
+  return fmt::format("{} integer kernels: {}{} path, {} threads, int8 peak {:.3g} op/s ({}: isa_kernels [{}]; "
                      "device '{}': {}.isa [{}])",
-                     unit, path, spec.threads > 0 ? fmt::to_string(spec.threads) : std::string("all"), peak,
+                     unit, spec.kernels.empty() ? std::string() : fmt::format("class {}, ", spec.kernels), path, spec.threads > 0 ? fmt::to_string(spec.threads) : std::string("all"), peak,
                      where, fmt::join(spec.isa_kernels, ", "), device.name, unit, fmt::join(u.isa, ", "));
 }
 // The kernel values a unit of `device` runs: the unit's, overlaid by those of its GPU family when the
@@ -465,14 +555,15 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
   DeviceProfile d = device;
   d.engine = name;
   const std::string where = fmt::format("engine '{}' ({})", name, origin);
-  auto gap_message = [&](const std::string& unit, Phase phase, models::DType t, const std::vector<std::string>& keys) {
+  auto gap_message = [&](const std::string& unit, const std::string& kernels, Phase phase, models::DType t,
+                         const std::vector<std::string>& keys) {
     std::vector<std::string> full;
     for (const auto& k : keys) full.push_back(unit + "." + k);
     return fmt::format(
-        "{} has no {} {} value for {} weights: it sets none of {} and does not inherit them from device '{}' ({}); "
+        "{}{} has no {} {} value for {} weights: it sets none of {} and does not inherit them from device '{}' ({}); "
         "set them in the engine profile, or name what it takes from the device profile with a reason: "
         "inherit_device: {{{}.{}.{}: WHY}} (or {}.{}, or {})",
-        where, unit, to_string(phase), models::to_string(t), fmt::join(full, ", "), device.name, device.origin, unit,
+        where, kernels.empty() ? std::string() : fmt::format(" with its {} kernel class '{}'", unit, kernels), unit, to_string(phase), models::to_string(t), fmt::join(full, ", "), device.name, device.origin, unit,
         to_string(phase), models::to_string(t), unit, to_string(phase), unit);
   };
   auto inherited_text = [&](const std::vector<std::string>& kv, const std::string& reason) {
@@ -527,7 +618,7 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
         else if (const std::string* reason = inherit_reason(unit, phase, t))
           lines.add(phase, t, inherited_text(taken, *reason));
         else
-          gaps->missing[{phase, t}] = gap_message(unit, phase, t, missing);
+          gaps->missing[{phase, t}] = gap_message(unit, unit_spec.kernels, phase, t, missing);
       }
     if (!gaps->missing.empty()) u.gaps = gaps;
     lines.emit(unit, d.inherited_from_device);
@@ -563,7 +654,7 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
         if (const std::string* reason = inherit_reason("npu", phase, t))
           lines.add(phase, t, inherited_text(taken, *reason));
         else
-          gaps->missing[{phase, t}] = gap_message("npu", phase, t, missing);
+          gaps->missing[{phase, t}] = gap_message("npu", "", phase, t, missing);
       }
     if (!gaps->missing.empty()) n.gaps = gaps;
     lines.emit("npu", d.inherited_from_device);

@@ -28,6 +28,15 @@
 //                                    A device without `clusters`/`isa` cannot run those: ConfigError naming
 //                                    device, engine and key, where the value is first needed.
 //               threads              the runtime's thread count: a number or `all` (every core)
+//               kernel_classes       {CLASS: {prefill_efficiency, decode_efficiency, ...}} or {CLASS: {relative_to:
+//                                    BASE, speedup: {dtype: ratio}}}: the runtime's integer-matmul kernel paths
+//                                    (llama.cpp: `repack`, the interleaved GEMMs of ggml-cpu's CPU_REPACK buffer,
+//                                    and `vec_dot`, the row-by-row dot products of weights left in the plain CPU
+//                                    buffer). A relative class's efficiencies are BASE's times `speedup` (a measured
+//                                    ratio of the two paths' GEMM rates), for the dtypes `speedup` names only.
+//                                    With classes the efficiencies are per class (none at unit level), so a dtype
+//                                    a class does not give is a gap, never another class's value.
+//               kernels              the class a run uses (a probe may name another: ondevice `cpu_kernels`)
 //   npu:        max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
 //               decode_bandwidth_efficiency, mixed_precision_fraction (see devices/npu.h)
 //               prefill_backend, decode_backend (htp | hvx), hvx_gemm_efficiency, hvx_bandwidth_efficiency,
@@ -81,6 +90,10 @@ struct EngineKernelValues {
 struct EngineUnitSpec : EngineKernelValues {
   std::vector<std::string> isa_kernels;  // cpu: ISA paths of its integer kernels, best first (empty: none)
   int threads = 0;                       // with isa_kernels: threads (0: every core)
+  // cpu: the runtime's kernel classes and the one this run uses; the unit's efficiencies above are that
+  // class's (resolved when the profile is read, EngineProfile::from_yaml).
+  std::map<std::string, EngineKernelValues> kernel_classes;
+  std::string kernels;
   // gpu: the runtime's kernels per GPU family (`families: {adreno: {...}}`); non-empty: a device runs the
   // values of its GPU's family (compute.gpu.family) over the ones above, and a GPU of another family, or
   // one without a family, has none of them: every value is a gap there, inherit_device or not (a family

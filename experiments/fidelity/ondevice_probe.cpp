@@ -103,6 +103,9 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
   if (q.lora_rank > 0) mod["lora_rank"] = q.lora_rank;
   if (!q.lora_dtype.empty()) mod["lora_dtype"] = q.lora_dtype;
   if (q.linear_dtypes.IsDefined() && !q.linear_dtypes.IsNull()) mod["linear_dtypes"] = yaml_clone(q.linear_dtypes);
+  // How the measured build ran on the CPU: the engine then resolves (or refuses) that class and thread count.
+  if (!q.cpu_kernels.empty()) set_path(eng, {"cpu", "kernels"}, YAML::Node(q.cpu_kernels), std::string("cpu_kernels=") + q.cpu_kernels);
+  if (q.threads > 0) set_path(eng, {"cpu", "threads"}, YAML::Node(std::to_string(q.threads)), "threads");
   for (const auto& o : overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -162,6 +165,9 @@ ParamSchema OnDeviceProbe::schema() {
   s.text("lora_dtype", std::string(""), "dtype of those adapters (\"\": the model profile's)");
   s.node("linear_dtypes", "projections the published run's recipe stores at another dtype, {projection: dtype} "
                           "(absent: the model profile's)");
+  s.text("cpu_kernels", std::string(""),
+         "the engine's cpu kernel class the measured build ran (engine cpu.kernel_classes; \"\": its `kernels`)");
+  s.integer("threads", 0, "CPU threads of the measured run (0: the engine's cpu.threads)").range(0, 1024);
   s.text("metric", std::string("tokens_per_s"), "tokens_per_s or ms; mb_per_s (unit storage)")
       .in({"tokens_per_s", "ms", "mb_per_s"});
   return s;
@@ -185,6 +191,10 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.lora_dtype = p.text("lora_dtype");
   q_.linear_dtypes = yaml_clone(p.node("linear_dtypes"));
   q_.metric = p.text("metric");
+  q_.cpu_kernels = p.text("cpu_kernels");
+  q_.threads = p.integer("threads");
+  if ((!q_.cpu_kernels.empty() || q_.threads > 0) && q_.unit != "cpu")
+    p.fail(q_.cpu_kernels.empty() ? "threads" : "cpu_kernels", "says how a run used the CPU: only with unit cpu");
   q_.request_kb = p.real("request_kb");
   q_.queue_depth = p.integer("queue_depth");
   if (q_.unit == "storage") {

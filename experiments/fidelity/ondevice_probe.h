@@ -26,6 +26,10 @@
 //   the adapters a scheme keeps beside its quantised linears (ExecuTorch QAT+LoRA: `-lora 16`,
 //   exported with `-d fp32`), which every token streams and computes too. linear_dtypes names the
 //   projections a recipe stores at another dtype ({v_proj: int6, ffn_down: int6}: mllm's Q4_K files).
+//   cpu_kernels / threads say how the measured build ran on the CPU, where its source shows it: the
+//   engine's cpu kernel class it used (e.g. llama.cpp `vec_dot` when the weights stayed out of ggml's
+//   CPU_REPACK buffer) and the app's thread count; an engine without that class (or without
+//   isa_kernels, for threads) is a ConfigError.
 #include <cstdint>
 #include <string>
 
@@ -43,6 +47,8 @@ struct OnDeviceQuery {
   std::string dtype, activation_dtype, kv_dtype, classifier_dtype, lora_dtype;  // "": the model profile's
   std::int64_t group_size = 0, lora_rank = 0;                                    // 0: the model profile's
   YAML::Node linear_dtypes;  // {projection: dtype} (models/model_spec.h); undefined: the model profile's
+  std::string cpu_kernels;   // the engine's cpu kernel class the measured build ran ("": the engine's `kernels`)
+  std::int64_t threads = 0;  // the measured run's CPU thread count (0: the engine's `threads`)
   // unit `storage`, phase `read`: requests of `request_kb` KB with `queue_depth` of them kept outstanding
   // (0: the storage's own queue_depth); metric mb_per_s (StorageSpec::read_bps) or ms per request.
   double request_kb = 0;

@@ -78,12 +78,17 @@ add(k, src + 'run-completion "eval time = 9210.59 ms / 475 runs ( 19.39 ms per t
 
 # ---- llama.cpp CPU / OpenCL via llama.rn (pocketpal-ai bench) --------------------------------------
 src = ('github.com/a-ghorbani/pocketpal-ai/pull/702 (comment 2026-04-28, "First Adreno A8X baseline - POCO Myron (Snapdragon 8 Elite Gen 5 / Adreno 840v2)"), '
-       'table "Qwen3 1.7B", row {q}: {col} {v} (llama.rn = llama.cpp; the comment gives no prompt length, the repository\'s later bench comments (PRs #740, #743) run pp=256 tg=64, which the probe takes; tg from an empty cache: context 32)')
+       'table "Qwen3 1.7B", row {q}: {col} {v} (llama.rn = llama.cpp; the comment gives no prompt length; the runner of that date benched pp=512 tg=128 (DEFAULT_BENCH, BenchmarkRunnerScreen.tsx at pocketpal-ai 789d7d9a, whose baseline holds the 2026-04-28 reports), which the probe takes; tg from an empty cache: context 64)')
+# How PR #702's CPU cells ran (docs/cpu_isa_sources.md, "llama.cpp's CPU kernels by build"): every layer offloaded to the CPU device
+# (n_gpu_layers 99), so no CPU_REPACK buffer: the vec_dot kernel class; PocketPal's 6 threads. PR #713/#722/#740: repack, 6 threads.
+CPU_702 = dict(cpu_kernels='vec_dot', threads=6)
+CPU_LATER = dict(threads=6)
 for q, dt, cpp, ctg, gpp, gtg in [('q4_0','int4',99.9,30.4,629.0,28.1), ('q8_0','int8',100.0,25.7,558.2,26.0)]:
     for unit, col, v, phase in [('cpu','CPU pp',cpp,'prefill'),('cpu','CPU tg',ctg,'decode'),('gpu','GPU pp',gpp,'prefill'),('gpu','GPU tg',gtg,'decode')]:
         add('pocketpal-702', src.format(q=q, col=col, v=v), 'poco-myron','llama.cpp','qwen3-1.7b',unit,phase,v,
             quantity=f'{col} (Qwen3 1.7B {q})', idx=f'qwen3-1.7b-{q}.{"pp" if phase=="prefill" else "tg"}',
-            tokens=256 if phase=='prefill' else 32, dtype=dt, activation_dtype='int8' if unit=='cpu' else 'fp16')
+            tokens=(512 if phase=='prefill' else 64) if unit=='cpu' else (256 if phase=='prefill' else 32), dtype=dt,
+            activation_dtype='int8' if unit=='cpu' else 'fp16', **(CPU_702 if unit=='cpu' else {}))
 
 # ---- llama.cpp OpenCL (Qualcomm engineers, 8 Elite Gen 5) --------------------------------------------
 src = ('ggml-org/llama.cpp PR #18871 (description, 2026-01-15): "On 8 Elite Gen 5, master:" llama-bench table, "qwen2 1.5B Q8_0 | 1.53 GiB | 1.54 B | OpenCL | 99 | {t} | {v}" '
@@ -181,7 +186,8 @@ for unit, U, rows in [('gpu','GPU',[('q4_0','int4',643.4,34.9),('q8_0','int8',54
         for ph, col, v in [('prefill','pp',pp),('decode','tg',tg)]:
             add('pocketpal-722', src722.format(u=unit, U=U, q=q, col=col, v=v), 'poco-myron','llama.cpp','qwen3-1.7b',unit,ph,v,
                 quantity=f'llama.rn {col} {"256" if col=="pp" else "64"} (Qwen3 1.7B {q}, {U}, llama.rn 0.12.0)', idx=f'qwen3-1.7b-{q}-722.{col}',
-                tokens=256 if ph=='prefill' else 32, dtype=dt, activation_dtype='int8' if unit=='cpu' else 'fp16')
+                tokens=256 if ph=='prefill' else 32, dtype=dt, activation_dtype='int8' if unit=='cpu' else 'fp16',
+                **(CPU_LATER if unit=='cpu' else {}))
 src740 = ('github.com/a-ghorbani/pocketpal-ai/pull/740 (comment 2026-05-24, "pp=256 tg=64 pl=1 nr=3", cpu+hex flash_attn on), "focused" representative-cell table, '
           'row "{d} | {b}": {col} PR-740 {v} (the representative cell is qwen3-1.7b/q4_0: its PR-713 GPU and CPU values for poco-myron are the base '
           'column of PR #722\'s qwen3-1.7b/q4_0 rows)')
@@ -189,7 +195,7 @@ for d, dev, b, unit, pp, tg in [('poco-myron','poco-myron','cpu','cpu',212.1,38.
                                 ('poco-myron','poco-myron','hexagon','npu',720.0,30.4),('samsung-s23','galaxy-s23','cpu','cpu',110.2,17.1),
                                 ('samsung-s23','galaxy-s23','gpu','gpu',264.3,16.6),('samsung-s23','galaxy-s23','hexagon','npu',459.9,20.9)]:
     for ph, col, v in [('prefill','pp',pp),('decode','tg',tg)]:
-        extra = dict(chunk=256) if unit == 'npu' and ph == 'prefill' else {}
+        extra = dict(chunk=256) if unit == 'npu' and ph == 'prefill' else CPU_LATER if unit == 'cpu' else {}
         add('pocketpal-740', src740.format(d=d, b=b, col=col, v=v), dev,'llama.cpp','qwen3-1.7b',unit,ph,v,
             quantity=f'llama.rn {col} {"256" if col=="pp" else "64"} (Qwen3 1.7B q4_0, {b}, llama.rn 0.12.3)', idx=f'qwen3-1.7b-q4_0-740.{col}',
             tokens=256 if ph=='prefill' else 32, dtype='int4', activation_dtype='fp16' if unit=='gpu' else 'int8', **extra)
@@ -228,11 +234,12 @@ for unit, ph, v, act in [('cpu','prefill',185.55,'int8'),('cpu','decode',36.00,'
 
 # ---- pocketpal #702: the Q6_K row of the Qwen3 1.7B table (int6 weights) ------------------------------------------
 src = ('github.com/a-ghorbani/pocketpal-ai/pull/702 (comment 2026-04-28, "First Adreno A8X baseline - POCO Myron (Snapdragon 8 Elite Gen 5 / Adreno 840v2)"), '
-       'table "Qwen3 1.7B", row q6_k: {col} {v} (llama.rn = llama.cpp; prompt length not given in this comment, the later bench comments run pp=256 tg=64)')
+       'table "Qwen3 1.7B", row q6_k: {col} {v} (llama.rn = llama.cpp; prompt length not given in this comment; the runner of that date benched pp=512 tg=128 (DEFAULT_BENCH at pocketpal-ai 789d7d9a), which the probe takes (tg: context 64))')
 for unit, col, v, ph in [('cpu','CPU pp',70.9,'prefill'),('cpu','CPU tg',22.8,'decode'),('gpu','GPU pp',407.8,'prefill'),('gpu','GPU tg',23.0,'decode')]:
     add('pocketpal-702', src.format(col=col, v=v), 'poco-myron','llama.cpp','qwen3-1.7b',unit,ph,v,
         quantity=f'{col} (Qwen3 1.7B q6_k)', idx=f'qwen3-1.7b-q6_k.{"pp" if ph=="prefill" else "tg"}',
-        tokens=256 if ph=='prefill' else 32, dtype='int6', activation_dtype='int8' if unit=='cpu' else 'fp16')
+        tokens=(512 if ph=='prefill' else 64) if unit=='cpu' else (256 if ph=='prefill' else 32), dtype='int6',
+        activation_dtype='int8' if unit=='cpu' else 'fp16', **(CPU_702 if unit=='cpu' else {}))
 
 # ---- pocketpal #740: the PR-713 (baseline llama.rn) columns of the same representative-cell table ---------------------
 src713 = ('github.com/a-ghorbani/pocketpal-ai/pull/740 (comment 2026-05-24), "focused" representative-cell table (qwen3-1.7b/q4_0, pp=256 tg=64), '
@@ -241,7 +248,7 @@ for d, dev, b, unit, pp, tg in [('poco-myron','poco-myron','cpu','cpu',204.8,37.
                                 ('poco-myron','poco-myron','hexagon','npu',330.0,30.6),('samsung-s23','galaxy-s23','cpu','cpu',103.9,17.2),
                                 ('samsung-s23','galaxy-s23','gpu','gpu',245.6,12.1),('samsung-s23','galaxy-s23','hexagon','npu',242.4,20.4)]:
     for ph, col, v in [('prefill','pp',pp),('decode','tg',tg)]:
-        extra = dict(chunk=256) if unit == 'npu' and ph == 'prefill' else {}
+        extra = dict(chunk=256) if unit == 'npu' and ph == 'prefill' else CPU_LATER if unit == 'cpu' else {}
         add('pocketpal-740-base', src713.format(d=d, b=b, col=col, v=v), dev,'llama.cpp','qwen3-1.7b',unit,ph,v,
             quantity=f'llama.rn {col} (Qwen3 1.7B q4_0, {b}, PR-713 baseline)', idx=f'qwen3-1.7b-q4_0-713.{col}',
             tokens=256 if ph=='prefill' else 32, dtype='int4', activation_dtype='fp16' if unit=='gpu' else 'int8', **extra)
@@ -367,6 +374,7 @@ for (eng, unit), idxs in groups.items():
                 fitted[c] = 'engine.npu.max_utilization' if phase == 'prefill' else 'engine.npu.decode_bandwidth_efficiency'
         else:
             fitted[c] = f'engine.{unit}.prefill_efficiency.{pr["dtype"]}' if phase == 'prefill' else f'engine.{unit}.bandwidth_efficiency'
+            if pr.get('cpu_kernels'): fitted[c] = fitted[c].replace('engine.cpu.prefill_efficiency.', f'engine.cpu.kernel_classes.{pr["cpu_kernels"]}.prefill_efficiency.')
             if unit == 'gpu':   # GPU kernel values are per GPU family (engine gpu.families, docs/gpu_sources.md)
                 fitted[c] = fitted[c].replace('engine.gpu.', f'engine.gpu.families.{GPU_FAMILY.get(pr["device"], "adreno")}.')
             if phase == 'decode' and eng == 'executorch': fitted[c] += '.' + pr['dtype']   # executorch keys its bandwidth per weight dtype
@@ -378,8 +386,8 @@ cal_by_probe = {probe_key(P[i]['probe']): i for i in range(len(P)) if role[i] ==
 # for its engine x unit x phase; attached only where today's residual exceeds 25% (residuals read from a
 # `mobisim ondevice` report given as the second argument). Classified by what they say: all are model gaps.
 CAUSES = {
-    ('llama.cpp', 'cpu', 'prefill'): "llama.cpp's CPU GEMM share of the ISA peak (i8mm, all cores) is fitted on one PR-702 run (99.9 tok/s), which later builds on the same phone run 2-3x faster (PRs #713/#722/#740: 205-308 tok/s); Q6_K weights (no calibration point) still run at the device's mllm-fitted rate; the Galaxy S20+ runs Q4_K_M (not repacked on dotprod-only cores)",
-    ('llama.cpp', 'cpu', 'decode'): "llama.cpp CPU decode streams at one share of DRAM bandwidth fitted on the POCO's Q4_0 run; Q8_0 GEMVs read twice the bytes at the same share but published Q8_0 rates are closer to Q4_0's (not bandwidth-bound there), and the Galaxy S20+/S23 memory shares differ (LPDDR5 / the app's thread count)",
+    ('llama.cpp', 'cpu', 'prefill'): "llama.cpp's repack kernel class (PR #713/#722/#740 runs: CPU_REPACK buffer, 6 threads) is the vec_dot class fitted on PR #702's non-repacked run times pocketpal-ai PR #637's in-app Pixel 9 ratio (Q4_0 1.71x, Q8_0 1.90x; desktop llama-bench gives 3.5x, PR #18096); the same cell measured 205-302 tok/s across llama.rn 0.12.0-rc.9/0.12.0/0.12.3, and those runs also turned CPU flash attention on and settled 30 s between cells (PR #702: off, back to back), which no parameter separates (per-point causes for the S23, Q6_K and S20+ points: experiments/published/ondevice_transfer.yaml)",
+    ('llama.cpp', 'cpu', 'decode'): "llama.cpp CPU decode streams at one share of DRAM bandwidth fitted on PR #702's Q4_0 run (repacking leaves tg unchanged, PR #637); Q8_0 GEMVs read twice the bytes at that share, but the published Q8_0 rates are close to Q4_0's (Q4_0 decode is not bandwidth-bound there), and the Galaxy S23's and S20+'s memory shares differ from the POCO's",
     ('llama.cpp', 'gpu', 'prefill'): "llama.cpp OpenCL prefill runs two Adreno kernel classes fitted on one build each (the noshuffle Q4_0 GEMM on the Redmi K70's 2025 build; the generic l4_lm GEMM of Q8_0/F16/Q6_K on PR #18871's master, which PR #16469's and the 8 Elite's 2025 F16 runs match within 26%); builds before PR #16469 ran Q8_0 without that GEMM (3-4x slower), and later builds add Adreno-specific Q8_0 (PR #18871), xmem F16 (PR #22755) and faster Q4_0 GEMMs (3-7x faster), which no per-SoC parameter captures",
     ('llama.cpp', 'gpu', 'decode'): "llama.cpp OpenCL decode streams at one share of DRAM bandwidth fitted on a Q8_0 GEMV (PR #18871, 8 Elite Gen 5); the Q4_0 noshuffle and Q6_K GEMVs reach other shares (Q8_0 as fast as Q4_0 in tok/s on the POCO: not bandwidth-bound), the Galaxy S23's app builds are slower still, and the 8 Elite's 2025 builds decode faster than the fit",
     ('llama.cpp', 'npu', 'prefill'): "llama.cpp's Hexagon prefill runs op by op on the HVX units (devices/npu.h) with one matmul efficiency fitted on a PR-740 build (2026-05); older builds ran slower HVX kernels (PR #740's own table: 330 -> 720 tok/s on the same phone, the README's build is older still), and every SoC's HVX peak is one derivation (no per-SoC cDSP clock or context count is published)",

@@ -11,6 +11,7 @@ INITIAL = {  # today's effective value where the engine profile sets none (the d
     ('llama.cpp', 'engine.npu.hvx_gemm_efficiency'): (0.56075, [0.001, 1.0], "llama.cpp's Hexagon backend prefill: its HVX matmul kernels' share of each SoC's HVX peak (npu.hvx_peak_tops_int8)"),
     ('llama.cpp', 'engine.npu.hvx_bandwidth_efficiency'): (0.270394, [0.01, 1.0], "llama.cpp's Hexagon backend decode: its HVX kernels' share of DRAM bandwidth"),
     ('llama.cpp', 'engine.cpu.prefill_efficiency.int4'): (0.031, [0.001, 1.0], "llama.cpp CPU Q4_0 prefill share of the int8 peak; today the device's mllm-fitted 0.031"),
+    ('llama.cpp', 'engine.cpu.kernel_classes.vec_dot.prefill_efficiency.int4'): (0.031, [0.001, 1.0], "llama.cpp CPU Q4_0 vec_dot (non-repacked) prefill share of the ISA peak; the committed value is in calibration.yaml"),
     ('llama.cpp', 'engine.cpu.bandwidth_efficiency'): (0.5, [0.01, 1.0], "llama.cpp CPU decode share of DRAM bandwidth; today the device's 0.5"),
     ('llama.cpp', 'engine.gpu.prefill_efficiency.int8'): (0.2, [0.001, 1.0], "llama.cpp OpenCL Q8_0 prefill share of the GPU fp16 peak; today the device's 0.2"),
     ('llama.cpp', 'engine.gpu.bandwidth_efficiency'): (0.6, [0.01, 1.0], "llama.cpp OpenCL decode share of DRAM bandwidth; today the device's 0.6"),

@@ -1,0 +1,141 @@
+// CPU kernel classes (issue 37): a runtime's integer-matmul kernel paths, each with its own share of the SoC's
+// ISA peak (devices/engine.h: cpu.kernel_classes, cpu.kernels), and the ondevice probe's `cpu_kernels` /
+// `threads`, which say how a measured build ran. Expected values are computed by hand in the comments.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "devices/compute_unit.h"
+#include "devices/device.h"
+#include "devices/engine.h"
+#include "experiments/fidelity/ondevice_probe.h"
+#include "sim/error.h"
+#include "test_util.h"
+
+namespace mobisim::devices {
+namespace {
+
+using models::DType;
+
+DeviceProfile kc_device(const std::string& yaml) { return load_device_profile(YAML::Load(yaml), ConfigSource{}); }
+EngineProfile kc_engine(const std::string& yaml) { return load_engine_profile(YAML::Load(yaml), ConfigSource{}); }
+
+// A Pixel 7 given one X4-like core with i8mm: 3.3e9 x 4 pipes x 64 ops (SMMLA) = 844.8e9 op/s.
+const char* kOneX4 =
+    "{base: pixel7, compute: {cpu: {clusters: [{core: cortex-x4, count: 1, ghz: 3.3, vector_pipes: 4}], "
+    "isa: [dotprod, i8mm]}}}";
+
+// Two classes: vec_dot with its own values, repack = vec_dot x 1.5 for int4 only. CLASS is the one run.
+std::string two_class_engine(const std::string& cls) {
+  return "{name: kc-test, description: t, inherit_device: {cpu.prefill.fp16: test, cpu.decode.fp16: test}, "
+         "cpu: {isa_kernels: [i8mm, dotprod], threads: '1', kernels: " + cls + ", kernel_classes: {"
+         "vec_dot: {prefill_efficiency: {int4: 0.02, int8: 0.02}, decode_efficiency: {int4: 0.02, int8: 0.02}}, "
+         "repack: {relative_to: vec_dot, speedup: {int4: 1.5}}}, bandwidth_efficiency: 0.3, call_overhead_us: 1}}";
+}
+
+double int_rate(const DeviceProfile& d, DType t, bool decode = false) {
+  const ComputeUnitSpec& c = d.compute.at("cpu");
+  return c.efficiency(t, decode) * c.peak_flops(t);
+}
+
+TEST(CpuKernelClasses, EachClassIsItsShareOfTheIsaPeak) {
+  // repack: 0.02 x 1.5 = 0.03 of 844.8e9 = 25.344e9 op/s, prefill and decode; vec_dot: 0.02 x 844.8e9 = 16.896e9.
+  const DeviceProfile repack = kc_engine(two_class_engine("repack")).apply(kc_device(kOneX4));
+  EXPECT_NEAR(int_rate(repack, DType::kInt4), 25.344e9, 1e-3);
+  EXPECT_NEAR(int_rate(repack, DType::kInt4, true), 25.344e9, 1e-3);
+  const DeviceProfile vec_dot = kc_engine(two_class_engine("vec_dot")).apply(kc_device(kOneX4));
+  EXPECT_NEAR(int_rate(vec_dot, DType::kInt4), 16.896e9, 1e-3);
+  EXPECT_NEAR(int_rate(vec_dot, DType::kInt8), 16.896e9, 1e-3);
+  // The result says which class ran.
+  ASSERT_EQ(repack.derived_from_soc.size(), 1u);
+  EXPECT_EQ(repack.derived_from_soc.front().rfind("cpu integer kernels: class repack, i8mm path, 1 threads", 0), 0u)
+      << repack.derived_from_soc.front();
+}
+
+TEST(CpuKernelClasses, ADtypeTheClassDoesNotGiveIsAnErrorNamingTheClass) {
+  // repack's speedup names int4 only: its int8 is a gap, not vec_dot's value nor the device's (no inheritance).
+  const DeviceProfile repack = kc_engine(two_class_engine("repack")).apply(kc_device(kOneX4));
+  testing::expect_config_error_naming([&] { (void)int_rate(repack, DType::kInt8); },
+                                      {"engine 'kc-test'", "kernel class 'repack'", "cpu prefill", "int8"});
+}
+
+TEST(CpuKernelClasses, MalformedClassesAreConfigErrors) {
+  // An unknown class names it and the classes there are.
+  testing::expect_config_error_naming([] { (void)kc_engine(two_class_engine("kleidiai")); },
+                                      {"kc-test", "'kleidiai'", "repack, vec_dot"});
+  const std::string isa = "isa_kernels: [i8mm], threads: all, ";
+  const std::string vd = "vec_dot: {prefill_efficiency: {int4: 0.02}, decode_efficiency: {int4: 0.02}}";
+  auto cpu = [](const std::string& body) { return "{name: e, description: t, cpu: {" + body + "}}"; };
+  // Classes without `kernels`, `kernels` without classes, unit-level efficiencies beside classes.
+  EXPECT_THROW(kc_engine(cpu(isa + "kernel_classes: {" + vd + "}")), ConfigError);
+  EXPECT_THROW(kc_engine(cpu(isa + "kernels: vec_dot")), ConfigError);
+  EXPECT_THROW(kc_engine(cpu(isa + "kernels: vec_dot, prefill_efficiency: {int8: 0.1}, kernel_classes: {" + vd + "}")),
+               ConfigError);
+  // A relative class: its base must exist and have its own values for the dtypes it scales; speedup needs it.
+  EXPECT_THROW(kc_engine(cpu(isa + "kernels: r, kernel_classes: {r: {relative_to: nope, speedup: {int4: 2}}}")),
+               ConfigError);
+  EXPECT_THROW(kc_engine(cpu(isa + "kernels: r, kernel_classes: {" + vd + ", r: {relative_to: vec_dot, speedup: {int8: 2}}}")),
+               ConfigError);
+  EXPECT_THROW(kc_engine(cpu(isa + "kernels: vec_dot, kernel_classes: {vec_dot: {speedup: {int4: 2}}}")), ConfigError);
+  EXPECT_THROW(kc_engine(cpu(isa + "kernels: r, kernel_classes: {" + vd + ", r: {relative_to: vec_dot}}")), ConfigError);
+  // Only a cpu has kernel classes.
+  EXPECT_THROW(kc_engine("{name: e, description: t, gpu: {kernels: a, kernel_classes: {a: {prefill_efficiency: 0.1}}}}"),
+               ConfigError);
+}
+
+TEST(CpuKernelClasses, LlamaCppRepackIsVecDotTimesTheMeasuredRatio) {
+  // configs/engines/llama.cpp.yaml: repack = vec_dot x pocketpal-ai PR #637's Pixel 9 ratios (mmap off, repack
+  // off -> on): Q4_0 88.49 / 51.85, Q8_0 107.71 / 56.56. vec_dot is one class for Q4_0 and Q8_0, decode at the
+  // GEMM's share.
+  const EngineUnitSpec& cpu = load_engine_profile("llama.cpp").units.at("cpu");
+  EXPECT_EQ(cpu.kernels, "repack");
+  const EngineKernelValues& vd = cpu.kernel_classes.at("vec_dot");
+  const EngineKernelValues& rp = cpu.kernel_classes.at("repack");
+  const double e4 = vd.prefill_efficiency.by_dtype.at(DType::kInt4);
+  EXPECT_EQ(vd.prefill_efficiency.by_dtype.at(DType::kInt8), e4);
+  EXPECT_EQ(vd.decode_efficiency.by_dtype.at(DType::kInt4), e4);
+  EXPECT_EQ(vd.decode_efficiency.by_dtype.at(DType::kInt8), e4);
+  EXPECT_NEAR(rp.prefill_efficiency.by_dtype.at(DType::kInt4), e4 * 88.49 / 51.85, 1e-6 * e4);
+  EXPECT_NEAR(rp.prefill_efficiency.by_dtype.at(DType::kInt8), e4 * 107.71 / 56.56, 1e-6 * e4);
+  // Q6_K: vec_dot at PR #637's Q6_K / Q4_0 rate ratio with repack off (36.62 / 51.85), repack at its own ratio
+  // (54.67 / 36.62), so repack int6 = int4 x 54.67 / 51.85.
+  EXPECT_NEAR(vd.prefill_efficiency.by_dtype.at(DType::kInt6), e4 * 36.62 / 51.85, 1e-6 * e4);
+  EXPECT_NEAR(rp.prefill_efficiency.by_dtype.at(DType::kInt6), e4 * 54.67 / 51.85, 1e-5 * e4);
+  // The unit runs the default class's values.
+  EXPECT_EQ(cpu.prefill_efficiency.by_dtype.at(DType::kInt4), rp.prefill_efficiency.by_dtype.at(DType::kInt4));
+}
+
+// The ondevice probe's cpu_kernels and threads reach the engine: llama.cpp's vec_dot class on the POCO Myron
+// (8 Elite Gen 5) with PocketPal's 6 threads runs on the 2 prime + 4 performance Oryon cores:
+// (2 x 4.60 + 4 x 3.62) GHz x 4 pipes x 64 ops = 6062.08e9 op/s (SMMLA).
+TEST(CpuKernelClasses, AProbesClassAndThreadsSetThePeakAndShare) {
+  YAML::Node eng = YAML::LoadFile(std::string(MOBISIM_SOURCE_DIR) + "/configs/engines/llama.cpp.yaml");
+  eng["cpu"]["kernels"] = "vec_dot";
+  eng["cpu"]["threads"] = "6";
+  const EngineProfile e = load_engine_profile(eng, ConfigSource{});
+  const double e4 = e.units.at("cpu").kernel_classes.at("vec_dot").prefill_efficiency.by_dtype.at(DType::kInt4);
+  EXPECT_NEAR(int_rate(e.apply(load_device_profile("poco-myron")), DType::kInt4), e4 * 6062.08e9, 1e-2);
+  // The probe fields do the same as those engine overrides.
+  fidelity::OnDeviceQuery q;
+  q.device = "poco-myron";
+  q.engine = "llama.cpp";
+  q.model = "qwen3-1.7b";
+  q.unit = "cpu";
+  q.phase = "prefill";
+  q.tokens = 512;
+  q.dtype = "int4";
+  q.activation_dtype = "int8";
+  const double by_override = fidelity::ondevice_prediction(q, {"engine.cpu.kernels=vec_dot", "engine.cpu.threads=6"});
+  const double repack_all = fidelity::ondevice_prediction(q);
+  q.cpu_kernels = "vec_dot";
+  q.threads = 6;
+  EXPECT_DOUBLE_EQ(fidelity::ondevice_prediction(q), by_override);
+  EXPECT_LT(fidelity::ondevice_prediction(q), repack_all);  // fewer cores, the slower class
+  // A class the engine does not have is an error naming it (no silent fallback to the default class).
+  q.cpu_kernels = "kleidiai";
+  testing::expect_config_error_naming([&] { (void)fidelity::ondevice_prediction(q); },
+                                      {"llama.cpp", "'kleidiai'", "repack, vec_dot"});
+}
+
+}  // namespace
+}  // namespace mobisim::devices
