@@ -26,17 +26,6 @@
 #include "sim/registry.h"
 #include "sim/simulator.h"
 #include "traces/generator.h"
-// For the pipeline block at the end.
-#include <fmt/format.h>
-
-#include <algorithm>
-#include <cmath>
-#include <limits>
-
-#include "policies/kvsplit/kv_split.h"
-#include "policies/pipeline/caching_idle.h"
-#include "policies/pipeline/pipeline.h"
-#include "test_pipeline_util.h"
 
 namespace mobisim::policies::testing {
 
@@ -259,6 +248,50 @@ inline const StageSetup kRagCacheSleepTime{"{impl: ragcache_sleeptime}",
 
 inline double relative_difference(double a, double b) {
   return std::abs(a - b) / std::max({1.0, std::abs(a), std::abs(b)});
+}
+
+// What the requests of a run did, counted while comparing them with the loop's.
+struct LoopComparison {
+  int hits = 0, stale = 0, reused = 0;
+  std::int64_t jobs = 0;
+};
+
+// Every served request against the old loop's record of the same query: its QA-hit outcome, stale
+// flag and served answer, its latency and the four look-up phases to the nanosecond, its background
+// work (jobs exactly, FLOPs within 1e-12, busy time and energy within 1e-9: the idle stage issues
+// a background decode token by token), and, on a miss, its prompt, reused tokens and chunks.
+inline LoopComparison expect_each_query_as_the_loop(const std::vector<pipeline::Served>& served,
+                                                    const std::vector<QueryRecord>& records) {
+  LoopComparison c;
+  EXPECT_EQ(served.size(), records.size());
+  const auto ns = [](double s) { return sim::from_seconds(s); };
+  for (std::size_t i = 0; i < std::min(served.size(), records.size()); ++i) {
+    const QueryRecord& rec = records[i];
+    const pipeline::Served& s = served[i];
+    SCOPED_TRACE(fmt::format("query {}", i));
+    EXPECT_EQ(s.answer_hit, rec.qa_hit);
+    EXPECT_EQ(s.answer_stale, rec.qa_stale);
+    EXPECT_EQ(s.served_answer, rec.served_answer);
+    EXPECT_EQ(ns(s.times.end_s - s.times.arrival_s), ns(rec.end_s - rec.arrival_s));
+    EXPECT_EQ(ns(s.embed_s), ns(rec.embed_s));
+    EXPECT_EQ(ns(s.qa_match_s), ns(rec.qa_match_s));
+    EXPECT_EQ(ns(s.retrieval_s), ns(rec.retrieval_s));
+    EXPECT_EQ(ns(s.kv_match_s), ns(rec.kv_match_s));
+    EXPECT_EQ(s.idle_work.jobs, rec.bg_jobs);
+    EXPECT_LE(relative_difference(s.idle_work.flops, rec.bg_flops), 1e-12);
+    EXPECT_LE(relative_difference(s.idle_work.busy_s, rec.bg_s), 1e-9);
+    EXPECT_LE(relative_difference(s.idle_work.energy_j, rec.bg_energy_j), 1e-9);
+    if (!rec.qa_hit) {
+      EXPECT_EQ(s.prompt_tokens, rec.prompt_tokens);
+      EXPECT_EQ(s.reused_tokens, rec.reused_tokens);
+      EXPECT_EQ(s.retrieved_chunks, rec.retrieved_chunks);
+    }
+    c.hits += rec.qa_hit;
+    c.stale += rec.qa_stale;
+    c.reused += s.reused_tokens > 0;
+    c.jobs += rec.bg_jobs;
+  }
+  return c;
 }
 
 }  // namespace mobisim::policies::testing::stages

@@ -92,29 +92,9 @@ TEST_P(LateChunksOnThePipeline, EveryQueryHasTheOldLoopsRetrievalOutcomeScoresPh
   const models::CostModel cost(policies::testing::llama_fp32_act());
   const policies::testing::stages::StageRun run = policies::testing::stages::run_stages(trace, cfg, setup, app_requests(u, cfg), cost);
   ASSERT_EQ(run.served.size(), old.records.size());
-  int hits = 0, stale = 0, short_prompts = 0;
-  for (std::size_t i = 0; i < run.served.size(); ++i) {
-    const policies::QueryRecord& rec = old.records[i];
-    const Served& s = run.served[i];
-    SCOPED_TRACE(fmt::format("query {}", i));
-    EXPECT_EQ(s.answer_hit, rec.qa_hit);
-    EXPECT_EQ(s.answer_stale, rec.qa_stale);
-    EXPECT_EQ(s.served_answer, rec.served_answer);
-    EXPECT_EQ(ns(s.times.end_s - s.times.arrival_s), ns(rec.end_s - rec.arrival_s));
-    EXPECT_EQ(ns(s.embed_s), ns(rec.embed_s));
-    EXPECT_EQ(ns(s.qa_match_s), ns(rec.qa_match_s));
-    EXPECT_EQ(ns(s.retrieval_s), ns(rec.retrieval_s));
-    EXPECT_EQ(ns(s.kv_match_s), ns(rec.kv_match_s));
-    EXPECT_EQ(s.idle_work.jobs, rec.bg_jobs);
-    if (!rec.qa_hit) {
-      EXPECT_EQ(s.prompt_tokens, rec.prompt_tokens);
-      EXPECT_EQ(s.reused_tokens, rec.reused_tokens);
-      EXPECT_EQ(s.retrieved_chunks, rec.retrieved_chunks);
-      short_prompts += rec.retrieved_chunks < cfg.top_k;
-    }
-    hits += rec.qa_hit;
-    stale += rec.qa_stale;
-  }
+  const auto [hits, stale, reused, jobs] = policies::testing::stages::expect_each_query_as_the_loop(run.served, old.records);
+  int short_prompts = 0;
+  for (const policies::QueryRecord& rec : old.records) short_prompts += !rec.qa_hit && rec.retrieved_chunks < cfg.top_k;
   std::printf("%s: %d QA hits (%d stale), %d prompts with fewer than top_k chunks\n", setup.idle.c_str(), hits, stale,
               short_prompts);
   // The engine's own counters agree too (its refresh and conversions see the same chunks).

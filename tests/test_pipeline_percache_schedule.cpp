@@ -99,26 +99,8 @@ TEST_P(ScheduleOnThePipeline, GivesEveryQueryTheOldLoopsOutcomeLatencyAndBackgro
   const models::CostModel cost(policies::testing::llama_fp32_act());
   const StageRun run = run_pipeline(trace, cfg, setup, true, cost, f.tau_query);
   ASSERT_EQ(run.served.size(), old.records.size());
-  int hits = 0, reused = 0;
-  std::int64_t jobs = 0;
-  for (std::size_t i = 0; i < run.served.size(); ++i) {
-    const policies::QueryRecord& rec = old.records[i];
-    const Served& s = run.served[i];
-    SCOPED_TRACE(fmt::format("query {}", i));
-    EXPECT_EQ(s.answer_hit, rec.qa_hit);
-    EXPECT_EQ(sim::from_seconds(s.times.end_s - s.times.arrival_s), sim::from_seconds(rec.end_s - rec.arrival_s));
-    EXPECT_EQ(s.idle_work.jobs, rec.bg_jobs);
-    EXPECT_LE(relative_difference(s.idle_work.flops, rec.bg_flops), 1e-12);
-    EXPECT_LE(relative_difference(s.idle_work.busy_s, rec.bg_s), 1e-9);
-    EXPECT_LE(relative_difference(s.idle_work.energy_j, rec.bg_energy_j), 1e-9);
-    if (!rec.qa_hit) {
-      EXPECT_EQ(s.prompt_tokens, rec.prompt_tokens);
-      EXPECT_EQ(s.reused_tokens, rec.reused_tokens);
-    }
-    hits += rec.qa_hit;
-    reused += s.reused_tokens > 0;
-    jobs += rec.bg_jobs;
-  }
+  const auto [hits, stale, reused, jobs] = policies::testing::stages::expect_each_query_as_the_loop(run.served, old.records);
+
   const auto& mine = run.engine();
   const auto& theirs = old.caching();
   EXPECT_GT(jobs, 12);
