@@ -46,7 +46,8 @@
 // and multiplies weights of that dtype: MNN's QNN backend keeps only symmetric integer weights quantised
 // (source/backend/qnn/execution/QNNConvolution.cpp, isWeightQuantSupported / createWeightAndBias) and
 // turns the default asymmetric int4 export into fp16 tensors. Decode then streams 2 bytes per weight
-// instead of 0.5, and prefill runs at the fp16 peak.
+// instead of 0.5, and prefill runs at the fp16 peak. Work that arrives already costed on other weights
+// (DeviceProfile::compute_seconds) is refused: it cannot be re-costed from its bytes.
 //
 // CPU+NPU overlap across prefill chunks (llm.npu / mllm's QNNPipelineExecutor, engine `cpu_overlap`):
 // the NPU runs the chunk's linear layers while the CPU runs the float work of the previous chunk

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "devices/device.h"
+#include "devices/engine.h"
 #include "devices/npu.h"
 #include "experiments/fidelity/ondevice_probe.h"
 #include "models/cost_model.h"
@@ -109,6 +111,21 @@ TEST(NpuGraphWeights, MnnQnnRunsTheInt4FileAsAnFp16Model) {
   q.unit = "cpu";
   q.activation_dtype = "int8";
   EXPECT_DOUBLE_EQ(fidelity::ondevice_prediction(q), fidelity::ondevice_prediction(q, {"engine.npu.graph_weight_dtype=int8"}));
+}
+
+TEST(NpuGraphWeights, WorkCostedOnTheFilesWeightsIsRefusedOnTheNpu) {
+  // A simulation stage that submits already-costed work cannot be re-costed on the graphs' fp16 weights.
+  const DeviceProfile mnn = load_engine_profile("mnn").apply(load_device_profile("honor-magic7"));
+  const models::ModelSpec m = tiny_int4_model();
+  const models::Work w = models::CostModel(m).decode(64);
+  try {
+    mnn.compute_seconds("npu", w, DType::kInt4, "test");
+    FAIL() << "int4-costed work on fp16 graphs must be refused";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("graph_weight_dtype"), std::string::npos) << e.what();
+  }
+  const models::ModelSpec g = mnn.require_npu("test").graph_model(m);
+  EXPECT_GT(mnn.compute_seconds("npu", models::CostModel(g).decode(64), DType::kF16, "test"), 0.0);
 }
 
 TEST(NpuGraphWeights, UnknownGraphDtypeIsAConfigErrorNamingTheKey) {
