@@ -76,7 +76,18 @@ double DeviceProfile::compute_seconds(const std::string& u, const models::Work& 
                                       const std::string& needed_by) const {
   // The NPU runs whatever is submitted to it as compiled graphs (W8A8 assumed: activations in the
   // weights' dtype); every other unit is a roofline.
-  if (is_npu(*this, u)) return require_npu(needed_by).work_seconds(work, dtype, dtype);
+  if (is_npu(*this, u)) {
+    const NpuSpec& npu = require_npu(needed_by);
+    // Work arrives already costed (its bytes fixed by the caller's model): it cannot be re-costed on the
+    // weights the runtime's graphs hold, so work on other weights is refused rather than costed wrongly.
+    if (npu.graph_weight_dtype && *npu.graph_weight_dtype != dtype)
+      throw ConfigError(fmt::format(
+          "{}: engine '{}' holds its NPU graphs' weights as {} (npu.graph_weight_dtype), but this NPU work was costed on "
+          "{} weights; cost it on the graphs' model (NpuSpec::graph_model), as the on-device probe and the npu_graphs "
+          "prefill stage do",
+          needed_by, npu.engine_name, models::to_string(*npu.graph_weight_dtype), models::to_string(dtype)));
+    return npu.work_seconds(work, dtype, dtype);
+  }
   return unit(u, needed_by).seconds(work, dtype);
 }
 

@@ -118,6 +118,11 @@ ParamSchema engine_npu_schema() {
   s.boolean("cpu_overlap", std::nullopt,
             "prefill chunk i's NPU work overlaps chunk i-1's CPU float work (attention) (llm.npu / mllm pipeline)")
       .optional();
+  s.text("graph_weight_dtype", std::nullopt,
+         "dtype the runtime's NPU graphs hold every linear weight in, whatever the model file stores (e.g. fp16: "
+         "the runtime dequantises the file's weights when it builds the graph; unset: the model's dtypes)")
+      .in(models::dtype_names())
+      .optional();
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -444,6 +449,7 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     e.npu.hvx_bandwidth_efficiency = opt_real(np, "hvx_bandwidth_efficiency");
     e.npu.hvx_op_overhead_us = opt_real(np, "hvx_op_overhead_us");
     if (np.has("cpu_overlap")) e.npu.cpu_overlap = np.boolean("cpu_overlap");
+    if (np.has("graph_weight_dtype")) e.npu.graph_weight_dtype = np.text("graph_weight_dtype");
     // A runtime on the HVX units has no device value to fall back to: its kernels' efficiencies and
     // per-call cost are its own, stated or an error (no silent default).
     if (e.npu.prefill_backend.value_or("") == "hvx" || e.npu.decode_backend.value_or("") == "hvx")
@@ -664,6 +670,7 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     if (npu.hvx_gemm_efficiency) n.hvx_gemm_efficiency = *npu.hvx_gemm_efficiency;
     if (npu.hvx_bandwidth_efficiency) n.hvx_bandwidth_efficiency = *npu.hvx_bandwidth_efficiency;
     if (npu.hvx_op_overhead_us) n.hvx_op_overhead_us = *npu.hvx_op_overhead_us;
+    if (npu.graph_weight_dtype) n.graph_weight_dtype = models::parse_dtype(*npu.graph_weight_dtype);
     if (npu.cpu_overlap) n.cpu_overlap = *npu.cpu_overlap;
   }
   if (d.storage && storage.read_command_overhead_us) d.storage->read_command_overhead_us = *storage.read_command_overhead_us;

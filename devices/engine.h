@@ -40,7 +40,8 @@
 //   npu:        max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
 //               decode_bandwidth_efficiency, mixed_precision_fraction (see devices/npu.h)
 //               prefill_backend, decode_backend (htp | hvx), hvx_gemm_efficiency, hvx_bandwidth_efficiency,
-//               hvx_op_overhead_us, cpu_overlap (backends and overlap, devices/npu.h)
+//               hvx_op_overhead_us, cpu_overlap (backends and overlap, devices/npu.h),
+//               graph_weight_dtype (the dtype the NPU graphs hold the weights in, devices/npu.h)
 //   storage:    read_command_overhead_us  host time per read command of the runtime's loader
 //               load_ns_per_byte          host time per byte it loads (conversion, copies)
 //               (devices/storage.h)
@@ -108,6 +109,9 @@ struct EngineNpuSpec {
   std::optional<std::string> prefill_backend, decode_backend;
   std::optional<double> hvx_gemm_efficiency, hvx_bandwidth_efficiency, hvx_op_overhead_us;
   std::optional<bool> cpu_overlap;
+  // The dtype the runtime's NPU graphs hold the linear weights in, whatever the model file stores
+  // (NpuSpec::graph_model; e.g. MNN's QNN backend dequantises asymmetric int4 weights to fp16).
+  std::optional<std::string> graph_weight_dtype;
 };
 
 struct EngineStorageSpec {

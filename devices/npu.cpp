@@ -67,6 +67,16 @@ double NpuSpec::exec_seconds(const models::Work& work, double chunk, models::DTy
   return overhead_share * exec_overhead_ms * 1e-3 + std::max(compute, memory);
 }
 
+models::ModelSpec NpuSpec::graph_model(const models::ModelSpec& m) const {
+  if (!graph_weight_dtype) return m;
+  models::ModelSpec g = m;
+  g.weight_dtype = *graph_weight_dtype;
+  g.classifier_dtype.reset();
+  g.projection_dtypes.fill(std::nullopt);
+  g.weight_group_size = 0;
+  return g;
+}
+
 double NpuSpec::run_seconds(std::int64_t n_tokens, std::int64_t chunk, const models::Work& work_of_chunk,
                             models::DType weight_dtype) const {
   if (n_tokens <= 0) return 0.0;

@@ -41,6 +41,14 @@
 // with the runtime's kernel-class efficiencies (engine profile) applied to each SoC's peak. A device
 // profile without an HVX peak cannot run an hvx phase: ConfigError naming device, engine and key.
 //
+// Weights as the graph holds them (engine `graph_weight_dtype`, graph_model): a runtime that cannot keep
+// the model file's quantisation on the NPU builds its graphs from dequantised weights, so NPU work reads
+// and multiplies weights of that dtype: MNN's QNN backend keeps only symmetric integer weights quantised
+// (source/backend/qnn/execution/QNNConvolution.cpp, isWeightQuantSupported / createWeightAndBias) and
+// turns the default asymmetric int4 export into fp16 tensors. Decode then streams 2 bytes per weight
+// instead of 0.5, and prefill runs at the fp16 peak. Work that arrives already costed on other weights
+// (DeviceProfile::compute_seconds) is refused: it cannot be re-costed from its bytes.
+//
 // CPU+NPU overlap across prefill chunks (llm.npu / mllm's QNNPipelineExecutor, engine `cpu_overlap`):
 // the NPU runs the chunk's linear layers while the CPU runs the float work of the previous chunk
 // (attention). With a_i the NPU stage and b_i the CPU stage of chunk i (i = 1..n), the lock-step
@@ -52,6 +60,7 @@
 // throughout (a_i >= b_{i-1} for every i: T = sum a + b_n; or b_{i-1} >= a_i: T = a_1 + sum b), and an
 // upper bound of it otherwise.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,10 +106,17 @@ struct NpuSpec {
   double hvx_bandwidth_efficiency = 1.0;  // fraction of DRAM bandwidth its kernels stream at
   double hvx_op_overhead_us = 0;          // per operator call (dispatch, DSP round trip)
   bool cpu_overlap = false;               // chunk i's NPU work overlaps chunk i-1's CPU float work
+  // The dtype the runtime's NPU graphs hold every linear weight in (engine profile; unset: the model's own).
+  std::optional<models::DType> graph_weight_dtype;
   std::string device_name, engine_name;   // for error messages (set by DeviceProfile / EngineProfile::apply)
 
   static ParamSchema schema();
   static NpuSpec from_params(const Params& p);
+
+  // The model as the runtime's NPU graphs hold it: with graph_weight_dtype set, every linear weight
+  // (projections, classifier and the embedding tied to it) in that dtype, with no group scales (the
+  // graph stores plain tensors); unset, `m` itself. NPU work is costed on this spec (its bytes and peak).
+  models::ModelSpec graph_model(const models::ModelSpec& m) const;
 
   double utilization(double chunk) const { return max_utilization * chunk / (chunk + half_utilization_chunk); }
   // One execution of a graph of `chunk` tokens doing `work` (the work of exactly `chunk` tokens).

@@ -52,12 +52,14 @@ double storage_prediction(const OnDeviceQuery& q, const devices::DeviceProfile& 
 
 double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile& device, const models::ModelSpec& model) {
   if (q.unit == "storage") return storage_prediction(q, device);
-  const models::CostModel cost(model);
   const std::string who = fmt::format("ondevice probe ({} {} {})", q.device, q.unit, q.phase);
   const std::int64_t context = q.context >= 0 ? q.context : q.phase == "verify" ? 0 : q.tokens;
   double seconds = 0;
   if (q.unit == "npu") {
     const devices::NpuSpec& npu = device.require_npu(who);
+    // The weights as the runtime's NPU graphs hold them (engine npu.graph_weight_dtype; unset: the model's).
+    const models::ModelSpec on_npu = npu.graph_model(model);
+    const models::CostModel cost(on_npu);
     const std::int64_t chunk = q.chunk > 0 ? q.chunk : npu.graph_chunk;
     if (q.phase == "prefill" && npu.cpu_overlap && npu.prefill_backend == devices::NpuBackend::kHtp) {
       // The runtime's CPU runs each chunk's attention in float beside the NPU's next chunk (npu.h).
@@ -77,11 +79,12 @@ double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile&
       const policies::specdec::SpecDecEnv env{npu, device.unit("cpu", who), 0.0, cost, cost};
       seconds = policies::specdec::npu_verify_split(env, q.tokens, context, static_cast<int>(chunk)).first;
     } else {
-      seconds = npu.decode_seconds(cost.decode(context), model.weight_dtype, model.activation_dtype);
+      seconds = npu.decode_seconds(cost.decode(context), on_npu.weight_dtype, on_npu.activation_dtype);
     }
   } else {
     if (q.phase == "verify") throw ConfigError(fmt::format("{}: phase verify is an NPU graph pass (unit: npu)", who));
     const devices::ComputeUnitSpec& u = device.unit(q.unit, who);
+    const models::CostModel cost(model);
     seconds = u.seconds(q.phase == "prefill" ? cost.prefill(models::PrefillShape{q.tokens, 0, 0, 1}) : cost.decode(context),
                         model.weight_dtype);
   }

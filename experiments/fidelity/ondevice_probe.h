@@ -12,6 +12,8 @@
 //            attention on the CPU (float) beside the next chunk's NPU work (NpuSpec::
 //            overlapped_prefill_seconds); an engine with npu.prefill_backend hvx runs the prompt op by op on
 //            the HVX units in ubatches of `chunk` tokens (NpuSpec::hvx_prefill_seconds).
+//            On the npu every phase is costed on the weights as the runtime's graphs hold them
+//            (engine npu.graph_weight_dtype, NpuSpec::graph_model; unset: the probe's dtypes).
 //   decode   one token after `context` tokens (default: `tokens`); tokens_per_s = 1 / time, ms = time.
 //   verify   npu only: one verification of a `tokens`-token draft after `context` tokens (default 0)
 //            on a graph of `chunk` tokens, as the speculative-decoding policies cost it

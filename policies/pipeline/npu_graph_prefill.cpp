@@ -20,7 +20,11 @@ sim::Task<void> NpuGraphPrefill::begin(devices::Device& device, const models::Co
 sim::Task<void> NpuGraphPrefill::run(devices::Device& device, const models::CostModel& cost, std::int64_t n_new,
                                      std::int64_t n_cached, int priority, double& active_energy_j) {
   const devices::NpuSpec& npu = device.profile().require_npu("prefill: npu_graphs");
-  const double seconds = npu.chunked_prefill_seconds(cost, n_new, n_cached, chunk_);
+  // The weights as the runtime's graphs hold them (engine npu.graph_weight_dtype; unset: `cost` itself).
+  const double seconds = npu.graph_weight_dtype
+                             ? npu.chunked_prefill_seconds(models::CostModel(npu.graph_model(cost.spec())), n_new,
+                                                           n_cached, chunk_)
+                             : npu.chunked_prefill_seconds(cost, n_new, n_cached, chunk_);
   const models::Work work = cost.prefill(models::PrefillShape{n_new, n_cached, 0, 1});
   co_await device.compute_for("npu", devices::UnitCost{seconds, work.flops(), work.bytes()}, "prefill (npu graphs)",
                               priority);

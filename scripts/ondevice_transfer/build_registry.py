@@ -384,7 +384,7 @@ for (eng, unit), idxs in groups.items():
 cal_by_probe = {probe_key(P[i]['probe']): i for i in range(len(P)) if role[i] == 'calibration'}
 # Causes (README rule: a validation point more than 25% off carries a one-line cause), by what the model omits
 # for its engine x unit x phase; attached only where today's residual exceeds 25% (residuals read from a
-# `mobisim ondevice` report given as the second argument). Classified by what they say: all are model gaps.
+# `mobisim ondevice` report given as the second argument). Classified by what they say: all are model gaps (mechanism).
 CAUSES = {
     ('llama.cpp', 'cpu', 'prefill'): "llama.cpp's repack kernel class (PR #713/#722/#740 runs: CPU_REPACK buffer, 6 threads) is the vec_dot class fitted on PR #702's non-repacked run times pocketpal-ai PR #637's in-app Pixel 9 ratio (Q4_0 1.71x, Q8_0 1.90x; desktop llama-bench gives 3.5x, PR #18096); the same cell measured 205-302 tok/s across llama.rn 0.12.0-rc.9/0.12.0/0.12.3, and those runs also turned CPU flash attention on and settled 30 s between cells (PR #702: off, back to back), which no parameter separates (per-point causes for the S23, Q6_K and S20+ points: experiments/published/ondevice_transfer.yaml)",
     ('llama.cpp', 'cpu', 'decode'): "llama.cpp CPU decode streams at one share of DRAM bandwidth fitted on PR #702's Q4_0 run (repacking leaves tg unchanged, PR #637); Q8_0 GEMVs read twice the bytes at that share, but the published Q8_0 rates are close to Q4_0's (Q4_0 decode is not bandwidth-bound there), and the Galaxy S23's and S20+'s memory shares differ from the POCO's",
@@ -394,9 +394,8 @@ CAUSES = {
     ('llama.cpp', 'npu', 'decode'): "llama.cpp's Hexagon decode streams weights at one share of DRAM bandwidth fitted on the 8 Gen 2 (per-op dispatch folded in, hvx_op_overhead_us 0); a 1B model has as many ops per token as a 1.7B one but fewer bytes, so the dispatch share the fit folds in differs per model",
     ('mnn', 'cpu', 'prefill'): "MNN's int8 GEMM share of the ISA peak (4 threads) is the geometric mean of two calibration fits that differ by 1.8x (Honor Magic7 2025 build, Xiaomi 12 2023 build); the iPhones' peaks rest on estimated Apple pipe counts and clocks, and small models (0.5B) carry per-op costs the share does not",
     ('mnn', 'cpu', 'decode'): "MNN CPU decode streams at one share of DRAM bandwidth (mean of the Honor Magic7 and Xiaomi 12 fits); Apple's memory system and 8-bit weights (dequantised on the fly) give another share",
-    ('mnn', 'npu', 'prefill'): "MNN's QNN backend is slower than its own CPU path (issue #4378 reports it as a bug): per-call graph setup and CPU fallbacks that the device's mllm NPU curve does not include",
-    ('mnn', 'npu', 'decode'): "MNN's QNN decode is half its CPU decode (issue #4378): per-token graph launch and CPU/NPU hand-offs of unsupported ops, not DRAM bandwidth",
-    ('mllm', 'npu', 'prefill'): "mllm v1's QNN path builds and finalises the QNN graphs inside the timed prefill (issue #116: graph building dominates) and the public builds run the chunks without the paper's CPU/NPU overlap; mobisim charges execution only",
+    ('mnn', 'npu', 'decode'): "MNN's QNN graphs hold the default (asymmetric) export's weights as fp16 (configs/engines/mnn.yaml npu.graph_weight_dtype, from QNNConvolution.cpp), which the prediction now streams; what is left is the NPU's share of DRAM bandwidth, which no MNN NPU point calibrates (the device's mllm-fitted 1.0 is used), and the online QNN mode's CPU fallbacks of ops the QNN backend does not register",
+    ('mllm', 'npu', 'prefill'): "mllm v1's public NPU prefill splits every layer into two QNN sub-graphs with the attention (QwenQKVmm) and the shadow outlier linears on the CPU between them, run one after the other in the demos (no QNNPipelineExecutor overlap), and builds and finalises the graphs at run time (issue #116: graph building dominates); mobisim charges the NPU graphs' execution only",
     ('executorch', 'cpu', 'decode'): "measured in the demo app (the README's ** workflow): the app's token loop, JNI and UI costs, which the adb-binary measurements (and the fitted bandwidth) exclude",
     ('executorch', 'npu', 'decode'): "one QNN decode bandwidth share fitted on Qwen2.5-1.5B (SM8750, PR #13544); ExecuTorch's static-llama KV-cache I/O on the CPU (issue #7614) and graph-split costs scale with layers and context rather than with weight bytes, and the 2024 builds (#7411) were slower still",
     ('executorch', 'gpu', 'prefill'): "ExecuTorch Vulkan prefill has one value fitted on the tutorial's 14-token prompt (fixed costs dominate it); the wiki's longer prompts on another build run 3x faster per token",
@@ -404,6 +403,14 @@ CAUSES = {
     ('qnn', 'npu', 'decode'): "the Gen 5 QRD profile inherits the 8 Elite's NPU and memory numbers (no published peaks); decode streams the weights at the 8 Elite's fitted bandwidth share",
     ('executorch', 'gpu', 'decode'): "the wiki's Vulkan decode is another build and export (the tutorial's --vulkan-force-fp16 run calibrates): one fitted bandwidth share per runtime",
     ('mlc', 'gpu', 'decode'): "the Pixel 8 Pro profile inherits the Pixel 7's 51.2 GB/s (Google publishes no LPDDR5X speed); MLC's Mali bandwidth share is fitted on the 1.5B distill's decode step, and the 3B model's longer step is not proportionally longer",
+}
+# Causes of single points whose own evidence says more than their engine x unit x phase's cause (same rule: attached
+# only where today's residual exceeds 25%), with their kind: `workload` where the measurement's timed region holds
+# work the probe does not model (a first-run graph compilation), by what the cause says.
+CAUSE_BY_ID = {
+    'ondevice.xiaomi-17.mnn.qwen3-1.7b.prefill.npu': ('workload', "measured in MNN's online QNN mode (issue #4378's build: host -DMNN_QNN_CONVERT_MODE=OFF, so no offline QNN graphs were generated; libQnnHtpPrepare.so pushed, which docs/inference/npu.md says only the online mode needs; the standard Qwen3-1.7B-MNN export): MNN's docs say that mode compiles the QNN graph at run time, with a long graph-building time, for correctness checks (docs/transformers/llm.md), and llm_demo's backend 'qnn' keeps shapeMutable, so the prompt's new shape rebuilds and finalises the graph (QnnBackend::onResizeBegin/onResizeEnd -> graphFinalize) inside the timed prefill; mobisim predicts the execution of compiled graphs (fp16 weights, npu.graph_weight_dtype)"),
+    'ondevice.oneplus-12.mllm.qwen1.5-1.8b.prefill-1022.npu': ('workload', "the demo's timer (quoted in issue #206) starts before the chunk loop whose first chunk builds and finalises the QNN graphs at run time (Module::isFirstChunk; the maintainers in issue #116: building the graph takes most of the time); 9.6 of the 10 s are not graph execution at the rate mobisim's curve gives (0.36 s). Also serial: the attention and shadow linears run on the CPU between each layer's two QNN sub-graphs, without the paper's overlap"),
+    'ondevice.snapdragon-8-elite-qrd.executorch.qwen3-1.7b-kv1024.decode.npu': ('mechanism', "the same PR's table gives Qwen3-0.6B ~56 tok/s and Qwen3-1.7B ~14 on the same SoC and settings: both have 28 layers and the same KV shape (8 KV heads x 128), so the 4x between them is not in costs per layer or per KV byte, and 14 tok/s is below what the 1.7B's bytes at Qwen2.5-1.5B's fitted share give (29 tok/s); the PR's example command gives no --num_sharding, and Qualcomm's engineers say sharding (--num_sharding) has the largest effect on static-llama speed (issue #7614: HTP execution longer than the RPC polling time); not modelled (no point separates it)"),
 }
 RESID = {}
 if len(sys.argv) > 2:
@@ -417,8 +424,8 @@ for i, p in enumerate(P):
     pid = f"ondevice.{pr['device']}.{pr['engine']}.{p['idx']}.{pr['unit']}" if p['idx'] else None
     e = {'id': pid, 'source': p['source'], 'quantity': p['quantity'], 'published': p['published'], 'unit': p['unit'], 'role': role[i], 'probe': pr}
     if fitted[i]: e['fitted'] = [fitted[i]]
-    if role[i] == 'validation' and abs(RESID.get(pid, 0)) > 0.25 and (pr['engine'], pr['unit'], pr['phase']) in CAUSES:
-        e['cause_kind'] = 'mechanism'; e['cause'] = CAUSES[(pr['engine'], pr['unit'], pr['phase'])]
+    if role[i] == 'validation' and abs(RESID.get(pid, 0)) > 0.25 and (pid in CAUSE_BY_ID or (pr['engine'], pr['unit'], pr['phase']) in CAUSES):
+        e['cause_kind'], e['cause'] = CAUSE_BY_ID.get(pid) or ('mechanism', CAUSES[(pr['engine'], pr['unit'], pr['phase'])])
         if pr['engine'] == 'qnn' and p['key'] == 'aihub-perf-yaml-2024':
             e['cause'] = ("a 2024 AI Hub export (one 1024-token prompt graph, the QNN SDK of early/mid 2024) on an 8 Gen 2 / 8 Gen 3 HTP; the QNN "
                           "utilisation and decode bandwidth share were calibrated on 2025 Genie exports (128-token graphs) on the 8 Elite, and mobisim "
