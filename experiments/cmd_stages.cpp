@@ -25,14 +25,23 @@ int cmd_stages(const std::vector<std::string>& args) {
   const std::string path = a.get("CONFIG");
   const YAML::Node file = load_yaml_file(path);
   const ConfigSource source{std::make_shared<const std::string>(path), ""};
-  for (const auto& p : policies::pipeline_stages_of_experiment(file, source)) {
-    YAML::Emitter out;
-    YAML::Node doc(YAML::NodeType::Map);
-    doc[p.label] = p.app;
-    out << doc;
-    std::cout << out.c_str() << "\n";
+  const policies::RagQaPolicies all = policies::rag_qa_policies(file, source);
+  // Every policy that translates is printed; each one that does not is reported (exit code 3).
+  std::vector<std::string> errors;
+  for (const auto& [entry, where] : all.entries) {
+    try {
+      const policies::PolicyStages p = policies::pipeline_stages_for(entry, where, all.pipeline);
+      YAML::Emitter out;
+      YAML::Node doc(YAML::NodeType::Map);
+      doc[p.label] = p.app;
+      out << doc;
+      std::cout << out.c_str() << "\n";
+    } catch (const ConfigError& e) {
+      errors.push_back(e.what());
+    }
   }
-  return kExitOk;
+  for (const auto& e : errors) std::cerr << "mobisim stages: error: " << e << "\n";
+  return errors.empty() ? kExitOk : kExitConfig;
 }
 
 }  // namespace

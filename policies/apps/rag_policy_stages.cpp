@@ -83,7 +83,7 @@ bool same_value(const YAML::Node& a, const YAML::Node& b) {
 class Translation {
  public:
   Translation(const YAML::Node& entry, const ConfigSource& source, const PipelineConfig& pipeline)
-      : source_(source), pipeline_(pipeline) {
+      : source_(source), pipeline_(pipeline), entry_(entry) {
     YAML::Node node = yaml_clone(entry);
     if (node.IsMap() && node["label"]) {
       if (!node["label"].IsScalar())
@@ -130,7 +130,8 @@ class Translation {
 
  private:
   [[noreturn]] void fail(const std::string& key, const std::string& why) const {
-    const YAML::Node at = given_[key] ? given_[key] : given_;
+    // The entry as written (a clone has no line marks).
+    const YAML::Node at = entry_.IsMap() && entry_[key] ? entry_[key] : entry_;
     throw ConfigError(fmt::format("{}: rag policy '{}' ({}): {}", source_.child(key).where(at), label_, key, why));
   }
 
@@ -207,7 +208,7 @@ class Translation {
           "{}: rag policy '{}': pipeline prefill_unit '{}' / decode_unit '{}' differ from compute_unit '{}', but the "
           "{} idle stage runs its background prefills and decodes on the app's unit (where the loop runs them on "
           "prefill_unit / decode_unit): no pipeline counterpart",
-          source_.where(given_), label_, pipeline_.prefill_unit, pipeline_.decode_unit, pipeline_.compute_unit,
+          source_.where(entry_), label_, pipeline_.prefill_unit, pipeline_.decode_unit, pipeline_.compute_unit,
           shape_.idle));
     const ParamSchema schema = schema_of<pipeline::IdleStage>(shape_.idle);
     YAML::Node n(YAML::NodeType::Map);
@@ -242,7 +243,7 @@ class Translation {
   ConfigSource source_;
   PipelineConfig pipeline_;
   std::string label_, impl_;
-  YAML::Node given_, resolved_;
+  YAML::Node entry_, given_, resolved_;
   PolicyShape shape_;
   std::set<std::string> carried_;
 };
@@ -258,22 +259,28 @@ PolicyStages pipeline_stages_for(const YAML::Node& rag_policy, const ConfigSourc
   return out;
 }
 
-std::vector<PolicyStages> pipeline_stages_of_experiment(const YAML::Node& file, const ConfigSource& source) {
+RagQaPolicies rag_qa_policies(const YAML::Node& file, const ConfigSource& source) {
   const YAML::Node experiment = file["experiment"];
   const ConfigSource at = source.child("experiment");
   if (!experiment.IsMap() || !experiment["impl"] || experiment["impl"].Scalar() != "rag_qa")
     throw ConfigError(fmt::format("{}: expected a rag_qa experiment (experiment.impl: rag_qa) to translate its "
                                   "policies into pipeline stages",
                                   at.where(experiment.IsDefined() ? experiment : file)));
+  RagQaPolicies out;
   ParamSchema ps = PipelineConfig::schema();
-  const PipelineConfig pipeline =
-      PipelineConfig::from_params(Params(experiment["pipeline"], ps, at.child("pipeline"), {}));
+  out.pipeline = PipelineConfig::from_params(Params(experiment["pipeline"], ps, at.child("pipeline"), {}));
   const YAML::Node list = experiment["policies"];
   if (!list.IsSequence())
-    throw ConfigError(fmt::format("{}: expected a list of rag policies", at.child("policies").where(list.IsDefined() ? list : experiment)));
+    throw ConfigError(fmt::format("{}: expected a list of rag policies",
+                                  at.child("policies").where(list.IsDefined() ? list : experiment)));
+  for (std::size_t i = 0; i < list.size(); ++i) out.entries.emplace_back(list[i], at.child("policies").element(i));
+  return out;
+}
+
+std::vector<PolicyStages> pipeline_stages_of_experiment(const YAML::Node& file, const ConfigSource& source) {
+  const RagQaPolicies policies = rag_qa_policies(file, source);
   std::vector<PolicyStages> out;
-  for (std::size_t i = 0; i < list.size(); ++i)
-    out.push_back(pipeline_stages_for(list[i], at.child("policies").element(i), pipeline));
+  for (const auto& [entry, where] : policies.entries) out.push_back(pipeline_stages_for(entry, where, policies.pipeline));
   return out;
 }
 

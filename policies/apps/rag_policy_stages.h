@@ -39,6 +39,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policies/rag/rag_policy.h"
@@ -54,6 +55,14 @@ struct PolicyStages {
 // `rag_policy`: one entry of a rag_qa `policies:` list (label allowed); `source`: where it is.
 PolicyStages pipeline_stages_for(const YAML::Node& rag_policy, const ConfigSource& source,
                                  const PipelineConfig& pipeline);
+
+// A rag_qa experiment file's `pipeline:` settings and `policies:` entries (each with where it is).
+// ConfigError when the file is not a rag_qa experiment.
+struct RagQaPolicies {
+  PipelineConfig pipeline;
+  std::vector<std::pair<YAML::Node, ConfigSource>> entries;
+};
+RagQaPolicies rag_qa_policies(const YAML::Node& experiment_file, const ConfigSource& source);
 
 // Every policy of a rag_qa experiment file (its `experiment.pipeline` and `experiment.policies`),
 // translated in order. ConfigError when the file is not a rag_qa experiment.
