@@ -1,6 +1,7 @@
 #include "policies/apps/rag_policy_stages.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <map>
@@ -97,10 +98,11 @@ class Translation {
     given_ = node.IsMap() ? node : YAML::Node(YAML::NodeType::Map);
     resolved_ = Registry<RagPolicy>::instance().resolve(node, source);
     const auto it = known_shapes().find(impl_);
-    if (it == known_shapes().end())
-      fail("impl", fmt::format("rag policy '{}' has no pipeline stages yet (known: naive, meancache, ragcache, "
-                               "ragcache_meancache, sleeptime, ragcache_sleeptime, percache)",
-                               impl_));
+    if (it == known_shapes().end()) {
+      std::vector<std::string> known;
+      for (const auto& shape : known_shapes()) known.push_back(shape.first);
+      fail("impl", fmt::format("rag policy '{}' has no pipeline stages yet (known: {})", impl_, fmt::join(known, ", ")));
+    }
     shape_ = it->second;
     if (impl_ == "percache") percache_layers();
   }
