@@ -174,12 +174,11 @@ class RagQaExperiment : public Experiment {
     device_.require_engine_values(pipeline_.prefill_unit, model_, "pipeline.prefill_unit");
     device_.require_engine_values(pipeline_.decode_unit, model_, "pipeline.decode_unit");
     policies_ = parse_labelled_plugins<RagPolicy>(p, "policies");
-    if (p.text("serve_on") == "pipeline")
-      for (const auto& entry : policies_) {
-        YAML::Node labelled = yaml_clone(entry.node);  // the translation's errors name the label
-        labelled["label"] = entry.label;
-        stages_.push_back(policies::pipeline_stages_for(labelled, entry.source, pipeline_));
-      }
+    if (p.text("serve_on") == "pipeline") {
+      const YAML::Node list = p.node("policies");  // as written: the translation's errors name its label and line
+      for (std::size_t i = 0; i < policies_.size(); ++i)
+        stages_.push_back(policies::pipeline_stages_for(list[i], policies_[i].source, pipeline_));
+    }
     ParamSchema ws = WorkloadSpec::schema();
     workload_node_ = p.node("workload");
     Params wp(workload_node_, ws, p.source_of("workload"), {});
