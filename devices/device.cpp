@@ -519,6 +519,12 @@ double Device::busy_seconds(const std::string& unit) const {
   return it == units_.end() ? 0.0 : it->second.queue->busy_slot_seconds();
 }
 
+double Device::flops() const {
+  double f = 0;
+  for (const auto& [name, u] : units_) f += u.flops->value();
+  return f;
+}
+
 double Device::energy_j() const {
   const double elapsed = sim::to_seconds(sim_.now());
   double e = power_ ? power_->energy_j() : profile_.base_power_w * elapsed;

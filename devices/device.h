@@ -165,6 +165,8 @@ class Device {
   bool background_allowed() const { return !power_ || power_->background_allowed(); }
 
   double busy_seconds(const std::string& unit) const;
+  // FLOPs every unit has executed since the start of the simulation.
+  double flops() const;
   // Since the start of the simulation. With a thermal model, the SoC's power integrated over time
   // (operating points change it) plus flash I/O; with `thermal: none`, busy x active + idle x idle.
   double energy_j() const;

@@ -12,6 +12,12 @@
 //               plus max_users / max_queries_per_user (0 = all)
 //   pipeline    shared pipeline settings (see PipelineConfig)
 //   policies    list of {impl: NAME, label: TEXT (optional), ...policy parameters}
+//   serve_on    loop (default): each policy replays the user's queries itself (RagPolicy on a
+//               RagPipeline); pipeline: each policy runs as its pipeline stages
+//               (policies/apps/rag_policy_stages.h) in a `pipeline` app on the same phone, each
+//               served request converted to the loop's record (record_of_served). A policy with no
+//               pipeline stages is then a ConfigError naming it. See docs/compose.md for what
+//               differs between the two (issue 34).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -28,6 +34,8 @@
 #include "experiments/workload_cache.h"
 #include "experiments/workload_inputs.h"
 #include "models/cost_model.h"
+#include "policies/apps/pipeline_app.h"
+#include "policies/apps/rag_policy_stages.h"
 #include "policies/rag/rag_policy.h"
 #include "policies/rag/replay.h"
 #include "sim/builtin_configs.h"
@@ -166,6 +174,11 @@ class RagQaExperiment : public Experiment {
     device_.require_engine_values(pipeline_.prefill_unit, model_, "pipeline.prefill_unit");
     device_.require_engine_values(pipeline_.decode_unit, model_, "pipeline.decode_unit");
     policies_ = parse_labelled_plugins<RagPolicy>(p, "policies");
+    if (p.text("serve_on") == "pipeline") {
+      const YAML::Node list = p.node("policies");  // as written: the translation's errors name its label and line
+      for (std::size_t i = 0; i < policies_.size(); ++i)
+        stages_.push_back(policies::pipeline_stages_for(list[i], policies_[i].source, pipeline_));
+    }
     ParamSchema ws = WorkloadSpec::schema();
     workload_node_ = p.node("workload");
     Params wp(workload_node_, ws, p.source_of("workload"), {});
@@ -181,6 +194,10 @@ class RagQaExperiment : public Experiment {
     s.node("workload", "{trace: FILE.h5} or {generate: default|PATH|{...}}, max_users, max_queries_per_user");
     s.node("pipeline", "shared pipeline settings: compute_unit, system_prompt_tokens, top_k, answer_tokens, ...");
     s.node("policies", "list of policies to compare: [{impl: naive}, ...]");
+    s.text("serve_on", std::string("loop"),
+           "how each policy serves the queries: loop (its own replay on a RagPipeline) or pipeline (its pipeline "
+           "stages, `mobisim stages`, in a pipeline app on the same phone; the same record columns)")
+        .in({"loop", "pipeline"});
     return s;
   }
 
@@ -284,18 +301,24 @@ class RagQaExperiment : public Experiment {
         users.push_back(u < kept_.size() && kept_[u] ? std::move(kept_[u]) : users_->load(u, parts_));
       // Indexes are pure functions of each user's chunks: built in parallel, one slot per user.
       std::vector<std::shared_ptr<const policies::KnowledgeIndex>> indexes(users.size());
-      if (needs_index_)
+      if (needs_index_ && stages_.empty())  // the pipeline's idle stages index the user themselves
         parallel_for(users.size(), ctx.threads, [&](std::size_t i) { indexes[i] = policies::KnowledgeIndex::build(*users[i], users_->meta()); });
       std::vector<Job> jobs;
       for (std::size_t i = 0; i < users.size(); ++i)
         for (std::size_t p = 0; p < n_policies; ++p)
-          jobs.push_back(
-              Job{p, i, Registry<RagPolicy>::instance().create(policies_[p].node, policies_[p].source), {}, {}});
+          jobs.push_back(Job{p, i,
+                             stages_.empty() ? Registry<RagPolicy>::instance().create(policies_[p].node, policies_[p].source)
+                                             : nullptr,
+                             {}, {}});
       parallel_for(jobs.size(), ctx.threads, [&](std::size_t j) {
         Job& job = jobs[j];
         const std::size_t slot = job.policy * n_users + b0 + job.user;
-        job.dram = simulate_user(std::move(job.impl), *users[job.user], indexes[job.user], *stats[slot],
-                                 timelines[slot], job.records);
+        if (stages_.empty()) {
+          job.dram = simulate_user(std::move(job.impl), *users[job.user], indexes[job.user], *stats[slot],
+                                   timelines[slot], job.records);
+        } else {
+          job.dram = simulate_user_on_pipeline(job.policy, *users[job.user], *stats[slot], timelines[slot], job.records);
+        }
       });
       for (std::size_t p = 0; p < n_policies; ++p) {
         RecordColumns batch;
@@ -571,6 +594,102 @@ class RagQaExperiment : public Experiment {
     return DramUse{run.device().dram().peak_bytes(), run.device().dram().mean_used_bytes()};
   }
 
+  // One user's phone under one policy's pipeline stages (serve_on: pipeline): the same phone, the
+  // model's weights reserved as above, the stages in a `pipeline` app over the user's queries.
+  DramUse simulate_user_on_pipeline(std::size_t policy, const traces::UserTrace& user, sim::StatGroup& stats,
+                                    sim::TimelineProcess* timeline, std::vector<QueryRecord>& out) const {
+    SimulatedRun run(device_, stats.child("device"), timeline);
+    run.device().dram().reserve("weights", model_.weight_bytes());
+    const std::unique_ptr<policies::App> app = pipeline_app(policy, user);
+    const auto& served = dynamic_cast<const policies::PipelineApp&>(*app).served();
+    run.start(app->run(run.device(), "rag", stats), "user " + user.user_id);
+    run.run();
+    // Without an answer cache the translation charges the query's embedding with the retrieval.
+    const double embed_in_retrieval_ms = stages_[policy].app["answer_cache"] ? 0.0 : pipeline_.embed_query_ms;
+    for (const auto& s : served) {
+      out.push_back(record_of_served(s, user, embed_in_retrieval_ms));
+      if (timeline)
+        timeline->span("queries", fmt::format("query {}#{}", user.user_id, s.times.request),
+                       sim::from_seconds(s.times.arrival_s), sim::from_seconds(s.times.end_s), "query");
+    }
+    return DramUse{run.device().dram().peak_bytes(), run.device().dram().mean_used_bytes()};
+  }
+
+  // Policy `policy`'s stages as a pipeline app over `user`'s queries (their arrivals, the driver's model).
+  std::unique_ptr<policies::App> pipeline_app(std::size_t policy, const traces::UserTrace& user) const {
+    YAML::Node node = yaml_clone(stages_[policy].app);
+    node["impl"] = "pipeline";
+    node["model"] = yaml_clone(model_.resolved);
+    node["workload"] = YAML::Load("{generate: default}");  // a placeholder: rag_workload below gives the user
+    auto app = Registry<policies::App>::instance().create(node, policies_[policy].source);
+    policies::AppEnvironment env;
+    env.device = &device_;
+    env.rag_workload = [&](const YAML::Node&, const ConfigSource&) {
+      traces::RagTrace one;
+      one.meta = users_->meta();
+      one.users.push_back(user);
+      return one;
+    };
+    app->prepare(env);
+    return app;
+  }
+
+  // One request the pipeline served, as the loop's record of the query: every column of the
+  // records table and the summary. `embed_in_retrieval_ms`: the query embedding the translation
+  // added to the retrieval's fixed cost (a policy without an answer cache), split back out.
+  static QueryRecord record_of_served(const policies::pipeline::Served& s, const traces::UserTrace& user,
+                                      double embed_in_retrieval_ms) {
+    QueryRecord r;
+    r.user = user.user_id;
+    r.query_index = s.times.request;
+    r.arrival_s = s.times.arrival_s;
+    r.start_s = s.times.start_s;
+    r.end_s = s.times.end_s;
+    r.embed_s = s.embed_s;
+    r.qa_match_s = s.qa_match_s;
+    r.retrieval_s = s.retrieval_s;
+    // One busy of embed + retrieval on the unit, which the loop times as two back-to-back phases.
+    if (embed_in_retrieval_ms > 0 && s.retrieval_s > 0) {
+      const sim::Time embed = sim::from_ms(embed_in_retrieval_ms);
+      r.embed_s = sim::to_seconds(embed);
+      r.retrieval_s = sim::to_seconds(sim::from_seconds(s.retrieval_s) - embed);
+    }
+    r.kv_match_s = s.kv_match_s;
+    r.load_s = s.split_s;  // bringing the stored K/V back (the loop's slice loads); stores are written after
+    r.prefill_s = s.prefill_s;
+    // On the clock's integer ns, as the loop times it (Served::decode_s is a difference of seconds).
+    r.decode_s = sim::to_seconds(sim::from_seconds(s.times.end_s) - s.first_token);
+    r.qa_hit = s.answer_hit;
+    // An answer-cache hit built no prompt and generated nothing: the loop's record has no tokens.
+    if (!s.answer_hit) {
+      r.prompt_tokens = s.prompt_tokens;
+      r.reused_tokens = s.reused_tokens;
+      // The prompt's tokens the unit computed: those not reused, and reused ones the split rebuilt.
+      r.computed_tokens = s.prompt_tokens - s.reused_tokens + s.recomputed_tokens;
+      r.answer_tokens = s.times.output_tokens;
+    }
+    r.flops = s.device_flops;
+    r.bytes_loaded = s.loaded_bytes;
+    r.energy_j = s.device_energy_j;
+    r.active_energy_j = s.times.active_energy_j;
+    r.qa_stale = s.answer_stale;
+    r.kv_hit_chunks = s.matched_chunks;
+    r.retrieved_chunks = s.retrieved_chunks;
+    r.cache_bytes = s.cache_bytes;
+    r.qa_similarity = s.answer_similarity;
+    r.served_answer = s.served_answer;
+    const auto& q = user.queries.at(static_cast<std::size_t>(s.times.request));
+    const traces::AnswerScore score = traces::score_served_answer(s.served_answer, q.answer_text);
+    r.rouge_l = score.rouge_l;
+    r.bleu = score.bleu;
+    // The idle stage's work since the previous request (the loop's background jobs before the query).
+    r.bg_s = s.idle_work.busy_s;
+    r.bg_flops = s.idle_work.flops;
+    r.bg_energy_j = s.idle_work.energy_j;
+    r.bg_jobs = s.idle_work.jobs;
+    return r;
+  }
+
   // The trace's precomputed retrieval holds a fixed number of chunks per query: a larger top_k
   // would apply to predicted queries (retrieved in simulation) but not to the trace's own.
   void check_top_k(const traces::UserTrace& user) const {
@@ -593,6 +712,7 @@ class RagQaExperiment : public Experiment {
   models::ModelSpec model_;
   policies::PipelineConfig pipeline_;
   std::vector<PolicyEntry> policies_;
+  std::vector<policies::PolicyStages> stages_;  // serve_on: pipeline: each policy's stages (empty: loop)
   YAML::Node workload_node_;
   // Set by prepare().
   std::unique_ptr<UserSource> users_;

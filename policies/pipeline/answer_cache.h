@@ -36,6 +36,8 @@ class AnswerCache {
                                  AnswerLookup& out) = 0;
   // After the LLM answered a request that missed: keep its answer for later ones.
   virtual void insert(const Request& r) = 0;
+  // Flash its entries take (0: a cache that keeps none there).
+  virtual double stored_bytes() const { return 0; }
 };
 
 }  // namespace mobisim::policies::pipeline

@@ -64,6 +64,7 @@ KvMatch ChunkTreeReuse::match(const Request& r, double now_s) {
     trim = std::min<std::int64_t>(boundary_tokens_, tree_.nodes()[static_cast<std::size_t>(m.nodes.back())].tokens);
   KvMatch out;
   out.tokens = m.tokens - trim;
+  out.chunks = m.chunks;
   for (const std::int32_t id : m.nodes) files_.push_back(tree_.nodes()[static_cast<std::size_t>(id)].tokens);
   out.bytes = static_cast<double>(out.tokens) * bytes_per_token_;
   return out;

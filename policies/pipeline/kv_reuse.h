@@ -17,6 +17,7 @@ namespace mobisim::policies::pipeline {
 struct KvMatch {
   std::int64_t tokens = 0;  // positions [0, tokens) have stored K/V
   double bytes = 0;         // what reading all of them would read
+  std::int64_t chunks = 0;  // retrieved chunks among them (a store of chunk slices; 0 otherwise)
   bool rejected = false;    // a stored entry was found but failed verification (and was dropped)
 };
 

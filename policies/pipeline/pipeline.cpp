@@ -66,7 +66,11 @@ sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, st
         options_.payload == kvsplit::Payload::kKv ? m.kv_bytes_per_token() : m.qkv_bytes_per_token(m.kv_dtype);
     const sim::Time t0 = sim.now();
     const std::string label = "kv load";
-    for (const std::int64_t tokens : files) co_await device.storage().read(static_cast<double>(tokens) * per_token, label);
+    for (const std::int64_t tokens : files) {
+      const double bytes = static_cast<double>(tokens) * per_token;
+      co_await device.storage().read(bytes, label);
+      out.loaded_bytes += bytes;
+    }
     out.split_s = out.split_copy_s = sim::to_seconds(sim.now() - t0);
     out.recomputed_tokens = 0;
     out.loaded_tokens = s;
@@ -84,6 +88,7 @@ sim::Task<void> Pipeline::bring_back(devices::Device& device, std::int64_t s, st
   out.split_s = sim::to_seconds(sim.now() - t0);
   out.recomputed_tokens = tally.recomputed_tokens;
   out.loaded_tokens = s - tally.recomputed_tokens;
+  out.loaded_bytes = static_cast<double>(out.loaded_tokens) * split_costs_->bytes_per_token_loaded();
   out.split_compute_s = sim::to_seconds(tally.compute_busy);
   out.split_copy_s = sim::to_seconds(tally.copy_busy);
   out.times.active_energy_j += tally.active_energy_j;
@@ -108,12 +113,19 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   out.started = sim.now();
   out.times.start_s = sim::to_seconds(out.started);
   out.times.output_tokens = r.output_tokens;
+  const double flops0 = device.flops(), energy0 = device.energy_j();
+  // Measured when the request ends (answered or a hit): the phone's FLOPs and energy meanwhile.
+  const auto measure_phone = [&] {
+    out.device_flops = device.flops() - flops0;
+    out.device_energy_j = device.energy_j() - energy0;
+  };
   out.prompt_tokens = r.prompt_tokens();  // as laid out at arrival (a hit's record); retrieval may change it
   // The idle work since the last request ends; what it put in DRAM is this request's to use.
   const IdleClaim claimed = idle_ ? idle_->claim(device, owner_, r) : IdleClaim{};
   std::int64_t in_dram = claimed.in_dram_tokens;
   out.prefetched_tokens = in_dram;
   out.idle_work = claimed.work;
+  out.cache_bytes = reuse_->stored_bytes() + (answers_ ? answers_->stored_bytes() : 0.0);
   if (answers_) {
     AnswerLookup hit;
     co_await answers_->lookup(device, options_.unit, options_.priority, r, hit);
@@ -127,6 +139,7 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
       if (r.kv_session >= 0 && r.kv_session_ends) residency_->end_session(device, kv_owner, r.kv_session);
       out.split_done = out.first_token = sim.now();
       out.times.first_token_s = out.times.end_s = sim::to_seconds(sim.now());
+      measure_phone();
       if (idle_) sim.start(idle_->after(device, owner_, *reuse_, r, true, cost_.spec().kv_bytes_per_token()), "idle work");
       co_return;
     }
@@ -156,6 +169,7 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   const KvMatch match = reuse_->match(req, out.times.start_s);
   out.reuse_rejected = match.rejected;
   out.matched_tokens = match.tokens;
+  out.matched_chunks = match.chunks;
   // At least the last prompt token is computed: its logits give the first answer token.
   const std::int64_t s = std::min(match.tokens, n - 1);
   out.reused_tokens = s;
@@ -176,6 +190,7 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   out.kv_read_bytes = residency_->read_bytes() - read_before;
   out.times.end_s = sim::to_seconds(sim.now());
   out.decode_s = out.times.end_s - out.times.first_token_s;
+  measure_phone();
   residency_->release(device, kv_owner);
   // What the store keeps is written to flash in the background, after the answer (later flash
   // reads queue behind it).

@@ -97,6 +97,14 @@ struct Served {
   // (embedding the query, matching it), the fixed costs of retrieval and of matching the store.
   double embed_s = 0, qa_match_s = 0, retrieval_s = 0, kv_match_s = 0;
   std::int64_t retrieved_chunks = 0;  // chunk segments of the prompt as retrieved (0 on a hit)
+  std::int64_t matched_chunks = 0;    // of those, the ones the KV-reuse stage's match covers (KvMatch::chunks)
+  double loaded_bytes = 0;            // the stored K/V brought back by reads (flash, DRAM or a link), not rebuilt
+  // The flash the KV-reuse stage and the answer cache held when the request was taken up.
+  double cache_bytes = 0;
+  // The phone's FLOPs and energy (idle power included) from the request's start to its end, as
+  // Device::energy_j counts them: with the phone to the app, the request's own (the rag loop's
+  // QueryRecord::flops and energy_j); work of other apps or of background writes meanwhile counts too.
+  double device_flops = 0, device_energy_j = 0;
   // matched_tokens: the stored prefix the KV-reuse stage found; reused_tokens: of those, what was
   // brought back (at most the prompt less its last token, whose logits give the first answer token).
   KvStored stored;

@@ -34,6 +34,7 @@ class SemanticAnswerCache : public AnswerCache {
   sim::Task<void> lookup(devices::Device& device, const std::string& unit, int priority, const Request& r,
                          AnswerLookup& out) override;
   void insert(const Request& r) override;
+  double stored_bytes() const override { return bank_.used_bytes(); }
   // For the idle stages that work on the same bank (percache_scheduler, sleeptime).
   QaBank& bank() { return bank_; }
   double tau_query() const { return tau_; }

@@ -1,0 +1,166 @@
+// The rag_qa driver's `serve_on: pipeline` (issue 34 item 4): each policy's pipeline stages
+// (policies/apps/rag_policy_stages.h) serve the users' queries on Pipeline::serve, converted to the
+// loop's records. A small generated experiment (2 users x 10 queries, Table 1's fixed costs) run
+// both ways gives, query by query, the same latency, QA-hit outcome, reused tokens and phase
+// times to the nanosecond, and the same summary latencies; and the error paths.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "experiments/experiment.h"
+#include "sim/error.h"
+#include "sim/h5.h"
+#include "sim/simulator.h"
+#include "test_util.h"
+
+namespace mobisim {
+namespace rag_qa_on_pipeline_tests {  // named: unity builds put test files together
+namespace {
+
+// PerCache figure 14's phone, model and fixed costs, on a small generated workload.
+std::string experiment_yaml(const std::string& serve_on, const std::string& policies) {
+  return fmt::format(R"(name: rag_qa_on_pipeline
+seed: 3
+experiment:
+  impl: rag_qa
+  serve_on: {}
+  device: pixel7
+  model: {{base: llama-3.2-3b, weight_dtype: int4, activation_dtype: fp32, kv_dtype: fp32}}
+  workload:
+    generate: {{base: default, users: 2, queries: {{per_user: 10}}}}
+  pipeline: {{compute_unit: cpu, system_prompt_tokens: 64, top_k: 3, embed_query_ms: 1600, qa_match_ms: 10,
+              retrieval_ms: 3940, kv_match_ms: 15}}
+  policies:
+{})",
+                     serve_on, policies);
+}
+
+const char* kPolicies = R"(    - impl: naive
+    - impl: ragcache
+    - impl: meancache
+    - impl: sleeptime
+      knowledge_type: "personal notes"
+    - impl: percache
+      knowledge_type: "personal notes"
+)";
+const std::vector<std::string> kLabels = {"naive", "ragcache", "meancache", "sleeptime", "percache"};
+
+// Runs the experiment in-process, its results written to `out`.
+void run(const std::string& yaml, const std::string& out) {
+  experiments::RunOptions o;
+  o.output_override = out;
+  o.quiet = true;
+  o.no_plot = true;
+  ASSERT_EQ(experiments::run_experiment(load_yaml_string(yaml, "test.yaml"), "test.yaml", o), 0);
+}
+
+std::vector<sim::Time> ns(const std::vector<double>& seconds) {
+  std::vector<sim::Time> out;
+  for (double s : seconds) out.push_back(sim::from_seconds(s));
+  return out;
+}
+
+class RagQaOnPipeline : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir("rag-qa-pipeline");
+    run(experiment_yaml("loop", kPolicies), dir_->file("loop.h5"));
+    run(experiment_yaml("pipeline", kPolicies), dir_->file("pipeline.h5"));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static testing::TempDir* dir_;
+};
+testing::TempDir* RagQaOnPipeline::dir_ = nullptr;
+
+TEST_F(RagQaOnPipeline, EveryQueryHasTheLoopsLatencyOutcomeReuseAndPhasesToTheNanosecond) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
+  const h5::Reader loop(dir_->file("loop.h5")), pipe(dir_->file("pipeline.h5"));
+  for (const std::string& label : kLabels) {
+    SCOPED_TRACE(label);
+    const std::string records = "/runs/" + label + "/records/";
+    const auto hits = loop.ints(records + "qa_hit", 20);
+    EXPECT_EQ(pipe.ints(records + "qa_hit", 20), hits);
+    EXPECT_EQ(pipe.strings(records + "user", 20), loop.strings(records + "user", 20));
+    EXPECT_EQ(pipe.ints(records + "query", 20), loop.ints(records + "query", 20));
+    for (const char* col : {"latency_s", "arrival_s", "start_s", "end_s", "embed_s", "qa_match_s", "retrieval_s",
+                            "kv_match_s", "load_s", "prefill_s", "decode_s"})
+      EXPECT_EQ(ns(pipe.doubles(records + col, 20)), ns(loop.doubles(records + col, 20))) << col;
+    for (const char* col : {"reused_tokens", "prompt_tokens", "computed_tokens", "answer_tokens", "retrieved_chunks",
+                            "kv_hit_chunks", "qa_stale"})
+      EXPECT_EQ(pipe.ints(records + col, 20), loop.ints(records + col, 20)) << col;
+    // The columns the pipeline's Served carries for the loop (the phone's FLOPs while serving, the
+    // slices read back, the best QA similarity, the served answer's scores): the same numbers.
+    for (const char* col : {"flops", "bytes_loaded", "qa_similarity", "rouge_l", "bleu", "energy_j"})
+      EXPECT_EQ(pipe.doubles(records + col, 20), loop.doubles(records + col, 20)) << col;
+    // The idle stages' background work before each query is the loop's (jobs, FLOPs).
+    if (label == "sleeptime" || label == "percache") {
+      EXPECT_EQ(pipe.ints(records + "bg_jobs", 20), loop.ints(records + "bg_jobs", 20));
+      const auto a = pipe.doubles(records + "bg_flops", 20), b = loop.doubles(records + "bg_flops", 20);
+      for (std::size_t i = 0; i < 20; ++i) EXPECT_NEAR(a[i], b[i], 1e-12 * b[i]) << "bg_flops " << i;
+    }
+    // The case is not empty: the answer caches hit, the trees reuse, the idle stages work.
+    std::int64_t n_hits = 0, reused = 0, jobs = 0;
+    for (auto h : hits) n_hits += h;
+    for (auto r : loop.ints(records + "reused_tokens", 20)) reused += r;
+    for (auto j : loop.ints(records + "bg_jobs", 20)) jobs += j;
+    if (label == "meancache" || label == "percache") {
+      EXPECT_GT(n_hits, 0);
+    }
+    if (label == "ragcache" || label == "percache") {
+      EXPECT_GT(reused, 0);
+    }
+    if (label == "sleeptime" || label == "percache") {
+      EXPECT_GT(jobs, 0);
+    }
+  }
+}
+
+TEST_F(RagQaOnPipeline, TheSummarysLatencyColumnsAreTheLoops) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
+  const h5::Reader loop(dir_->file("loop.h5")), pipe(dir_->file("pipeline.h5"));
+  EXPECT_EQ(pipe.strings("/summary/policy", 5), kLabels);
+  EXPECT_EQ(pipe.ints("/summary/queries", 5), (std::vector<std::int64_t>(5, 20)));
+  // The latencies are the same records' latencies: the same numbers, to the bit.
+  for (const char* col : {"mean_latency_s", "p50_latency_s", "p90_latency_s", "p99_latency_s", "mean_ttft_s",
+                          "p90_ttft_s", "p99_ttft_s", "qa_hit_rate", "kv_chunk_hit_rate", "total_tflops"})
+    EXPECT_EQ(pipe.doubles(std::string("/summary/") + col, 5), loop.doubles(std::string("/summary/") + col, 5)) << col;
+  // Sums of phases the loop times piece by piece (a prefill in steps, slices read one by one): the
+  // same within their last digits.
+  for (const char* col : {"mean_tpot_s", "mean_prefill_s", "mean_decode_s", "mean_load_s"}) {
+    const auto a = pipe.doubles(std::string("/summary/") + col, 5), b = loop.doubles(std::string("/summary/") + col, 5);
+    for (std::size_t p = 0; p < 5; ++p) EXPECT_NEAR(a[p], b[p], 1e-12 * std::abs(b[p])) << col << " " << kLabels[p];
+  }
+  // The K/V of the request being served is in the pipeline's DRAM ledger (kv_residency: dram), not
+  // the loop's: the pipeline's peak is above the weights the loop holds alone.
+  const auto peak_pipe = pipe.doubles("/summary/dram_peak_bytes", 5), peak_loop = loop.doubles("/summary/dram_peak_bytes", 5);
+  for (std::size_t p = 0; p < 5; ++p) EXPECT_GT(peak_pipe[p], peak_loop[p]) << kLabels[p];
+}
+
+TEST(RagQaOnPipelineErrors, APolicyWithoutPipelineStagesIsAConfigErrorNamingIt) {
+  testing::TempDir dir("rag-qa-pipeline-err");
+  testing::expect_config_error_naming(
+      [&] {
+        run(experiment_yaml("pipeline", "    - impl: naive\n    - impl: percache\n      label: no_qa_bank\n"
+                                        "      qa_bank: false\n"),
+            dir.file("x.h5"));
+      },
+      {"no_qa_bank", "qa_bank"});
+  // The same policy on the loop runs.
+  run(experiment_yaml("loop", "    - impl: percache\n      label: no_qa_bank\n      qa_bank: false\n"),
+      dir.file("y.h5"));
+}
+
+TEST(RagQaOnPipelineErrors, AnUnknownServeOnIsAConfigError) {
+  testing::TempDir dir("rag-qa-pipeline-err");
+  testing::expect_config_error_naming([&] { run(experiment_yaml("pipelines", "    - impl: naive\n"), dir.file("x.h5")); },
+                                      {"serve_on", "pipelines", "loop", "pipeline"});
+}
+
+}  // namespace
+}  // namespace rag_qa_on_pipeline_tests
+}  // namespace mobisim
