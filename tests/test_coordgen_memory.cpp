@@ -12,10 +12,13 @@
 #include "experiments/simulation.h"
 #include "models/cost_model.h"
 #include "policies/pipeline/pipeline.h"
+#include "policies/apps/app.h"
 #include "policies/pipeline/policy_phases.h"
+#include "policies/pipeline/speculative_decode.h"
 #include "policies/specdec/sd_policies.h"
 #include "sim/error.h"
 #include "sim/registry.h"
+#include "test_pipeline_util.h"
 #include "test_util.h"
 
 namespace mobisim {
@@ -172,6 +175,43 @@ TEST(CoordGenMemory, DramLedgerPeakIsThePolicysPeak) {
     run.start(serve_one(run.device(), pipeline, r), "request");
     run.run();
     EXPECT_NEAR(run.device().dram().peak_bytes(), b.peak_memory_bytes, 1e-6 * b.peak_memory_bytes) << impl;
+  }
+}
+
+// The pipeline's own stages (`npu_graphs` prefill, `speculative` decode) hold the same: the graph's
+// weights as the spec counts them, the rest of the policy's peak beyond the K/V by the decoder.
+TEST(CoordGenMemory, SpeculativeStageHoldsThePolicysPeakBeyondTheKv) {
+  const devices::DeviceProfile phone = devices::load_device_profile("oneplus-12");
+  constexpr const char* kModel = "{base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}";
+  const models::CostModel cost(models::load_model_spec(YAML::Load(kModel), ConfigSource{}));
+  for (const char* impl : {"npu_vanilla", "coordgen"}) {
+    const std::string decode = std::string("{impl: speculative, policy: {impl: ") + impl + "}, outputs: {seed: 7}}";
+    auto app = Registry<policies::App>::instance().create(
+        YAML::Load(std::string("{impl: pipeline, model: ") + kModel +
+                   ", unit: cpu, workload: {generate: default}, system_prompt_tokens: 64, top_k: 3, "
+                   "prefill: {impl: npu_graphs}, decode: " + decode + "}"),
+        ConfigSource{});
+    policies::AppEnvironment env;
+    env.rag_workload = [](const YAML::Node&, const ConfigSource&) { return testing::three_chunk_workload(1, 20, 40); };
+    app->prepare(env);
+    const testing::PipelineRun ran = testing::run_pipeline_alone(*app, phone);
+    ASSERT_EQ(ran.served.size(), 1u);
+    // The same request planned again by the same stage: its peak beyond the K/V of prompt + answer.
+    auto again = Registry<pl::DecodeStage>::instance().create(YAML::Load(decode), ConfigSource{});
+    auto& stage = dynamic_cast<pl::SpeculativeDecode&>(*again);
+    sim::StatGroup stats("phone");
+    experiments::SimulatedRun run(phone, stats.child("device"));
+    stage.begin(run.device(), cost);
+    pl::Request r;
+    r.prompt = {{"system", 0x5157E1ULL, 64}};
+    for (std::uint64_t c = 0; c < 3; ++c) r.prompt.push_back({"chunk", 0xC4000000ULL + c, 100});
+    r.prompt.push_back({"query", 0x9E000000000ULL, 20});
+    const sd::RequestBreakdown b = stage.plan(r.token_ids(), 40).breakdown;
+    const double beyond_kv = b.peak_memory_bytes - cost.spec().kv_bytes_per_token() * (384.0 + b.output_tokens);
+    ASSERT_TRUE(ran.peaks.count("app/npu_graph")) << impl;
+    ASSERT_TRUE(ran.peaks.count("app/decoder")) << impl;
+    EXPECT_DOUBLE_EQ(ran.peaks.at("app/npu_graph"), cost.spec().weight_bytes()) << impl;
+    EXPECT_NEAR(ran.peaks.at("app/npu_graph") + ran.peaks.at("app/decoder"), beyond_kv, 1e-6 * beyond_kv) << impl;
   }
 }
 
