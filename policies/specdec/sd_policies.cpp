@@ -23,8 +23,33 @@ std::int64_t output_tokens(const DecodeTrace& t) {
   return n;
 }
 
-// The CPU's own copy of the weights, kept beside the NPU graphs' when decoding runs on the CPU.
-double cpu_weights_bytes(const SpecDecEnv& env) { return env.cpu_cost.spec().weight_bytes(); }
+// Parameters of one vocabulary table (the embedding table, or the LM head): vocab x hidden.
+double vocab_table_params(const models::ModelSpec& s) { return static_cast<double>(s.vocab) * s.hidden; }
+
+// The embedding table and the classifier as ModelSpec::weight_bytes() counts them (tied: one table,
+// at the classifier's dtype; untied: the table at the linear layers' dtype, the head at the classifier's).
+double spec_vocab_tables_bytes(const models::ModelSpec& s) {
+  const double t = vocab_table_params(s);
+  return s.tied_embeddings ? t * s.classifier_weight_bytes()
+                           : t * (s.linear_weight_bytes() + s.classifier_weight_bytes());
+}
+
+// What the NPU model's runtime holds beyond the spec's count of its weights: mllm keeps the embedding
+// table and the LM head as two CPU tensors at their own dtypes (PolicyKnobs), not one int8 table.
+double npu_model_tables_extra_bytes(const SpecDecEnv& env, const PolicyKnobs& k) {
+  const models::ModelSpec& s = env.cost.spec();
+  return vocab_table_params(s) * (models::dtype_bytes(k.embedding_dtype) + models::dtype_bytes(k.npu_lm_head_dtype)) -
+         spec_vocab_tables_bytes(s);
+}
+
+// The CPU's own copy of the weights, kept beside the NPU graphs' when decoding runs on the CPU: its
+// blocks and final norm as the CPU spec stores them, its own embedding table (PolicyKnobs::
+// embedding_dtype) and its own LM head at the CPU spec's classifier dtype.
+double cpu_weights_bytes(const SpecDecEnv& env, const PolicyKnobs& k) {
+  const models::ModelSpec& s = env.cpu_cost.spec();
+  return s.weight_bytes() - spec_vocab_tables_bytes(s) +
+         vocab_table_params(s) * (models::dtype_bytes(k.embedding_dtype) + s.classifier_weight_bytes());
+}
 
 // Decoding steps of a trace on the NPU's G_d graph (chunk c) or on the CPU.
 void add_phase(RequestBreakdown& r, const char* unit, double seconds, const char* label) {
@@ -66,9 +91,9 @@ void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t 
 // Chunked NPU prefill, slot by slot (NPU part, then its attention on the CPU), then the exposed
 // graph switch. Returns the prefill with, per chunk, the index of its last phase (its logits exist
 // once that phase has run).
-PrefillResult add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, const GraphShapes& g,
+PrefillResult add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, const PolicyKnobs& k,
                           std::optional<SwitchStrategy> sw, RequestBreakdown& r, std::vector<int>* chunk_last_phase) {
-  PrefillResult p = npu_prefill(env, prompt_tokens, g, sw);
+  PrefillResult p = npu_prefill(env, prompt_tokens, k.graphs, sw);
   r.prefill_s = p.prefill_s;
   r.switch_s = p.switch_s;
   if (chunk_last_phase) chunk_last_phase->assign(p.chunk_end_s.size(), -1);
@@ -79,7 +104,9 @@ PrefillResult add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, con
       (*chunk_last_phase)[static_cast<std::size_t>(slot.chunk)] = static_cast<int>(r.phases.size()) - 1;
   }
   add_phase(r, "npu", p.switch_s, "graph switch");
-  r.peak_memory_bytes = p.peak_npu_bytes;
+  // The graphs' weights at their peak, with the runtime's embedding table and LM head in place of
+  // the spec's one table.
+  r.peak_memory_bytes = p.peak_npu_bytes + npu_model_tables_extra_bytes(env, k);
   return p;
 }
 
@@ -135,11 +162,11 @@ RequestBreakdown PlainDecodePolicy::run(const SpecDecEnv& env, std::int64_t prom
                                         const DecodeTrace& trace) const {
   RequestBreakdown r;
   if (unit_ == DecodeUnit::kNpu) {
-    add_prefill(env, prompt_tokens, k_.graphs, switch_, r, nullptr);
+    add_prefill(env, prompt_tokens, k_, switch_, r, nullptr);
     add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, 0.0, r);
   } else {
-    add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r, nullptr);
-    r.peak_memory_bytes += cpu_weights_bytes(env);
+    add_prefill(env, prompt_tokens, k_, std::nullopt, r, nullptr);
+    r.peak_memory_bytes += cpu_weights_bytes(env, k_);
     add_decode(env, unit_, 1, prompt_tokens, trace, 0.0, r);
   }
   finish(env, prompt_tokens, r);
@@ -185,10 +212,10 @@ RequestBreakdown RetrievalSdPolicy::run(const SpecDecEnv& env, std::int64_t prom
                                         const DecodeTrace& trace) const {
   RequestBreakdown r;
   std::vector<int> chunk_last_phase;
-  const PrefillResult p = add_prefill(env, prompt_tokens, k_.graphs,
+  const PrefillResult p = add_prefill(env, prompt_tokens, k_,
                                       unit_ == DecodeUnit::kNpu ? std::optional(switch_) : std::nullopt, r,
                                       &chunk_last_phase);
-  if (unit_ == DecodeUnit::kCpu) r.peak_memory_bytes += cpu_weights_bytes(env);
+  if (unit_ == DecodeUnit::kCpu) r.peak_memory_bytes += cpu_weights_bytes(env, k_);
   bool join = false;
   if (drafter_.calibrate) {
     join = add_calibration(k_, prompt_tokens, p, chunk_last_phase, r);
@@ -206,6 +233,16 @@ RequestBreakdown RetrievalSdPolicy::run(const SpecDecEnv& env, std::int64_t prom
 }
 
 // ---------------------------------------------------------------------------------------------
+double eagle_drafter_bytes(const models::ModelSpec& target, const PolicyKnobs& k) {
+  // EAGLE-2's drafter (SafeAILab/EAGLE eagle/model/cnets1.py, Model): one decoder layer, the fc that
+  // fuses token embedding and feature ([2 hidden -> hidden] plus bias), both cast to the target's
+  // dtype (ea_model.py), and its own embedding table loaded from the target's; it drafts through the
+  // target's LM head (no copy of its own).
+  const double fc_params = 2.0 * target.hidden * target.hidden + target.hidden;
+  return (static_cast<double>(target.params_per_layer()) + fc_params) * target.linear_weight_bytes() +
+         target.lora_bytes_per_layer() + vocab_table_params(target) * models::dtype_bytes(k.embedding_dtype);
+}
+
 EaglePolicy::EaglePolicy(const Params& p, std::string name, DecodeUnit unit)
     : name_(std::move(name)), unit_(unit), k_(knobs_from(p)) {
   tokens_per_step_ = p.real("tokens_per_step");
@@ -227,10 +264,10 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
   const models::CostModel& target = unit_ == DecodeUnit::kNpu ? env.cost : env.cpu_cost;
   const auto& spec = target.spec();
   if (unit_ == DecodeUnit::kNpu) {
-    add_prefill(env, prompt_tokens, k_.graphs, parse_switch_strategy("synchronous"), r, nullptr);
+    add_prefill(env, prompt_tokens, k_, parse_switch_strategy("synchronous"), r, nullptr);
   } else {
-    add_prefill(env, prompt_tokens, k_.graphs, std::nullopt, r, nullptr);
-    r.peak_memory_bytes += cpu_weights_bytes(env);
+    add_prefill(env, prompt_tokens, k_, std::nullopt, r, nullptr);
+    r.peak_memory_bytes += cpu_weights_bytes(env, k_);
   }
   const std::int64_t n = output_tokens(trace);
   const auto steps = static_cast<std::int64_t>(std::ceil(static_cast<double>(n) / tokens_per_step_));
@@ -273,9 +310,7 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
   r.output_tokens = n;
   r.mean_accepted = tokens_per_step_ - 1.0;
   r.mean_drafted = k_.draft_budget;
-  // The drafter's weights: one layer plus an LM head.
-  r.peak_memory_bytes += static_cast<double>(spec.params_per_layer()) * spec.linear_weight_bytes() +
-                         spec.lora_bytes_per_layer() + double(spec.vocab) * spec.hidden * spec.classifier_weight_bytes();
+  r.peak_memory_bytes += eagle_drafter_bytes(spec, k_);
   finish(env, prompt_tokens, r);
   return r;
 }
@@ -326,7 +361,7 @@ MOBISIM_SPECDEC_RSD(PldOurs, "pld_ours", DecodeUnit::kNpu, "pld", SwitchStrategy
 MOBISIM_SPECDEC_RSD(SamOurs, "sam_ours", DecodeUnit::kNpu, "sam", SwitchStrategy::kSynchronous, true,
                     "Table 4's SAM+ours: SAM + in-context calibration + draft reuse (on the NPU, no +G).")
 MOBISIM_SPECDEC_EAGLE(NpuEagle, "npu_eagle", DecodeUnit::kNpu,
-                      "EAGLE-2 simulated on the NPU: 1-layer + LM-head drafter, 5.5 tokens per step (4.1 (5)).")
+                      "EAGLE-2 simulated on the NPU: 1-layer drafter with its own embedding table, 5.5 tokens per step (4.1 (5)).")
 MOBISIM_SPECDEC_EAGLE(CpuEagle, "cpu_eagle", DecodeUnit::kCpu,
                       "EAGLE-2 simulated on the CPU after NPU prefill (4.1 (6)).")
 

@@ -53,6 +53,11 @@ class RetrievalSdPolicy : public SpecDecPolicy {
   DrafterOptions drafter_;
 };
 
+// Bytes EAGLE-2's drafter holds beside `target` (the model it drafts for, on the unit that decodes):
+// one decoder layer and the [2 hidden -> hidden] fc at the target's linear dtype, and an embedding
+// table of its own at k.embedding_dtype; it shares the target's LM head (docs/coordgen.md, Memory).
+double eagle_drafter_bytes(const models::ModelSpec& target, const PolicyKnobs& k);
+
 class EaglePolicy : public SpecDecPolicy {
  public:
   EaglePolicy(const Params& p, std::string name, DecodeUnit unit);

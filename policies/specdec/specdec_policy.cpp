@@ -56,6 +56,14 @@ ParamSchema knob_schema() {
       .non_negative()
       .with_unit("ms");
   s.real("calibration_bytes_per_node", 16, "memory per calibrated-tree node").non_negative().with_unit("bytes");
+  s.text("embedding_dtype", std::string("fp32"),
+         "dtype of the runtime's embedding table, one per model copy and one in EAGLE's drafter (mllm: fp32 "
+         "in its QNN and CPU files; specdec_policy.h)")
+      .in(models::dtype_names());
+  s.text("npu_lm_head_dtype", std::string("fp32"),
+         "dtype of the NPU model's LM head, a CPU tensor of its own beside the embedding table, tied or not "
+         "(mllm's QNN export leaves lm_head unquantised; specdec_policy.h)")
+      .in(models::dtype_names());
   return s;
 }
 
@@ -74,6 +82,8 @@ PolicyKnobs knobs_from(const Params& p) {
   k.calibration_slice_tokens = static_cast<int>(p.integer("calibration_slice_tokens"));
   k.draft_ms_per_step = p.real("draft_ms_per_step");
   k.calibration_bytes_per_node = p.real("calibration_bytes_per_node");
+  k.embedding_dtype = models::parse_dtype(p.text("embedding_dtype"));
+  k.npu_lm_head_dtype = models::parse_dtype(p.text("npu_lm_head_dtype"));
   return k;
 }
 

@@ -120,6 +120,15 @@ struct PolicyKnobs {
   int calibration_slice_tokens = 1;
   double draft_ms_per_step = 1.0;  // retrieval + tree construction (document: < 3 ms)
   double calibration_bytes_per_node = 16;
+  // What the runtime (mllm, the document's base) keeps beside the transformer blocks, in CPU memory
+  // (docs/coordgen.md, "Memory (Figure 12)"): the embedding table and the LM head are two tensors,
+  // each loaded by its own CPU op (Embedding; HeadLinear, or Parameter when tied), so a tied model
+  // holds the table twice. The embedding table is float in both of mllm's files (its QNN export
+  // quantises only the linear layers and its converter writes floats as fp32; its CPU quantiser
+  // keeps embed_tokens in fp32); the NPU model's LM head is float too (the export skips lm_head),
+  // the CPU copy's is quantised with its linear layers (the CPU spec's classifier dtype).
+  models::DType embedding_dtype = models::DType::kF32;
+  models::DType npu_lm_head_dtype = models::DType::kF32;
 };
 ParamSchema knob_schema();
 PolicyKnobs knobs_from(const Params& p);
