@@ -153,25 +153,10 @@ TEST(DynaKvDramReplay, PageBuffersAndTheCacheStayWithinTheirBudgets) {
 // ---------------------------------------------------------------------------
 // The driver: every run's ledger in the result file.
 // ---------------------------------------------------------------------------
-std::string temp_out(const std::string& tag) {
-  return (std::filesystem::temp_directory_path() /
-          ("mobisim_dynakv_dram_" + tag + "_" + std::to_string(::getpid()) + ".h5"))
-      .string();
-}
+using dynakv_testing::remove_result;
+using dynakv_testing::run_yaml;
 
-void remove_result(const std::string& out) {
-  std::filesystem::remove(out);
-  std::filesystem::remove(out.substr(0, out.size() - 3) + "_summary.csv");
-}
-
-int run_yaml(const std::string& yaml, const std::string& out, std::vector<std::string> overrides) {
-  experiments::RunOptions o;
-  o.output_override = out;
-  o.no_plot = true;
-  o.quiet = true;
-  o.overrides = std::move(overrides);
-  return experiments::run_experiment_file(std::string(MOBISIM_SOURCE_DIR) + "/experiments/dynakv/" + yaml, o);
-}
+std::string dram_temp_out(const std::string& tag) { return dynakv_testing::temp_out("dram_" + tag); }
 
 std::int64_t qwen3b_fp8_weight_bytes() {
   models::ModelSpec m = models::load_model_spec("qwen2.5-3b");
@@ -191,7 +176,7 @@ std::int64_t qwen3b_fp8_weight_bytes() {
 // The peak is the weights + step 1's bytes; the mean weighs each step by its composed latency:
 // step 0's is the T=1 run's latency, step 1's the T=2 run's total less it.
 TEST(DynaKvDram, ExperimentLedgerByHand) {
-  const std::string out = temp_out("hand");
+  const std::string out = dram_temp_out("hand");
   ASSERT_EQ(run_yaml("fig12.yaml", out,
                      {"experiment.decode_lengths=[1, 2]", "experiment.prefill=33", "experiment.sim_layers=1",
                       "experiment.variants=[{name: all/full, policy: {impl: no_cluster, top_k_percent: 100}, "
@@ -223,7 +208,7 @@ TEST(DynaKvDram, ExperimentLedgerByHand) {
 // FP8) stops the run before anything is replayed: DramOverflow (exit code 1) naming DRAM and the
 // sizes, and no result file.
 TEST(DynaKvDram, WeightsAboveTheUsableDramStopTheRunAndWriteNothing) {
-  const std::string out = temp_out("overflow");
+  const std::string out = dram_temp_out("overflow");
   try {
     run_yaml("fig10.yaml", out,
              {"experiment.decode_lengths=[64]", "experiment.prefill=64", "experiment.sim_layers=1",
@@ -245,7 +230,7 @@ TEST(DynaKvDram, WeightsAboveTheUsableDramStopTheRunAndWriteNothing) {
 // its time-weighted mean, and it gives everything back at the end.
 TEST(DynaKvDram, EveryRunPeaksAboveItsMeanAndEndsEmpty) {
   for (const std::string yaml : {"fig10.yaml", "fig14.yaml"}) {
-    const std::string out = temp_out("all");
+    const std::string out = dram_temp_out("all");
     ASSERT_EQ(run_yaml(yaml, out, {"experiment.decode_lengths=[96]", "experiment.prefill=128", "experiment.sim_layers=1"}),
               0);
     h5::Reader r(out);

@@ -13,37 +13,19 @@
 #include "models/model_spec.h"
 #include "sim/error.h"
 #include "sim/h5.h"
+#include "test_kvcluster_util.h"
 
 namespace mobisim {
 namespace {
 
-std::string temp_out(const std::string& tag) {
-  return (std::filesystem::temp_directory_path() / ("mobisim_dynakv_" + tag + "_" + std::to_string(::getpid()) + ".h5"))
-      .string();
-}
-
-int run_yaml(const std::string& yaml, const std::string& out, std::vector<std::string> overrides) {
-  experiments::RunOptions o;
-  o.output_override = out;
-  o.no_plot = true;
-  o.quiet = true;
-  o.overrides = std::move(overrides);
-  return experiments::run_experiment_file(std::string(MOBISIM_SOURCE_DIR) + "/experiments/dynakv/" + yaml, o);
-}
-
-void remove_result(const std::string& out) {
-  std::filesystem::remove(out);
-  std::filesystem::remove(out.substr(0, out.size() - 3) + "_summary.csv");
-}
+using dynakv_testing::remove_result;
+using dynakv_testing::run_yaml;
+using dynakv_testing::temp_out;
 
 int run_fig10(const std::string& out, std::vector<std::string> overrides) {
-  experiments::RunOptions o;
-  o.output_override = out;
-  o.no_plot = true;
-  o.quiet = true;
-  o.overrides = {"experiment.decode_lengths=[128]", "experiment.prefill=128", "experiment.sim_layers=1"};
-  o.overrides.insert(o.overrides.end(), overrides.begin(), overrides.end());  // later overrides win
-  return experiments::run_experiment_file(std::string(MOBISIM_SOURCE_DIR) + "/experiments/dynakv/fig10.yaml", o);
+  std::vector<std::string> all{"experiment.decode_lengths=[128]", "experiment.prefill=128", "experiment.sim_layers=1"};
+  all.insert(all.end(), overrides.begin(), overrides.end());  // later overrides win
+  return run_yaml("fig10.yaml", out, std::move(all));
 }
 
 TEST(DynaKvExperiment, Fig10RunsAndDynaKvReadsLeastPerToken) {

@@ -1,10 +1,14 @@
 #pragma once
 // Helpers shared by the kvcluster tests: building a policy from YAML, small
 // matrices, and a miniature drifting-cluster key stream.
+#include <unistd.h>
+
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "experiments/experiment.h"
 #include "policies/kvcluster/kv_cluster.h"
 #include "sim/params.h"
 #include "sim/registry.h"
@@ -65,3 +69,28 @@ struct DriftingKeys {
 
 
 }  // namespace mobisim::policies::kvcluster::testing
+
+// The dynakv driver's tests: a result file in the temporary directory (one per process and tag),
+// removed with its summary CSV, and a YAML of experiments/dynakv/ run quietly into it.
+namespace mobisim::dynakv_testing {
+
+inline std::string temp_out(const std::string& tag) {
+  return (std::filesystem::temp_directory_path() / ("mobisim_dynakv_" + tag + "_" + std::to_string(::getpid()) + ".h5"))
+      .string();
+}
+
+inline void remove_result(const std::string& out) {
+  std::filesystem::remove(out);
+  std::filesystem::remove(out.substr(0, out.size() - 3) + "_summary.csv");
+}
+
+inline int run_yaml(const std::string& yaml, const std::string& out, std::vector<std::string> overrides) {
+  experiments::RunOptions o;
+  o.output_override = out;
+  o.no_plot = true;
+  o.quiet = true;
+  o.overrides = std::move(overrides);
+  return experiments::run_experiment_file(std::string(MOBISIM_SOURCE_DIR) + "/experiments/dynakv/" + yaml, o);
+}
+
+}  // namespace mobisim::dynakv_testing
