@@ -87,7 +87,8 @@ TEST(CpuKernelClasses, LlamaCppRepackIsVecDotTimesTheMeasuredRatio) {
   // configs/engines/llama.cpp.yaml: repack = vec_dot x pocketpal-ai PR #637's Pixel 9 ratios (mmap off, repack
   // off -> on): Q4_0 88.49 / 51.85, Q8_0 107.71 / 56.56. vec_dot is one class for Q4_0 and Q8_0, decode at the
   // GEMM's share.
-  const EngineUnitSpec& cpu = load_engine_profile("llama.cpp").units.at("cpu");
+  const auto profile = load_engine_profile("llama.cpp");  // kept: the references below point into it
+  const EngineUnitSpec& cpu = profile.units.at("cpu");
   EXPECT_EQ(cpu.kernels, "repack");
   const EngineKernelValues& vd = cpu.kernel_classes.at("vec_dot");
   const EngineKernelValues& rp = cpu.kernel_classes.at("repack");
