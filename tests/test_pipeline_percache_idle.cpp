@@ -158,6 +158,31 @@ TEST(IdleStageLink, AStageItNeedsButThePipelineLacksIsAConfigError) {
   EXPECT_NO_THROW(build(semantic, "{impl: prefix_store}", "{impl: sleeptime}"));  // a QA bank alone
 }
 
+// PerCache without its QA bank (figure 16's ablation): the stage says so (qa_bank: false, with the
+// embedding cost no answer cache then charges), links to the tree alone, and a pipeline that does
+// not match is refused, naming the key.
+TEST(IdleStageLink, PerCacheWithoutItsQaBankWorksOnTheTreeAlone) {
+  const models::CostModel cost(policies::testing::llama_fp32_act());
+  auto build = [&](const char* answers, const char* reuse, const char* idle) {
+    return Pipeline(cost, options_on("cpu"), stage<KvReuse>(reuse), stage<kvsplit::KvSplitStrategy>("{impl: always_load}"),
+                    nullptr, answers ? stage<AnswerCache>(answers) : nullptr, nullptr, nullptr, stage<IdleStage>(idle));
+  };
+  const char* no_bank = "{impl: percache_scheduler, qa_bank: false, embed_ms: 1600}";
+  const char* tree = "{impl: chunk_tree, payload: qkv}";
+  EXPECT_NO_THROW(build(nullptr, tree, no_bank));
+  testing::expect_config_error_naming([&] { build("{impl: semantic, embed_ms: 0, match_ms: 0}", tree, no_bank); },
+                                      {"qa_bank: false", "answer cache"});
+  testing::expect_config_error_naming([&] { build(nullptr, "{impl: none}", no_bank); }, {"qa_bank: false", "chunk_tree"});
+  // embed_ms goes with qa_bank: false, and only with it.
+  testing::expect_config_error_naming([&] { (void)stage<IdleStage>("{impl: percache_scheduler, qa_bank: false}"); },
+                                      {"embed_ms", "qa_bank: false"});
+  testing::expect_config_error_naming([&] { (void)stage<IdleStage>("{impl: percache_scheduler, embed_ms: 5}"); },
+                                      {"embed_ms"});
+  // The answer-cache error says how to run without one.
+  testing::expect_config_error_naming([&] { build(nullptr, tree, "{impl: percache_scheduler}"); },
+                                      {"answer_cache: {impl: semantic", "qa_bank: false"});
+}
+
 // Query prediction reads a RAG workload's texts: a chat conversation is refused before the run.
 TEST(IdleStageLink, AnEngineStageOnAConversationIsAConfigErrorBeforeTheRun) {
   auto app = Registry<policies::App>::instance().create(

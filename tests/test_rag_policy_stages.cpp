@@ -5,7 +5,7 @@
 //      12-query user (no late chunks: the QMSum traces are not needed) the loop's QA-hit outcome,
 //      reused tokens and latency to the nanosecond, and the loop's background jobs and FLOPs
 //      before it (busy time and energy within 1e-9 relative, as test_pipeline_percache_idle.cpp);
-//      the policies that cannot be expressed are listed as known gaps with their reason;
+//      every figure policy has a counterpart (figure 16's no_qa_bank too, since issue 34 closed its gap);
 //  (2) three translations against hand-written YAML, key by key;
 //  (3) every error path.
 #include <fmt/format.h>
@@ -47,25 +47,6 @@ using policies::PipelineConfig;
 using policies::PolicyStages;
 using policies::pipeline::Served;
 using policies::testing::stages::relative_difference;
-
-// The figures' policies that have no pipeline counterpart (a real gap), and why. The translation
-// must refuse exactly these (docs/compose.md, "What is left").
-struct KnownGap {
-  const char* file;
-  const char* label;
-  const char* key;  // the key the ConfigError names
-};
-const KnownGap kKnownGaps[] = {
-    // PerCache without its QA bank: the percache_scheduler idle stage needs the semantic answer
-    // cache (its bank is the QA layer), and without an answer cache no stage embeds the query.
-    {"fig16.yaml", "no_qa_bank", "qa_bank"},
-};
-
-const KnownGap* known_gap(const std::string& file, const std::string& label) {
-  for (const auto& g : kKnownGaps)
-    if (file == g.file && label == g.label) return &g;
-  return nullptr;
-}
 
 std::string percache_dir() { return testing::source_dir() + "/experiments/percache"; }
 
@@ -193,11 +174,6 @@ TEST_P(EveryFigurePolicy, RunsAsItsPipelineStagesWithTheLoopsOutcomeLatencyAndBa
     const std::string label =
         list[i]["label"] ? list[i]["label"].Scalar() : list[i]["impl"].Scalar();
     SCOPED_TRACE(fmt::format("{} policy {} ({})", name, i, label));
-    if (const KnownGap* gap = known_gap(name, label)) {
-      testing::expect_config_error_naming([&] { (void)policies::pipeline_stages_for(list[i], src, f.pipeline); },
-                                          {label, gap->key});
-      continue;
-    }
     const PolicyStages stages = policies::pipeline_stages_for(list[i], src, f.pipeline);
     EXPECT_EQ(stages.label, label);
     // The same entry (labels apart) is run once; told apart by the entry, not by its translation.
@@ -236,7 +212,6 @@ TEST(EveryFigurePolicyFiles, AreTheRagQaExperimentsOfThePerCacheFolder) {
   for (const char* f : {"fig14.yaml", "fig15a.yaml", "fig16.yaml", "fig21.yaml", "refresh.yaml"})
     EXPECT_NE(std::find(files.begin(), files.end(), f), files.end()) << f;
   EXPECT_EQ(std::find(files.begin(), files.end(), "table1.yaml"), files.end());  // percache_overhead
-  for (const auto& g : kKnownGaps) EXPECT_NE(std::find(files.begin(), files.end(), g.file), files.end()) << g.file;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -361,9 +336,27 @@ TEST(RagPolicyStagesErrors, AnUnknownPolicyOrKeyIsThePolicysOwnError) {
   testing::expect_config_error_naming([] { translate("{impl: naive, label: [a]}"); }, {"label"});
 }
 
-TEST(RagPolicyStagesErrors, PerCacheWithoutItsQaBankIsAKnownGap) {
-  testing::expect_config_error_naming([] { translate("{impl: percache, label: no_qa_bank, qa_bank: false}"); },
-                                      {"no_qa_bank", "qa_bank", "percache_scheduler", "semantic answer cache"});
+// PerCache without its QA bank: no answer cache, the query embedding in retrieval_ms (as for the
+// policies with no QA bank), the tree, and the idle stage told so with the embedding's cost.
+TEST(RagPolicyStagesErrors, PerCacheWithoutItsQaBankHasNoAnswerCache) {
+  const PipelineConfig cfg = policies::testing::table1_pipeline();
+  const PolicyStages s = translate("{impl: percache, label: no_qa_bank, qa_bank: false}");
+  EXPECT_EQ(s.label, "no_qa_bank");
+  EXPECT_FALSE(s.app["answer_cache"].IsDefined());
+  EXPECT_EQ(s.app["retrieval_ms"].as<double>(), cfg.retrieval_ms + cfg.embed_query_ms);
+  EXPECT_EQ(s.app["kv_match_ms"].as<double>(), cfg.kv_match_ms);
+  EXPECT_EQ(s.app["kv_reuse"]["impl"].Scalar(), "chunk_tree");
+  EXPECT_EQ(s.app["idle"]["impl"].Scalar(), "percache_scheduler");
+  EXPECT_EQ(s.app["idle"]["qa_bank"].as<bool>(), false);
+  EXPECT_EQ(s.app["idle"]["embed_ms"].as<double>(), cfg.embed_query_ms);
+  EXPECT_FALSE(s.app["idle"]["tau_query"].IsDefined());
+  // With the QA bank the idle stage keeps its defaults (no qa_bank, no embed_ms).
+  const PolicyStages with = translate("{impl: percache}");
+  EXPECT_FALSE(with.app["idle"]["qa_bank"].IsDefined());
+  EXPECT_FALSE(with.app["idle"]["embed_ms"].IsDefined());
+  // A QA bank key with no QA bank has no stage to carry it.
+  testing::expect_config_error_naming([] { translate("{impl: percache, label: nq, qa_bank: false, tau_query: 0.9}"); },
+                                      {"nq", "tau_query", "qa_bank: false"});
 }
 
 TEST(RagPolicyStagesErrors, ATreeKeyWithoutATreeHasNoStage) {
@@ -411,10 +404,11 @@ TEST(RagPolicyStagesErrors, AFileThatIsNotARagQaExperimentIsRefused) {
 TEST(RagPolicyStagesCli, StagesPrintsEveryPolicyOfAFigure) {
   MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
   const auto r = testing::run_mobisim("stages " + percache_dir() + "/fig16.yaml");
-  EXPECT_EQ(r.exit_code, 3) << r.output;  // no_qa_bank: the known gap, named with its line
-  EXPECT_NE(r.output.find("fig16.yaml:27:"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("rag policy 'no_qa_bank' (qa_bank)"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("no_qkv_cache:"), std::string::npos) << r.output;  // the others are printed
+  EXPECT_EQ(r.exit_code, 0) << r.output;  // every policy of figure 16, no_qa_bank included
+  const YAML::Node fig16 = YAML::Load(r.output);
+  EXPECT_FALSE(fig16["no_qa_bank"]["answer_cache"].IsDefined()) << r.output;
+  EXPECT_EQ(fig16["no_qa_bank"]["idle"]["qa_bank"].as<bool>(), false) << r.output;
+  EXPECT_TRUE(fig16["no_qkv_cache"].IsDefined()) << r.output;
   const auto ok = testing::run_mobisim("stages " + percache_dir() + "/fig15a.yaml");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   const YAML::Node printed = YAML::Load(ok.output);

@@ -44,8 +44,13 @@ const char* kPolicies = R"(    - impl: naive
       knowledge_type: "personal notes"
     - impl: percache
       knowledge_type: "personal notes"
+    - impl: percache
+      label: no_qa_bank
+      qa_bank: false
+      knowledge_type: "personal notes"
 )";
-const std::vector<std::string> kLabels = {"naive", "ragcache", "meancache", "sleeptime", "percache"};
+const std::vector<std::string> kLabels = {"naive", "ragcache", "meancache", "sleeptime", "percache", "no_qa_bank"};
+const std::size_t kPolicyCount = 6;
 
 // Runs the experiment in-process, its results written to `out`.
 void run(const std::string& yaml, const std::string& out) {
@@ -98,7 +103,7 @@ TEST_F(RagQaOnPipeline, EveryQueryHasTheLoopsLatencyOutcomeReuseAndPhasesToTheNa
     for (const char* col : {"flops", "bytes_loaded", "qa_similarity", "rouge_l", "bleu", "energy_j"})
       EXPECT_EQ(pipe.doubles(records + col, 20), loop.doubles(records + col, 20)) << col;
     // The idle stages' background work before each query is the loop's (jobs, FLOPs).
-    if (label == "sleeptime" || label == "percache") {
+    if (label == "sleeptime" || label == "percache" || label == "no_qa_bank") {
       EXPECT_EQ(pipe.ints(records + "bg_jobs", 20), loop.ints(records + "bg_jobs", 20));
       const auto a = pipe.doubles(records + "bg_flops", 20), b = loop.doubles(records + "bg_flops", 20);
       for (std::size_t i = 0; i < 20; ++i) EXPECT_NEAR(a[i], b[i], 1e-12 * b[i]) << "bg_flops " << i;
@@ -111,11 +116,14 @@ TEST_F(RagQaOnPipeline, EveryQueryHasTheLoopsLatencyOutcomeReuseAndPhasesToTheNa
     if (label == "meancache" || label == "percache") {
       EXPECT_GT(n_hits, 0);
     }
-    if (label == "ragcache" || label == "percache") {
+    if (label == "ragcache" || label == "percache" || label == "no_qa_bank") {
       EXPECT_GT(reused, 0);
     }
-    if (label == "sleeptime" || label == "percache") {
+    if (label == "sleeptime" || label == "percache" || label == "no_qa_bank") {
       EXPECT_GT(jobs, 0);
+    }
+    if (label == "no_qa_bank") {
+      EXPECT_EQ(n_hits, 0);  // no QA bank: never an answer-cache hit
     }
   }
 }
@@ -123,36 +131,34 @@ TEST_F(RagQaOnPipeline, EveryQueryHasTheLoopsLatencyOutcomeReuseAndPhasesToTheNa
 TEST_F(RagQaOnPipeline, TheSummarysLatencyColumnsAreTheLoops) {
   MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
   const h5::Reader loop(dir_->file("loop.h5")), pipe(dir_->file("pipeline.h5"));
-  EXPECT_EQ(pipe.strings("/summary/policy", 5), kLabels);
-  EXPECT_EQ(pipe.ints("/summary/queries", 5), (std::vector<std::int64_t>(5, 20)));
+  EXPECT_EQ(pipe.strings("/summary/policy", kPolicyCount), kLabels);
+  EXPECT_EQ(pipe.ints("/summary/queries", kPolicyCount), (std::vector<std::int64_t>(kPolicyCount, 20)));
   // The latencies are the same records' latencies: the same numbers, to the bit.
   for (const char* col : {"mean_latency_s", "p50_latency_s", "p90_latency_s", "p99_latency_s", "mean_ttft_s",
                           "p90_ttft_s", "p99_ttft_s", "qa_hit_rate", "kv_chunk_hit_rate", "total_tflops"})
-    EXPECT_EQ(pipe.doubles(std::string("/summary/") + col, 5), loop.doubles(std::string("/summary/") + col, 5)) << col;
+    EXPECT_EQ(pipe.doubles(std::string("/summary/") + col, kPolicyCount), loop.doubles(std::string("/summary/") + col, kPolicyCount)) << col;
   // Sums of phases the loop times piece by piece (a prefill in steps, slices read one by one): the
   // same within their last digits.
   for (const char* col : {"mean_tpot_s", "mean_prefill_s", "mean_decode_s", "mean_load_s"}) {
-    const auto a = pipe.doubles(std::string("/summary/") + col, 5), b = loop.doubles(std::string("/summary/") + col, 5);
-    for (std::size_t p = 0; p < 5; ++p) EXPECT_NEAR(a[p], b[p], 1e-12 * std::abs(b[p])) << col << " " << kLabels[p];
+    const auto a = pipe.doubles(std::string("/summary/") + col, kPolicyCount), b = loop.doubles(std::string("/summary/") + col, kPolicyCount);
+    for (std::size_t p = 0; p < kPolicyCount; ++p) EXPECT_NEAR(a[p], b[p], 1e-12 * std::abs(b[p])) << col << " " << kLabels[p];
   }
   // The K/V of the request being served is in the pipeline's DRAM ledger (kv_residency: dram), not
   // the loop's: the pipeline's peak is above the weights the loop holds alone.
-  const auto peak_pipe = pipe.doubles("/summary/dram_peak_bytes", 5), peak_loop = loop.doubles("/summary/dram_peak_bytes", 5);
-  for (std::size_t p = 0; p < 5; ++p) EXPECT_GT(peak_pipe[p], peak_loop[p]) << kLabels[p];
+  const auto peak_pipe = pipe.doubles("/summary/dram_peak_bytes", kPolicyCount), peak_loop = loop.doubles("/summary/dram_peak_bytes", kPolicyCount);
+  for (std::size_t p = 0; p < kPolicyCount; ++p) EXPECT_GT(peak_pipe[p], peak_loop[p]) << kLabels[p];
 }
 
-TEST(RagQaOnPipelineErrors, APolicyWithoutPipelineStagesIsAConfigErrorNamingIt) {
+// A key the loop's policy has but no stage carries (a QA bank key without a QA bank) is refused.
+TEST(RagQaOnPipelineErrors, AKeyNoStageCarriesIsAConfigErrorNamingIt) {
   testing::TempDir dir("rag-qa-pipeline-err");
   testing::expect_config_error_naming(
       [&] {
         run(experiment_yaml("pipeline", "    - impl: naive\n    - impl: percache\n      label: no_qa_bank\n"
-                                        "      qa_bank: false\n"),
+                                        "      qa_bank: false\n      tau_query: 0.9\n"),
             dir.file("x.h5"));
       },
-      {"no_qa_bank", "qa_bank"});
-  // The same policy on the loop runs.
-  run(experiment_yaml("loop", "    - impl: percache\n      label: no_qa_bank\n      qa_bank: false\n"),
-      dir.file("y.h5"));
+      {"no_qa_bank", "tau_query"});
 }
 
 TEST(RagQaOnPipelineErrors, AnUnknownServeOnIsAConfigError) {

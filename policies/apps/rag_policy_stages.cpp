@@ -139,13 +139,10 @@ class Translation {
 
   bool given(const std::string& key) const { return given_.IsMap() && given_[key].IsDefined(); }
 
-  // PerCache's two ablation switches choose its stages.
+  // PerCache's two ablation switches choose its stages: without its QA bank no answer cache (the
+  // idle stage then runs on the tree only, told so by its own qa_bank: false).
   void percache_layers() {
-    if (!resolved_["qa_bank"].as<bool>())
-      fail("qa_bank",
-           "PerCache without its QA bank has no pipeline counterpart: its idle work (the percache_scheduler idle "
-           "stage) runs on the app's semantic answer cache, and without one the pipeline has no stage that embeds "
-           "the query either");
+    if (!resolved_["qa_bank"].as<bool>()) shape_.answer_cache = false;
     if (!resolved_["qkv_cache"].as<bool>()) shape_.tree = false;
   }
 
@@ -215,6 +212,11 @@ class Translation {
     const ParamSchema schema = schema_of<pipeline::IdleStage>(shape_.idle);
     YAML::Node n(YAML::NodeType::Map);
     n["impl"] = shape_.idle;
+    if (impl_ == "percache" && !shape_.answer_cache) {
+      // No answer cache embeds the query: the app's retrieval_ms counts it, the stage says how much.
+      n["qa_bank"] = false;
+      n["embed_ms"] = pipeline_.embed_query_ms;
+    }
     for (auto it = resolved_.begin(); it != resolved_.end(); ++it) {
       const std::string key = it->first.Scalar();
       if (shape_keys().count(key) || answer_cache_keys().count(key) || tree_keys().count(key)) continue;
@@ -235,6 +237,8 @@ class Translation {
       if (shape_keys().count(key) || carried_.count(key)) continue;
       if (tree_keys().count(key) || key == "reuse_mode")
         fail(key, "the policy has no knowledge tree here (qkv_cache: false), so no chunk_tree stage carries it");
+      if (answer_cache_keys().count(key))
+        fail(key, "the policy has no QA bank here (qa_bank: false), so no answer cache carries it");
       if (key == "schedule")
         fail(key, "a mid-run schedule is the percache_scheduler idle stage's, which this policy has none of");
       fail(key, shape_.idle.empty() ? std::string("no stage of this policy's pipeline owns it")

@@ -26,14 +26,18 @@
 //                                              (qkv_projection / kv_projection: {impl: qkv_reuse, mode};
 //                                              prefix_skip: {impl: unit}) and the idle stage's reuse_mode
 //   qkv_cache: false (percache)                kv_reuse: {impl: none}, prefill: {impl: unit}
+//   qa_bank: false (percache)                  no answer_cache; retrieval_ms = embed_query_ms + retrieval_ms
+//                                              (as for every policy without a QA bank) and the idle stage's
+//                                              qa_bank: false, embed_ms: embed_query_ms (its background
+//                                              embeddings and retrievals cost what the loop's do)
 //   every prediction / scheduler / sleep-time  idle: {impl: percache_scheduler | sleeptime, the same keys}
 //   key, schedule
 //
 // A key is written when the policy's YAML gives it or when the policy's default differs from the
 // stage's (e.g. ragcache's eviction: pgdsf), so the translation is the policy as the loop runs it.
 // ConfigError (naming the policy, the key and why) for a policy with no mapping, and for a key no
-// stage owns: PerCache without its QA bank (`qa_bank: false`: the percache_scheduler idle stage
-// needs the semantic answer cache), a tree key of a policy without a tree (`qkv_cache: false`), a
+// stage owns: a QA bank key of PerCache without its QA bank (`qa_bank: false`), a tree key of a
+// policy without a tree (`qkv_cache: false`), a
 // prefill_unit or decode_unit other than compute_unit for a policy with idle work (the idle stage
 // runs its background work on the app's unit).
 #include <yaml-cpp/yaml.h>

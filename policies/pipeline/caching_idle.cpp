@@ -17,16 +17,12 @@ void CachingIdle::fail(const std::string& message) const {
 }
 
 void CachingIdle::link(const StageLinks& links) {
-  answers_ = dynamic_cast<SemanticAnswerCache*>(links.answers);
-  if (!answers_)
-    fail(fmt::format("works on the app's QA bank: it needs `answer_cache: {{impl: semantic, ...}}` in the same "
-                     "pipeline (this one has {})",
-                     links.answers ? "another answer cache" : "no answer cache"));
+  link_answer_cache(links);
   tree_ = dynamic_cast<ChunkTreeReuse*>(links.reuse);
   check_schedule_owners();
   EngineOptions o = options_;
-  o.qa_bank = true;
-  o.tau_query = answers_->tau_query();
+  o.qa_bank = answers_ != nullptr;
+  if (answers_) o.tau_query = answers_->tau_query();
   o.kv_cache = tree_ != nullptr;
   if (tree_) {
     const KvTree& t = tree_->tree();
@@ -42,15 +38,37 @@ void CachingIdle::link(const StageLinks& links) {
   }
   complete_options(o);
   engine_ = std::make_unique<CachingPolicy>(o, source_, node_);
-  engine_->share_caches(&answers_->bank(), tree_ ? &tree_->tree() : nullptr);
+  // Without an answer cache the engine has no bank (the loop's `qa_bank: false` engine has an
+  // empty one that nothing fills: no QA look-up, no served or predicted entry, no conversion).
+  engine_->share_caches(answers_ ? &answers_->bank() : nullptr, tree_ ? &tree_->tree() : nullptr);
   // The engine applies the schedule to its own options and to the shared tree's limit; the answer
   // cache matches requests with its own threshold, which follows at the same moment.
   engine_->on_scheduled_change([answers = answers_](const ScheduledChange& c) {
-    if (c.tau_query) answers->set_tau_query(*c.tau_query);
+    if (c.tau_query && answers) answers->set_tau_query(*c.tau_query);
   });
+  if (!answers_) return;
   // A served entry is stale as the engine judges it in its own loop (its retriever, the chunks'
   // arrivals); before begin() the engine has no user yet, and no request is served.
   answers_->judge_staleness([this](const QaEntry& e) { return pipe_ != nullptr && engine_->entry_stale(e); });
+}
+
+// With an answer cache the stage needs the app's `semantic` one (its QA bank); without one
+// (qa_bank: false) the app must have none, and the tree is the only cache the stage works on.
+void CachingIdle::link_answer_cache(const StageLinks& links) {
+  if (no_answer_cache_embed_ms_) {
+    if (links.answers)
+      fail("has qa_bank: false (no QA bank) but the app has an answer cache: drop the app's `answer_cache:` or set "
+           "the stage's qa_bank: true");
+    if (!dynamic_cast<ChunkTreeReuse*>(links.reuse))
+      fail("has qa_bank: false, so it works on the app's chunk_tree only, and the app's KV-reuse stage is not a "
+           "`chunk_tree`: use `kv_reuse: {impl: chunk_tree, ...}` (PerCache needs at least one cache layer)");
+    return;
+  }
+  answers_ = dynamic_cast<SemanticAnswerCache*>(links.answers);
+  if (!answers_)
+    fail(fmt::format("works on the app's QA bank: it needs `answer_cache: {{impl: semantic, ...}}` in the same "
+                     "pipeline (this one has {}; without a QA bank set the stage's qa_bank: false)",
+                     links.answers ? "another answer cache" : "no answer cache"));
 }
 
 // A scheduled change needs a linked stage that owns its key: tau_query the answer cache (always
@@ -77,9 +95,20 @@ void CachingIdle::use_workload(std::shared_ptr<const IdleWorkload> workload, con
   config_.system_prompt_tokens = workload->system_prompt_tokens;
   config_.top_k = workload->top_k;
   config_.answer_tokens_override = workload->answer_tokens;
-  config_.embed_query_ms = answers_->embed_ms();
-  config_.qa_match_ms = answers_->match_ms();
-  config_.retrieval_ms = workload->retrieval_ms;
+  if (answers_) {
+    config_.embed_query_ms = answers_->embed_ms();
+    config_.qa_match_ms = answers_->match_ms();
+    config_.retrieval_ms = workload->retrieval_ms;
+  } else {
+    // The app's retrieval_ms is the query embedding and the retrieval, back to back.
+    const double embed_ms = *no_answer_cache_embed_ms_;
+    if (embed_ms > workload->retrieval_ms)
+      fail(fmt::format("has embed_ms {} but the app's retrieval_ms is {}: without an answer cache the app's "
+                       "retrieval_ms is the query embedding plus the retrieval, so it cannot be less than embed_ms",
+                       embed_ms, workload->retrieval_ms));
+    config_.embed_query_ms = embed_ms;
+    config_.retrieval_ms = workload->retrieval_ms - embed_ms;
+  }
   config_.kv_match_ms = workload->kv_match_ms;
   if (tree_) {
     // The engine inserts slices by workload chunk id; the tree stage matches segments by key.

@@ -1,7 +1,8 @@
 #pragma once
 // What the `percache_scheduler` and `sleeptime` idle stages share: the rag policies' caching
 // engine (policies/rag/cache_engine.h, the CachingPolicy that PerCache's and Sleep-time Compute's
-// own request loops run) working on the QA bank of the app's `semantic` answer cache and, when the
+// own request loops run) working on the QA bank of the app's `semantic` answer cache (none for
+// PerCache's `qa_bank: false`: see run_without_answer_cache) and, when the
 // app's KV-reuse stage is a `chunk_tree`, on its tree. The engine's idle work runs as the
 // pipeline's idle stage; its serving is the pipeline's (the answer cache and the tree look
 // requests up in the same bank and tree), and what the engine does after serving a query is
@@ -36,7 +37,7 @@ class CachingIdle : public IdleStage {
   void use_workload(std::shared_ptr<const IdleWorkload> workload, const models::CostModel& cost) override;
   void begin(devices::Device& device, const models::CostModel& cost, const std::string& owner) override;
   bool needs_rag_workload() const override { return true; }
-  bool stores_answers() const override { return true; }
+  bool stores_answers() const override { return answers_ != nullptr; }
   bool stores_kv() const override { return tree_ != nullptr; }
   sim::Task<void> after(devices::Device& device, const std::string& owner, KvReuse& reuse, const Request& r,
                         bool answer_hit, double kv_bytes_per_token) override;
@@ -52,6 +53,11 @@ class CachingIdle : public IdleStage {
   // rules); a stage adjusts what its document says about the tree.
   virtual void complete_options(EngineOptions& o) const { (void)o; }
   bool has_tree() const { return tree_ != nullptr; }
+  // Runs without an answer cache (PerCache's `qa_bank: false`): the engine shares no QA bank, and
+  // `embed_ms` is the query embedding's fixed cost, which the app then counts in its retrieval_ms
+  // (no stage of the pipeline embeds the query; the engine's background retrievals are charged
+  // the app's retrieval_ms minus embed_ms, its background embeddings embed_ms).
+  void run_without_answer_cache(double embed_ms) { no_answer_cache_embed_ms_ = embed_ms; }
 
  private:
   // The engine's idle work until the next request (or, unknown, until claim()).
@@ -59,11 +65,14 @@ class CachingIdle : public IdleStage {
   [[noreturn]] void fail(const std::string& message) const;
   // ConfigError when the schedule changes a value no linked stage owns (link() calls it).
   void check_schedule_owners() const;
+  // Links the answer cache, or checks there is none (qa_bank: false); link() calls it.
+  void link_answer_cache(const StageLinks& links);
 
   EngineOptions options_;
   ConfigSource source_;
   YAML::Node node_;
   const char* name_;
+  std::optional<double> no_answer_cache_embed_ms_;  // set: the stage runs without an answer cache
   SemanticAnswerCache* answers_ = nullptr;  // the linked stages (the pipeline owns them)
   ChunkTreeReuse* tree_ = nullptr;
   std::shared_ptr<const IdleWorkload> workload_;

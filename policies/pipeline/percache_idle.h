@@ -15,7 +15,15 @@
 // steps are the answer cache's embed_ms and match_ms and the app's retrieval_ms and kv_match_ms.
 // Needs a RAG workload (`workload:`) with chunk texts and query embeddings.
 //
+// qa_bank: false (figure 16's 'w/o QA bank', as the `percache` rag policy's): the app has no answer
+// cache and must have a chunk_tree; the engine keeps no QA bank (predictions fill the tree only,
+// no QA hit, no answer generated later, no conversion, no refresh). The pipeline then has no stage
+// that embeds the query, so the app's retrieval_ms counts the embedding too, and `embed_ms`
+// (required then, a ConfigError otherwise) says how much of it: the engine's background
+// embeddings cost embed_ms, its background retrievals the app's retrieval_ms minus embed_ms.
+//
 // Parameters (PerCache's, as the `percache` rag policy's; defaults are the paper's, section 5.4):
+//   qa_bank true, embed_ms (qa_bank: false only)
 //   prediction, knowledge_prediction, history_prediction   the prediction switches (true)
 //   prediction_stride 5, predicted_answer_tokens 136, predicted_answer_words 60, knowledge_type,
 //   tokenizer, predictor {impl: generator|file|oracle}, charging_only false, background_recheck_s 60
