@@ -29,15 +29,8 @@ namespace sd = policies::specdec;
 
 // 4 layers of width 64 (4 heads of 16, no GQA), FFN 128, vocabulary 100, tied, int8 weights, fp16 K/V.
 models::ModelSpec small_int8_model() {
-  models::ModelSpec m;
+  models::ModelSpec m = mobisim::testing::tiny_transformer_spec();
   m.name = "small";
-  m.n_layers = 4;
-  m.hidden = 64;
-  m.n_heads = 4;
-  m.n_kv_heads = 4;
-  m.head_dim = 16;
-  m.ffn_hidden = 128;
-  m.vocab = 100;
   m.tied_embeddings = true;
   m.weight_dtype = models::DType::kInt8;
   m.kv_dtype = models::DType::kF16;

@@ -22,18 +22,7 @@
 namespace mobisim::policies::specdec {
 namespace {
 
-models::ModelSpec tiny_model() {
-  models::ModelSpec m;
-  m.name = "tiny";
-  m.n_layers = 4;
-  m.hidden = 64;
-  m.n_heads = 4;
-  m.n_kv_heads = 4;
-  m.head_dim = 16;
-  m.ffn_hidden = 128;
-  m.vocab = 100;
-  return m;
-}
+models::ModelSpec tiny_model() { return mobisim::testing::tiny_transformer_spec(); }
 
 // Every NPU execution costs ~1 s (overhead), graph loads 0.5 s per layer; the CPU is ~free.
 SpecDecEnv overhead_env() {

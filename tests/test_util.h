@@ -15,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "models/model_spec.h"
 #include "sim/error.h"
 
 namespace mobisim::testing {
@@ -137,6 +138,21 @@ inline void expect_config_error_naming(const std::function<void()>& f, const std
     const std::string m = e.what();
     for (const auto& w : words) EXPECT_NE(m.find(w), std::string::npos) << "'" << w << "' not in: " << m;
   }
+}
+
+// A 4-layer transformer of width 64 (4 heads of 16, no GQA), FFN 128, vocabulary 100: small enough
+// that its byte and FLOP counts are worked out by hand in the tests that use it.
+inline models::ModelSpec tiny_transformer_spec() {
+  models::ModelSpec m;
+  m.name = "tiny";
+  m.n_layers = 4;
+  m.hidden = 64;
+  m.n_heads = 4;
+  m.n_kv_heads = 4;
+  m.head_dim = 16;
+  m.ffn_hidden = 128;
+  m.vocab = 100;
+  return m;
 }
 
 }  // namespace mobisim::testing
