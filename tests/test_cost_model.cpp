@@ -29,6 +29,24 @@ TEST(CostModel, DynaKvTable1KvCacheSizes) {
   EXPECT_NEAR(std::round(l3.total_params() / 1e8) / 10, 3.2, 1e-9);
 }
 
+// Qwen3-0.6B (configs/models/qwen3-0.6b.yaml, from its config.json): per layer Wq 1024x2048, Wk and Wv 1024x1024,
+// Wo 2048x1024, three FFN matrices 1024x3072 and two RMSNorm vectors; the tied 151936 x 1024 embedding and the final
+// norm outside. The model card's "0.44B" non-embedding and "0.6B" total parameters follow.
+TEST(CostModel, Qwen3SmallestShapesByHand) {
+  const ModelSpec m = load_model_spec("qwen3-0.6b");
+  EXPECT_EQ(m.q_dim(), 2048);
+  EXPECT_EQ(m.kv_dim(), 1024);
+  const std::int64_t per_layer = 1024LL * 2048 + 2 * 1024LL * 1024 + 2048LL * 1024 + 3 * 1024LL * 3072 + 2 * 1024;
+  EXPECT_EQ(per_layer, 15730688);
+  EXPECT_EQ(m.params_per_layer(), per_layer);
+  EXPECT_EQ(m.total_params(), 28 * per_layer + 151936LL * 1024 + 1024);  // 596,042,752
+  EXPECT_NEAR(std::round(28.0 * per_layer / 1e7) / 100, 0.44, 1e-9);
+  EXPECT_NEAR(std::round(m.total_params() / 1e8) / 10, 0.6, 1e-9);
+  // FP16 KV cache per token: 2 (K,V) x 28 layers x 8 heads x 128 x 2 bytes, as Qwen3-1.7B's.
+  EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(DType::kF16), 2.0 * 28 * 8 * 128 * 2);
+  EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(DType::kF16), load_model_spec("qwen3-1.7b").kv_bytes_per_token(DType::kF16));
+}
+
 // The prefix-caching note: "180 x 32 x 2560 x 2 x 2 bytes (FP16) = 74MB". Its own formula
 // gives 58,982,400 bytes (59.0 MB / 56.25 MiB), not 74 MB; 74 MB would need ~226 tokens or
 // 40 layers. We reproduce the formula and record the discrepancy.

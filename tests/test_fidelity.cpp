@@ -71,10 +71,26 @@ TEST(FidelityRegistry, RolesAreDisjointAndAtMostAThirdCalibrates) {
 TEST(FidelityRegistry, SelectingSetsKeepsEachPointsProbe) {
   const auto both = load_registry(kRegistry, {"ondevice", "transfer"});
   std::map<std::string, std::string> written;
-  for (const auto* file : {"/ondevice_public.yaml", "/ondevice_transfer.yaml"})
+  for (const auto* file : {"/ondevice_public.yaml", "/ondevice_transfer.yaml", "/ondevice_cells.yaml"})
     for (const auto& p : load_registry_file(kRegistry + file)) written[p.id] = YAML::Dump(p.probe);
   ASSERT_EQ(both.size(), written.size());
   for (const auto& p : both) EXPECT_EQ(YAML::Dump(p.probe), written.at(p.id)) << p.id;
+}
+
+// ondevice_cells.yaml (points for the thin engine x unit cells, collected after the transfer set's calibration
+// points were fixed) only validates: none of its points calibrates or is fitted, and calibration.yaml names none of
+// them, so adding the file moved no parameter. Its points join the transfer set, so `mobisim ondevice` reports them.
+TEST(FidelityRegistry, ThinCellPointsOnlyValidate) {
+  const auto cells = load_registry_file(kRegistry + "/ondevice_cells.yaml");
+  ASSERT_FALSE(cells.empty());
+  const auto spec = CalibrationSpec::load(kRegistry + "/calibration.yaml");
+  for (const auto& p : cells) {
+    EXPECT_EQ(p.role, "validation") << p.id;
+    EXPECT_TRUE(p.fitted.empty()) << p.id;
+    EXPECT_EQ(p.set_name, "transfer") << p.id;
+    for (const auto& f : spec.parameters)
+      EXPECT_EQ(std::count(f.points.begin(), f.points.end(), p.id), 0) << p.id << " under " << f.key;
+  }
 }
 
 TEST(FidelityRegistry, CheckCalibrationRefusesAValidationPoint) {
