@@ -183,6 +183,41 @@ TEST(IdleStageLink, PerCacheWithoutItsQaBankWorksOnTheTreeAlone) {
                                       {"answer_cache: {impl: semantic", "qa_bank: false"});
 }
 
+// RAGCache / MeanCache's reactive update works on whichever caches the app has (and says it stores
+// what they keep, so the pipeline does not store it after the answer); an app with neither is
+// refused, naming the stage and what it needs.
+TEST(IdleStageLink, ReactiveStoreWorksOnTheAppsAnswerCacheOrTreeOrBoth) {
+  const models::CostModel cost(policies::testing::llama_fp32_act());
+  const char* semantic = "{impl: semantic, embed_ms: 0, match_ms: 0}";
+  const char* tree = "{impl: chunk_tree, payload: kv}";
+  struct Case {
+    const char* answers;
+    const char* reuse;
+    bool stores_answers, stores_kv;
+  };
+  for (const Case& c : {Case{semantic, "{impl: none}", true, false}, Case{nullptr, tree, false, true},
+                        Case{semantic, tree, true, true}}) {
+    SCOPED_TRACE(fmt::format("{} / {}", c.answers ? c.answers : "no answer cache", c.reuse));
+    auto idle = stage<IdleStage>("{impl: reactive_store}");
+    IdleStage& linked = *idle;
+    const Pipeline p(cost, options_on("cpu"), stage<KvReuse>(c.reuse), stage<kvsplit::KvSplitStrategy>("{impl: always_load}"),
+                     nullptr, c.answers ? stage<AnswerCache>(c.answers) : nullptr, nullptr, nullptr, std::move(idle));
+    EXPECT_EQ(linked.stores_answers(), c.stores_answers);
+    EXPECT_EQ(linked.stores_kv(), c.stores_kv);
+  }
+  auto build = [&](const char* answers, const char* reuse, const char* idle) {
+    return Pipeline(cost, options_on("cpu"), stage<KvReuse>(reuse), stage<kvsplit::KvSplitStrategy>("{impl: always_load}"),
+                    nullptr, answers ? stage<AnswerCache>(answers) : nullptr, nullptr, nullptr, stage<IdleStage>(idle));
+  };
+  testing::expect_config_error_naming([&] { build(nullptr, "{impl: none}", "{impl: reactive_store}"); },
+                                      {"reactive_store", "answer_cache: {impl: semantic", "chunk_tree"});
+  // What a slice holds must be what the tree stores (kv_projection by default: payload kv).
+  EXPECT_THROW(build(nullptr, "{impl: chunk_tree, payload: qkv}", "{impl: reactive_store}"), ConfigError);
+  EXPECT_NO_THROW(build(nullptr, "{impl: chunk_tree, payload: qkv}", "{impl: reactive_store, reuse_mode: qkv_projection}"));
+  testing::expect_config_error_naming([&] { (void)stage<IdleStage>("{impl: reactive_store, reuse_mode: all}"); },
+                                      {"reuse_mode", "all"});
+}
+
 // Query prediction reads a RAG workload's texts: a chat conversation is refused before the run.
 TEST(IdleStageLink, AnEngineStageOnAConversationIsAConfigErrorBeforeTheRun) {
   auto app = Registry<policies::App>::instance().create(

@@ -147,10 +147,9 @@ Outcome expect_same_queries(const std::vector<Served>& served, const std::vector
       EXPECT_LE(relative_difference(s.idle_work.busy_s, rec.bg_s), 1e-9);
       EXPECT_LE(relative_difference(s.idle_work.energy_j, rec.bg_energy_j), 1e-9);
     } else {
-      // No idle work: the loop's background jobs are its deferred cache writes (flash only), which
-      // the pipeline issues right after the answer instead (not idle work).
+      // No idle work (naive): nothing in the background either way.
       EXPECT_EQ(s.idle_work.jobs, 0);
-      EXPECT_EQ(rec.bg_flops, 0.0);
+      EXPECT_EQ(rec.bg_jobs, 0);
     }
     o.qa_hits += rec.qa_hit;
     o.tree_hits += s.reused_tokens > 0 && rec.kv_hit_chunks > 0;
@@ -204,6 +203,56 @@ INSTANTIATE_TEST_SUITE_P(PerCacheFigures, EveryFigurePolicy, ::testing::ValuesIn
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// The reactive baselines (RAGCache, MeanCache, both) on figure 14_calibrated's phone, model and
+// fixed costs, with queries that queue: a minute apart on average (most answers take longer), a
+// query often a paraphrase of an earlier one. Their `reactive_store` idle stage writes a served
+// query's QA entry and slices in idle time, as the loop's engine does (only when the store job fits
+// before the next query), so every query has the loop's outcome, latency and background work. The
+// same stages without the idle stage store right after the answer: on this workload that differs
+// from the loop (a queued query finds what the previous one stored), so the equality above cannot
+// hold by accident.
+TEST(ReactiveBaselines, StoreInIdleTimeAsTheLoopWhenQueriesQueue) {
+  MOBISIM_SKIP_HEAVY_UNDER_SANITIZERS();
+  const Figure f = load_figure("fig14_calibrated.yaml");
+  const traces::RagTrace trace = policies::testing::generated(
+      "users: 1\nqueries: {per_user: 16, paraphrase_prob: 0.775}\nknowledge: {chunks_per_user: 24}\n"
+      "arrival: {mean_gap_s: 120}");
+  for (const char* policy : {"ragcache", "meancache", "ragcache_meancache"}) {
+    SCOPED_TRACE(policy);
+    const YAML::Node entry = YAML::Load(fmt::format("{{impl: {}}}", policy));
+    const PolicyStages stages =
+        policies::pipeline_stages_for(entry, f.source.child("experiment.policies").element(0), f.pipeline);
+    ASSERT_EQ(stages.app["idle"]["impl"].Scalar(), "reactive_store");
+    const auto old = run_loop(entry, f, trace);
+    const Outcome o = expect_same_queries(run_stages(stages, f, trace), old, true);
+    for (std::size_t i = 0; i < old.size(); ++i) {
+      const policies::QueryRecord& rec = old[i];
+      EXPECT_EQ(rec.bg_flops, 0.0) << i;  // writes only
+    }
+    int queued = 0;
+    for (std::size_t i = 1; i < old.size(); ++i) queued += old[i].arrival_s < old[i - 1].end_s;
+    EXPECT_GE(queued, 3);
+    EXPECT_GT(o.jobs, 0);
+    EXPECT_GT(o.qa_hits + o.tree_hits, 0);
+    std::printf("%s: %d queued, %d QA hits, %d tree hits, %lld jobs\n", policy, queued, o.qa_hits, o.tree_hits,
+                static_cast<long long>(o.jobs));
+    // Stored right after the answer instead (no idle stage): some query's outcome or latency moves.
+    PolicyStages eager = stages;
+    eager.app = yaml_clone(stages.app);
+    eager.app.remove("idle");
+    const auto served_eagerly = run_stages(eager, f, trace);
+    ASSERT_EQ(served_eagerly.size(), old.size());
+    int differ = 0;
+    for (std::size_t i = 0; i < old.size(); ++i) {
+      const Served& s = served_eagerly[i];
+      differ += s.answer_hit != old[i].qa_hit ||
+                sim::from_seconds(s.times.end_s - s.times.arrival_s) != sim::from_seconds(old[i].end_s - old[i].arrival_s);
+    }
+    EXPECT_GT(differ, 0);
+    std::printf("%s: %d queries differ when stored right after the answer\n", policy, differ);
+  }
+}
 
 // Every figure is found (a renamed folder would make the test above vacuous).
 TEST(EveryFigurePolicyFiles, AreTheRagQaExperimentsOfThePerCacheFolder) {
@@ -279,6 +328,7 @@ kv_match_ms: 15
 kv_reuse: {impl: chunk_tree, payload: kv, eviction: pgdsf}
 prefill: {impl: qkv_reuse, unit: cpu, mode: kv_projection}
 decode: {impl: vanilla, unit: cpu}
+idle: {impl: reactive_store}
 )"),
                    "app");
 }
@@ -297,6 +347,7 @@ answer_cache: {impl: semantic, tau_query: 0.9, capacity_mb: 20, entry_kb: 8, emb
 kv_reuse: {impl: none}
 prefill: {impl: unit, unit: cpu}
 decode: {impl: vanilla, unit: cpu}
+idle: {impl: reactive_store}
 )"),
                    "app");
 }
@@ -380,8 +431,10 @@ TEST(RagPolicyStagesErrors, IdleWorkOnAnotherUnitThanTheFixedCostsHasNoStage) {
   cfg.decode_unit = "cpu";
   for (const char* policy : {"{impl: percache}", "{impl: sleeptime}", "{impl: ragcache_sleeptime}"})
     testing::expect_config_error_naming([&] { translate(policy, cfg); }, {"prefill_unit 'gpu'", "idle stage"});
-  // Without idle work the prefill stage takes the unit.
+  // Idle work that only writes to flash (the reactive baselines' reactive_store) runs on no unit:
+  // the prefill stage takes the unit.
   const PolicyStages s = translate("{impl: ragcache_meancache}", cfg);
+  EXPECT_EQ(s.app["idle"]["impl"].Scalar(), "reactive_store");
   EXPECT_EQ(s.app["prefill"]["unit"].Scalar(), "gpu");
   EXPECT_EQ(s.app["decode"]["unit"].Scalar(), "cpu");
   EXPECT_EQ(s.app["unit"].Scalar(), "cpu");

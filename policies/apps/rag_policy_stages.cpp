@@ -23,18 +23,22 @@ struct PolicyShape {
   bool answer_cache = false;
   bool tree = false;
   std::string idle;  // the idle stage's impl; empty: none
+  // The idle stage runs background prefills and decodes (on the app's unit); reactive_store only
+  // writes to flash.
+  bool idle_computes = false;
 };
 
 // The policies the translation knows (the registered ones as of issue 34); any other is a ConfigError.
 const std::map<std::string, PolicyShape>& known_shapes() {
   static const std::map<std::string, PolicyShape> shapes = {
-      {"naive", {false, false, ""}},
-      {"meancache", {true, false, ""}},
-      {"ragcache", {false, true, ""}},
-      {"ragcache_meancache", {true, true, ""}},
-      {"sleeptime", {true, false, "sleeptime"}},
-      {"ragcache_sleeptime", {true, true, "sleeptime"}},
-      {"percache", {true, true, "percache_scheduler"}},
+      {"naive", {false, false, "", false}},
+      // The reactive baselines store what they served as the loop's engine does: in idle time.
+      {"meancache", {true, false, "reactive_store", false}},
+      {"ragcache", {false, true, "reactive_store", false}},
+      {"ragcache_meancache", {true, true, "reactive_store", false}},
+      {"sleeptime", {true, false, "sleeptime", true}},
+      {"ragcache_sleeptime", {true, true, "sleeptime", true}},
+      {"percache", {true, true, "percache_scheduler", true}},
   };
   return shapes;
 }
@@ -202,7 +206,7 @@ class Translation {
 
   // Every other key of the policy is its idle work's: the idle stage must have it.
   YAML::Node idle() {
-    if (pipeline_.prefill_unit != pipeline_.compute_unit || pipeline_.decode_unit != pipeline_.compute_unit)
+    if (shape_.idle_computes && (pipeline_.prefill_unit != pipeline_.compute_unit || pipeline_.decode_unit != pipeline_.compute_unit))
       throw ConfigError(fmt::format(
           "{}: rag policy '{}': pipeline prefill_unit '{}' / decode_unit '{}' differ from compute_unit '{}', but the "
           "{} idle stage runs its background prefills and decodes on the app's unit (where the loop runs them on "

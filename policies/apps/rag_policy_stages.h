@@ -32,14 +32,19 @@
 //                                              embeddings and retrievals cost what the loop's do)
 //   every prediction / scheduler / sleep-time  idle: {impl: percache_scheduler | sleeptime, the same keys}
 //   key, schedule
+//   ragcache, meancache, ragcache_meancache    idle: {impl: reactive_store} (reuse_mode when given): the
+//                                              loop's engine writes a served query's QA entry and new
+//                                              slices as a deferred job in idle time, and so does the
+//                                              stage (not the pipeline right after the answer)
 //
 // A key is written when the policy's YAML gives it or when the policy's default differs from the
 // stage's (e.g. ragcache's eviction: pgdsf), so the translation is the policy as the loop runs it.
 // ConfigError (naming the policy, the key and why) for a policy with no mapping, and for a key no
 // stage owns: a QA bank key of PerCache without its QA bank (`qa_bank: false`), a tree key of a
 // policy without a tree (`qkv_cache: false`), a
-// prefill_unit or decode_unit other than compute_unit for a policy with idle work (the idle stage
-// runs its background work on the app's unit).
+// prefill_unit or decode_unit other than compute_unit for a policy whose idle work computes
+// (percache, sleeptime, ragcache_sleeptime: the idle stage runs its background prefills and decodes
+// on the app's unit; reactive_store only writes to flash).
 #include <yaml-cpp/yaml.h>
 
 #include <string>

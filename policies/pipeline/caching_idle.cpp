@@ -55,6 +55,15 @@ void CachingIdle::link(const StageLinks& links) {
 // With an answer cache the stage needs the app's `semantic` one (its QA bank); without one
 // (qa_bank: false) the app must have none, and the tree is the only cache the stage works on.
 void CachingIdle::link_answer_cache(const StageLinks& links) {
+  if (caches_optional_) {
+    answers_ = dynamic_cast<SemanticAnswerCache*>(links.answers);
+    if (links.answers && !answers_)
+      fail("stores served queries in the app's QA bank: its answer cache must be `semantic` (this one is another)");
+    if (!answers_ && !dynamic_cast<ChunkTreeReuse*>(links.reuse))
+      fail("stores what the app served in its caches, and the app has none: it needs `answer_cache: {impl: semantic, "
+           "...}`, `kv_reuse: {impl: chunk_tree, ...}` or both");
+    return;
+  }
   if (no_answer_cache_embed_ms_) {
     if (links.answers)
       fail("has qa_bank: false (no QA bank) but the app has an answer cache: drop the app's `answer_cache:` or set "
@@ -98,6 +107,10 @@ void CachingIdle::use_workload(std::shared_ptr<const IdleWorkload> workload, con
   if (answers_) {
     config_.embed_query_ms = answers_->embed_ms();
     config_.qa_match_ms = answers_->match_ms();
+    config_.retrieval_ms = workload->retrieval_ms;
+  } else if (caches_optional_) {
+    // A stage that only stores never embeds nor retrieves: no embedding cost to split out.
+    config_.embed_query_ms = 0;
     config_.retrieval_ms = workload->retrieval_ms;
   } else {
     // The app's retrieval_ms is the query embedding and the retrieval, back to back.

@@ -18,7 +18,7 @@
 // flight on the device finishes first, so the request may queue behind it) and runs again, from
 // the start, in a later idle period.
 //
-// Not a registered stage: percache_idle.h and sleeptime_idle.h are.
+// Not a registered stage: percache_idle.h, sleeptime_idle.h and reactive_store_idle.h are.
 #include <memory>
 #include <optional>
 
@@ -58,6 +58,10 @@ class CachingIdle : public IdleStage {
   // (no stage of the pipeline embeds the query; the engine's background retrievals are charged
   // the app's retrieval_ms minus embed_ms, its background embeddings embed_ms).
   void run_without_answer_cache(double embed_ms) { no_answer_cache_embed_ms_ = embed_ms; }
+  // Works on whichever caches the app has (a `semantic` answer cache, a `chunk_tree`, or both; at
+  // least one): for a stage that only stores what was served (reactive_store), whose engine never
+  // embeds or retrieves, so it needs no embedding cost without an answer cache.
+  void work_on_the_apps_caches() { caches_optional_ = true; }
 
  private:
   // The engine's idle work until the next request (or, unknown, until claim()).
@@ -73,6 +77,7 @@ class CachingIdle : public IdleStage {
   YAML::Node node_;
   const char* name_;
   std::optional<double> no_answer_cache_embed_ms_;  // set: the stage runs without an answer cache
+  bool caches_optional_ = false;  // work_on_the_apps_caches()
   SemanticAnswerCache* answers_ = nullptr;  // the linked stages (the pipeline owns them)
   ChunkTreeReuse* tree_ = nullptr;
   std::shared_ptr<const IdleWorkload> workload_;

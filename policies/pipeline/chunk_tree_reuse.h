@@ -17,10 +17,10 @@
 // prefix back with the same weight when its payload says so (PipelineOptions::payload).
 // A match names its slices (matched_files()): loaded whole from flash (always_load), each is read
 // as its own file, the last one whole (rule 2's tokens are read, then recomputed), as PerCache
-// loads them; the split's estimate stays the strategy's plan of one read. Unlike the `rag` app's
-// CachingPolicy, which writes new slices in idle time only when the write fits before the next
-// query, the new slices are written right after the answer, in the background (the pipeline's
-// store step).
+// loads them; the split's estimate stays the strategy's plan of one read. Alone, the stage has the
+// new slices written right after the answer, in the background (the pipeline's store step); with
+// an idle stage that stores them (reactive_store, percache_scheduler, sleeptime: the rag policies'
+// CachingPolicy) they are written in idle time, only when the write fits before the next query.
 //
 // Parameters:
 //   storage_limit_gb   flash the tree may hold (PerCache section 5.4: 8 GB)

@@ -11,6 +11,8 @@
 //                        `chunk_tree`, when it has one)
 //   sleeptime            Sleep-time Compute: questions predicted from raw chunks, answered into
 //                        the app's `semantic` answer cache
+//   reactive_store       RAGCache / MeanCache's reactive update: a served query's QA entry and
+//                        slices written by a deferred store job in idle time (no prediction)
 //
 // An idle stage may work on the state of the app's other stages: link() hands it the answer-cache
 // and KV-reuse stages of the same pipeline (either may be absent), before any request; a stage
