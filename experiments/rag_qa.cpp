@@ -305,7 +305,7 @@ class RagQaExperiment : public Experiment {
         users.push_back(u < kept_.size() && kept_[u] ? std::move(kept_[u]) : users_->load(u, parts_));
       // Indexes are pure functions of each user's chunks: built in parallel, one slot per user.
       std::vector<std::shared_ptr<const policies::KnowledgeIndex>> indexes(users.size());
-      if (needs_index_ && stages_.empty())  // the pipeline's idle stages index the user themselves
+      if (needs_index_)  // shared by the user's policies (on the pipeline: handed to their idle stages)
         parallel_for(users.size(), ctx.threads, [&](std::size_t i) { indexes[i] = policies::KnowledgeIndex::build(*users[i], users_->meta()); });
       std::vector<Job> jobs;
       for (std::size_t i = 0; i < users.size(); ++i)
@@ -321,7 +321,8 @@ class RagQaExperiment : public Experiment {
           job.dram = simulate_user(std::move(job.impl), *users[job.user], indexes[job.user], *stats[slot],
                                    timelines[slot], job.records);
         } else {
-          job.dram = simulate_user_on_pipeline(job.policy, *users[job.user], *stats[slot], timelines[slot], job.records);
+          job.dram = simulate_user_on_pipeline(job.policy, *users[job.user], indexes[job.user], *stats[slot],
+                                               timelines[slot], job.records);
         }
       });
       for (std::size_t p = 0; p < n_policies; ++p) {
@@ -600,11 +601,12 @@ class RagQaExperiment : public Experiment {
 
   // One user's phone under one policy's pipeline stages (serve_on: pipeline): the same phone, the
   // model's weights reserved as above, the stages in a `pipeline` app over the user's queries.
-  DramUse simulate_user_on_pipeline(std::size_t policy, const traces::UserTrace& user, sim::StatGroup& stats,
+  DramUse simulate_user_on_pipeline(std::size_t policy, const traces::UserTrace& user,
+                                    const std::shared_ptr<const policies::KnowledgeIndex>& index, sim::StatGroup& stats,
                                     sim::TimelineProcess* timeline, std::vector<QueryRecord>& out) const {
     SimulatedRun run(device_, stats.child("device"), timeline);
     run.device().dram().reserve("weights", model_.weight_bytes());
-    const std::unique_ptr<policies::App> app = pipeline_app(policy, user);
+    const std::unique_ptr<policies::App> app = pipeline_app(policy, user, index);
     const auto& served = dynamic_cast<const policies::PipelineApp&>(*app).served();
     run.start(app->run(run.device(), "rag", stats), "user " + user.user_id);
     run.run();
@@ -620,7 +622,9 @@ class RagQaExperiment : public Experiment {
   }
 
   // Policy `policy`'s stages as a pipeline app over `user`'s queries (their arrivals, the driver's model).
-  std::unique_ptr<policies::App> pipeline_app(std::size_t policy, const traces::UserTrace& user) const {
+  // `index`: the user's knowledge index, built once for all policies (null: none of them needs one).
+  std::unique_ptr<policies::App> pipeline_app(std::size_t policy, const traces::UserTrace& user,
+                                              const std::shared_ptr<const policies::KnowledgeIndex>& index) const {
     YAML::Node node = yaml_clone(stages_[policy].app);
     node["impl"] = "pipeline";
     node["model"] = yaml_clone(model_.resolved);
@@ -634,6 +638,7 @@ class RagQaExperiment : public Experiment {
       one.users.push_back(user);
       return one;
     };
+    env.knowledge_index = [&index](const traces::UserTrace&) { return index; };
     app->prepare(env);
     return app;
   }

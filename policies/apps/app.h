@@ -10,6 +10,7 @@
 // Every app's schema starts with add_app_params() (priority, start_s).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,8 @@
 
 namespace mobisim::policies {
 
+class KnowledgeIndex;  // policies/rag/knowledge_index.h
+
 // What the driver gives an app before any simulation: the run's random identity, the phone, and
 // how to read a RAG workload node ({trace: FILE.h5} or {generate: ...}; the experiments layer owns
 // file and generator resolution).
@@ -31,6 +34,9 @@ struct AppEnvironment {
   std::uint64_t seed = 1, run = 0;
   const devices::DeviceProfile* device = nullptr;  // the phone (apps check the units they name)
   std::function<traces::RagTrace(const YAML::Node& workload, const ConfigSource& source)> rag_workload;
+  // Optional: a user's knowledge index the driver already built (shared by every app over that
+  // user: an index is a pure function of the user's chunks); unset or null: the app builds its own.
+  std::function<std::shared_ptr<const KnowledgeIndex>(const traces::UserTrace& user)> knowledge_index;
 };
 
 // The numbers every app reports (one row of the phone's summary), summed over its requests.

@@ -174,7 +174,8 @@ void PipelineApp::prepare(const AppEnvironment& env) {
                                               workload_source_.where(workload_)));
   }
   set_next_arrivals();
-  if (pipeline_->has_idle_stage()) pipeline_->use_workload(idle_workload(trace, u, n));
+  if (pipeline_->has_idle_stage())
+    pipeline_->use_workload(idle_workload(trace, u, n, env.knowledge_index ? env.knowledge_index(u) : nullptr));
 }
 
 Request pipeline::rag_request(const traces::UserTrace& u, std::size_t i, double arrival_s, const RagLayout& layout,
@@ -214,9 +215,11 @@ void PipelineApp::set_next_arrivals() {
 
 // The user's first `n` queries, arriving when the app issues them, with the app's prompt layout:
 // what the idle stage reads (query prediction reads the texts).
-std::shared_ptr<const IdleWorkload> PipelineApp::idle_workload(const traces::RagTrace& trace,
-                                                               const traces::UserTrace& u, std::size_t n) const {
+std::shared_ptr<const IdleWorkload> PipelineApp::idle_workload(
+    const traces::RagTrace& trace, const traces::UserTrace& u, std::size_t n,
+    std::shared_ptr<const KnowledgeIndex> knowledge) const {
   auto w = std::make_shared<IdleWorkload>();
+  w->knowledge = std::move(knowledge);
   w->trace.meta = trace.meta;
   w->trace.users.push_back(u);
   traces::UserTrace& mine = w->trace.users.front();

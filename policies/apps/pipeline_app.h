@@ -114,7 +114,8 @@ class PipelineApp : public App {
   traces::AnswerScore answer_score(const pipeline::Served& s) const;
   void set_next_arrivals();
   std::shared_ptr<const pipeline::IdleWorkload> idle_workload(const traces::RagTrace& trace, const traces::UserTrace& u,
-                                                              std::size_t n) const;
+                                                              std::size_t n,
+                                                              std::shared_ptr<const KnowledgeIndex> knowledge) const;
   YAML::Node workload_;
   Conversation conversation_;
   ConfigSource workload_source_;

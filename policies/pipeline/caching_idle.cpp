@@ -129,7 +129,8 @@ void CachingIdle::use_workload(std::shared_ptr<const IdleWorkload> workload, con
     for (std::size_t c = 0; c < user.chunks.size(); ++c) keys.push_back(chunk_key(c));
     tree_->name_chunks(keys);
   }
-  if (engine_->needs_knowledge_index()) knowledge_ = KnowledgeIndex::build(user, workload->trace.meta);
+  if (engine_->needs_knowledge_index())
+    knowledge_ = workload->knowledge ? workload->knowledge : KnowledgeIndex::build(user, workload->trace.meta);
   workload_ = std::move(workload);
 }
 

@@ -28,6 +28,10 @@
 #include "policies/pipeline/request.h"
 #include "traces/rag_trace.h"
 
+namespace mobisim::policies {
+class KnowledgeIndex;  // policies/rag/knowledge_index.h
+}
+
 namespace mobisim::policies::pipeline {
 
 // The stages of the same pipeline an idle stage may share state with (null: the slot is empty).
@@ -46,6 +50,9 @@ struct IdleWorkload {
   std::int64_t system_prompt_tokens = 0, top_k = 0;
   std::int64_t answer_tokens = 0;  // > 0: every answer has this length
   double retrieval_ms = 0, kv_match_ms = 0;
+  // The user's knowledge index (retriever and phrase index over its chunks) when the driver built
+  // one to share among its policies, as the rag loop does; null: a stage that needs it builds its own.
+  std::shared_ptr<const KnowledgeIndex> knowledge;
 };
 
 // Background work an idle stage did since the last claim(): busy time of its steps, FLOPs, marginal
