@@ -75,14 +75,14 @@ double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile&
       });
     } else if (q.phase == "prefill") {
       seconds = npu.chunked_prefill_seconds(cost, q.tokens, 0, chunk);
-    }
-    // Graphs built at run time are built before the first chunk runs, inside the timed prefill.
-    if (q.phase == "prefill") seconds += npu.graph_build_seconds(on_npu); else if (q.phase == "verify") {
+    } else if (q.phase == "verify") {
       const policies::specdec::SpecDecEnv env{npu, device.unit("cpu", who), 0.0, cost, cost};
       seconds = policies::specdec::npu_verify_split(env, q.tokens, context, static_cast<int>(chunk)).first;
     } else {
       seconds = npu.decode_seconds(cost.decode(context), on_npu.weight_dtype, on_npu.activation_dtype);
     }
+    // Graphs built at run time are built before the first chunk runs, inside the timed prefill.
+    if (q.phase == "prefill") seconds += npu.graph_build_seconds(on_npu);
   } else {
     if (q.phase == "verify") throw ConfigError(fmt::format("{}: phase verify is an NPU graph pass (unit: npu)", who));
     const devices::ComputeUnitSpec& u = device.unit(q.unit, who);
