@@ -123,6 +123,17 @@ ParamSchema engine_npu_schema() {
          "the runtime dequantises the file's weights when it builds the graph; unset: the model's dtypes)")
       .in(models::dtype_names())
       .optional();
+  s.text("graph_build", std::nullopt,
+         "when the runtime's QNN graphs are built: offline (compiled beforehand, or in a warm-up before the timed "
+         "request; the default) or online (composed and finalised on the phone's CPU inside the first request of a "
+         "shape; needs graph_finalize_ms_per_linear)")
+      .in({"offline", "online"})
+      .optional();
+  s.real("graph_finalize_ms_per_linear", std::nullopt,
+         "online graph build: CPU time to finalise the graph of one linear layer (x 7 per block x layers)")
+      .non_negative()
+      .with_unit("ms")
+      .optional();
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -450,6 +461,14 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     e.npu.hvx_op_overhead_us = opt_real(np, "hvx_op_overhead_us");
     if (np.has("cpu_overlap")) e.npu.cpu_overlap = np.boolean("cpu_overlap");
     if (np.has("graph_weight_dtype")) e.npu.graph_weight_dtype = np.text("graph_weight_dtype");
+    if (np.has("graph_build")) e.npu.graph_build = np.text("graph_build");
+    e.npu.graph_finalize_ms_per_linear = opt_real(np, "graph_finalize_ms_per_linear");
+    // Graphs built on the phone cost time the device profile knows nothing of: the runtime states it.
+    if (e.npu.graph_build.value_or("offline") == "online" && !e.npu.graph_finalize_ms_per_linear)
+      np.fail("graph_finalize_ms_per_linear",
+              fmt::format("engine '{}' builds its NPU graphs at run time (npu.graph_build: online): give "
+                          "npu.graph_finalize_ms_per_linear (the finalise time of one linear layer's graph, ms)",
+                          e.name));
     // A runtime on the HVX units has no device value to fall back to: its kernels' efficiencies and
     // per-call cost are its own, stated or an error (no silent default).
     if (e.npu.prefill_backend.value_or("") == "hvx" || e.npu.decode_backend.value_or("") == "hvx")
@@ -672,6 +691,8 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     if (npu.hvx_op_overhead_us) n.hvx_op_overhead_us = *npu.hvx_op_overhead_us;
     if (npu.graph_weight_dtype) n.graph_weight_dtype = models::parse_dtype(*npu.graph_weight_dtype);
     if (npu.cpu_overlap) n.cpu_overlap = *npu.cpu_overlap;
+    if (npu.graph_build) n.online_graph_build = *npu.graph_build == "online";
+    if (npu.graph_finalize_ms_per_linear) n.graph_finalize_ms_per_linear = *npu.graph_finalize_ms_per_linear;
   }
   if (d.storage && storage.read_command_overhead_us) d.storage->read_command_overhead_us = *storage.read_command_overhead_us;
   if (d.storage && storage.load_ns_per_byte) d.storage->load_ns_per_byte = *storage.load_ns_per_byte;

@@ -42,6 +42,8 @@
 //               prefill_backend, decode_backend (htp | hvx), hvx_gemm_efficiency, hvx_bandwidth_efficiency,
 //               hvx_op_overhead_us, cpu_overlap (backends and overlap, devices/npu.h),
 //               graph_weight_dtype (the dtype the NPU graphs hold the weights in, devices/npu.h)
+//               graph_build (offline | online: graphs finalised on the phone inside the first request of a
+//               shape) and graph_finalize_ms_per_linear (required when online; devices/npu.h)
 //   storage:    read_command_overhead_us  host time per read command of the runtime's loader
 //               load_ns_per_byte          host time per byte it loads (conversion, copies)
 //               (devices/storage.h)
@@ -112,6 +114,9 @@ struct EngineNpuSpec {
   // The dtype the runtime's NPU graphs hold the linear weights in, whatever the model file stores
   // (NpuSpec::graph_model; e.g. MNN's QNN backend dequantises asymmetric int4 weights to fp16).
   std::optional<std::string> graph_weight_dtype;
+  // offline | online (NpuSpec::graph_build_seconds), and the finalise time per linear layer (ms).
+  std::optional<std::string> graph_build;
+  std::optional<double> graph_finalize_ms_per_linear;
 };
 
 struct EngineStorageSpec {

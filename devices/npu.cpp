@@ -67,6 +67,17 @@ double NpuSpec::exec_seconds(const models::Work& work, double chunk, models::DTy
   return overhead_share * exec_overhead_ms * 1e-3 + std::max(compute, memory);
 }
 
+double NpuSpec::graph_build_seconds(const models::ModelSpec& m) const {
+  if (!online_graph_build) return 0.0;
+  if (!graph_finalize_ms_per_linear)
+    throw ConfigError(fmt::format("device '{}', engine '{}': the NPU graphs are built at run time (npu.graph_build: "
+                                  "online) but the engine gives no npu.graph_finalize_ms_per_linear (the finalise "
+                                  "time of one linear layer's graph, ms)",
+                                  device_name, engine_name));
+  const double linears = static_cast<double>(m.n_layers) * models::kProjections;
+  return linears * *graph_finalize_ms_per_linear * 1e-3;
+}
+
 models::ModelSpec NpuSpec::graph_model(const models::ModelSpec& m) const {
   if (!graph_weight_dtype) return m;
   models::ModelSpec g = m;

@@ -59,6 +59,19 @@
 // (pipelined_seconds). It is the exact two-stage flow-shop makespan whenever one stage dominates
 // throughout (a_i >= b_{i-1} for every i: T = sum a + b_n; or b_{i-1} >= a_i: T = a_1 + sum b), and an
 // upper bound of it otherwise.
+//
+// Graphs built at run time (engine `graph_build: online`): a runtime that composes and finalises its QNN
+// graphs on the phone when it first runs a shape (MNN's online QNN mode: QnnBackend::onResizeBegin /
+// onResizeEnd -> graphFinalize; mllm v1's first chunk, Module::isFirstChunk) spends that time inside the
+// request, on the CPU (QNN's HTP prepare library runs on the application processor; the accelerator's
+// own share of a finalise is a few ms). The time is
+//
+//   t_build = n_layers * 7 * graph_finalize_ms_per_linear          (graph_build_seconds)
+//
+// one finalise cost per linear layer (projection) the graphs hold: the evidence is a one-matmul graph's
+// finalise time (configs/engines/mnn.yaml), so a layer's other operators (norms, RoPE, activations) are
+// counted inside its linears' cost, and the classifier, embedding and CPU fallbacks are not counted.
+// Offline (the default: a context binary, or graphs built in a warm-up before the timed request), it is 0.
 #include <functional>
 #include <optional>
 #include <string>
@@ -108,6 +121,10 @@ struct NpuSpec {
   bool cpu_overlap = false;               // chunk i's NPU work overlaps chunk i-1's CPU float work
   // The dtype the runtime's NPU graphs hold every linear weight in (engine profile; unset: the model's own).
   std::optional<models::DType> graph_weight_dtype;
+  // Graphs built at run time (engine `graph_build: online`) and the finalise cost per linear layer they hold
+  // (engine `graph_finalize_ms_per_linear`; required when online, EngineProfile::from_yaml).
+  bool online_graph_build = false;
+  std::optional<double> graph_finalize_ms_per_linear;
   std::string device_name, engine_name;   // for error messages (set by DeviceProfile / EngineProfile::apply)
 
   static ParamSchema schema();
@@ -129,6 +146,9 @@ struct NpuSpec {
   double run_seconds(std::int64_t n_tokens, std::int64_t chunk, const models::Work& work_of_chunk,
                      models::DType weight_dtype) const;
   double graph_load_seconds(int layers) const { return graph_load_ms_per_layer * 1e-3 * layers; }
+  // CPU time to compose and finalise the graphs of model `m` at run time (see above): 0 offline; online
+  // without graph_finalize_ms_per_linear, a ConfigError naming the engine and that key.
+  double graph_build_seconds(const models::ModelSpec& m) const;
 
   // Peak operations per second for weights of `weight` dtype and activations of `activation` dtype.
   double peak_ops(models::DType weight, models::DType activation) const;

@@ -81,6 +81,8 @@ double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile&
     } else {
       seconds = npu.decode_seconds(cost.decode(context), on_npu.weight_dtype, on_npu.activation_dtype);
     }
+    // Graphs built at run time are built before the first chunk runs, inside the timed prefill.
+    if (q.phase == "prefill") seconds += npu.graph_build_seconds(on_npu);
   } else {
     if (q.phase == "verify") throw ConfigError(fmt::format("{}: phase verify is an NPU graph pass (unit: npu)", who));
     const devices::ComputeUnitSpec& u = device.unit(q.unit, who);
@@ -109,6 +111,8 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
   // How the measured build ran on the CPU: the engine then resolves (or refuses) that class and thread count.
   if (!q.cpu_kernels.empty()) set_path(eng, {"cpu", "kernels"}, YAML::Node(q.cpu_kernels), std::string("cpu_kernels=") + q.cpu_kernels);
   if (q.threads > 0) set_path(eng, {"cpu", "threads"}, YAML::Node(std::to_string(q.threads)), "threads");
+  // When the measured run's NPU graphs were built: the engine then requires (or refuses) its build cost.
+  if (!q.graphs.empty()) set_path(eng, {"npu", "graph_build"}, YAML::Node(q.graphs), std::string("graphs=") + q.graphs);
   for (const auto& o : overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -171,6 +175,10 @@ ParamSchema OnDeviceProbe::schema() {
   s.text("cpu_kernels", std::string(""),
          "the engine's cpu kernel class the measured build ran (engine cpu.kernel_classes; \"\": its `kernels`)");
   s.integer("threads", 0, "CPU threads of the measured run (0: the engine's cpu.threads)").range(0, 1024);
+  s.text("graphs", std::string(""),
+         "npu prefill: when the measured run's QNN graphs were built: online (inside the timed prefill) or offline "
+         "(beforehand); \"\": the engine's npu.graph_build")
+      .in({"", "online", "offline"});
   s.text("metric", std::string("tokens_per_s"), "tokens_per_s or ms; mb_per_s (unit storage)")
       .in({"tokens_per_s", "ms", "mb_per_s"});
   return s;
@@ -196,6 +204,9 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.metric = p.text("metric");
   q_.cpu_kernels = p.text("cpu_kernels");
   q_.threads = p.integer("threads");
+  q_.graphs = p.text("graphs");
+  if (!q_.graphs.empty() && (q_.unit != "npu" || q_.phase != "prefill"))
+    p.fail("graphs", "says when an NPU prefill's graphs were built: only with unit npu and phase prefill");
   if ((!q_.cpu_kernels.empty() || q_.threads > 0) && q_.unit != "cpu")
     p.fail(q_.cpu_kernels.empty() ? "threads" : "cpu_kernels", "says how a run used the CPU: only with unit cpu");
   q_.request_kb = p.real("request_kb");

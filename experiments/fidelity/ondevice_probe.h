@@ -14,6 +14,11 @@
 //            the HVX units in ubatches of `chunk` tokens (NpuSpec::hvx_prefill_seconds).
 //            On the npu every phase is costed on the weights as the runtime's graphs hold them
 //            (engine npu.graph_weight_dtype, NpuSpec::graph_model; unset: the probe's dtypes).
+//            graphs: online charges the CPU time of building and finalising the graphs at run time
+//            (NpuSpec::graph_build_seconds) before the chunks, as a runtime that builds them when it first
+//            runs the prompt's shape does inside the timed prefill (MNN's online QNN mode, mllm v1's first
+//            chunk); offline leaves it out (graphs compiled beforehand or built in an untimed warm-up);
+//            absent: the engine's npu.graph_build. Only for an npu prefill.
 //   decode   one token after `context` tokens (default: `tokens`); tokens_per_s = 1 / time, ms = time.
 //   verify   npu only: one verification of a `tokens`-token draft after `context` tokens (default 0)
 //            on a graph of `chunk` tokens, as the speculative-decoding policies cost it
@@ -51,6 +56,7 @@ struct OnDeviceQuery {
   YAML::Node linear_dtypes;  // {projection: dtype} (models/model_spec.h); undefined: the model profile's
   std::string cpu_kernels;   // the engine's cpu kernel class the measured build ran ("": the engine's `kernels`)
   std::int64_t threads = 0;  // the measured run's CPU thread count (0: the engine's `threads`)
+  std::string graphs;        // npu prefill: online | offline, when the measured run's graphs were built ("": the engine's)
   // unit `storage`, phase `read`: requests of `request_kb` KB with `queue_depth` of them kept outstanding
   // (0: the storage's own queue_depth); metric mb_per_s (StorageSpec::read_bps) or ms per request.
   double request_kb = 0;

@@ -31,6 +31,7 @@ ParamSchema point_schema() {
   s.node("probe", "{impl: ondevice, ...}");
   s.text_list("fitted", std::vector<std::string>{}, "parameters fitted to this point (calibration)");
   s.text("cause", std::string(""), "why the residual is large (validation points over 50%)");
+  s.text("notes", std::string(""), "free text: the measured run, the evidence behind a mechanism it depends on");
   s.text("cause_kind", std::string(""), "workload | mechanism | document (the fidelity registry's rule)")
       .in({"", "workload", "mechanism", "document"});
   // The fidelity registry's grouping keys (registry.h); checked there.

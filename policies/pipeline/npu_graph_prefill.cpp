@@ -20,6 +20,13 @@ sim::Task<void> NpuGraphPrefill::begin(devices::Device& device, const models::Co
 sim::Task<void> NpuGraphPrefill::run(devices::Device& device, const models::CostModel& cost, std::int64_t n_new,
                                      std::int64_t n_cached, int priority, double& active_energy_j) {
   const devices::NpuSpec& npu = device.profile().require_npu("prefill: npu_graphs");
+  if (npu.online_graph_build && !graphs_built_) {
+    // Built on the phone's CPU when the graphs first run, inside this request (npu.h).
+    graphs_built_ = true;
+    const double build_s = npu.graph_build_seconds(cost.spec());
+    co_await device.busy("cpu", sim::from_seconds(build_s), "graph build (online)", priority);
+    active_energy_j += device.profile().marginal_energy_j("cpu", build_s, "prefill: npu_graphs graph build");
+  }
   // The weights as the runtime's graphs hold them (engine npu.graph_weight_dtype; unset: `cost` itself).
   const double seconds = npu.graph_weight_dtype
                              ? npu.chunked_prefill_seconds(models::CostModel(npu.graph_model(cost.spec())), n_new,

@@ -5,7 +5,10 @@
 // (NpuSpec::chunked_prefill_seconds). Before the first request the graph is loaded
 // (graph_load_ms_per_layer x layers of NPU time) and its copy of the weights is held in DRAM for
 // the whole run (graphs do not share weights with the CPU's copy): a phone that cannot hold it
-// stops the run naming DRAM.
+// stops the run naming DRAM. A runtime that builds its graphs at run time (engine npu.graph_build:
+// online) composes and finalises them in the first request's prefill, before its first chunk: that
+// request holds the CPU for NpuSpec::graph_build_seconds (the HTP prepare library runs there), and
+// later requests reuse the graphs (one shape: `chunk`).
 //
 // Parameters:
 //   chunk   tokens per graph execution (0: the engine's graph_chunk)
@@ -25,6 +28,7 @@ class NpuGraphPrefill : public PrefillStage {
 
  private:
   std::int64_t chunk_;
+  bool graphs_built_ = false;  // online graph build: done by the first request of this run
 };
 
 }  // namespace mobisim::policies::pipeline
