@@ -55,7 +55,28 @@ double cpu_weights_bytes(const SpecDecEnv& env, const PolicyKnobs& k) {
 void add_phase(RequestBreakdown& r, const char* unit, double seconds, const char* label) {
   if (seconds <= 0) return;
   (std::string(unit) == "npu" ? r.npu_busy_s : r.cpu_busy_s) += seconds;
-  r.phases.push_back({unit, seconds, label});
+  Phase ph;
+  ph.unit = unit;
+  ph.seconds = seconds;
+  ph.label = label;
+  r.phases.push_back(std::move(ph));
+}
+
+// Host code on the runtime's calling thread (sampling, retrieval drafting): one CPU core busy, at
+// the CPU's single-thread power (specdec_policy.h, Energy).
+Phase single_thread_cpu_phase(const SpecDecEnv& env, double seconds, const char* label) {
+  Phase ph;
+  ph.unit = "cpu";
+  ph.seconds = seconds;
+  ph.label = label;
+  ph.power_w = env.cpu.single_thread_power();
+  return ph;
+}
+void add_single_thread_phase(const SpecDecEnv& env, RequestBreakdown& r, double seconds, const char* label) {
+  if (seconds <= 0) return;
+  r.cpu_busy_s += seconds;
+  r.cpu_single_thread_s += seconds;
+  r.phases.push_back(single_thread_cpu_phase(env, seconds, label));
 }
 
 void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t prompt_tokens,
@@ -66,7 +87,7 @@ void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t 
     const std::int64_t rows = 1 + s.draft_tokens;
     drafted += s.draft_tokens;
     if (draft_s_per_step > 0) {
-      add_phase(r, "cpu", draft_s_per_step, "draft");
+      add_single_thread_phase(env, r, draft_s_per_step, "draft");
       r.draft_s += draft_s_per_step;
     }
     if (unit == DecodeUnit::kNpu) {
@@ -113,13 +134,13 @@ PrefillResult add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, con
 // In-context calibration's sampling (specdec_policy.h): pipelined behind the prefill's chunks as a
 // background CPU stream, or one phase after prefill + switch. Returns whether the next main-chain
 // phase must join the background stream.
-bool add_calibration(const PolicyKnobs& k, std::int64_t prompt_tokens, const PrefillResult& p,
+bool add_calibration(const SpecDecEnv& env, const PolicyKnobs& k, std::int64_t prompt_tokens, const PrefillResult& p,
                      const std::vector<int>& chunk_last_phase, RequestBreakdown& r) {
   const double s_per_token = k.calibration_ms_per_token * 1e-3;
   r.calibration_cpu_s = s_per_token * static_cast<double>(prompt_tokens);
   if (k.calibration_overlap == CalibrationOverlap::kSequential || r.calibration_cpu_s <= 0) {
     r.calibration_s = r.calibration_cpu_s;
-    add_phase(r, "cpu", r.calibration_s, "calibration");
+    add_single_thread_phase(env, r, r.calibration_s, "calibration");
     return false;
   }
   std::vector<double> work;
@@ -128,11 +149,15 @@ bool add_calibration(const PolicyKnobs& k, std::int64_t prompt_tokens, const Pre
     work.push_back(s_per_token * static_cast<double>(n));
     for (std::int64_t t = 0; t < n; t += k.calibration_slice_tokens) {
       const auto slice = std::min<std::int64_t>(k.calibration_slice_tokens, n - t);
-      r.phases.push_back({"cpu", s_per_token * static_cast<double>(slice), "calibration", true,
-                          chunk_last_phase[c], false, 1});
+      Phase ph = single_thread_cpu_phase(env, s_per_token * static_cast<double>(slice), "calibration");
+      ph.background = true;
+      ph.after = chunk_last_phase[c];
+      ph.priority = 1;
+      r.phases.push_back(std::move(ph));
     }
   }
   r.cpu_busy_s += r.calibration_cpu_s;
+  r.cpu_single_thread_s += r.calibration_cpu_s;
   // Sampling in the CPU's idle time during prefill + switch; the rest is exposed (the device replay
   // measures it again, with the attention's waits for a running slice).
   r.calibration_s = calibration_tail_on_idle_cpu_s(p, work);
@@ -140,7 +165,7 @@ bool add_calibration(const PolicyKnobs& k, std::int64_t prompt_tokens, const Pre
 }
 
 void finish(const SpecDecEnv& env, std::int64_t prompt_tokens, RequestBreakdown& r) {
-  r.energy_j = request_energy_j(env, r.total_s(), r.npu_busy_s, r.cpu_busy_s);
+  r.energy_j = request_energy_j(env, r.total_s(), r.npu_busy_s, r.cpu_busy_s, r.cpu_single_thread_s);
   // K/V cache of the whole request, prompt and output (CPU-side attention holds it once).
   r.peak_memory_bytes +=
       env.cost.spec().kv_bytes_per_token() * static_cast<double>(prompt_tokens + r.output_tokens);
@@ -218,7 +243,7 @@ RequestBreakdown RetrievalSdPolicy::run(const SpecDecEnv& env, std::int64_t prom
   if (unit_ == DecodeUnit::kCpu) r.peak_memory_bytes += cpu_weights_bytes(env, k_);
   bool join = false;
   if (drafter_.calibrate) {
-    join = add_calibration(k_, prompt_tokens, p, chunk_last_phase, r);
+    join = add_calibration(env, k_, prompt_tokens, p, chunk_last_phase, r);
     // Calibrated tree: at most top_n^depth nodes per context position, bounded by max_nodes.
     const double per_pos = std::pow(drafter_.calibration.top_n, drafter_.calibration.max_depth);
     r.peak_memory_bytes += std::min<double>(drafter_.calibration.max_nodes, per_pos * prompt_tokens) *

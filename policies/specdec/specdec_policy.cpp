@@ -146,9 +146,15 @@ sim::Task<void> replay_phases(devices::Device& device, const std::vector<Phase>&
   out.energy_j = device.energy_j() - e0;
 }
 
-double request_energy_j(const SpecDecEnv& env, double total_s, double npu_busy_s, double cpu_busy_s) {
+double request_energy_j(const SpecDecEnv& env, double total_s, double npu_busy_s, double cpu_busy_s,
+                        double cpu_single_thread_s) {
+  if (cpu_single_thread_s < 0 || cpu_single_thread_s > cpu_busy_s)
+    throw InputError(fmt::format("request energy: {} s of single-thread CPU work in {} s of CPU busy time",
+                                 cpu_single_thread_s, cpu_busy_s));
   const double npu = env.npu.active_power_w * npu_busy_s + env.npu.idle_power_w * std::max(0.0, total_s - npu_busy_s);
-  const double cpu = env.cpu.active_power_w * cpu_busy_s + env.cpu.idle_power_w * std::max(0.0, total_s - cpu_busy_s);
+  const double cpu = env.cpu.active_power_w * (cpu_busy_s - cpu_single_thread_s) +
+                     env.cpu.single_thread_power() * cpu_single_thread_s +
+                     env.cpu.idle_power_w * std::max(0.0, total_s - cpu_busy_s);
   return npu + cpu + env.base_power_w * total_s;
 }
 

@@ -31,6 +31,20 @@
 //   sequential           sampling starts after prefill and switch and is fully exposed (the
 //                        literal "after prefill completes" of the workflow paragraph).
 // Either way the CPU is charged the whole sampling time (energy).
+//
+// Energy: each unit draws its active power while busy and its idle power otherwise, plus the SoC's
+// base power (the device's energy model). What runs on the CPU, read in mllm (branch v1, commit
+// 013e4cec, the code CoordGen builds on):
+//   - the CPU ops beside the NPU graphs (attention, footnote 2; the LM head) and CPU decoding run
+//     on mllm's worker threads, CPUBackend::cpu_threads (examples/demo_qwen_npu.cpp: `-t`, default
+//     4): charged the CPU's active_power_w (the device profile gives it for that pool);
+//   - sampling from the logits (mllm/Generate.cpp: std::max_element / std::partial_sort over the
+//     vocabulary, on the calling thread) and retrieval drafting (mllm/Draft.hpp: TracePool and
+//     SuffixAutomaton, plain single-threaded code) keep one core busy: the in-context calibration's
+//     sampling and the retrieval `draft` phases are charged the CPU's single_thread_power_w (the
+//     active power when the profile does not give it).
+//   - EAGLE's drafter model runs as the target's ops do (its layer on the decoding unit).
+// The NPU draws its idle power while the CPU drafts, samples or attends.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -69,6 +83,10 @@ struct Phase {
   int after = -1;     // background: index of the main-chain phase it waits for (-1: none)
   bool join = false;  // main chain: wait for the background stream first
   int priority = 0;   // the unit's queue priority (lower is served first)
+  // What the unit draws while this phase runs, when not its own active power: host code on the
+  // runtime's calling thread (sampling, retrieval drafting) keeps one CPU core busy, not mllm's pool
+  // of worker threads that the CPU's active_power_w describes (specdec_policy.h, Energy).
+  std::optional<double> power_w = std::nullopt;
 };
 
 struct RequestBreakdown {
@@ -80,6 +98,7 @@ struct RequestBreakdown {
   double decode_s = 0;       // verification / decode steps
   double draft_s = 0;        // drafting (retrieval, tree building, EAGLE's draft model)
   double npu_busy_s = 0, cpu_busy_s = 0;
+  double cpu_single_thread_s = 0;  // the part of cpu_busy_s that keeps one core busy (sampling, drafting)
   double energy_j = 0;
   double peak_memory_bytes = 0;
   std::int64_t output_tokens = 0;
@@ -166,7 +185,9 @@ struct ReplayResult {
 };
 sim::Task<void> replay_phases(devices::Device& device, const std::vector<Phase>& phases, ReplayResult& out);
 
-// Energy: active power of each unit while busy, idle power otherwise, plus the SoC base power.
-double request_energy_j(const SpecDecEnv& env, double total_s, double npu_busy_s, double cpu_busy_s);
+// Energy: active power of each unit while busy, idle power otherwise, plus the SoC base power;
+// `cpu_single_thread_s` of the CPU's busy time at its single-thread power instead.
+double request_energy_j(const SpecDecEnv& env, double total_s, double npu_busy_s, double cpu_busy_s,
+                        double cpu_single_thread_s = 0);
 
 }  // namespace mobisim::policies::specdec
