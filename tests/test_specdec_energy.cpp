@@ -114,18 +114,28 @@ TEST(SpecdecEnergy, TinyCoordgenRequestByHand) {
   EXPECT_NEAR(r.cpu_single_thread_s, sampling_s + draft_s, 1e-12);
   const double total = r.total_s();
   EXPECT_NEAR(total, 1.0 + 2.0 + sampling_s + draft_s + 2.0, 2e-2);
+  // The calling thread polls through the prefill's and the verifications' NPU executions, not
+  // through the graph switch (a load, not an execution): 1 + 2 s.
+  EXPECT_NEAR(r.npu_polled_s, r.npu_busy_s - r.switch_s, 1e-12);
+  EXPECT_NEAR(r.npu_polled_s, 3.0, 2e-2);
   // By hand from the busy times: NPU 2 W busy, 0.1 W idle; CPU 1.5 W for its single-thread work,
-  // 4 W for the rest (the prefill's and verifications' attention), 0.5 W idle; base 0.25 W.
+  // 4 W for the rest (the prefill's and verifications' attention), 0.5 W idle; the polling core
+  // 1.5 - 0.5 W over the idle CPU while the NPU executes; base 0.25 W.
   const double st = sampling_s + draft_s, pool = r.cpu_busy_s - st;
   const double by_hand = 2.0 * r.npu_busy_s + 0.1 * (total - r.npu_busy_s) + 1.5 * st + 4.0 * pool +
-                         0.5 * (total - r.cpu_busy_s) + 0.25 * total;
+                         0.5 * (total - r.cpu_busy_s) + 1.0 * r.npu_polled_s + 0.25 * total;
   EXPECT_NEAR(r.energy_j, by_hand, 1e-9);
-  // The single-thread phases carry their power; nothing else does.
+  // The single-thread phases carry one core's power, the polled NPU executions the NPU's and the
+  // polling core's; nothing else carries a power of its own.
   for (const Phase& ph : r.phases) {
     const bool single = ph.label == "calibration" || ph.label == "draft";
-    EXPECT_EQ(ph.power_w.has_value(), single) << ph.label;
+    const bool polled = ph.unit == "npu" && ph.label != "graph switch";
+    EXPECT_EQ(ph.power_w.has_value(), single || polled) << ph.label;
     if (single) {
       EXPECT_DOUBLE_EQ(*ph.power_w, 1.5) << ph.label;
+    }
+    if (polled) {
+      EXPECT_DOUBLE_EQ(*ph.power_w, 2.0 + 1.0) << ph.label;
     }
   }
   // The device replay charges the same joules.
@@ -133,11 +143,34 @@ TEST(SpecdecEnergy, TinyCoordgenRequestByHand) {
   EXPECT_NEAR(out.latency_s, total, 1e-9);
   EXPECT_NEAR(out.energy_j, r.energy_j, 1e-6);
   // Without a single-thread power the same work costs the pool's 4 W: (4 - 1.5) x 0.514 J more,
-  // on the estimate and on the device.
+  // and the polling core too (4 - 0.5 instead of 1.5 - 0.5 W over 3 s), on the estimate and on the device.
   const SpecDecEnv pool_only = energy_env(false);
   const RequestBreakdown p = run_policy(yaml, pool_only, 256, steps_of(2, 31, 4));
-  EXPECT_NEAR(p.energy_j - r.energy_j, 2.5 * (sampling_s + draft_s), 1e-9);
-  EXPECT_NEAR(replay(pool_only, p.phases).energy_j - out.energy_j, 2.5 * (sampling_s + draft_s), 1e-6);
+  const double more = 2.5 * (sampling_s + draft_s) + 2.5 * r.npu_polled_s;
+  EXPECT_NEAR(p.energy_j - r.energy_j, more, 1e-9);
+  EXPECT_NEAR(replay(pool_only, p.phases).energy_j - out.energy_j, more, 1e-6);
+}
+
+// NPU vanilla, 10 one-token steps of 1 s each on the NPU: with mllm's RPC polling the calling
+// thread spins through the prefill (1 s) and the 10 steps: (1.5 - 0.5) W x 11 s = 11 J more than
+// without; the graph switch (2 s) is not polled; the latency is the same.
+TEST(SpecdecEnergy, RpcPollingChargesOneCoreThroughNpuExecutions) {
+  const std::string shape = "prefill_chunk: 256, decode_chunk: 32, blocks: 2, switch: synchronous";
+  const SpecDecEnv env = energy_env(true);
+  const RequestBreakdown on = run_policy("{impl: npu_vanilla, " + shape + "}", env, 256, steps_of(10, 0, 0));
+  const RequestBreakdown off =
+      run_policy("{impl: npu_vanilla, npu_rpc_polling: false, " + shape + "}", env, 256, steps_of(10, 0, 0));
+  EXPECT_NEAR(on.npu_polled_s, 11.0, 2e-2);
+  EXPECT_DOUBLE_EQ(off.npu_polled_s, 0.0);
+  EXPECT_NEAR(on.npu_polled_s, on.npu_busy_s - on.switch_s, 1e-12);
+  EXPECT_DOUBLE_EQ(on.total_s(), off.total_s());
+  EXPECT_NEAR(on.energy_j - off.energy_j, 1.0 * on.npu_polled_s, 1e-9);
+  const ReplayResult a = replay(env, on.phases), b = replay(env, off.phases);
+  EXPECT_NEAR(a.latency_s, b.latency_s, 1e-12);
+  EXPECT_NEAR(a.energy_j - b.energy_j, 1.0 * on.npu_polled_s, 1e-6);
+  EXPECT_NEAR(a.energy_j, on.energy_j, 1e-6);
+  // CPU decoding has no NPU executions after the prefill: only its 1 s is polled.
+  EXPECT_NEAR(run_policy("{impl: cpu_vanilla, " + shape + "}", env, 256, steps_of(10, 0, 0)).npu_polled_s, 1.0, 1e-2);
 }
 
 // Pipelined calibration: the sampling slices run in the background stream, each at one thread's power.
@@ -154,10 +187,10 @@ TEST(SpecdecEnergy, PipelinedSamplingIsChargedOneThread) {
       EXPECT_DOUBLE_EQ(*ph.power_w, 1.5);
     }
   EXPECT_EQ(background, 512);  // one slice per prompt token (calibration_slice_tokens 1)
-  // 1.024 s of sampling and 2 ms of drafting, 2.5 W cheaper each second; same timeline.
+  // 1.024 s of sampling, 2 ms of drafting and the polled NPU time, 2.5 W cheaper each second; same timeline.
   const ReplayResult a = replay(env, r.phases), b = replay(pool_only, p.phases);
   EXPECT_NEAR(a.latency_s, b.latency_s, 1e-12);
-  EXPECT_NEAR(b.energy_j - a.energy_j, 2.5 * (1.024 + 0.002), 1e-6);
+  EXPECT_NEAR(b.energy_j - a.energy_j, 2.5 * (1.024 + 0.002 + r.npu_polled_s), 1e-6);
 }
 
 TEST(SpecdecEnergy, RequestEnergyRefusesMoreSingleThreadTimeThanBusyTime) {

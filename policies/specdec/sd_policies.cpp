@@ -79,7 +79,18 @@ void add_single_thread_phase(const SpecDecEnv& env, RequestBreakdown& r, double 
   r.phases.push_back(single_thread_cpu_phase(env, seconds, label));
 }
 
-void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t prompt_tokens,
+// One stretch of QNN graph executions on the NPU. With `polled` (PolicyKnobs::npu_rpc_polling), the
+// runtime's calling thread spins on the CPU for its whole length (specdec_policy.h, Energy): the
+// NPU phase draws the NPU's active power plus that core's (rpc_polling_power_w).
+void add_npu_execution(const SpecDecEnv& env, bool polled, RequestBreakdown& r, double seconds, const char* label) {
+  if (seconds <= 0) return;
+  add_phase(r, "npu", seconds, label);
+  if (!polled) return;
+  r.npu_polled_s += seconds;
+  r.phases.back().power_w = env.npu.active_power_w + rpc_polling_power_w(env);
+}
+
+void add_decode(const SpecDecEnv& env, const PolicyKnobs& k, DecodeUnit unit, int chunk, std::int64_t prompt_tokens,
                 const DecodeTrace& trace, double draft_s_per_step, RequestBreakdown& r) {
   std::int64_t ctx = prompt_tokens;
   double accepted = 0, drafted = 0;
@@ -93,7 +104,7 @@ void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t 
     if (unit == DecodeUnit::kNpu) {
       const auto [npu_s, cpu_s] = npu_verify_split(env, rows, ctx, chunk);
       r.decode_s += npu_s + cpu_s;
-      add_phase(r, "npu", npu_s, "verify");
+      add_npu_execution(env, k.npu_rpc_polling, r, npu_s, "verify");
       add_phase(r, "cpu", cpu_s, "attention");
     } else {
       const double t = cpu_verify_seconds(env, rows, ctx);
@@ -119,7 +130,7 @@ PrefillResult add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, con
   r.switch_s = p.switch_s;
   if (chunk_last_phase) chunk_last_phase->assign(p.chunk_end_s.size(), -1);
   for (const auto& slot : p.slots) {
-    add_phase(r, "npu", slot.npu_s, "prefill");
+    add_npu_execution(env, k.npu_rpc_polling, r, slot.npu_s, "prefill");
     add_phase(r, "cpu", slot.cpu_s, "prefill attention");
     if (chunk_last_phase && !r.phases.empty())
       (*chunk_last_phase)[static_cast<std::size_t>(slot.chunk)] = static_cast<int>(r.phases.size()) - 1;
@@ -165,7 +176,9 @@ bool add_calibration(const SpecDecEnv& env, const PolicyKnobs& k, std::int64_t p
 }
 
 void finish(const SpecDecEnv& env, std::int64_t prompt_tokens, RequestBreakdown& r) {
-  r.energy_j = request_energy_j(env, r.total_s(), r.npu_busy_s, r.cpu_busy_s, r.cpu_single_thread_s);
+  r.energy_j =
+      request_energy_j(env, r.total_s(), r.npu_busy_s, r.cpu_busy_s, r.cpu_single_thread_s) +
+      r.npu_polled_s * rpc_polling_power_w(env);
   // K/V cache of the whole request, prompt and output (CPU-side attention holds it once).
   r.peak_memory_bytes +=
       env.cost.spec().kv_bytes_per_token() * static_cast<double>(prompt_tokens + r.output_tokens);
@@ -188,11 +201,11 @@ RequestBreakdown PlainDecodePolicy::run(const SpecDecEnv& env, std::int64_t prom
   RequestBreakdown r;
   if (unit_ == DecodeUnit::kNpu) {
     add_prefill(env, prompt_tokens, k_, switch_, r, nullptr);
-    add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, 0.0, r);
+    add_decode(env, k_, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, 0.0, r);
   } else {
     add_prefill(env, prompt_tokens, k_, std::nullopt, r, nullptr);
     r.peak_memory_bytes += cpu_weights_bytes(env, k_);
-    add_decode(env, unit_, 1, prompt_tokens, trace, 0.0, r);
+    add_decode(env, k_, unit_, 1, prompt_tokens, trace, 0.0, r);
   }
   finish(env, prompt_tokens, r);
   return r;
@@ -250,7 +263,7 @@ RequestBreakdown RetrievalSdPolicy::run(const SpecDecEnv& env, std::int64_t prom
                            drafter_.calibration.bytes_per_node;
   }
   const std::size_t first_decode_phase = r.phases.size();
-  add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, k_.draft_ms_per_step * 1e-3, r);
+  add_decode(env, k_, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, k_.draft_ms_per_step * 1e-3, r);
   // Drafting needs the calibrated tree: the first decoding step waits for the sampling.
   if (join && first_decode_phase < r.phases.size()) r.phases[first_decode_phase].join = true;
   finish(env, prompt_tokens, r);
@@ -316,10 +329,10 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
     if (unit_ == DecodeUnit::kNpu) {
       draft = draft_depth_ * env.npu.run_seconds(draft_topk_, k_.graphs.decode_chunk, npu_part(draft_pass),
                                                  spec.weight_dtype);
-      add_phase(r, "npu", draft, "draft model");
+      add_npu_execution(env, k_.npu_rpc_polling, r, draft, "draft model");
       const auto [npu_s, cpu_s] = npu_verify_split(env, 1 + k_.draft_budget, ctx, k_.graphs.decode_chunk);
       r.decode_s += npu_s + cpu_s;
-      add_phase(r, "npu", npu_s, "verify");
+      add_npu_execution(env, k_.npu_rpc_polling, r, npu_s, "verify");
       add_phase(r, "cpu", cpu_s, "attention");
     } else {
       draft = draft_depth_ * env.cpu.seconds(draft_pass, spec.weight_dtype);

@@ -44,7 +44,21 @@
 //     sampling and the retrieval `draft` phases are charged the CPU's single_thread_power_w (the
 //     active power when the profile does not give it).
 //   - EAGLE's drafter model runs as the target's ops do (its layer on the decoding unit).
-// The NPU draws its idle power while the CPU drafts, samples or attends.
+//   - every NPU execution is a QNN graph run called from that thread: mllm splits each decoder layer
+//     into two QNN subgraphs with the CPU attention between (models/qwen/modeling_qwen_npu_v2.hpp,
+//     SubgraphStart/SubgraphFinalize), and its QNN backend sets an RPC polling time of 9999 us
+//     (backends/qnn/QNNBackend.cpp, setRpcLatencyAndPolling, at backend creation). FastRPC's polling
+//     mode "polls a shared memory location for completion after sending the invocation" where the
+//     CPU would otherwise "enter low power modes", falling back to the interrupt path only when the
+//     poll times out (Linux misc/fastrpc, "Add polling mode support for fastRPC driver"). A
+//     subgraph of a 1.5B model runs for ~1 ms per decode step and a few ms per 256-token prefill
+//     chunk, inside the window: the calling thread spins through all NPU execution time (prefill,
+//     verification, EAGLE's NPU drafter; not graph loading), charged as one core on top of the
+//     idle CPU, rpc_polling_power_w = single_thread_power - idle_power (npu_rpc_polling: false
+//     drops it).
+// The NPU draws its idle power while the CPU drafts, samples or attends (mllm votes the HTP to
+// burst with sleep disabled for the whole session, QNNBackend.cpp setPowerConfigBurst, so that idle
+// is an awake HTP's; no figure for it was found: the profiles' idle_power_w is kept).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -99,6 +113,7 @@ struct RequestBreakdown {
   double draft_s = 0;        // drafting (retrieval, tree building, EAGLE's draft model)
   double npu_busy_s = 0, cpu_busy_s = 0;
   double cpu_single_thread_s = 0;  // the part of cpu_busy_s that keeps one core busy (sampling, drafting)
+  double npu_polled_s = 0;  // NPU execution time the calling thread spins through (PolicyKnobs::npu_rpc_polling)
   double energy_j = 0;
   double peak_memory_bytes = 0;
   std::int64_t output_tokens = 0;
@@ -148,8 +163,14 @@ struct PolicyKnobs {
   // the CPU copy's is quantised with its linear layers (the CPU spec's classifier dtype).
   models::DType embedding_dtype = models::DType::kF32;
   models::DType npu_lm_head_dtype = models::DType::kF32;
+  // The runtime's calling thread polls for each QNN graph execution's completion instead of sleeping
+  // (mllm's QNNBackend::setRpcLatencyAndPolling: RPC polling time 9999 us, longer than any execution of
+  // its per-layer subgraphs), so one CPU core spins through all NPU execution time (Energy, above).
+  bool npu_rpc_polling = true;
 };
 ParamSchema knob_schema();
+// What one CPU core spinning on an NPU execution's completion adds to the idle CPU (>= 0).
+double rpc_polling_power_w(const SpecDecEnv& env);
 PolicyKnobs knobs_from(const Params& p);
 
 // Pieces the policies combine.
