@@ -58,7 +58,7 @@ RequestBreakdown run_policy(const std::string& yaml, const SpecDecEnv& env, std:
   return Registry<SpecDecPolicy>::instance().create(load_yaml_string(yaml, "test"), ConfigSource{})->run(env, prompt, t);
 }
 
-ReplayResult replay(const SpecDecEnv& env, const std::vector<Phase>& phases) {
+ReplayResult replay_energy(const SpecDecEnv& env, const std::vector<Phase>& phases) {
   sim::StatGroup stats("toy");
   ReplayResult out;
   experiments::SimulatedRun run(device_of(env), stats);
@@ -139,7 +139,7 @@ TEST(SpecdecEnergy, TinyCoordgenRequestByHand) {
     }
   }
   // The device replay charges the same joules.
-  const ReplayResult out = replay(env, r.phases);
+  const ReplayResult out = replay_energy(env, r.phases);
   EXPECT_NEAR(out.latency_s, total, 1e-9);
   EXPECT_NEAR(out.energy_j, r.energy_j, 1e-6);
   // Without a single-thread power the same work costs the pool's 4 W: (4 - 1.5) x 0.514 J more,
@@ -148,7 +148,7 @@ TEST(SpecdecEnergy, TinyCoordgenRequestByHand) {
   const RequestBreakdown p = run_policy(yaml, pool_only, 256, steps_of(2, 31, 4));
   const double more = 2.5 * (sampling_s + draft_s) + 2.5 * r.npu_polled_s;
   EXPECT_NEAR(p.energy_j - r.energy_j, more, 1e-9);
-  EXPECT_NEAR(replay(pool_only, p.phases).energy_j - out.energy_j, more, 1e-6);
+  EXPECT_NEAR(replay_energy(pool_only, p.phases).energy_j - out.energy_j, more, 1e-6);
 }
 
 // NPU vanilla, 10 one-token steps of 1 s each on the NPU: with mllm's RPC polling the calling
@@ -165,7 +165,7 @@ TEST(SpecdecEnergy, RpcPollingChargesOneCoreThroughNpuExecutions) {
   EXPECT_NEAR(on.npu_polled_s, on.npu_busy_s - on.switch_s, 1e-12);
   EXPECT_DOUBLE_EQ(on.total_s(), off.total_s());
   EXPECT_NEAR(on.energy_j - off.energy_j, 1.0 * on.npu_polled_s, 1e-9);
-  const ReplayResult a = replay(env, on.phases), b = replay(env, off.phases);
+  const ReplayResult a = replay_energy(env, on.phases), b = replay_energy(env, off.phases);
   EXPECT_NEAR(a.latency_s, b.latency_s, 1e-12);
   EXPECT_NEAR(a.energy_j - b.energy_j, 1.0 * on.npu_polled_s, 1e-6);
   EXPECT_NEAR(a.energy_j, on.energy_j, 1e-6);
@@ -188,7 +188,7 @@ TEST(SpecdecEnergy, PipelinedSamplingIsChargedOneThread) {
     }
   EXPECT_EQ(background, 512);  // one slice per prompt token (calibration_slice_tokens 1)
   // 1.024 s of sampling, 2 ms of drafting and the polled NPU time, 2.5 W cheaper each second; same timeline.
-  const ReplayResult a = replay(env, r.phases), b = replay(pool_only, p.phases);
+  const ReplayResult a = replay_energy(env, r.phases), b = replay_energy(pool_only, p.phases);
   EXPECT_NEAR(a.latency_s, b.latency_s, 1e-12);
   EXPECT_NEAR(b.energy_j - a.energy_j, 2.5 * (1.024 + 0.002 + r.npu_polled_s), 1e-6);
 }
