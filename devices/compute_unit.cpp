@@ -32,6 +32,12 @@ ParamSchema ComputeUnitSpec::schema() {
       .with_unit("us");
   s.real("active_power_w", std::nullopt, "power while busy").non_negative().with_unit("W");
   s.real("idle_power_w", std::nullopt, "power while idle").non_negative().with_unit("W");
+  s.real("single_thread_power_w", std::nullopt,
+         "power while one thread runs alone (work a runtime does on its calling thread, e.g. sampling); "
+         "absent: such work is charged active_power_w")
+      .non_negative()
+      .with_unit("W")
+      .optional();
   s.integer("cores", 1, "cores used (informational)").range(1, 1024);
   s.boolean("dedicated_memory", false,
             "the unit streams from memory of its own (a discrete GPU's GDDR/HBM), not the shared DRAM bus");
@@ -98,6 +104,7 @@ ComputeUnitSpec ComputeUnitSpec::from_params(const std::string& name, const Para
   u.call_overhead_us = p.real("call_overhead_us");
   u.active_power_w = p.real("active_power_w");
   u.idle_power_w = p.real("idle_power_w");
+  if (p.has("single_thread_power_w")) u.single_thread_power_w = p.real("single_thread_power_w");
   u.dedicated_memory = p.boolean("dedicated_memory");
   u.cores = static_cast<int>(p.integer("cores"));
   u.peak_tflops = parse_positive_per_dtype(p, "peak_tflops", "TFLOP/s, e.g. {fp16: 1.0}");

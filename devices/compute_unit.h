@@ -15,6 +15,7 @@
 // bandwidth instead of the pass's; a runtime may make a dtype's kernels costlier (`kernel_cost_by_dtype`).
 // Energy is active power while busy plus idle power otherwise (see Device).
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +66,11 @@ struct ComputeUnitSpec {
   std::shared_ptr<const EngineGaps> gaps;
   double active_power_w = 0;
   double idle_power_w = 0;
+  // Power while one thread runs on the unit alone (a CPU whose `active_power_w` is that of a runtime's
+  // thread pool): work a runtime does on its calling thread, such as sampling. Absent: not described,
+  // and such work is charged `active_power_w` (single_thread_power()).
+  std::optional<double> single_thread_power_w;
+  double single_thread_power() const { return single_thread_power_w.value_or(active_power_w); }
   int cores = 1;
   // Streams from memory of its own (a discrete GPU), not over the phone's shared DRAM bus.
   bool dedicated_memory = false;

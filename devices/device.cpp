@@ -500,6 +500,20 @@ sim::Task<void> Device::busy(std::string unit, sim::Time duration, std::string l
   if (timeline_) timeline_->span(profile_.name + "/" + unit, label, t0, sim_.now());
 }
 
+sim::Task<void> Device::busy_drawing(std::string unit, sim::Time duration, double active_power_w, std::string label,
+                                     int priority) {
+  if (power_)
+    throw ConfigError(fmt::format("{}: '{}' on {} draws {} W of its own, which the thermal model cannot charge "
+                                  "(one power per unit and operating point); run it with thermal: none",
+                                  profile_.name, label, unit, active_power_w));
+  if (active_power_w < 0)
+    throw ConfigError(fmt::format("{}: '{}' on {} draws {} W (expected >= 0)", profile_.name, label, unit,
+                                  active_power_w));
+  Unit& u = unit_state(unit);
+  co_await busy(unit, duration, label, priority);
+  u.drawing_offset_j += (active_power_w - u.active_w) * sim::to_seconds(duration);
+}
+
 sim::Task<void> Device::transfer(std::string link, double bytes, std::string label, sim::Time hold) {
   const LinkSpec& spec = profile_.link(link, label);
   auto& q = *links_.at(link);
@@ -531,7 +545,7 @@ double Device::energy_j() const {
   for (const auto& [name, u] : units_) {
     if (power_) break;  // the units' power is in the power manager's integral
     const double busy = u.queue->busy_slot_seconds();
-    e += u.active_w * busy + u.idle_w * std::max(0.0, elapsed - busy);
+    e += u.active_w * busy + u.idle_w * std::max(0.0, elapsed - busy) + u.drawing_offset_j;
   }
   if (storage_) {
     const double busy = storage_->busy_seconds();

@@ -143,6 +143,12 @@ class Device {
   // Holds a unit busy for a given duration (e.g. a profiled fixed-cost operation).
   sim::Task<void> busy(std::string unit, sim::Time duration, std::string label, int priority = 0,
                        bool preempt = false, bool preemptible = false);
+  // As busy(), the unit drawing `active_power_w` instead of its own active power while it runs: work
+  // that keeps only part of a unit busy, such as one thread on a CPU whose `active_power_w` is that of
+  // the runtime's thread pool. The power manager's model has one power per unit and operating point,
+  // so this needs `thermal: none` (ConfigError otherwise).
+  sim::Task<void> busy_drawing(std::string unit, sim::Time duration, double active_power_w, std::string label,
+                               int priority = 0);
   // `bytes` over a link, queued behind earlier transfers. `hold`: the link stays taken that much
   // longer (per-request issue work of a copy engine, e.g. a memcpy issue and event record).
   sim::Task<void> transfer(std::string link, double bytes, std::string label = "transfer", sim::Time hold = 0);
@@ -178,6 +184,8 @@ class Device {
     std::unique_ptr<sim::Resource> queue;
     bool shares_dram = true;  // streams over the phone's DRAM bus (false: its own memory)
     double active_w = 0, idle_w = 0;
+    // busy_drawing(): energy drawn beyond (or short of) active_w x busy time, signed.
+    double drawing_offset_j = 0;
     sim::Counter* flops = nullptr;
     sim::Counter* busy_s = nullptr;
   };

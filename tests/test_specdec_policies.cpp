@@ -157,8 +157,20 @@ devices::DeviceProfile two_unit_device() {
   return d;
 }
 
-Phase main_phase(const char* unit, double s, const char* label) { return Phase{unit, s, label}; }
-Phase sampling(double s, int after) { return Phase{"cpu", s, "calibration", true, after, false, 1}; }
+Phase main_phase(const char* unit, double s, const char* label) {
+  Phase ph;
+  ph.unit = unit;
+  ph.seconds = s;
+  ph.label = label;
+  return ph;
+}
+Phase sampling(double s, int after) {
+  Phase ph = main_phase("cpu", s, "calibration");
+  ph.background = true;
+  ph.after = after;
+  ph.priority = 1;
+  return ph;
+}
 
 TEST(SpecdecPolicies, PipelinedCalibrationOnTheDeviceMatchesTheFormula) {
   // NPU-only prefill chunks of 1 s (ready at 1, 2, 3 s), sampling 1.5, 0.2, 2 s on the idle CPU,

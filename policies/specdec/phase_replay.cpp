@@ -10,6 +10,14 @@ namespace {
 
 bool is_prefill_label(const Phase& ph) { return ph.label == "prefill" || ph.label == "prefill attention"; }
 
+// One phase on its unit, at the power it draws (Phase::power_w) when that is not the unit's own.
+sim::Task<void> run_phase(devices::Device& device, const Phase& ph, int priority) {
+  if (ph.power_w)
+    co_await device.busy_drawing(ph.unit, sim::from_seconds(ph.seconds), *ph.power_w, ph.label, ph.priority + priority);
+  else
+    co_await device.busy(ph.unit, sim::from_seconds(ph.seconds), ph.label, ph.priority + priority);
+}
+
 }  // namespace
 
 void PhaseReplay::set(std::vector<Phase> phases) {
@@ -30,8 +38,7 @@ std::int64_t PhaseReplay::verifications() const {
 }
 
 sim::Task<void> PhaseReplay::phase(devices::Device& device, std::size_t i, int priority) {
-  const Phase& ph = phases_[i];
-  co_await device.busy(ph.unit, sim::from_seconds(ph.seconds), ph.label, ph.priority + priority);
+  co_await run_phase(device, phases_[i], priority);
   if (!done_.empty()) done_[i].succeed();
 }
 
@@ -39,7 +46,7 @@ sim::Task<void> PhaseReplay::background(devices::Device& device, int priority) {
   for (const Phase& ph : phases_) {
     if (!ph.background) continue;
     if (ph.after >= 0) co_await done_[static_cast<std::size_t>(ph.after)];
-    co_await device.busy(ph.unit, sim::from_seconds(ph.seconds), ph.label, ph.priority + priority);
+    co_await run_phase(device, ph, priority);
   }
 }
 

@@ -55,10 +55,42 @@ double cpu_weights_bytes(const SpecDecEnv& env, const PolicyKnobs& k) {
 void add_phase(RequestBreakdown& r, const char* unit, double seconds, const char* label) {
   if (seconds <= 0) return;
   (std::string(unit) == "npu" ? r.npu_busy_s : r.cpu_busy_s) += seconds;
-  r.phases.push_back({unit, seconds, label});
+  Phase ph;
+  ph.unit = unit;
+  ph.seconds = seconds;
+  ph.label = label;
+  r.phases.push_back(std::move(ph));
 }
 
-void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t prompt_tokens,
+// Host code on the runtime's calling thread (sampling, retrieval drafting): one CPU core busy, at
+// the CPU's single-thread power (specdec_policy.h, Energy).
+Phase single_thread_cpu_phase(const SpecDecEnv& env, double seconds, const char* label) {
+  Phase ph;
+  ph.unit = "cpu";
+  ph.seconds = seconds;
+  ph.label = label;
+  ph.power_w = env.cpu.single_thread_power();
+  return ph;
+}
+void add_single_thread_phase(const SpecDecEnv& env, RequestBreakdown& r, double seconds, const char* label) {
+  if (seconds <= 0) return;
+  r.cpu_busy_s += seconds;
+  r.cpu_single_thread_s += seconds;
+  r.phases.push_back(single_thread_cpu_phase(env, seconds, label));
+}
+
+// One stretch of QNN graph executions on the NPU. With `polled` (PolicyKnobs::npu_rpc_polling), the
+// runtime's calling thread spins on the CPU for its whole length (specdec_policy.h, Energy): the
+// NPU phase draws the NPU's active power plus that core's (rpc_polling_power_w).
+void add_npu_execution(const SpecDecEnv& env, bool polled, RequestBreakdown& r, double seconds, const char* label) {
+  if (seconds <= 0) return;
+  add_phase(r, "npu", seconds, label);
+  if (!polled) return;
+  r.npu_polled_s += seconds;
+  r.phases.back().power_w = env.npu.active_power_w + rpc_polling_power_w(env);
+}
+
+void add_decode(const SpecDecEnv& env, const PolicyKnobs& k, DecodeUnit unit, int chunk, std::int64_t prompt_tokens,
                 const DecodeTrace& trace, double draft_s_per_step, RequestBreakdown& r) {
   std::int64_t ctx = prompt_tokens;
   double accepted = 0, drafted = 0;
@@ -66,13 +98,13 @@ void add_decode(const SpecDecEnv& env, DecodeUnit unit, int chunk, std::int64_t 
     const std::int64_t rows = 1 + s.draft_tokens;
     drafted += s.draft_tokens;
     if (draft_s_per_step > 0) {
-      add_phase(r, "cpu", draft_s_per_step, "draft");
+      add_single_thread_phase(env, r, draft_s_per_step, "draft");
       r.draft_s += draft_s_per_step;
     }
     if (unit == DecodeUnit::kNpu) {
       const auto [npu_s, cpu_s] = npu_verify_split(env, rows, ctx, chunk);
       r.decode_s += npu_s + cpu_s;
-      add_phase(r, "npu", npu_s, "verify");
+      add_npu_execution(env, k.npu_rpc_polling, r, npu_s, "verify");
       add_phase(r, "cpu", cpu_s, "attention");
     } else {
       const double t = cpu_verify_seconds(env, rows, ctx);
@@ -98,7 +130,7 @@ PrefillResult add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, con
   r.switch_s = p.switch_s;
   if (chunk_last_phase) chunk_last_phase->assign(p.chunk_end_s.size(), -1);
   for (const auto& slot : p.slots) {
-    add_phase(r, "npu", slot.npu_s, "prefill");
+    add_npu_execution(env, k.npu_rpc_polling, r, slot.npu_s, "prefill");
     add_phase(r, "cpu", slot.cpu_s, "prefill attention");
     if (chunk_last_phase && !r.phases.empty())
       (*chunk_last_phase)[static_cast<std::size_t>(slot.chunk)] = static_cast<int>(r.phases.size()) - 1;
@@ -113,13 +145,13 @@ PrefillResult add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, con
 // In-context calibration's sampling (specdec_policy.h): pipelined behind the prefill's chunks as a
 // background CPU stream, or one phase after prefill + switch. Returns whether the next main-chain
 // phase must join the background stream.
-bool add_calibration(const PolicyKnobs& k, std::int64_t prompt_tokens, const PrefillResult& p,
+bool add_calibration(const SpecDecEnv& env, const PolicyKnobs& k, std::int64_t prompt_tokens, const PrefillResult& p,
                      const std::vector<int>& chunk_last_phase, RequestBreakdown& r) {
   const double s_per_token = k.calibration_ms_per_token * 1e-3;
   r.calibration_cpu_s = s_per_token * static_cast<double>(prompt_tokens);
   if (k.calibration_overlap == CalibrationOverlap::kSequential || r.calibration_cpu_s <= 0) {
     r.calibration_s = r.calibration_cpu_s;
-    add_phase(r, "cpu", r.calibration_s, "calibration");
+    add_single_thread_phase(env, r, r.calibration_s, "calibration");
     return false;
   }
   std::vector<double> work;
@@ -128,11 +160,15 @@ bool add_calibration(const PolicyKnobs& k, std::int64_t prompt_tokens, const Pre
     work.push_back(s_per_token * static_cast<double>(n));
     for (std::int64_t t = 0; t < n; t += k.calibration_slice_tokens) {
       const auto slice = std::min<std::int64_t>(k.calibration_slice_tokens, n - t);
-      r.phases.push_back({"cpu", s_per_token * static_cast<double>(slice), "calibration", true,
-                          chunk_last_phase[c], false, 1});
+      Phase ph = single_thread_cpu_phase(env, s_per_token * static_cast<double>(slice), "calibration");
+      ph.background = true;
+      ph.after = chunk_last_phase[c];
+      ph.priority = 1;
+      r.phases.push_back(std::move(ph));
     }
   }
   r.cpu_busy_s += r.calibration_cpu_s;
+  r.cpu_single_thread_s += r.calibration_cpu_s;
   // Sampling in the CPU's idle time during prefill + switch; the rest is exposed (the device replay
   // measures it again, with the attention's waits for a running slice).
   r.calibration_s = calibration_tail_on_idle_cpu_s(p, work);
@@ -140,7 +176,9 @@ bool add_calibration(const PolicyKnobs& k, std::int64_t prompt_tokens, const Pre
 }
 
 void finish(const SpecDecEnv& env, std::int64_t prompt_tokens, RequestBreakdown& r) {
-  r.energy_j = request_energy_j(env, r.total_s(), r.npu_busy_s, r.cpu_busy_s);
+  r.energy_j =
+      request_energy_j(env, r.total_s(), r.npu_busy_s, r.cpu_busy_s, r.cpu_single_thread_s) +
+      r.npu_polled_s * rpc_polling_power_w(env);
   // K/V cache of the whole request, prompt and output (CPU-side attention holds it once).
   r.peak_memory_bytes +=
       env.cost.spec().kv_bytes_per_token() * static_cast<double>(prompt_tokens + r.output_tokens);
@@ -163,11 +201,11 @@ RequestBreakdown PlainDecodePolicy::run(const SpecDecEnv& env, std::int64_t prom
   RequestBreakdown r;
   if (unit_ == DecodeUnit::kNpu) {
     add_prefill(env, prompt_tokens, k_, switch_, r, nullptr);
-    add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, 0.0, r);
+    add_decode(env, k_, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, 0.0, r);
   } else {
     add_prefill(env, prompt_tokens, k_, std::nullopt, r, nullptr);
     r.peak_memory_bytes += cpu_weights_bytes(env, k_);
-    add_decode(env, unit_, 1, prompt_tokens, trace, 0.0, r);
+    add_decode(env, k_, unit_, 1, prompt_tokens, trace, 0.0, r);
   }
   finish(env, prompt_tokens, r);
   return r;
@@ -218,14 +256,14 @@ RequestBreakdown RetrievalSdPolicy::run(const SpecDecEnv& env, std::int64_t prom
   if (unit_ == DecodeUnit::kCpu) r.peak_memory_bytes += cpu_weights_bytes(env, k_);
   bool join = false;
   if (drafter_.calibrate) {
-    join = add_calibration(k_, prompt_tokens, p, chunk_last_phase, r);
+    join = add_calibration(env, k_, prompt_tokens, p, chunk_last_phase, r);
     // Calibrated tree: at most top_n^depth nodes per context position, bounded by max_nodes.
     const double per_pos = std::pow(drafter_.calibration.top_n, drafter_.calibration.max_depth);
     r.peak_memory_bytes += std::min<double>(drafter_.calibration.max_nodes, per_pos * prompt_tokens) *
                            drafter_.calibration.bytes_per_node;
   }
   const std::size_t first_decode_phase = r.phases.size();
-  add_decode(env, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, k_.draft_ms_per_step * 1e-3, r);
+  add_decode(env, k_, unit_, k_.graphs.decode_chunk, prompt_tokens, trace, k_.draft_ms_per_step * 1e-3, r);
   // Drafting needs the calibrated tree: the first decoding step waits for the sampling.
   if (join && first_decode_phase < r.phases.size()) r.phases[first_decode_phase].join = true;
   finish(env, prompt_tokens, r);
@@ -291,10 +329,10 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
     if (unit_ == DecodeUnit::kNpu) {
       draft = draft_depth_ * env.npu.run_seconds(draft_topk_, k_.graphs.decode_chunk, npu_part(draft_pass),
                                                  spec.weight_dtype);
-      add_phase(r, "npu", draft, "draft model");
+      add_npu_execution(env, k_.npu_rpc_polling, r, draft, "draft model");
       const auto [npu_s, cpu_s] = npu_verify_split(env, 1 + k_.draft_budget, ctx, k_.graphs.decode_chunk);
       r.decode_s += npu_s + cpu_s;
-      add_phase(r, "npu", npu_s, "verify");
+      add_npu_execution(env, k_.npu_rpc_polling, r, npu_s, "verify");
       add_phase(r, "cpu", cpu_s, "attention");
     } else {
       draft = draft_depth_ * env.cpu.seconds(draft_pass, spec.weight_dtype);

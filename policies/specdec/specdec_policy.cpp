@@ -55,6 +55,9 @@ ParamSchema knob_schema() {
   s.real("draft_ms_per_step", 1.0, "retrieval and tree construction per decoding step (document: < 3 ms)")
       .non_negative()
       .with_unit("ms");
+  s.boolean("npu_rpc_polling", true,
+            "the calling thread spins on one CPU core through every NPU execution (mllm's QNN backend sets "
+            "RPC polling 9999 us; specdec_policy.h, Energy)");
   s.real("calibration_bytes_per_node", 16, "memory per calibrated-tree node").non_negative().with_unit("bytes");
   s.text("embedding_dtype", std::string("fp32"),
          "dtype of the runtime's embedding table, one per model copy and one in EAGLE's drafter (mllm: fp32 "
@@ -82,6 +85,7 @@ PolicyKnobs knobs_from(const Params& p) {
   k.calibration_slice_tokens = static_cast<int>(p.integer("calibration_slice_tokens"));
   k.draft_ms_per_step = p.real("draft_ms_per_step");
   k.calibration_bytes_per_node = p.real("calibration_bytes_per_node");
+  k.npu_rpc_polling = p.boolean("npu_rpc_polling");
   k.embedding_dtype = models::parse_dtype(p.text("embedding_dtype"));
   k.npu_lm_head_dtype = models::parse_dtype(p.text("npu_lm_head_dtype"));
   return k;
@@ -146,9 +150,19 @@ sim::Task<void> replay_phases(devices::Device& device, const std::vector<Phase>&
   out.energy_j = device.energy_j() - e0;
 }
 
-double request_energy_j(const SpecDecEnv& env, double total_s, double npu_busy_s, double cpu_busy_s) {
+double rpc_polling_power_w(const SpecDecEnv& env) {
+  return std::max(0.0, env.cpu.single_thread_power() - env.cpu.idle_power_w);
+}
+
+double request_energy_j(const SpecDecEnv& env, double total_s, double npu_busy_s, double cpu_busy_s,
+                        double cpu_single_thread_s) {
+  if (cpu_single_thread_s < 0 || cpu_single_thread_s > cpu_busy_s)
+    throw InputError(fmt::format("request energy: {} s of single-thread CPU work in {} s of CPU busy time",
+                                 cpu_single_thread_s, cpu_busy_s));
   const double npu = env.npu.active_power_w * npu_busy_s + env.npu.idle_power_w * std::max(0.0, total_s - npu_busy_s);
-  const double cpu = env.cpu.active_power_w * cpu_busy_s + env.cpu.idle_power_w * std::max(0.0, total_s - cpu_busy_s);
+  const double cpu = env.cpu.active_power_w * (cpu_busy_s - cpu_single_thread_s) +
+                     env.cpu.single_thread_power() * cpu_single_thread_s +
+                     env.cpu.idle_power_w * std::max(0.0, total_s - cpu_busy_s);
   return npu + cpu + env.base_power_w * total_s;
 }
 

@@ -31,6 +31,34 @@
 //   sequential           sampling starts after prefill and switch and is fully exposed (the
 //                        literal "after prefill completes" of the workflow paragraph).
 // Either way the CPU is charged the whole sampling time (energy).
+//
+// Energy: each unit draws its active power while busy and its idle power otherwise, plus the SoC's
+// base power (the device's energy model). What runs on the CPU, read in mllm (branch v1, commit
+// 013e4cec, the code CoordGen builds on):
+//   - the CPU ops beside the NPU graphs (attention, footnote 2; the LM head) and CPU decoding run
+//     on mllm's worker threads, CPUBackend::cpu_threads (examples/demo_qwen_npu.cpp: `-t`, default
+//     4): charged the CPU's active_power_w (the device profile gives it for that pool);
+//   - sampling from the logits (mllm/Generate.cpp: std::max_element / std::partial_sort over the
+//     vocabulary, on the calling thread) and retrieval drafting (mllm/Draft.hpp: TracePool and
+//     SuffixAutomaton, plain single-threaded code) keep one core busy: the in-context calibration's
+//     sampling and the retrieval `draft` phases are charged the CPU's single_thread_power_w (the
+//     active power when the profile does not give it).
+//   - EAGLE's drafter model runs as the target's ops do (its layer on the decoding unit).
+//   - every NPU execution is a QNN graph run called from that thread: mllm splits each decoder layer
+//     into two QNN subgraphs with the CPU attention between (models/qwen/modeling_qwen_npu_v2.hpp,
+//     SubgraphStart/SubgraphFinalize), and its QNN backend sets an RPC polling time of 9999 us
+//     (backends/qnn/QNNBackend.cpp, setRpcLatencyAndPolling, at backend creation). FastRPC's polling
+//     mode "polls a shared memory location for completion after sending the invocation" where the
+//     CPU would otherwise "enter low power modes", falling back to the interrupt path only when the
+//     poll times out (Linux misc/fastrpc, "Add polling mode support for fastRPC driver"). A
+//     subgraph of a 1.5B model runs for ~1 ms per decode step and a few ms per 256-token prefill
+//     chunk, inside the window: the calling thread spins through all NPU execution time (prefill,
+//     verification, EAGLE's NPU drafter; not graph loading), charged as one core on top of the
+//     idle CPU, rpc_polling_power_w = single_thread_power - idle_power (npu_rpc_polling: false
+//     drops it).
+// The NPU draws its idle power while the CPU drafts, samples or attends (mllm votes the HTP to
+// burst with sleep disabled for the whole session, QNNBackend.cpp setPowerConfigBurst, so that idle
+// is an awake HTP's; no figure for it was found: the profiles' idle_power_w is kept).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -69,6 +97,10 @@ struct Phase {
   int after = -1;     // background: index of the main-chain phase it waits for (-1: none)
   bool join = false;  // main chain: wait for the background stream first
   int priority = 0;   // the unit's queue priority (lower is served first)
+  // What the unit draws while this phase runs, when not its own active power: host code on the
+  // runtime's calling thread (sampling, retrieval drafting) keeps one CPU core busy, not mllm's pool
+  // of worker threads that the CPU's active_power_w describes (specdec_policy.h, Energy).
+  std::optional<double> power_w = std::nullopt;
 };
 
 struct RequestBreakdown {
@@ -80,6 +112,8 @@ struct RequestBreakdown {
   double decode_s = 0;       // verification / decode steps
   double draft_s = 0;        // drafting (retrieval, tree building, EAGLE's draft model)
   double npu_busy_s = 0, cpu_busy_s = 0;
+  double cpu_single_thread_s = 0;  // the part of cpu_busy_s that keeps one core busy (sampling, drafting)
+  double npu_polled_s = 0;  // NPU execution time the calling thread spins through (PolicyKnobs::npu_rpc_polling)
   double energy_j = 0;
   double peak_memory_bytes = 0;
   std::int64_t output_tokens = 0;
@@ -129,8 +163,14 @@ struct PolicyKnobs {
   // the CPU copy's is quantised with its linear layers (the CPU spec's classifier dtype).
   models::DType embedding_dtype = models::DType::kF32;
   models::DType npu_lm_head_dtype = models::DType::kF32;
+  // The runtime's calling thread polls for each QNN graph execution's completion instead of sleeping
+  // (mllm's QNNBackend::setRpcLatencyAndPolling: RPC polling time 9999 us, longer than any execution of
+  // its per-layer subgraphs), so one CPU core spins through all NPU execution time (Energy, above).
+  bool npu_rpc_polling = true;
 };
 ParamSchema knob_schema();
+// What one CPU core spinning on an NPU execution's completion adds to the idle CPU (>= 0).
+double rpc_polling_power_w(const SpecDecEnv& env);
 PolicyKnobs knobs_from(const Params& p);
 
 // Pieces the policies combine.
@@ -166,7 +206,9 @@ struct ReplayResult {
 };
 sim::Task<void> replay_phases(devices::Device& device, const std::vector<Phase>& phases, ReplayResult& out);
 
-// Energy: active power of each unit while busy, idle power otherwise, plus the SoC base power.
-double request_energy_j(const SpecDecEnv& env, double total_s, double npu_busy_s, double cpu_busy_s);
+// Energy: active power of each unit while busy, idle power otherwise, plus the SoC base power;
+// `cpu_single_thread_s` of the CPU's busy time at its single-thread power instead.
+double request_energy_j(const SpecDecEnv& env, double total_s, double npu_busy_s, double cpu_busy_s,
+                        double cpu_single_thread_s = 0);
 
 }  // namespace mobisim::policies::specdec
