@@ -150,6 +150,16 @@ std::map<DType, double> parse_positive_per_dtype(const Params& p, const std::str
   return out;
 }
 
+double ComputeUnitSpec::single_thread_power() const {
+  if (!single_thread_power_w)
+    throw ConfigError(fmt::format(
+        "compute unit '{}' gives no single_thread_power_w (W: one thread running alone, which work on a runtime's "
+        "calling thread draws -- sampling, retrieval drafting, polling an NPU for completion); add it to the device "
+        "profile's compute.{} with its source (its active_power_w is the runtime's thread pool, no stand-in)",
+        name, name));
+  return *single_thread_power_w;
+}
+
 namespace {
 // Fallback chain: the arithmetic a unit actually runs for a dtype it has no peak for.
 std::span<const DType> peak_fallback_chain(DType t) {

@@ -67,10 +67,10 @@ struct ComputeUnitSpec {
   double active_power_w = 0;
   double idle_power_w = 0;
   // Power while one thread runs on the unit alone (a CPU whose `active_power_w` is that of a runtime's
-  // thread pool): work a runtime does on its calling thread, such as sampling. Absent: not described,
-  // and such work is charged `active_power_w` (single_thread_power()).
+  // thread pool): work a runtime does on its calling thread, such as sampling. Absent: not described;
+  // single_thread_power() is then a ConfigError naming the key (the pool's power is no stand-in for it).
   std::optional<double> single_thread_power_w;
-  double single_thread_power() const { return single_thread_power_w.value_or(active_power_w); }
+  double single_thread_power() const;
   int cores = 1;
   // Streams from memory of its own (a discrete GPU), not over the phone's shared DRAM bus.
   bool dedicated_memory = false;

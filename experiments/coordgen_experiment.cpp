@@ -141,6 +141,7 @@ class CoordGenExperiment : public Experiment {
     model_ = models::load_model_spec(p.node("model"), p.source_of("model"));
     cpu_model_ = p.has("cpu_model") ? cpu_decoding_model(p) : model_;
     device_.require_engine_values("npu", model_, "the coordgen experiment");
+    policies::specdec::require_energy_values(device_, "the coordgen experiment");
     device_.require_engine_values("cpu", model_, "the coordgen experiment (decode / attention)",
                                   {model_.activation_dtype});
     device_.require_engine_values("cpu", cpu_model_, "the coordgen experiment (cpu_model)");

@@ -18,7 +18,8 @@ namespace {
 
 // Every NPU execution costs ~1 s (overhead); the CPU's work is ~free apart from the fixed-time
 // phases (sampling, drafting). CPU pool 4 W, one thread 1.5 W, idle 0.5 W; NPU 2 W / 0.1 W; base 0.25 W.
-SpecDecEnv energy_env(bool single_thread_power) {
+// `single_thread_w`: one thread's power (4 W: a profile whose one thread draws the whole pool's power).
+SpecDecEnv energy_env(double single_thread_w) {
   devices::NpuSpec n;
   n.peak_tops_int8 = n.peak_tflops_fp16 = 1000;
   n.max_utilization = 1;
@@ -33,7 +34,7 @@ SpecDecEnv energy_env(bool single_thread_power) {
   c.mem_bandwidth_gbps = 1000;
   c.active_power_w = 4;
   c.idle_power_w = 0.5;
-  if (single_thread_power) c.single_thread_power_w = 1.5;
+  c.single_thread_power_w = single_thread_w;
   const models::ModelSpec m = mobisim::testing::tiny_transformer_spec();
   return SpecDecEnv{n, c, 0.25, models::CostModel(m), models::CostModel(m)};
 }
@@ -68,7 +69,7 @@ ReplayResult replay_energy(const SpecDecEnv& env, const std::vector<Phase>& phas
 }
 
 TEST(SpecdecEnergy, BusyDrawingChargesItsOwnPowerForItsTime) {
-  const SpecDecEnv env = energy_env(true);
+  const SpecDecEnv env = energy_env(1.5);
   sim::StatGroup stats("toy");
   experiments::SimulatedRun run(device_of(env), stats);
   auto work = [](devices::Device& d) -> sim::Task<void> {
@@ -83,7 +84,7 @@ TEST(SpecdecEnergy, BusyDrawingChargesItsOwnPowerForItsTime) {
 }
 
 TEST(SpecdecEnergy, BusyDrawingRefusesANegativePower) {
-  const SpecDecEnv env = energy_env(true);
+  const SpecDecEnv env = energy_env(1.5);
   sim::StatGroup stats("toy");
   experiments::SimulatedRun run(device_of(env), stats);
   auto work = [](devices::Device& d) -> sim::Task<void> {
@@ -106,7 +107,7 @@ TEST(SpecdecEnergy, TinyCoordgenRequestByHand) {
   const std::string yaml =
       "{impl: coordgen, calibration_overlap: sequential, prefill_chunk: 256, decode_chunk: 32, blocks: 2, "
       "switch: synchronous}";
-  const SpecDecEnv env = energy_env(true);
+  const SpecDecEnv env = energy_env(1.5);
   const RequestBreakdown r = run_policy(yaml, env, 256, steps_of(2, 31, 4));
   const double sampling_s = 0.512, draft_s = 2 * 0.001;
   EXPECT_NEAR(r.calibration_cpu_s, sampling_s, 1e-12);
@@ -142,9 +143,9 @@ TEST(SpecdecEnergy, TinyCoordgenRequestByHand) {
   const ReplayResult out = replay_energy(env, r.phases);
   EXPECT_NEAR(out.latency_s, total, 1e-9);
   EXPECT_NEAR(out.energy_j, r.energy_j, 1e-6);
-  // Without a single-thread power the same work costs the pool's 4 W: (4 - 1.5) x 0.514 J more,
+  // With one thread drawing the pool's 4 W the same work costs: (4 - 1.5) x 0.514 J more,
   // and the polling core too (4 - 0.5 instead of 1.5 - 0.5 W over 3 s), on the estimate and on the device.
-  const SpecDecEnv pool_only = energy_env(false);
+  const SpecDecEnv pool_only = energy_env(4.0);
   const RequestBreakdown p = run_policy(yaml, pool_only, 256, steps_of(2, 31, 4));
   const double more = 2.5 * (sampling_s + draft_s) + 2.5 * r.npu_polled_s;
   EXPECT_NEAR(p.energy_j - r.energy_j, more, 1e-9);
@@ -156,7 +157,7 @@ TEST(SpecdecEnergy, TinyCoordgenRequestByHand) {
 // without; the graph switch (2 s) is not polled; the latency is the same.
 TEST(SpecdecEnergy, RpcPollingChargesOneCoreThroughNpuExecutions) {
   const std::string shape = "prefill_chunk: 256, decode_chunk: 32, blocks: 2, switch: synchronous";
-  const SpecDecEnv env = energy_env(true);
+  const SpecDecEnv env = energy_env(1.5);
   const RequestBreakdown on = run_policy("{impl: npu_vanilla, " + shape + "}", env, 256, steps_of(10, 0, 0));
   const RequestBreakdown off =
       run_policy("{impl: npu_vanilla, npu_rpc_polling: false, " + shape + "}", env, 256, steps_of(10, 0, 0));
@@ -176,7 +177,7 @@ TEST(SpecdecEnergy, RpcPollingChargesOneCoreThroughNpuExecutions) {
 // Pipelined calibration: the sampling slices run in the background stream, each at one thread's power.
 TEST(SpecdecEnergy, PipelinedSamplingIsChargedOneThread) {
   const std::string shape = "prefill_chunk: 256, decode_chunk: 32, blocks: 2, switch: synchronous";
-  const SpecDecEnv env = energy_env(true), pool_only = energy_env(false);
+  const SpecDecEnv env = energy_env(1.5), pool_only = energy_env(4.0);
   const RequestBreakdown r = run_policy("{impl: coordgen, " + shape + "}", env, 512, steps_of(2, 31, 4));
   const RequestBreakdown p = run_policy("{impl: coordgen, " + shape + "}", pool_only, 512, steps_of(2, 31, 4));
   int background = 0;
@@ -194,7 +195,7 @@ TEST(SpecdecEnergy, PipelinedSamplingIsChargedOneThread) {
 }
 
 TEST(SpecdecEnergy, RequestEnergyRefusesMoreSingleThreadTimeThanBusyTime) {
-  const SpecDecEnv env = energy_env(true);
+  const SpecDecEnv env = energy_env(1.5);
   // 1 s: NPU idle 0.1, CPU 0.5 s at 1.5 W + 0.5 s idle at 0.5 W, base 0.25.
   EXPECT_NEAR(request_energy_j(env, 1.0, 0.0, 0.5, 0.5), 0.1 + 0.75 + 0.25 + 0.25, 1e-12);
   EXPECT_THROW(request_energy_j(env, 1.0, 0.0, 0.5, 0.6), InputError);
@@ -205,10 +206,15 @@ TEST(SpecdecEnergy, CoordgenPhonesDescribeOneThreadsPower) {
   EXPECT_DOUBLE_EQ(devices::load_device_profile("oneplus-13").unit("cpu", "test").single_thread_power(), 6.27);
   EXPECT_DOUBLE_EQ(devices::load_device_profile("redmi-k70-pro").unit("cpu", "test").single_thread_power(), 6.27);
   EXPECT_DOUBLE_EQ(devices::load_device_profile("redmi-k60-pro").unit("cpu", "test").single_thread_power(), 4.9);
-  // A profile that does not describe it charges such work at the pool's power.
+  // A profile that does not describe it: asking for it is a ConfigError naming the key (no stand-in).
   const devices::ComputeUnitSpec pixel = devices::load_device_profile("pixel7").unit("cpu", "test");
   EXPECT_FALSE(pixel.single_thread_power_w.has_value());
-  EXPECT_DOUBLE_EQ(pixel.single_thread_power(), pixel.active_power_w);
+  try {
+    (void)pixel.single_thread_power();
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("single_thread_power_w"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -75,6 +75,7 @@ ParamSchema SpeculativeDecode::schema() {
 
 void SpeculativeDecode::begin(devices::Device& device, const models::CostModel& cost) {
   const devices::DeviceProfile& phone = device.profile();
+  specdec::require_energy_values(phone, "decode: speculative");
   env_ = std::make_unique<specdec::SpecDecEnv>(specdec::SpecDecEnv{
       phone.require_npu("decode: speculative"), phone.unit("cpu", "decode: speculative"), phone.base_power_w, cost,
       cost});

@@ -150,6 +150,14 @@ sim::Task<void> replay_phases(devices::Device& device, const std::vector<Phase>&
   out.energy_j = device.energy_j() - e0;
 }
 
+void require_energy_values(const devices::DeviceProfile& phone, const std::string& who) {
+  try {
+    (void)phone.unit("cpu", who).single_thread_power();
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: device '{}': {}", who, phone.name, e.what()));
+  }
+}
+
 double rpc_polling_power_w(const SpecDecEnv& env) {
   return std::max(0.0, env.cpu.single_thread_power() - env.cpu.idle_power_w);
 }

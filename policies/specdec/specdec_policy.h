@@ -171,6 +171,10 @@ struct PolicyKnobs {
 ParamSchema knob_schema();
 // What one CPU core spinning on an NPU execution's completion adds to the idle CPU (>= 0).
 double rpc_polling_power_w(const SpecDecEnv& env);
+// The device values the policies' energy reads beyond each unit's active and idle power (the CPU's
+// single_thread_power_w): a ConfigError naming the device and the key when one is missing, checked
+// where a driver or stage takes up the phone, before any request runs.
+void require_energy_values(const devices::DeviceProfile& phone, const std::string& who);
 PolicyKnobs knobs_from(const Params& p);
 
 // Pieces the policies combine.
