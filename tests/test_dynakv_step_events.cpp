@@ -333,11 +333,11 @@ TEST(DynaKvStepEvents, ReplayedStepsEqualTheReplaysClosedForm) {
   s.prefill = 128;
   s.decode = 40;
   const traces::KvSession session = traces::generate_drifting_session(s);
-  const auto policy = policies::kvcluster::testing::make("{impl: dynakv, top_k_percent: 20}");
+  const auto policy = policies::kvcluster::testing::make("{impl: dynakv, top_k_percent: 30}");
   policies::kvcluster::ReplayOptions opt;
   opt.entry_bytes = 2 * 32;
   opt.storage = *phone.storage;
-  opt.cache_ratio = 0.2;
+  opt.cache_ratio = 0.8;
   opt.replacement = policies::kvcluster::make_replacement(load_yaml_string("{impl: lru}", "test"), ConfigSource{});
   const auto r = policies::kvcluster::replay_session(session, *policy, opt);
   int prefetching = 0, reading = 0;
