@@ -40,8 +40,11 @@ sim::Task<void> Storage::analytic_read_batch(std::vector<double> bytes, std::str
   const sim::Time latency = sim::from_seconds(spec_.access_latency_us * 1e-6);
   const double bw = spec_.seq_read_gbps * 1e9;
   const bool loads = load == Load::kPerRequest && spec_.load_ns_per_byte > 0;
-  std::vector<sim::Time> ends;  // each request's completion, for its latency statistic and span
-  ends.reserve(bytes.size());
+  // Each request's completion, for its latency statistic and span (when either is kept).
+  const bool per_request = keep_latencies_ || timeline_;
+  std::vector<sim::Time> ends;
+  if (per_request) ends.reserve(bytes.size());
+  bool any = false;
   sim::Time last = t0;
   double commands = 0;
   for (double b : bytes) {
@@ -49,11 +52,12 @@ sim::Task<void> Storage::analytic_read_batch(std::vector<double> bytes, std::str
     const std::size_t n = read_commands(b);
     sim::Time end = queue_.admit(t0, n, ctrl, latency, sim::from_seconds(b / static_cast<double>(n) / bw)).end;
     if (loads) end += sim::from_seconds(b * spec_.load_ns_per_byte * 1e-9);
-    ends.push_back(end);
+    if (per_request) ends.push_back(end);
+    any = true;
     last = std::max(last, end);
     commands += static_cast<double>(n);
   }
-  if (ends.empty()) co_return;
+  if (!any) co_return;
   co_await sim_.timeout(last - t0);
   // Counted at the batch's end (one read() counts its bytes at its own end): equal once it is over.
   commands_.add(commands);

@@ -9,7 +9,9 @@ namespace mobisim::experiments {
 
 namespace {
 
-const std::string kDynaKvCpu = "cpu";  // the unit DynaKV's llama.cpp build decodes on (seed 003, section 7)
+// The unit DynaKV's llama.cpp build decodes on (seed 003, section 7). Labels here stay within the
+// short-string buffer: a step issues a few hundred of them.
+const std::string kDynaKvCpu = "cpu";
 
 // Reads `runs` together, then the loading thread copies their bytes into the runtime's KV buffers,
 // one read after another; adds the branch's time to `took`.
@@ -32,7 +34,8 @@ sim::Task<void> read_runs_then_copy(sim::Simulator& sim, devices::Storage& stora
 
 sim::Task<void> read_representatives(sim::Simulator& sim, devices::Storage& storage, double bytes, sim::Time& took) {
   const sim::Time t0 = sim.now();
-  co_await storage.read(bytes, "representatives");
+  std::vector<double> request(1, bytes);  // one read (a named vector: g++ 12 cannot brace-initialise it in co_await)
+  co_await storage.read_batch(std::move(request), "reps");
   took += sim.now() - t0;
 }
 
@@ -43,7 +46,10 @@ sim::Task<void> background_io(sim::Simulator& sim, devices::Storage& storage, co
   sim::Time unused = 0;
   if (!f.prefetch_runs.empty()) co_await read_runs_then_copy(sim, storage, f.prefetch_runs, unused);
   if (f.write_bytes > 0) co_await storage.write(f.write_bytes, "kv offload");
-  if (f.moved_bytes > 0) co_await storage.read(f.moved_bytes, "kv pool move");
+  if (f.moved_bytes > 0) {
+    std::vector<double> request(1, f.moved_bytes);
+    co_await storage.read_batch(std::move(request), "pool move");
+  }
   took += sim.now() - t0;
 }
 
@@ -70,23 +76,23 @@ sim::Task<void> decode_step_on_device(devices::Device& device, const DecodeStepW
     // Pipeline 1: the representatives load beside the attention norm, Q projection and RoPE.
     sim::ProcessHandle io;
     if (f.representatives_bytes > 0)
-      io = sim.start(read_representatives(sim, storage, f.representatives_bytes, times.representatives), "representatives");
-    co_await device.busy(kDynaKvCpu, before, "attention norm, Q, RoPE");
+      io = sim.start(read_representatives(sim, storage, f.representatives_bytes, times.representatives), "reps io");
+    co_await device.busy(kDynaKvCpu, before, "norm, Q, RoPE");
     if (still_running(io)) co_await io.done_event();
     // The selection needs the query and the representatives: nothing hides it.
-    co_await device.busy(kDynaKvCpu, cluster, "cluster arithmetic");
+    co_await device.busy(kDynaKvCpu, cluster, "clusters");
     // The retrieval depends on this layer's query: only K/V projections and Q-K scores hide it.
     io = {};
-    if (!f.retrieval_runs.empty()) io = sim.start(read_runs_then_copy(sim, storage, f.retrieval_runs, times.retrieval), "retrieval");
-    co_await device.busy(kDynaKvCpu, beside, "K/V projections, Q-K");
+    if (!f.retrieval_runs.empty()) io = sim.start(read_runs_then_copy(sim, storage, f.retrieval_runs, times.retrieval), "retrieval io");
+    co_await device.busy(kDynaKvCpu, beside, "K/V proj, Q-K");
     if (still_running(io)) co_await io.done_event();
     // Pipeline 2: the next layer's cached clusters and this layer's writes beside attention and FFN.
     io = {};
-    if (has_background(f)) io = sim.start(background_io(sim, storage, f, times.background), "prefetch and writes");
+    if (has_background(f)) io = sim.start(background_io(sim, storage, f, times.background), "background io");
     co_await device.busy(kDynaKvCpu, after, "softmax, O, FFN");
     if (still_running(io)) co_await io.done_event();
   }
-  co_await device.busy(kDynaKvCpu, sim::from_seconds(c.per_token_s), "embedding, final norm, LM head");
+  co_await device.busy(kDynaKvCpu, sim::from_seconds(c.per_token_s), "embed, LM head");
 }
 
 }  // namespace mobisim::experiments
