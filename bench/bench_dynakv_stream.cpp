@@ -113,7 +113,8 @@ BENCHMARK(BM_DynaKvDramLedger)->Arg(16384)->Unit(benchmark::kMillisecond);
 //   BM_DynaKvClosedFormSteps: the closed form of experiments/dynakv_latency.h the driver used before.
 // (The replay itself, BM_DynaKvDecodeStep, is not in either.) Measured on a shared 2-core machine
 // (issue 34): events ~66 us per step (36 layers of CPU pieces, storage batches and joins), the closed
-// form ~0.01 us, the replay of the same step ~57 us; `reproduce dynakv --threads 2` 63 s -> 90 s of CPU.
+// form ~0.05 us, the replay of the same step ~57 us; `reproduce dynakv --threads 2` 63 s -> 90 s of CPU
+// (table6 alone 21 s -> 39 s).
 struct ReplayedSteps {
   devices::DeviceProfile phone;
   ReplaySummary replay;
