@@ -201,15 +201,32 @@ sim::Task<void> Storage::transfer(std::size_t n, double cmd_bytes, bool is_write
   co_await run_request(sim_, std::move(cmds));
 }
 
-sim::Task<void> Storage::read(double bytes, std::string label) {
+std::size_t Storage::read_commands(double bytes) const {
+  return static_cast<std::size_t>(std::ceil(bytes / (spec_.max_transfer_kb * 1024.0)));
+}
+
+sim::Task<void> Storage::read(double bytes, std::string label) { return read_request(bytes, std::move(label), Load::kPerRequest); }
+
+sim::Task<void> Storage::read_batch(std::vector<double> bytes, std::string label, Load load) {
+  if (model_ == StorageCommandModel::kAnalytic) {
+    co_await analytic_read_batch(std::move(bytes), std::move(label), load);
+    co_return;
+  }
+  std::vector<sim::Event> done;
+  for (double b : bytes)
+    if (b > 0) done.push_back(sim_.start(read_request(b, label, load), "storage-request").done_event());
+  if (!done.empty()) co_await sim::all_of(sim_, done);
+}
+
+sim::Task<void> Storage::read_request(double bytes, std::string label, Load load) {
   if (bytes <= 0) co_return;
   const sim::Time t0 = sim_.now();
-  const double max_cmd = spec_.max_transfer_kb * 1024.0;
-  const auto n = static_cast<std::size_t>(std::ceil(bytes / max_cmd));
+  const auto n = read_commands(bytes);
   co_await transfer(n, bytes / static_cast<double>(n), false);
-  if (spec_.load_ns_per_byte > 0) co_await sim_.timeout(sim::from_seconds(bytes * spec_.load_ns_per_byte * 1e-9));
+  if (load == Load::kPerRequest && spec_.load_ns_per_byte > 0)
+    co_await sim_.timeout(sim::from_seconds(bytes * spec_.load_ns_per_byte * 1e-9));
   bytes_read_.add(bytes);
-  request_ms_.add(sim::to_ms(sim_.now() - t0));
+  if (keep_latencies_) request_ms_.add(sim::to_ms(sim_.now() - t0));
   if (timeline_) timeline_->span(name_, label, t0, sim_.now(), "io");
 }
 
@@ -222,7 +239,7 @@ sim::Task<void> Storage::write(double bytes, std::string label) {
   co_await transfer(n, programmed / static_cast<double>(n), true);
   bytes_written_.add(bytes);
   flash_bytes_written_.add(programmed);
-  request_ms_.add(sim::to_ms(sim_.now() - t0));
+  if (keep_latencies_) request_ms_.add(sim::to_ms(sim_.now() - t0));
   if (timeline_) timeline_->span(name_, label, t0, sim_.now(), "io");
 }
 

@@ -1,10 +1,11 @@
 #pragma once
 // The phone's DRAM ledger of one DynaKV run (issue 34): what seed 003's pipeline keeps in DRAM
 // while a session decodes, held in a devices::Dram (the same ledger a Device keeps) on the run's
-// phone, at simulated time. The driver composes each step's latency in closed form instead of
-// simulating it (experiments/dynakv_latency.h), so the ledger's clock is advanced by hand: each
-// decode step holds its bytes for its composed latency, and the ledger's time-weighted mean is
-// over the session's decode time.
+// phone, at simulated time. The driver runs each decode step as events on the run's Device
+// (experiments/dynakv_step_events.h), and the ledger holds its bytes in that Device's DRAM: a step
+// holds them from its start for as long as its events take, and the ledger's time-weighted mean is
+// over the session's decode time. Standalone (its own simulator and Dram), the clock is advanced
+// by hand instead: each hold_for holds a step's bytes for a given latency.
 //
 // What is held (bytes of the whole model, the replayed layers scaled to the model's):
 //   weights                the model's weights at the run's precision, for the whole run;
@@ -26,6 +27,7 @@
 // while they grow (ClusterCache: an append to a cached cluster, a hit on a grown one); the ledger
 // holds what the cache holds, never a clamped figure.
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "devices/device.h"
@@ -47,30 +49,38 @@ struct DynaKvDramUse {
 
 class DynaKvDramLedger {
  public:
-  // Reserves the weights at time 0 (DramOverflow when they do not fit). The ledger's statistic is
+  // In a Device's DRAM (Device::dram()), on that Device's clock: reserves the weights now
+  // (DramOverflow when they do not fit). The statistic is the Device's dram/used_bytes.
+  explicit DynaKvDramLedger(devices::Dram& dram, std::int64_t weight_bytes);
+  // Standalone, on a clock of its own: reserves the weights at time 0. The ledger's statistic is
   // `device_stats`/dram/used_bytes (max: peak, mean: time-weighted), as a Device writes it.
   DynaKvDramLedger(const devices::DeviceProfile& device, std::int64_t weight_bytes, sim::StatGroup& device_stats);
   ~DynaKvDramLedger();
   DynaKvDramLedger(const DynaKvDramLedger&) = delete;
   DynaKvDramLedger& operator=(const DynaKvDramLedger&) = delete;
 
-  // Holds `use` (beside the weights) from now for `duration_ns` of simulated time.
+  // Holds `use` (beside the weights) from now on.
+  void hold(const DynaKvDramUse& use);
+  // Standalone only: holds `use` from now for `duration_ns` of the ledger's own simulated time.
   void hold_for(const DynaKvDramUse& use, sim::Time duration_ns);
-  // Gives everything back (the ledger ends empty) and closes the statistic at the current time.
+  // Gives everything back (the ledger ends empty); standalone, also closes the statistic at the current time.
   void finish();
 
-  double used_bytes() const { return dram_.used_bytes(); }
-  double peak_bytes() const { return dram_.peak_bytes(); }
-  double mean_bytes() const { return dram_.mean_used_bytes(); }
-  sim::Time now() const { return sim_.now(); }
+  double used_bytes() const { return dram_->used_bytes(); }
+  double peak_bytes() const { return dram_->peak_bytes(); }
+  double mean_bytes() const { return dram_->mean_used_bytes(); }
+  sim::Time now() const;
 
  private:
   void set(const std::string& owner, std::int64_t& held, std::int64_t bytes);
   // The owners' names, made once (a step passes them by reference: no string per step).
   const std::string weights_owner_{"weights"}, cache_owner_{"kv/dram_cache"},
       representatives_owner_{"kv/representatives"}, retrieved_owner_{"kv/retrieved"}, dram_only_owner_{"kv/dram_only"};
-  sim::Simulator sim_;  // declared first: destroyed last (it closes the statistic)
-  devices::Dram dram_;
+  // Standalone: the ledger's own clock and DRAM (the simulator declared first: destroyed last, it
+  // closes the statistic).
+  std::unique_ptr<sim::Simulator> own_sim_;
+  std::unique_ptr<devices::Dram> own_dram_;
+  devices::Dram* dram_;
   std::int64_t weights_ = 0;
   DynaKvDramUse held_;
 };

@@ -1,11 +1,13 @@
 // The `dynakv` experiment (seed 003): long-sequence decoding with KV clusters on
 // phone flash. For every decode length and variant (a kv_cluster_policy, a flash
 // placement, a DRAM cache, optionally its own model, device and precision), a
-// session is replayed (policies/kvcluster/session_replay.h) and each step's
-// latency is composed per layer as the document's pipeline runs it (section 6.1,
-// Figure 9, with the CPU backend of section 7)
-//
-// (formula and reasoning in experiments/dynakv_latency.h). The retrieval depends on the
+// session is replayed (policies/kvcluster/session_replay.h) and each decode step
+// runs as events on one simulated Device, the variant's phone, layer after layer as
+// the document's pipeline runs it (section 6.1, Figure 9, with the CPU backend of
+// section 7): CPU pieces as busy time on its CPU, flash work as requests on its
+// storage, joined where the pipeline waits (experiments/dynakv_step_events.h; the
+// closed form it equals, experiments/dynakv_latency.h, is the tests' oracle).
+// Latency, I/O times and energy are the Device's. The retrieval depends on the
 // layer's own query, so only the K/V projection and the Q-K similarity can hide it:
 // whatever the reads take beyond that is on the critical path of every layer, and it
 // grows with the context (top-k is a share of the cache). Reads are the runs of
@@ -80,8 +82,10 @@
 #include "devices/engine.h"
 #include "experiments/dynakv_dram.h"
 #include "experiments/dynakv_latency.h"
+#include "experiments/dynakv_step_events.h"
 #include "experiments/experiment.h"
 #include "experiments/parallel.h"
+#include "experiments/simulation.h"
 #include "experiments/workload_inputs.h"
 #include "models/cost_model.h"
 #include "models/kernel/checkpoint.h"
@@ -639,50 +643,62 @@ class DynaKvExperiment : public Experiment {
     return opt;
   }
 
-  // Per-token latency, energy and layout statistics of one variant's replay, and its DRAM ledger
-  // (each step holding its bytes for its latency) into `device_stats`.
+  // What one decode step of the replay issues: the CPU pieces of every layer (the token attending
+  // the retrieved context, per table average), and each replayed layer's flash work.
+  DecodeStepWork step_work(const traces::KvShape& session, const VariantSpec& v, const models::CostModel& cost,
+                           const policies::kvcluster::StepRecord& st) const {
+    const devices::ComputeUnitSpec& cpu = v.device.unit("cpu", "dynakv experiment");
+    const double cluster_flops_per_s = cpu.peak_flops(models::DType::kF32) * cpu.gemv_compute_efficiency;
+    const double elem_bytes = models::dtype_bytes(v.dtype);
+    const auto attended = static_cast<std::int64_t>(std::llround(static_cast<double>(st.attended) / session.tables()));
+    DecodeStepWork w;
+    w.compute = layer_compute(cost, cpu, v.dtype, attended);
+    w.cluster_s = st.cluster_flops / session.n_layers / cluster_flops_per_s;
+    w.model_layers = v.model.n_layers;
+    w.replayed.reserve(static_cast<std::size_t>(session.n_layers));
+    for (int l = 0; l < session.n_layers; ++l)
+      w.replayed.push_back({static_cast<double>(st.layer_representatives[l]) * session.head_dim * elem_bytes,
+                            st.retrieval_runs(l), st.prefetch_runs(l), static_cast<double>(st.layer_write_bytes[l]),
+                            static_cast<double>(st.layer_moved_bytes[l])});
+    return w;
+  }
+
+  // The replay's decode steps, one after another, as events on `device` (the variant's phone), each
+  // holding its DRAM from its start for as long as it runs; the flash branches' times go to `flash`.
+  sim::Task<void> decode_steps(devices::Device& device, const traces::KvShape& session, const VariantSpec& v,
+                               const policies::kvcluster::ReplaySummary& r, StepFlashTimes& flash) const {
+    const models::CostModel cost(v.model);
+    const double elem_bytes = models::dtype_bytes(v.dtype);
+    const std::int64_t entry_bytes = replay_options(session, v).entry_bytes;
+    DynaKvDramLedger dram(device.dram(), std::llround(v.model.weight_bytes()));
+    for (const auto& st : r.steps) {
+      dram.hold(dram_use_of_step(session, v.model, elem_bytes, entry_bytes, st));
+      const DecodeStepWork work = step_work(session, v, cost, st);
+      co_await decode_step_on_device(device, work, flash);
+    }
+    dram.finish();
+  }
+
+  // Per-token latency, energy and layout statistics of one variant's replay. Its steps run as events
+  // on one Device, the variant's phone, whose statistics (CPU, storage, the DRAM ledger) go to
+  // `device_stats`; latency, compute, I/O and energy are that Device's.
   Row summarize_variant(const traces::KvShape& session, const VariantSpec& v,
                         const policies::kvcluster::ReplaySummary& r, sim::StatGroup& device_stats) const {
     const auto& model = v.model;
-    const devices::StorageSpec storage = v.device.require_storage("dynakv experiment");
-    const devices::ComputeUnitSpec cpu = v.device.unit("cpu", "dynakv experiment");
     const double scale = static_cast<double>(model.n_layers) / session.n_layers;
     const double elem_bytes = models::dtype_bytes(v.dtype);
-    const models::CostModel cost(model);
-    const double cluster_flops_per_s = cpu.peak_flops(models::DType::kF32) * cpu.gemv_compute_efficiency;
-    double lat = 0, io = 0, exposed = 0, prefetch = 0, rep_io = 0, comp = 0, bytes = 0, wanted = 0, c = 0, m = 0,
-           forced = 0, written = 0, working = 0, att = 0;
+    StepFlashTimes flash;
+    SimulatedRun run(v.device, device_stats);
+    // Millions of reads per figure: their count, bytes and busy time are kept, not every latency.
+    run.device().storage().keep_request_latencies(false);
+    run.start(decode_steps(run.device(), session, v, r, flash), "dynakv decode");
+    run.run();
+    const double lat = sim::to_seconds(run.sim().now()), comp = run.device().busy_seconds("cpu");
+    const double io = sim::to_seconds(flash.retrieval), prefetch = sim::to_seconds(flash.background),
+                 rep_io = sim::to_seconds(flash.representatives), energy = run.device().energy_j();
+    double bytes = 0, wanted = 0, c = 0, m = 0, forced = 0, working = 0, att = 0;
     std::size_t mass_steps = 0;
-    const std::int64_t entry_bytes = replay_options(session, v).entry_bytes;
-    DynaKvDramLedger dram(v.device, std::llround(model.weight_bytes()), device_stats);
     for (const auto& st : r.steps) {
-      // CPU decode of one token attending the retrieved context (per table average).
-      const auto attended = static_cast<std::int64_t>(std::llround(static_cast<double>(st.attended) / session.tables()));
-      const LayerCompute lc = layer_compute(cost, cpu, v.dtype, attended);
-      const double cluster_s = st.cluster_flops / session.n_layers / cluster_flops_per_s;
-      double step_s = 0, step_io = 0, step_pre = 0, step_rep = 0;
-      for (int l = 0; l < session.n_layers; ++l) {
-        const double rep_bytes = static_cast<double>(st.layer_representatives[l]) * session.head_dim * elem_bytes;
-        const double rep_s = storage.read_seconds(rep_bytes);
-        const double write_s = storage.write_seconds(static_cast<double>(st.layer_write_bytes[l])) +
-                               storage.read_seconds(static_cast<double>(st.layer_moved_bytes[l]));
-        step_s += pipelined_layer_seconds(lc, cluster_s, {rep_s, st.layer_io_seconds[l], st.layer_prefetch_seconds[l] + write_s});
-        step_io += st.layer_io_seconds[l];
-        step_pre += st.layer_prefetch_seconds[l] + write_s;
-        step_rep += rep_s;
-        written += static_cast<double>(st.layer_write_bytes[l]) * scale;
-      }
-      const double compute_s =
-          (lc.per_layer_s() + cluster_s) * model.n_layers +
-          lc.per_token_s;
-      const double token_s = step_s * scale + lc.per_token_s;
-      dram.hold_for(dram_use_of_step(session, model, elem_bytes, entry_bytes, st), sim::from_seconds(token_s));
-      lat += token_s;
-      comp += compute_s;
-      exposed += token_s - compute_s;
-      io += step_io * scale;
-      prefetch += step_pre * scale;
-      rep_io += step_rep * scale;
       bytes += static_cast<double>(st.read_bytes + st.forced_bytes) * scale;
       wanted += static_cast<double>(st.wanted_bytes) * scale;
       working = std::max(working, static_cast<double>(st.read_bytes + st.hit_bytes) / session.n_layers);
@@ -694,15 +710,15 @@ class DynaKvExperiment : public Experiment {
       att += static_cast<double>(st.attended) / session.tables();
       forced += static_cast<double>(st.forced_bytes) * scale;
     }
-    dram.finish();
     const double n = static_cast<double>(std::max<std::size_t>(1, r.steps.size()));
     Row row;
+    const devices::Dram& dram = run.device().dram();
     row.dram_peak_bytes = dram.peak_bytes();
-    row.dram_mean_bytes = dram.mean_bytes();
+    row.dram_mean_bytes = dram.mean_used_bytes();
     row.latency_ms = lat / n * 1e3;
     row.compute_ms = comp / n * 1e3;
     row.io_ms = io / n * 1e3;
-    row.exposed_io_ms = exposed / n * 1e3;
+    row.exposed_io_ms = (lat - comp) / n * 1e3;
     row.prefetch_ms = prefetch / n * 1e3;
     row.rep_io_ms = rep_io / n * 1e3;
     row.read_mb = bytes / n / 1e6;
@@ -713,15 +729,10 @@ class DynaKvExperiment : public Experiment {
     row.variance = r.mean_variance;
     row.clusters = r.clusters_end;
     row.eff_bw = io > 0 ? wanted / io / 1e9 : 0.0;
-    // Energy per token: CPU active power while computing (idle while waiting on flash), storage
-    // active power while reading or writing and its per-byte energy, the SoC floor for the whole step.
-    const double storage_busy = io + prefetch + rep_io;
-    const double e = (cpu.active_power_w * comp + cpu.idle_power_w * std::max(0.0, exposed) +
-                      storage.active_power_w * storage_busy + storage.read_energy_nj_per_byte * 1e-9 * bytes +
-                      storage.write_energy_nj_per_byte * 1e-9 * written + v.device.base_power_w * lat) /
-                     n;
-    row.energy_mj = e * 1e3;
-    row.power_w = lat > 0 ? e * n / lat : 0.0;
+    // Energy per token: the Device's (devices/device.h): every unit's active power while busy and idle
+    // power otherwise, the storage's per-byte energies and idle power, the SoC floor for the whole run.
+    row.energy_mj = energy / n * 1e3;
+    row.power_w = lat > 0 ? energy / lat : 0.0;
     row.forced_mb = forced / n / 1e6;
     row.transfer_mb = bytes / 1e6;
     row.moved_mb = static_cast<double>(r.flash.moved_bytes) * scale / 1e6;

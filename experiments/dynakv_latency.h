@@ -1,6 +1,8 @@
 #pragma once
 // Per-token latency of DynaKV-style retrieval decoding on a CPU backend (seed 003,
 // section 6.1 and Figure 9): how one layer's compute and its flash I/O overlap.
+// The driver runs this pipeline as events on a Device (experiments/dynakv_step_events.h);
+// the closed form below is what those events must give (the tests' oracle).
 //
 //   layer = max(attention norm + Q projection + RoPE,  representatives read)        pipeline 1
 //         + cluster arithmetic (selection, assignment, variance, split)

@@ -172,6 +172,7 @@ struct SessionReplay::State {
   std::vector<const float*> qs{};
   std::vector<int> missed{}, hit{}, forced{};
   std::vector<ReadRun> layer_runs{}, prefetch_runs{};
+  std::vector<std::int64_t> run_bytes{};  // the step's StepRecord::run_bytes as they are collected
 };
 
 SessionReplay::SessionReplay(const traces::KvSession& s, const KvClusterPolicy& policy, ReplayOptions opt) {
@@ -247,6 +248,7 @@ void SessionReplay::step(ExactAttention& exact) {
   rec.layer_write_bytes.assign(s.n_layers, 0);
   rec.layer_moved_bytes.assign(s.n_layers, 0);
   rec.layer_representatives.assign(s.n_layers, 0);
+  if (x.flash) rec.run_ends.reserve(2 * static_cast<std::size_t>(s.n_layers));
   double mass_sum = 0;
   int mass_n = 0;
   const bool measure_mass = opt.accuracy_every > 0 && step % opt.accuracy_every == 0;
@@ -349,12 +351,18 @@ void SessionReplay::step(ExactAttention& exact) {
       }
     }
     if (x.flash) {
+      for (const auto* list : {&layer_runs, &prefetch_runs}) {
+        for (const ReadRun& r : *list) x.run_bytes.push_back(r.bytes);
+        rec.run_ends.push_back(static_cast<std::uint32_t>(x.run_bytes.size()));
+      }
       rec.layer_io_seconds[layer] = idle_read_seconds(*x.flash, layer_runs) + loading_seconds(x.load_s_per_byte, layer_runs);
       rec.layer_prefetch_seconds[layer] = idle_read_seconds(*x.flash, prefetch_runs) + loading_seconds(x.load_s_per_byte, prefetch_runs);
     }
     sum.max_representatives = std::max<std::int64_t>(sum.max_representatives, rec.layer_representatives[layer]);
     rec.io_seconds += rec.layer_io_seconds[layer];
   }
+  rec.run_bytes.assign(x.run_bytes.begin(), x.run_bytes.end());  // exactly its size: the record is kept
+  x.run_bytes.clear();
   rec.mass = mass_n > 0 ? mass_sum / mass_n : 0.0;
   rec.mass_measured = measure_mass;
   rec.cache_bytes = cache ? cache->used_bytes() : 0;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,14 @@ struct StepRecord {
   std::vector<std::int64_t> layer_write_bytes;
   std::vector<std::int64_t> layer_moved_bytes;
   std::vector<std::int64_t> layer_representatives;
+  // The bytes of every read run the step issues, for a simulated device to time as requests
+  // (experiments/dynakv_step_events.h), layer after layer: its retrieval runs (the missed clusters',
+  // then the forced loads', in the order layer_io_seconds admits them), then its prefetch runs.
+  // Two ends per layer in run_ends; retrieval_runs(l) and prefetch_runs(l) give the ranges.
+  std::vector<std::int64_t> run_bytes;
+  std::vector<std::uint32_t> run_ends;
+  std::span<const std::int64_t> retrieval_runs(int layer) const { return runs_between(2 * layer); }
+  std::span<const std::int64_t> prefetch_runs(int layer) const { return runs_between(2 * layer + 1); }
   // DRAM at the step's end (the DRAM ledger, experiments/dynakv_dram.h): the cluster cache's bytes
   // and the entries held in DRAM only (ClusterTable::dram_only_entries and the layout's page buffers,
   // FlashLayout::write_buffered_entries), summed over tables.
@@ -79,6 +88,14 @@ struct StepRecord {
   std::int64_t dram_only_entries = 0;
   double mass = 0;                  // mean attention mass captured (when mass_measured)
   bool mass_measured = false;       // this step was sampled by accuracy_every
+
+ private:
+  // Runs [run_ends[k - 1], run_ends[k]) of run_bytes (from 0 for k = 0); none past the recorded layers.
+  std::span<const std::int64_t> runs_between(int k) const {
+    if (k < 0 || static_cast<std::size_t>(k) >= run_ends.size()) return {};
+    const std::size_t begin = k == 0 ? 0 : run_ends[static_cast<std::size_t>(k) - 1];
+    return std::span<const std::int64_t>(run_bytes).subspan(begin, run_ends[static_cast<std::size_t>(k)] - begin);
+  }
 };
 
 struct ReplaySummary {
