@@ -68,6 +68,7 @@ sd::SpecDecEnv small_env() {
   c.peak_tflops[models::DType::kInt8] = 1000;
   c.mem_bandwidth_gbps = 1000;
   c.active_power_w = 1;
+  c.single_thread_power_w = 1;  // energy is not what these tests count
   const models::CostModel cost(small_int8_model());
   return sd::SpecDecEnv{n, c, 0.5, cost, cost};
 }

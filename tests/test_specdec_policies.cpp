@@ -38,6 +38,7 @@ SpecDecEnv overhead_env() {
   c.peak_tflops[models::DType::kF32] = c.peak_tflops[models::DType::kF16] = 1000;
   c.mem_bandwidth_gbps = 1000;
   c.active_power_w = 1;
+  c.single_thread_power_w = 1;  // one thread draws what the pool does: the energies below count 1 W
   return SpecDecEnv{n, c, 0.5, models::CostModel(tiny_model()), models::CostModel(tiny_model())};
 }
 
