@@ -141,8 +141,15 @@ class Storage {
   sim::Task<void> analytic_read_batch(std::vector<double> bytes, std::string label, Load load);
   // admit_reads / admit_write may run here (the analytic model, nothing per request kept).
   void require_admission(const char* what, sim::Time at) const;
-  // Admits one read of `bytes` at `at` to the analytic queue: its completion (with its load when `load`).
-  sim::Time admit_one_read(sim::Time at, double bytes, bool load);
+  // A read's per-command costs, rounded to nanoseconds as Storage::read rounds them, worked out once
+  // per batch (a DynaKV step admits thousands of runs).
+  struct ReadCosts {
+    sim::Time ctrl = 0, latency = 0;
+    double bw_bps = 0, max_cmd_bytes = 0, load_ns_per_byte = 0;  // load 0: the caller pays it
+  };
+  ReadCosts read_costs(bool load) const;
+  // Admits one read of `bytes` at `at` to the analytic queue: its completion (with its load if any).
+  sim::Time admit_one_read(sim::Time at, double bytes, const ReadCosts& c);
   // Commands of a request of `bytes` (at most max_transfer_kb each).
   std::size_t read_commands(double bytes) const;
   // Moves `n` commands of `cmd_bytes` each through the device (either model).

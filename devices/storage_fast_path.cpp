@@ -82,34 +82,42 @@ void Storage::require_admission(const char* what, sim::Time at) const {
     throw Error(fmt::format("{}: {} at {} ns, before now ({} ns)", name_, what, at, sim_.now()));
 }
 
-sim::Time Storage::admit_one_read(sim::Time at, double bytes, bool load) {
-  // Storage::read's durations, rounded as it rounds them (analytic_read_batch).
-  const std::size_t n = read_commands(bytes);
-  const sim::Time ctrl = sim::from_seconds(spec_.read_command_seconds());
-  const sim::Time latency = sim::from_seconds(spec_.access_latency_us * 1e-6);
-  const double bw = spec_.seq_read_gbps * 1e9;
-  sim::Time end = queue_.admit(at, n, ctrl, latency, sim::from_seconds(bytes / static_cast<double>(n) / bw)).end;
-  if (load) end += sim::from_seconds(bytes * spec_.load_ns_per_byte * 1e-9);
-  commands_.add(static_cast<double>(n));
+Storage::ReadCosts Storage::read_costs(bool load) const {
+  ReadCosts c;
+  c.ctrl = sim::from_seconds(spec_.read_command_seconds());
+  c.latency = sim::from_seconds(spec_.access_latency_us * 1e-6);
+  c.bw_bps = spec_.seq_read_gbps * 1e9;
+  c.max_cmd_bytes = spec_.max_transfer_kb * 1024.0;
+  c.load_ns_per_byte = load ? spec_.load_ns_per_byte : 0.0;
+  return c;
+}
+
+sim::Time Storage::admit_one_read(sim::Time at, double bytes, const ReadCosts& c) {
+  // Storage::read's durations, to the same doubles and roundings (analytic_read_batch, read_commands).
+  const double n = std::ceil(bytes / c.max_cmd_bytes);
+  sim::Time end = queue_.admit(at, static_cast<std::size_t>(n), c.ctrl, c.latency, sim::from_seconds(bytes / n / c.bw_bps)).end;
+  if (c.load_ns_per_byte > 0) end += sim::from_seconds(bytes * c.load_ns_per_byte * 1e-9);
+  commands_.add(n);
   return end;
 }
 
 sim::Time Storage::admit_reads(sim::Time at, std::span<const std::int64_t> bytes, Load load) {
   require_admission("admit_reads", at);
-  const bool loads = load == Load::kPerRequest && spec_.load_ns_per_byte > 0;
+  const ReadCosts c = read_costs(load == Load::kPerRequest && spec_.load_ns_per_byte > 0);
   sim::Time last = at;
   // Whole numbers of commands and bytes: their sums are exact in any grouping.
   for (std::int64_t b : bytes)
-    if (b > 0) last = std::max(last, admit_one_read(at, static_cast<double>(b), loads));
-  for (std::int64_t b : bytes)
-    if (b > 0) bytes_read_.add(static_cast<double>(b));
+    if (b > 0) {
+      last = std::max(last, admit_one_read(at, static_cast<double>(b), c));
+      bytes_read_.add(static_cast<double>(b));
+    }
   return last;
 }
 
 sim::Time Storage::admit_read(sim::Time at, double bytes, Load load) {
   require_admission("admit_read", at);
   if (bytes <= 0) return at;
-  const sim::Time end = admit_one_read(at, bytes, load == Load::kPerRequest && spec_.load_ns_per_byte > 0);
+  const sim::Time end = admit_one_read(at, bytes, read_costs(load == Load::kPerRequest && spec_.load_ns_per_byte > 0));
   bytes_read_.add(bytes);
   return end;
 }

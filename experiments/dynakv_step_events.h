@@ -63,7 +63,8 @@ struct StepFlashTimes {
 };
 
 // Runs the step on `device` (its "cpu" unit and its storage) from now; adds the branches' times to `times`.
-// `step` and `times` must outlive the returned task.
+// `step` and `times` must outlive the returned task. The storage must keep no request latencies and
+// have no timeline (Storage::keep_request_latencies(false); the branches are admitted, not run as processes).
 sim::Task<void> decode_step_on_device(devices::Device& device, const DecodeStepWork& step, StepFlashTimes& times);
 
 // The replayed layer model layer `m` of `model_layers` runs.
