@@ -165,6 +165,7 @@ void BM_DynaKvEventSteps(benchmark::State& state) {
   for (auto _ : state) {
     sim::StatGroup stats("device");
     experiments::SimulatedRun run(s.phone, stats);
+    run.device().storage().keep_request_latencies(false);  // as the driver
     run.start(bench_event_steps(run.device(), s.replay), "steps");
     run.run();
     benchmark::DoNotOptimize(run.device().energy_j());

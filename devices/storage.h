@@ -34,6 +34,7 @@
 // page: write amplification) and move at the sequential write bandwidth.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,16 @@ class Storage {
   // Requests of 0 bytes are skipped.
   sim::Task<void> read_batch(std::vector<double> bytes, std::string label = "read", Load load = Load::kPerRequest);
   sim::Task<void> write(double bytes, std::string label = "write");
+  // Without a process: a caller that runs one flash branch at a time beside its own work (DynaKV's
+  // decode steps) admits the branch's requests itself and gets back when they complete, then waits
+  // until then (one timeout instead of a started process and its done event). A request admitted
+  // `at` (now or later, after every request admitted before) takes what read_batch / write issued
+  // at that instant would take, with the same statistics and energy, provided nothing reads the
+  // counters before it ends (they are added on admission). Analytic command model, no timeline and
+  // no kept latencies only (Error otherwise): spans and latency samples need a process.
+  sim::Time admit_reads(sim::Time at, std::span<const std::int64_t> bytes, Load load);
+  sim::Time admit_read(sim::Time at, double bytes, Load load = Load::kPerRequest);
+  sim::Time admit_write(sim::Time at, double bytes);
   const StorageSpec& spec() const { return spec_; }
   double busy_seconds() const;
   void set_command_model(StorageCommandModel m) { model_ = m; }
@@ -128,6 +139,17 @@ class Storage {
   sim::Task<void> read_request(double bytes, std::string label, Load load);
   // The analytic path of read_batch: every request admitted now, one wait for the last.
   sim::Task<void> analytic_read_batch(std::vector<double> bytes, std::string label, Load load);
+  // admit_reads / admit_write may run here (the analytic model, nothing per request kept).
+  void require_admission(const char* what, sim::Time at) const;
+  // A read's per-command costs, rounded to nanoseconds as Storage::read rounds them, worked out once
+  // per batch (a DynaKV step admits thousands of runs).
+  struct ReadCosts {
+    sim::Time ctrl = 0, latency = 0;
+    double bw_bps = 0, max_cmd_bytes = 0, load_ns_per_byte = 0;  // load 0: the caller pays it
+  };
+  ReadCosts read_costs(bool load) const;
+  // Admits one read of `bytes` at `at` to the analytic queue: its completion (with its load if any).
+  sim::Time admit_one_read(sim::Time at, double bytes, const ReadCosts& c);
   // Commands of a request of `bytes` (at most max_transfer_kb each).
   std::size_t read_commands(double bytes) const;
   // Moves `n` commands of `cmd_bytes` each through the device (either model).

@@ -3,10 +3,14 @@
 // the same two waits that command's process has in the per-command model (until it takes the bus,
 // then its transfer) and the same completion (all_of over its done event). Kept apart from
 // storage.cpp (the profile parameters and curves) so either can change alone.
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "devices/storage.h"
+#include "sim/error.h"
 #include "sim/event.h"
 
 namespace mobisim::devices {
@@ -67,6 +71,71 @@ sim::Task<void> Storage::analytic_read_batch(std::vector<double> bytes, std::str
     if (keep_latencies_) request_ms_.add(sim::to_ms(end - t0));
     if (timeline_) timeline_->span(name_, label, t0, end, "io");
   }
+}
+
+void Storage::require_admission(const char* what, sim::Time at) const {
+  if (model_ != StorageCommandModel::kAnalytic || keep_latencies_ || timeline_)
+    throw Error(fmt::format("{}: {} needs the analytic command model, no kept request latencies and no "
+                                 "timeline (each needs a process per request)",
+                                 name_, what));
+  if (at < sim_.now())
+    throw Error(fmt::format("{}: {} at {} ns, before now ({} ns)", name_, what, at, sim_.now()));
+}
+
+Storage::ReadCosts Storage::read_costs(bool load) const {
+  ReadCosts c;
+  c.ctrl = sim::from_seconds(spec_.read_command_seconds());
+  c.latency = sim::from_seconds(spec_.access_latency_us * 1e-6);
+  c.bw_bps = spec_.seq_read_gbps * 1e9;
+  c.max_cmd_bytes = spec_.max_transfer_kb * 1024.0;
+  c.load_ns_per_byte = load ? spec_.load_ns_per_byte : 0.0;
+  return c;
+}
+
+sim::Time Storage::admit_one_read(sim::Time at, double bytes, const ReadCosts& c) {
+  // Storage::read's durations, to the same doubles and roundings (analytic_read_batch, read_commands).
+  const double n = std::ceil(bytes / c.max_cmd_bytes);
+  sim::Time end = queue_.admit(at, static_cast<std::size_t>(n), c.ctrl, c.latency, sim::from_seconds(bytes / n / c.bw_bps)).end;
+  if (c.load_ns_per_byte > 0) end += sim::from_seconds(bytes * c.load_ns_per_byte * 1e-9);
+  commands_.add(n);
+  return end;
+}
+
+sim::Time Storage::admit_reads(sim::Time at, std::span<const std::int64_t> bytes, Load load) {
+  require_admission("admit_reads", at);
+  const ReadCosts c = read_costs(load == Load::kPerRequest && spec_.load_ns_per_byte > 0);
+  sim::Time last = at;
+  // Whole numbers of commands and bytes: their sums are exact in any grouping.
+  for (std::int64_t b : bytes)
+    if (b > 0) {
+      last = std::max(last, admit_one_read(at, static_cast<double>(b), c));
+      bytes_read_.add(static_cast<double>(b));
+    }
+  return last;
+}
+
+sim::Time Storage::admit_read(sim::Time at, double bytes, Load load) {
+  require_admission("admit_read", at);
+  if (bytes <= 0) return at;
+  const sim::Time end = admit_one_read(at, bytes, read_costs(load == Load::kPerRequest && spec_.load_ns_per_byte > 0));
+  bytes_read_.add(bytes);
+  return end;
+}
+
+sim::Time Storage::admit_write(sim::Time at, double bytes) {
+  require_admission("admit_write", at);
+  if (bytes <= 0) return at;
+  // Storage::write's commands (whole pages, at most max_transfer_kb each), timed as analytic_transfer times them.
+  const double programmed = spec_.written_bytes(bytes);
+  const auto n = static_cast<std::size_t>(std::ceil(programmed / (spec_.max_transfer_kb * 1024.0)));
+  const sim::Time ctrl = sim::from_seconds(1.0 / spec_.random_write_iops);
+  const sim::Time latency = sim::from_seconds(spec_.access_latency_us * 1e-6);
+  const sim::Time xfer = sim::from_seconds(programmed / static_cast<double>(n) / (spec_.seq_write_gbps * 1e9));
+  const sim::Time end = queue_.admit(at, n, ctrl, latency, xfer).end;
+  commands_.add(static_cast<double>(n));
+  bytes_written_.add(bytes);
+  flash_bytes_written_.add(programmed);
+  return end;
 }
 
 }  // namespace mobisim::devices

@@ -13,8 +13,9 @@
 //                                       offload's writes; the pool moves read back]          join
 //   per token:  [CPU embedding, final norm, LM head]
 //
-// A flash branch's reads go out together (an io_uring batch: Storage::read_batch), so the device's
-// queue depth, IOPS and bandwidth time them; the loading thread (seed 003, section 7: one
+// A flash branch's reads go out together (an io_uring batch, admitted by Storage::admit_reads when
+// the branch starts: the step runs as one process, which waits after its CPU piece until the
+// branch's end), so the device's queue depth, IOPS and bandwidth time them; the loading thread (seed 003, section 7: one
 // dedicated thread) then copies what it read serially, at the storage's load_ns_per_byte, as the
 // replay's closed form has it (policies/kvcluster/session_replay.h). The representatives and the
 // pool moves are single reads paying that copy themselves (StorageSpec::read_seconds, as before).
@@ -62,7 +63,8 @@ struct StepFlashTimes {
 };
 
 // Runs the step on `device` (its "cpu" unit and its storage) from now; adds the branches' times to `times`.
-// `step` and `times` must outlive the returned task.
+// `step` and `times` must outlive the returned task. The storage must keep no request latencies and
+// have no timeline (Storage::keep_request_latencies(false); the branches are admitted, not run as processes).
 sim::Task<void> decode_step_on_device(devices::Device& device, const DecodeStepWork& step, StepFlashTimes& times);
 
 // The replayed layer model layer `m` of `model_layers` runs.

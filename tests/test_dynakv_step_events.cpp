@@ -157,6 +157,7 @@ StepRun run_step(const devices::DeviceProfile& phone, const DecodeStepWork& work
   sim::StatGroup stats("device");
   StepRun out;
   experiments::SimulatedRun run(phone, stats);
+  run.device().storage().keep_request_latencies(false);  // as the driver: the step admits its reads
   run.start(experiments::decode_step_on_device(run.device(), work, out.flash), "step");
   run.run();
   out.end = run.sim().now();

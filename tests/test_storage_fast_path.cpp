@@ -7,6 +7,7 @@
 #include <random>
 
 #include "devices/storage.h"
+#include "sim/error.h"
 #include "sim/event.h"
 
 namespace mobisim::devices {
@@ -141,6 +142,121 @@ TEST(StorageFastPath, BusyTimeMidRequestCountsTransfersUnderWay) {
     }
     EXPECT_EQ(busy[0], busy[1]) << "trial " << trial;
   }
+}
+
+// A chain of flash branches one after another, as DynaKV's decode steps issue them: batches of runs
+// whose load the caller pays, single reads paying their own, writes.
+struct Branch {
+  std::vector<std::int64_t> runs;  // a batch when not empty
+  double read_bytes = 0, write_bytes = 0;
+};
+
+struct ChainOutcome {
+  std::vector<sim::Time> ends;
+  double busy_s = 0, energy_j = 0, commands = 0, bytes_read = 0, bytes_written = 0;
+};
+
+sim::Task<void> issue_chain(sim::Simulator& sim, Storage& st, const std::vector<Branch>& chain, std::vector<sim::Time>& ends) {
+  for (const Branch& b : chain) {
+    if (!b.runs.empty()) {
+      std::vector<double> bytes(b.runs.begin(), b.runs.end());
+      co_await st.read_batch(std::move(bytes), "runs", Storage::Load::kByCaller);
+    } else if (b.read_bytes > 0) {
+      std::vector<double> bytes(1, b.read_bytes);
+      co_await st.read_batch(std::move(bytes), "read");
+    } else {
+      co_await st.write(b.write_bytes);
+    }
+    ends.push_back(sim.now());
+  }
+}
+
+sim::Task<void> wait_until(sim::Simulator& sim, sim::Time t) { co_await sim.timeout(t - sim.now()); }
+
+ChainOutcome chain_outcome(sim::Simulator& sim, Storage& st, sim::StatGroup& stats) {
+  ChainOutcome o;
+  o.busy_s = st.busy_seconds();
+  o.energy_j = st.io_energy_j();
+  o.bytes_read = st.bytes_read();
+  o.bytes_written = st.flash_bytes_written();
+  for (const auto& [name, v] : stats.flatten())
+    if (name.ends_with("commands")) o.commands = v;
+  (void)sim;
+  return o;
+}
+
+TEST(StorageFastPath, AdmissionGivesWhatTheProcessesGiveToTheNanosecond) {
+  std::mt19937_64 rng(34);
+  for (int trial = 0; trial < 40; ++trial) {
+    StorageSpec spec = random_spec(rng);
+    spec.load_ns_per_byte = trial % 2 ? 0.0 : 0.05 + 0.2 * std::uniform_real_distribution<double>(0, 1)(rng);
+    std::vector<Branch> chain;
+    std::uniform_int_distribution<int> kind(0, 2), count(1, 40);
+    std::uniform_int_distribution<std::int64_t> size(1, 3 << 20);
+    for (int i = 0; i < 30; ++i) {
+      Branch b;
+      const int k = kind(rng);
+      if (k == 0)
+        for (int r = count(rng); r > 0; --r) b.runs.push_back(size(rng));
+      else if (k == 1)
+        b.read_bytes = static_cast<double>(size(rng));
+      else
+        b.write_bytes = static_cast<double>(size(rng));
+      chain.push_back(std::move(b));
+    }
+    // The processes.
+    sim::Simulator sim_p;
+    sim::StatGroup stats_p("dev");
+    Storage st_p(sim_p, spec, "ufs", stats_p);
+    st_p.keep_request_latencies(false);
+    std::vector<sim::Time> ends_p;
+    sim_p.start(issue_chain(sim_p, st_p, chain, ends_p));
+    sim_p.run();
+    const ChainOutcome p = chain_outcome(sim_p, st_p, stats_p);
+    // The admissions, each branch at the previous one's end, then the clock run to the last.
+    sim::Simulator sim_a;
+    sim::StatGroup stats_a("dev");
+    Storage st_a(sim_a, spec, "ufs", stats_a);
+    st_a.keep_request_latencies(false);
+    std::vector<sim::Time> ends_a;
+    sim::Time t = 0;
+    for (const Branch& b : chain) {
+      if (!b.runs.empty())
+        t = st_a.admit_reads(t, b.runs, Storage::Load::kByCaller);
+      else if (b.read_bytes > 0)
+        t = st_a.admit_read(t, b.read_bytes);
+      else
+        t = st_a.admit_write(t, b.write_bytes);
+      ends_a.push_back(t);
+    }
+    sim_a.start(wait_until(sim_a, t));
+    sim_a.run();
+    const ChainOutcome a = chain_outcome(sim_a, st_a, stats_a);
+    ASSERT_EQ(ends_a, ends_p) << "trial " << trial;
+    EXPECT_EQ(sim_a.now(), sim_p.now());
+    EXPECT_EQ(a.busy_s, p.busy_s);
+    EXPECT_EQ(a.energy_j, p.energy_j);
+    EXPECT_EQ(a.commands, p.commands);
+    EXPECT_EQ(a.bytes_read, p.bytes_read);
+    EXPECT_EQ(a.bytes_written, p.bytes_written);
+    EXPECT_GT(a.commands, 0);
+  }
+}
+
+TEST(StorageFastPath, AdmissionRefusesWhatNeedsAProcessAndThePast) {
+  sim::Simulator sim;
+  sim::StatGroup stats("dev");
+  std::mt19937_64 rng(7);
+  Storage st(sim, random_spec(rng), "ufs", stats);
+  EXPECT_THROW(st.admit_read(0, 4096), Error);  // latencies kept (the default)
+  st.keep_request_latencies(false);
+  st.set_command_model(StorageCommandModel::kPerCommand);
+  EXPECT_THROW(st.admit_write(0, 4096), Error);
+  st.set_command_model(StorageCommandModel::kAnalytic);
+  sim.start(wait_until(sim, 1000));
+  sim.run();
+  EXPECT_THROW(st.admit_read(999, 4096), Error);
+  EXPECT_GT(st.admit_read(1000, 4096), 1000);
 }
 
 }  // namespace
