@@ -14,6 +14,10 @@ inline constexpr Time kMillisecond = 1'000'000;
 inline constexpr Time kSecond = 1'000'000'000;
 inline constexpr Time kHour = 3600 * kSecond;
 inline constexpr Time kTimeMax = INT64_MAX;
+// The latest arrival a workload may have, in seconds (about 95 years). The
+// clock reaches 292 years; the rest is room to serve what arrives, and a
+// bound on the per-day work a trace reader does (idle windows per day).
+inline constexpr double kMaxArrival_s = 3.0e9;
 
 // Rounds to the nearest nanosecond; durations are never negative.
 inline Time from_seconds(double s) { return static_cast<Time>(std::llround(s * 1e9)); }

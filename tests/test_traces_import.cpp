@@ -149,6 +149,11 @@ TEST(Jsonl, MalformedLinesAndBadRecordsAreInputErrorsWithLineNumbers) {
                 "{\"type\": \"query\", \"user_id\": \"a\", \"text\": \"q1\", \"relevant_chunks\": [3]}")
                 .find("does not exist"),
             std::string::npos);
+  // An arrival past the clock's range (here 1e15 s) is refused before it makes a charging window per day.
+  EXPECT_NE(err("{\"type\": \"chunk\", \"user_id\": \"a\", \"text\": \"x\"}\n"
+                "{\"type\": \"query\", \"user_id\": \"a\", \"text\": \"q1\", \"arrival_s\": 1e15}")
+                .find("expected a number of seconds in [0, 3e+09]"),
+            std::string::npos);
   EXPECT_NE(err("{\"type\": \"query\", \"user_id\": \"a\", \"text\": \"q1\"}").find("no document or chunk"),
             std::string::npos);
   EXPECT_NE(err("\n  \n").find("no records"), std::string::npos);

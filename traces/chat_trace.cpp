@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "sim/error.h"
+#include "sim/time.h"
 #include "sim/h5.h"
 #include "traces/rag_trace_io.h"  // kChatTraceFormat, kChatSessionsGroup
 
@@ -34,9 +35,9 @@ std::optional<std::string> check_session(const ChatSessionTrace& s, std::size_t 
     if (!known_role(x.role))
       return fmt::format("{}/turns/role[{}] = '{}' is not system, context, history, user or assistant", g, t, x.role);
     if (x.tokens < 0) return fmt::format("{}/turns/tokens[{}] = {} is negative", g, t, x.tokens);
-    if (!std::isfinite(x.arrival_s) || x.arrival_s < 0 || x.arrival_s < prev)
-      return fmt::format("{}/turns/arrival_s[{}] = {} is not finite and non-negative, or earlier than the previous turn",
-                         g, t, x.arrival_s);
+    if (!std::isfinite(x.arrival_s) || x.arrival_s < 0 || x.arrival_s < prev || x.arrival_s > sim::kMaxArrival_s)
+      return fmt::format("{}/turns/arrival_s[{}] = {} is not finite and non-negative, is earlier than the previous "
+                         "turn, or is past {:g} s (the clock's range)", g, t, x.arrival_s, sim::kMaxArrival_s);
     if (t == 0 && x.arrival_s < prev_start)
       return fmt::format("{}/turns/arrival_s[0] = {} is earlier than the previous session's start ({})", g,
                          x.arrival_s, prev_start);

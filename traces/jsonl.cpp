@@ -7,6 +7,7 @@
 
 #include "sim/atomic_file.h"
 #include "sim/error.h"
+#include "sim/time.h"
 #include "traces/json.h"
 #include "traces/text.h"
 
@@ -98,7 +99,8 @@ RagTrace import_jsonl_text(const std::string& text, const std::string& name, con
       q.answer_text = str("answer", false);
       q.kind = v.find("kind") ? str("kind", false) : "query";
       if (const json::Value* a = v.find("arrival_s")) {
-        if (!a->is_number() || a->as_number() < 0) bad(name, *a, "\"arrival_s\": expected a number >= 0");
+        if (!a->is_number() || !(a->as_number() >= 0 && a->as_number() <= sim::kMaxArrival_s))
+          bad(name, *a, fmt::format("\"arrival_s\": expected a number of seconds in [0, {:g}]", sim::kMaxArrival_s));
         q.arrival_s = a->as_number();
         if (!p.user.queries.empty() && p.with_arrival > 0 && q.arrival_s < p.user.queries.back().arrival_s)
           bad(name, *a, fmt::format("arrival_s {} is earlier than user {}'s previous query ({}); list queries in "

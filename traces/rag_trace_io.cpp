@@ -11,6 +11,7 @@
 
 #include "sim/atomic_file.h"
 #include "sim/error.h"
+#include "sim/time.h"
 #include "sim/h5.h"
 
 namespace mobisim::traces {
@@ -68,9 +69,9 @@ void validate_rag_trace(const RagTrace& t, const std::string& what) {
       if (qq.embedding.size() != dim)
         bad(fmt::format("user {} query {} has {} embedding values, meta.embedding_dim is {}", u, q,
                         qq.embedding.size(), dim));
-      if (!std::isfinite(qq.arrival_s) || qq.arrival_s < prev)
-        bad(fmt::format("user {} query {} arrival_s {} is not finite or earlier than the previous query", u, q,
-                        qq.arrival_s));
+      if (!std::isfinite(qq.arrival_s) || qq.arrival_s < prev || qq.arrival_s > sim::kMaxArrival_s)
+        bad(fmt::format("user {} query {} arrival_s {} is not finite, earlier than the previous query, or past "
+                        "{:g} s (the clock's range)", u, q, qq.arrival_s, sim::kMaxArrival_s));
       prev = qq.arrival_s;
       for (auto* l : {&qq.retrieved, &qq.relevant})
         for (std::int32_t id : *l)
