@@ -84,7 +84,8 @@ Figure load_figure(const std::string& name) {
   return f;
 }
 
-// The rag_qa driver's loop for one user: the policy on a RagPipeline, as the driver runs it.
+// The policies' own loop for one user: the policy on a RagPipeline (as the rag app replays it; the
+// rag_qa driver did until its loop was removed, issue 34).
 std::vector<policies::QueryRecord> run_loop(const YAML::Node& policy_entry, const Figure& f,
                                             const traces::RagTrace& trace) {
   YAML::Node node = yaml_clone(policy_entry);
