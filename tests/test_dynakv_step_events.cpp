@@ -395,7 +395,7 @@ TEST(DynaKvStepEvents, RepeatsKeptFromStepToStepTimeEachStepAsItsOwn) {
     w.model_layers = 6;
     const auto& a = k % 2 ? few : many;
     const auto& b = k % 2 ? many : few;
-    w.replayed = {{1000.0 * (k + 1), a, b, 4096.0 * k, 8192.0 * (k % 3)}, {500, b, a, 0, 4096}};
+    w.replayed = {{1000.0 * (k + 1), a, b, 4096.0 * k, 8192.0 * (k % 3)}, {500, few, a, 0, 4096}};
     steps.push_back(w);
   }
   StepRun out[2];

@@ -260,8 +260,6 @@ TEST(StorageFastPath, AdmissionRefusesWhatNeedsAProcessAndThePast) {
   EXPECT_GT(st.admit_read(1000, 4096), 1000);
 }
 
-}  // namespace
-}  // namespace mobisim::devices
 
 // ---------------------------------------------------------------------------
 // Storage::Repeated: the same requests admitted again, each time to an idle storage, replay what
@@ -393,3 +391,6 @@ TEST(StorageFastPath, ReplayedBurstCountsOnlyTransfersDoneByThen) {
   auto ns = [](double n) { return n * 1e-9; };  // as Storage::busy_seconds converts
   EXPECT_EQ(busy, (std::vector<double>{ns(3 * 4096), ns(3 * 4096 + 2000), ns(4 * 4096 + 1000), ns(6 * 4096)}));
 }
+
+}  // namespace
+}  // namespace mobisim::devices
