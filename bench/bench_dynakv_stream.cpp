@@ -154,9 +154,10 @@ experiments::DecodeStepWork bench_step_work(const StepRecord& st) {
 
 sim::Task<void> bench_event_steps(devices::Device& device, const ReplaySummary& r) {
   experiments::StepFlashTimes flash;
+  experiments::StepRepeats repeats;  // as the driver
   for (const auto& st : r.steps) {
     const experiments::DecodeStepWork w = bench_step_work(st);
-    co_await experiments::decode_step_on_device(device, w, flash);
+    co_await experiments::decode_step_on_device(device, w, flash, repeats);
   }
 }
 

@@ -121,6 +121,28 @@ class Storage {
   sim::Time admit_reads(sim::Time at, std::span<const std::int64_t> bytes, Load load);
   sim::Time admit_read(sim::Time at, double bytes, Load load = Load::kPerRequest);
   sim::Time admit_write(sim::Time at, double bytes);
+  // The same requests admitted again and again, each time to an idle storage (DynaKV's decode step
+  // admits a replayed layer's flash work once per model layer it stands for, every branch after the
+  // one before has ended): requests arriving at an idle device take the same time whenever they
+  // arrive, so the first admission records what they did (CommandQueueModel's IdleBurst) and the
+  // next ones replay it in O(1), with the same completion, counters, busy time and energy. The caller
+  // keeps one Repeated per request set and passes it with the same requests until it calls reset()
+  // (new requests); a storage that is not idle at `at` admits the requests one by one, as without it.
+  class Repeated {
+   public:
+    void reset() { recorded_ = false; }
+
+   private:
+    friend class Storage;
+    const Storage* owner_ = nullptr;
+    bool recorded_ = false;
+    std::shared_ptr<IdleBurst> burst_;
+    sim::Time duration_ = 0;  // arrival to completion (with any load after the I/O)
+    double commands_ = 0, bytes_read_ = 0, bytes_written_ = 0, flash_bytes_written_ = 0;
+  };
+  sim::Time admit_reads(sim::Time at, std::span<const std::int64_t> bytes, Load load, Repeated& same);
+  sim::Time admit_read(sim::Time at, double bytes, Load load, Repeated& same);
+  sim::Time admit_write(sim::Time at, double bytes, Repeated& same);
   const StorageSpec& spec() const { return spec_; }
   double busy_seconds() const;
   void set_command_model(StorageCommandModel m) { model_ = m; }
@@ -149,7 +171,22 @@ class Storage {
   };
   ReadCosts read_costs(bool load) const;
   // Admits one read of `bytes` at `at` to the analytic queue: its completion (with its load if any).
-  sim::Time admit_one_read(sim::Time at, double bytes, const ReadCosts& c);
+  // Adds its commands to `commands` (the caller counts them).
+  sim::Time admit_one_read(sim::Time at, double bytes, const ReadCosts& c, double& commands);
+  // What admit_reads / admit_read / admit_write add to the counters (whole numbers of commands and,
+  // for runs, bytes: their sums are exact in any grouping).
+  struct Admitted {
+    sim::Time end = 0;
+    double commands = 0, bytes_read = 0, bytes_written = 0, flash_bytes_written = 0;
+  };
+  Admitted admitted_reads(sim::Time at, std::span<const std::int64_t> bytes, Load load);
+  Admitted admitted_read(sim::Time at, double bytes, Load load);
+  Admitted admitted_write(sim::Time at, double bytes);
+  sim::Time count(const Admitted& a);
+  // Replays `same` at `at` if it holds a recording and the storage is idle, else admits the requests
+  // (`admit(at)` gives what they add) and, on an idle storage, records them into `same`.
+  template <class Admit>
+  sim::Time admit_repeated(sim::Time at, Repeated& same, Admit admit);
   // Commands of a request of `bytes` (at most max_transfer_kb each).
   std::size_t read_commands(double bytes) const;
   // Moves `n` commands of `cmd_bytes` each through the device (either model).

@@ -92,50 +92,123 @@ Storage::ReadCosts Storage::read_costs(bool load) const {
   return c;
 }
 
-sim::Time Storage::admit_one_read(sim::Time at, double bytes, const ReadCosts& c) {
+sim::Time Storage::admit_one_read(sim::Time at, double bytes, const ReadCosts& c, double& commands) {
   // Storage::read's durations, to the same doubles and roundings (analytic_read_batch, read_commands).
   const double n = std::ceil(bytes / c.max_cmd_bytes);
   sim::Time end = queue_.admit(at, static_cast<std::size_t>(n), c.ctrl, c.latency, sim::from_seconds(bytes / n / c.bw_bps)).end;
   if (c.load_ns_per_byte > 0) end += sim::from_seconds(bytes * c.load_ns_per_byte * 1e-9);
-  commands_.add(n);
+  commands += n;
   return end;
 }
 
-sim::Time Storage::admit_reads(sim::Time at, std::span<const std::int64_t> bytes, Load load) {
-  require_admission("admit_reads", at);
+Storage::Admitted Storage::admitted_reads(sim::Time at, std::span<const std::int64_t> bytes, Load load) {
   const ReadCosts c = read_costs(load == Load::kPerRequest && spec_.load_ns_per_byte > 0);
-  sim::Time last = at;
-  // Whole numbers of commands and bytes: their sums are exact in any grouping.
+  Admitted a;
+  a.end = at;
+  std::int64_t read = 0;  // whole bytes: exact, and so is their double
   for (std::int64_t b : bytes)
     if (b > 0) {
-      last = std::max(last, admit_one_read(at, static_cast<double>(b), c));
-      bytes_read_.add(static_cast<double>(b));
+      a.end = std::max(a.end, admit_one_read(at, static_cast<double>(b), c, a.commands));
+      read += b;
     }
-  return last;
+  a.bytes_read = static_cast<double>(read);
+  return a;
 }
 
-sim::Time Storage::admit_read(sim::Time at, double bytes, Load load) {
-  require_admission("admit_read", at);
-  if (bytes <= 0) return at;
-  const sim::Time end = admit_one_read(at, bytes, read_costs(load == Load::kPerRequest && spec_.load_ns_per_byte > 0));
-  bytes_read_.add(bytes);
-  return end;
+Storage::Admitted Storage::admitted_read(sim::Time at, double bytes, Load load) {
+  Admitted a;
+  a.end = at;
+  if (bytes <= 0) return a;
+  a.end = admit_one_read(at, bytes, read_costs(load == Load::kPerRequest && spec_.load_ns_per_byte > 0), a.commands);
+  a.bytes_read = bytes;
+  return a;
 }
 
-sim::Time Storage::admit_write(sim::Time at, double bytes) {
-  require_admission("admit_write", at);
-  if (bytes <= 0) return at;
+Storage::Admitted Storage::admitted_write(sim::Time at, double bytes) {
+  Admitted a;
+  a.end = at;
+  if (bytes <= 0) return a;
   // Storage::write's commands (whole pages, at most max_transfer_kb each), timed as analytic_transfer times them.
   const double programmed = spec_.written_bytes(bytes);
   const auto n = static_cast<std::size_t>(std::ceil(programmed / (spec_.max_transfer_kb * 1024.0)));
   const sim::Time ctrl = sim::from_seconds(1.0 / spec_.random_write_iops);
   const sim::Time latency = sim::from_seconds(spec_.access_latency_us * 1e-6);
   const sim::Time xfer = sim::from_seconds(programmed / static_cast<double>(n) / (spec_.seq_write_gbps * 1e9));
-  const sim::Time end = queue_.admit(at, n, ctrl, latency, xfer).end;
-  commands_.add(static_cast<double>(n));
-  bytes_written_.add(bytes);
-  flash_bytes_written_.add(programmed);
-  return end;
+  a.end = queue_.admit(at, n, ctrl, latency, xfer).end;
+  a.commands = static_cast<double>(n);
+  a.bytes_written = bytes;
+  a.flash_bytes_written = programmed;
+  return a;
+}
+
+sim::Time Storage::count(const Admitted& a) {
+  // What the requests add, one add per counter (the sums are whole numbers, exact in any grouping).
+  if (a.commands > 0) commands_.add(a.commands);
+  if (a.bytes_read > 0) bytes_read_.add(a.bytes_read);
+  if (a.bytes_written > 0) {
+    bytes_written_.add(a.bytes_written);
+    flash_bytes_written_.add(a.flash_bytes_written);
+  }
+  return a.end;
+}
+
+sim::Time Storage::admit_reads(sim::Time at, std::span<const std::int64_t> bytes, Load load) {
+  require_admission("admit_reads", at);
+  return count(admitted_reads(at, bytes, load));
+}
+
+sim::Time Storage::admit_read(sim::Time at, double bytes, Load load) {
+  require_admission("admit_read", at);
+  return count(admitted_read(at, bytes, load));
+}
+
+sim::Time Storage::admit_write(sim::Time at, double bytes) {
+  require_admission("admit_write", at);
+  return count(admitted_write(at, bytes));
+}
+
+template <class Admit>
+sim::Time Storage::admit_repeated(sim::Time at, Repeated& same, Admit admit) {
+  if (!queue_.idle_at(at)) return count(admit(at));  // the recording holds only from idle
+  if (same.recorded_ && same.owner_ == this) {
+    queue_.replay(at, same.burst_);
+    Admitted a;
+    a.end = at + same.duration_;
+    a.commands = same.commands_;
+    a.bytes_read = same.bytes_read_;
+    a.bytes_written = same.bytes_written_;
+    a.flash_bytes_written = same.flash_bytes_written_;
+    return count(a);
+  }
+  queue_.begin_idle(at);
+  const Admitted a = admit(at);
+  if (a.commands == 0) return a.end;  // nothing admitted, nothing to record
+  // The burst the queue may still hold from the last replay is over (begin_idle): reuse its buffers.
+  if (!same.burst_ || same.burst_.use_count() > 1) same.burst_ = std::make_shared<IdleBurst>();
+  queue_.record_since_idle(at, *same.burst_);
+  same.owner_ = this;
+  same.recorded_ = true;
+  same.duration_ = a.end - at;
+  same.commands_ = a.commands;
+  same.bytes_read_ = a.bytes_read;
+  same.bytes_written_ = a.bytes_written;
+  same.flash_bytes_written_ = a.flash_bytes_written;
+  return count(a);
+}
+
+sim::Time Storage::admit_reads(sim::Time at, std::span<const std::int64_t> bytes, Load load, Repeated& same) {
+  require_admission("admit_reads", at);
+  return admit_repeated(at, same, [&](sim::Time t) { return admitted_reads(t, bytes, load); });
+}
+
+sim::Time Storage::admit_read(sim::Time at, double bytes, Load load, Repeated& same) {
+  require_admission("admit_read", at);
+  return admit_repeated(at, same, [&](sim::Time t) { return admitted_read(t, bytes, load); });
+}
+
+sim::Time Storage::admit_write(sim::Time at, double bytes, Repeated& same) {
+  require_admission("admit_write", at);
+  return admit_repeated(at, same, [&](sim::Time t) { return admitted_write(t, bytes); });
 }
 
 }  // namespace mobisim::devices

@@ -12,14 +12,33 @@
 // requests contend exactly as the per-command processes would (tests/test_storage_fast_path.cpp
 // compares both on random request mixes). A request of n commands costs O(n) arithmetic and
 // O(1) simulator events.
+//
+// Commands admitted to an idle queue (every earlier command off the bus) run the same way whenever
+// they arrive: the recurrence only shifts. So what they did can be recorded once (an IdleBurst,
+// relative to their arrival) and replayed at a later idle instant in O(1), with the same times and
+// bus busy time to the nanosecond (DynaKV's decode step admits a replayed layer's reads once per
+// model layer it stands for, each time to an idle device).
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "sim/time.h"
 
 namespace mobisim::devices {
+
+// What some commands admitted together to an idle queue did, relative to their arrival.
+struct IdleBurst {
+  sim::Time ctrl_end = 0, bus_end = 0;
+  std::vector<sim::Time> last_bus_ends;                   // of the last queue_depth commands, in order
+  std::vector<std::pair<sim::Time, sim::Time>> transfers;  // [start, end) on the bus, back-to-back ones merged
+  std::vector<sim::Time> busy_before;                     // bus time of the transfers before each
+  sim::Time busy_total = 0;
+  // Bus time done by `rel` ns after the arrival.
+  sim::Time busy_by(sim::Time rel) const;
+};
 
 class CommandQueueModel {
  public:
@@ -31,6 +50,15 @@ class CommandQueueModel {
   };
   // Admits `n` identical commands arriving at `now` (after every command admitted before).
   Burst admit(sim::Time now, std::size_t n, sim::Time ctrl_ns, sim::Time latency_ns, sim::Time xfer_ns);
+  // Whether every command admitted so far is off the bus by `t` (a command arriving then waits for none).
+  bool idle_at(sim::Time t) const { return bus_end_ <= t; }
+  // Forgets an idle queue's past at `arrival` (idle_at(arrival) must hold), so that what is admitted
+  // next can be recorded.
+  void begin_idle(sim::Time arrival);
+  // What was admitted since begin_idle(arrival), relative to `arrival`.
+  void record_since_idle(sim::Time arrival, IdleBurst& out) const;
+  // The recorded commands again, arriving at `arrival` (idle_at(arrival) must hold): their end.
+  sim::Time replay(sim::Time arrival, std::shared_ptr<const IdleBurst> burst);
   // Bus busy time (ns) up to `now`, counting the parts of transfers already under way (what the
   // bus Resource's busy_slot_seconds integrates in the per-command model).
   double bus_busy_ns(sim::Time now) const;
@@ -38,9 +66,16 @@ class CommandQueueModel {
  private:
   // Moves transfers over by `now` into finished_bus_ns_ (amortised O(1): each is moved once).
   void forget_finished(sim::Time now) const;
+  // A replayed burst's last command ends, as admit() needs them when commands follow it.
+  void unpack_replayed_slots();
   std::size_t queue_depth_;
   std::deque<sim::Time> recent_bus_end_;  // bus ends of the last queue_depth commands
   sim::Time ctrl_end_ = 0, bus_end_ = 0;
+  // A replayed burst still on the bus (its transfers come before every pending_bus_ one), and
+  // whether recent_bus_end_ still lacks its commands' ends.
+  mutable std::shared_ptr<const IdleBurst> replayed_;
+  mutable sim::Time replayed_at_ = 0;
+  bool replayed_slots_packed_ = false;
   // Book-keeping of what the bus has done, advanced lazily by const readers.
   mutable std::int64_t finished_bus_ns_ = 0;
   mutable std::deque<std::pair<sim::Time, sim::Time>> pending_bus_;  // [start, end) of transfers not yet over

@@ -671,10 +671,11 @@ class DynaKvExperiment : public Experiment {
     const double elem_bytes = models::dtype_bytes(v.dtype);
     const std::int64_t entry_bytes = replay_options(session, v).entry_bytes;
     DynaKvDramLedger dram(device.dram(), std::llround(v.model.weight_bytes()));
+    StepRepeats repeats;  // kept from step to step: their buffers are reused
     for (const auto& st : r.steps) {
       dram.hold(dram_use_of_step(session, v.model, elem_bytes, entry_bytes, st));
       const DecodeStepWork work = step_work(session, v, cost, st);
-      co_await decode_step_on_device(device, work, flash);
+      co_await decode_step_on_device(device, work, flash, repeats);
     }
     dram.finish();
   }

@@ -41,8 +41,8 @@ namespace mobisim::experiments {
 // One replayed layer's flash work in a decode step.
 struct LayerFlashWork {
   double representatives_bytes = 0;              // the layer's cluster representatives (one read)
-  std::span<const std::int64_t> retrieval_runs;  // missed clusters and forced split loads, read together
-  std::span<const std::int64_t> prefetch_runs;   // the cached clusters, read together
+  std::vector<std::int64_t> retrieval_runs;  // missed clusters and forced split loads, read together
+  std::vector<std::int64_t> prefetch_runs;   // the cached clusters, read together
   double write_bytes = 0;                        // the offload's writes (new entries, pool moves)
   double moved_bytes = 0;                        // pool moves read back (one read)
 };
@@ -62,9 +62,23 @@ struct StepFlashTimes {
   sim::Time background = 0;  // prefetch, writes and moves
 };
 
+// What a step keeps per replayed layer from one model layer to the next: its flash branches as the
+// storage recorded them (Storage::Repeated; every branch starts on an idle storage, so each model
+// layer a replayed layer stands for replays them), and its copies' durations. Kept by the caller from
+// step to step so that its buffers are reused; each step resets what it uses.
+struct ReplayedLayerRepeats {
+  devices::Storage::Repeated representatives, retrieval, prefetch, write, moved;
+  sim::Time retrieval_copy = 0, prefetch_copy = 0;  // the loading thread's copy of the runs' bytes
+};
+using StepRepeats = std::vector<ReplayedLayerRepeats>;
+
 // Runs the step on `device` (its "cpu" unit and its storage) from now; adds the branches' times to `times`.
-// `step` and `times` must outlive the returned task. The storage must keep no request latencies and
-// have no timeline (Storage::keep_request_latencies(false); the branches are admitted, not run as processes).
+// `step`, `times` and `repeats` must outlive the returned task. The storage must keep no request
+// latencies and have no timeline (Storage::keep_request_latencies(false); the branches are admitted,
+// not run as processes).
+sim::Task<void> decode_step_on_device(devices::Device& device, const DecodeStepWork& step, StepFlashTimes& times,
+                                      StepRepeats& repeats);
+// The same with repeats of its own (one step alone).
 sim::Task<void> decode_step_on_device(devices::Device& device, const DecodeStepWork& step, StepFlashTimes& times);
 
 // The replayed layer model layer `m` of `model_layers` runs.

@@ -370,5 +370,54 @@ TEST(DynaKvStepEvents, ReplayedStepsEqualTheReplaysClosedForm) {
   EXPECT_GT(reading, 40);
 }
 
+// The driver keeps one StepRepeats from step to step (Storage::Repeated: a replayed layer's branches
+// recorded at its first model layer, replayed at the others). Steps of different flash work in a row
+// must time as each step with repeats of its own does: each step forgets the last one's recordings.
+sim::Task<void> steps_in_a_row(devices::Device& device, const std::vector<DecodeStepWork>& steps, bool keep,
+                               StepFlashTimes& flash) {
+  experiments::StepRepeats kept;
+  for (const DecodeStepWork& w : steps) {
+    if (keep)
+      co_await experiments::decode_step_on_device(device, w, flash, kept);
+    else
+      co_await experiments::decode_step_on_device(device, w, flash);
+  }
+}
+
+TEST(DynaKvStepEvents, RepeatsKeptFromStepToStepTimeEachStepAsItsOwn) {
+  const devices::DeviceProfile phone = phone_with_loader();
+  const std::vector<std::int64_t> few = {4096, 8192, 4096}, many = {65536, 4096, 12288, 4096, 4096, 16384, 8192, 4096};
+  std::vector<DecodeStepWork> steps;
+  for (int k = 0; k < 4; ++k) {
+    DecodeStepWork w;
+    w.compute = step_compute_ms(0.05, 0.02, 0.05, 1);  // flash-bound: every branch's time shows
+    w.cluster_s = 0.01e-3;
+    w.model_layers = 6;
+    const auto& a = k % 2 ? few : many;
+    const auto& b = k % 2 ? many : few;
+    w.replayed = {{1000.0 * (k + 1), a, b, 4096.0 * k, 8192.0 * (k % 3)}, {500, few, a, 0, 4096}};
+    steps.push_back(w);
+  }
+  StepRun out[2];
+  for (int keep = 0; keep < 2; ++keep) {
+    sim::StatGroup stats("device");
+    experiments::SimulatedRun run(phone, stats);
+    run.device().storage().keep_request_latencies(false);
+    run.start(steps_in_a_row(run.device(), steps, keep == 1, out[keep].flash), "steps");
+    run.run();
+    out[keep].end = run.sim().now();
+    out[keep].energy_j = run.device().energy_j();
+    out[keep].storage_busy_s = run.device().storage().busy_seconds();
+  }
+  EXPECT_EQ(out[1].end, out[0].end);
+  EXPECT_EQ(out[1].energy_j, out[0].energy_j);
+  EXPECT_EQ(out[1].storage_busy_s, out[0].storage_busy_s);
+  EXPECT_EQ(out[1].flash.retrieval, out[0].flash.retrieval);
+  EXPECT_EQ(out[1].flash.background, out[0].flash.background);
+  EXPECT_EQ(out[1].flash.representatives, out[0].flash.representatives);
+  // And the steps differ: a step replaying the last one's recordings would show.
+  EXPECT_NE(run_step(phone, steps[0]).flash.retrieval, run_step(phone, steps[1]).flash.retrieval);
+}
+
 }  // namespace
 }  // namespace mobisim

@@ -5,6 +5,8 @@
 
 #include <map>
 #include <memory>
+#include <random>
+#include <vector>
 
 #include "devices/device.h"
 #include "policies/kvcluster/cluster_cache.h"
@@ -376,6 +378,35 @@ TEST(KvClusterReplay, DelayedSplitReadsLessThanImmediateSplit) {
   RecordProperty("forced_bytes_bmax0", std::to_string(forced_immediate));
   RecordProperty("forced_bytes_bmax16", std::to_string(forced_delayed));
   EXPECT_GT(forced_immediate, forced_delayed);
+}
+
+// StepRecord keeps its runs compactly (StepRecord::run_code): every list reads back as it went in,
+// page runs and odd sizes, empty lists, sizes past 32 bits; lists past the recorded ones are empty.
+TEST(StepRecordRuns, EveryListReadsBackAsAppended) {
+  std::mt19937_64 rng(34);
+  std::uniform_int_distribution<std::int64_t> pages(1, 300), odd(0, 5'000'000), count(0, 40);
+  std::bernoulli_distribution paged(0.7), huge(0.02);
+  for (int trial = 0; trial < 50; ++trial) {
+    StepRecord rec;
+    std::vector<std::vector<std::int64_t>> lists(6);
+    for (auto& list : lists) {
+      for (auto n = count(rng); n > 0; --n)
+        list.push_back(huge(rng) ? (std::int64_t{1} << 40) + odd(rng) : paged(rng) ? 4096 * pages(rng) : odd(rng));
+      rec.append_runs(list);
+    }
+    for (int l = 0; l < 3; ++l) {
+      EXPECT_EQ(rec.retrieval_runs(l), lists[static_cast<std::size_t>(2 * l)]) << trial;
+      EXPECT_EQ(rec.prefetch_runs(l), lists[static_cast<std::size_t>(2 * l + 1)]) << trial;
+    }
+    EXPECT_TRUE(rec.retrieval_runs(3).empty());
+    EXPECT_TRUE(rec.prefetch_runs(-1).empty());
+  }
+  // Whole pages under 64 of them: one byte each (and one for the count).
+  StepRecord rec;
+  const std::vector<std::int64_t> small = {4096, 8192, 63 * 4096};
+  rec.append_runs(small);
+  EXPECT_EQ(rec.run_code.size(), 4u);
+  EXPECT_THROW(rec.append_runs(std::vector<std::int64_t>{-1}), Error);
 }
 
 }  // namespace

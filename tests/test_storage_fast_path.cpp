@@ -4,6 +4,7 @@
 // and the same busy time, command count and energy.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "devices/storage.h"
@@ -257,6 +258,138 @@ TEST(StorageFastPath, AdmissionRefusesWhatNeedsAProcessAndThePast) {
   sim.run();
   EXPECT_THROW(st.admit_read(999, 4096), Error);
   EXPECT_GT(st.admit_read(1000, 4096), 1000);
+}
+
+
+// ---------------------------------------------------------------------------
+// Storage::Repeated: the same requests admitted again, each time to an idle storage, replay what
+// their first admission recorded (DynaKV's decode step: a replayed layer's branches once per model
+// layer). Against admitting them one by one every time: the same completions, and at any instant
+// (mid-burst included) the same busy time; at the end the same counters and energy.
+// ---------------------------------------------------------------------------
+sim::Task<void> probe_busy_at(sim::Simulator& sim, Storage& st, std::vector<sim::Time> at, std::vector<double>& busy) {
+  for (sim::Time t : at) {
+    if (t > sim.now()) co_await sim.timeout(t - sim.now());
+    busy.push_back(st.busy_seconds());
+  }
+}
+
+struct RepeatPlan {
+  Branch branch;
+  int times = 1;
+  bool overlap = false;  // the first repeat arrives with the previous one (the storage is busy): no replay
+};
+
+struct RepeatOutcome {
+  std::vector<sim::Time> ends;
+  std::vector<double> busy;
+  ChainOutcome end;
+};
+
+RepeatOutcome admit_repeats(const StorageSpec& spec, const std::vector<RepeatPlan>& plan, const std::vector<sim::Time>& gaps,
+                            const std::vector<sim::Time>& probes, bool repeated) {
+  sim::Simulator sim;
+  sim::StatGroup stats("dev");
+  Storage st(sim, spec, "ufs", stats);
+  st.keep_request_latencies(false);
+  RepeatOutcome o;
+  Storage::Repeated same;
+  sim::Time t = 0, last_start = 0;
+  std::size_t g = 0;
+  for (const RepeatPlan& p : plan) {
+    same.reset();
+    for (int k = 0; k < p.times; ++k) {
+      const sim::Time at = p.overlap && k == 0 ? last_start : t + gaps[g++ % gaps.size()];
+      const Branch& b = p.branch;
+      if (!b.runs.empty())
+        t = repeated ? st.admit_reads(at, b.runs, Storage::Load::kByCaller, same) : st.admit_reads(at, b.runs, Storage::Load::kByCaller);
+      else if (b.read_bytes > 0)
+        t = repeated ? st.admit_read(at, b.read_bytes, Storage::Load::kPerRequest, same) : st.admit_read(at, b.read_bytes);
+      else
+        t = repeated ? st.admit_write(at, b.write_bytes, same) : st.admit_write(at, b.write_bytes);
+      t = std::max(t, at);
+      last_start = at;
+      o.ends.push_back(t);
+    }
+  }
+  std::vector<sim::Time> probe_at = probes;
+  probe_at.push_back(t);
+  sim.start(probe_busy_at(sim, st, probe_at, o.busy));
+  sim.run();
+  o.end = chain_outcome(sim, st, stats);
+  return o;
+}
+
+TEST(StorageFastPath, RepeatedAdmissionsReplayWhatTheyRecorded) {
+  std::mt19937_64 rng(341);
+  std::uniform_int_distribution<int> kind(0, 2), count(1, 50), times(1, 6);
+  std::uniform_int_distribution<std::int64_t> size(1, 2 << 20), pages(1, 24);
+  std::uniform_int_distribution<sim::Time> gap(0, 300'000);
+  std::bernoulli_distribution paged(0.7), overlap(0.2);
+  for (int trial = 0; trial < 40; ++trial) {
+    StorageSpec spec = random_spec(rng);
+    spec.load_ns_per_byte = trial % 2 ? 0.0 : 0.3;
+    spec.read_command_overhead_us = trial % 3 ? 77.0 : 0.0;
+    std::vector<RepeatPlan> plan;
+    for (int i = 0; i < 12; ++i) {
+      RepeatPlan p;
+      const int k = kind(rng);
+      if (k == 0)
+        for (int r = count(rng); r > 0; --r) p.branch.runs.push_back(paged(rng) ? 4096 * pages(rng) : size(rng));
+      else if (k == 1)
+        p.branch.read_bytes = static_cast<double>(size(rng));
+      else
+        p.branch.write_bytes = static_cast<double>(size(rng));
+      p.times = times(rng);
+      p.overlap = i > 0 && overlap(rng);
+      plan.push_back(std::move(p));
+    }
+    std::vector<sim::Time> gaps = {0};
+    for (int i = 0; i < 7; ++i) gaps.push_back(gap(rng));
+    // Probes all along the chain: most fall inside some burst.
+    const RepeatOutcome plain_once = admit_repeats(spec, plan, gaps, {}, false);
+    std::uniform_int_distribution<sim::Time> when(0, plain_once.ends.back());
+    std::vector<sim::Time> probes(200);
+    for (auto& p : probes) p = when(rng);
+    std::sort(probes.begin(), probes.end());
+    const RepeatOutcome plain = admit_repeats(spec, plan, gaps, probes, false);
+    const RepeatOutcome repeated = admit_repeats(spec, plan, gaps, probes, true);
+    ASSERT_EQ(repeated.ends, plain.ends) << "trial " << trial;
+    EXPECT_EQ(repeated.busy, plain.busy) << "trial " << trial;
+    EXPECT_EQ(repeated.end.busy_s, plain.end.busy_s);
+    EXPECT_EQ(repeated.end.energy_j, plain.end.energy_j);
+    EXPECT_EQ(repeated.end.commands, plain.end.commands);
+    EXPECT_EQ(repeated.end.bytes_read, plain.end.bytes_read);
+    EXPECT_EQ(repeated.end.bytes_written, plain.end.bytes_written);
+    EXPECT_GT(plain.end.busy_s, 0);
+  }
+}
+
+// The busy time partway through a replayed burst, by hand: one read of three commands on a storage
+// whose controller is slower than its bus, so the transfers have gaps between them.
+TEST(StorageFastPath, ReplayedBurstCountsOnlyTransfersDoneByThen) {
+  StorageSpec spec;
+  spec.kind = "ufs4.0";
+  spec.seq_read_gbps = 1;    // 4096 bytes: 4096 ns on the bus
+  spec.seq_write_gbps = 1;
+  spec.random_read_iops = 1e5;  // 10 us per command on the controller
+  spec.random_write_iops = 1e5;
+  spec.queue_depth = 8;
+  spec.access_latency_us = 0;
+  spec.max_transfer_kb = 4;
+  sim::Simulator sim;
+  sim::StatGroup stats("dev");
+  Storage st(sim, spec, "ufs", stats);
+  st.keep_request_latencies(false);
+  Storage::Repeated same;
+  // Transfers [10, 14.096), [20, 24.096), [30, 34.096) us after the arrival.
+  EXPECT_EQ(st.admit_read(0, 3 * 4096.0, Storage::Load::kPerRequest, same), 34'096);
+  EXPECT_EQ(st.admit_read(100'000, 3 * 4096.0, Storage::Load::kPerRequest, same), 134'096);  // replayed
+  std::vector<double> busy;
+  sim.start(probe_busy_at(sim, st, {50'000, 112'000, 121'000, 200'000}, busy));
+  sim.run();
+  auto ns = [](double n) { return n * 1e-9; };  // as Storage::busy_seconds converts
+  EXPECT_EQ(busy, (std::vector<double>{ns(3 * 4096), ns(3 * 4096 + 2000), ns(4 * 4096 + 1000), ns(6 * 4096)}));
 }
 
 }  // namespace

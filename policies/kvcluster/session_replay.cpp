@@ -172,8 +172,58 @@ struct SessionReplay::State {
   std::vector<const float*> qs{};
   std::vector<int> missed{}, hit{}, forced{};
   std::vector<ReadRun> layer_runs{}, prefetch_runs{};
-  std::vector<std::int64_t> run_bytes{};  // the step's StepRecord::run_bytes as they are collected
+  std::vector<std::int64_t> list_bytes{};        // one list's run bytes, as StepRecord::append_runs takes them
+  std::vector<std::uint8_t> run_code{};          // the step's StepRecord::run_code as it is collected
 };
+
+namespace {
+
+// StepRecord::run_code's numbers: 7 bits a byte, low bits first, the top bit set while more follow.
+void append_run_varint(std::vector<std::uint8_t>& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<std::uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<std::uint8_t>(v));
+}
+
+std::uint64_t read_run_varint(const std::vector<std::uint8_t>& in, std::size_t& at) {
+  std::uint64_t v = 0;
+  for (int shift = 0;; shift += 7) {
+    const std::uint8_t b = in.at(at++);
+    v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) return v;
+  }
+}
+
+// A run of whole pages is coded as its pages (low bit 0), any other as its bytes (low bit 1).
+constexpr std::int64_t kRunCodePage = 4096;
+
+}  // namespace
+
+void StepRecord::append_runs(std::span<const std::int64_t> bytes) {
+  append_run_varint(run_code, bytes.size());
+  for (std::int64_t b : bytes) {
+    if (b < 0) throw Error(fmt::format("replay: a read run of {} bytes", b));
+    const auto u = static_cast<std::uint64_t>(b);
+    append_run_varint(run_code, b > 0 && b % kRunCodePage == 0 ? (u / kRunCodePage) << 1 : (u << 1) | 1);
+  }
+}
+
+std::vector<std::int64_t> StepRecord::runs_of_list(int k) const {
+  std::size_t at = 0;
+  std::vector<std::int64_t> runs;
+  for (int list = 0; at < run_code.size(); ++list) {
+    const std::uint64_t n = read_run_varint(run_code, at);
+    if (list == k) runs.reserve(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t v = read_run_varint(run_code, at);
+      if (list == k) runs.push_back(static_cast<std::int64_t>(v & 1 ? v >> 1 : (v >> 1) * kRunCodePage));
+    }
+    if (list == k) break;
+  }
+  return runs;
+}
 
 SessionReplay::SessionReplay(const traces::KvSession& s, const KvClusterPolicy& policy, ReplayOptions opt) {
   auto own = std::make_unique<traces::SessionStream>(s, "replay");
@@ -248,7 +298,6 @@ void SessionReplay::step(ExactAttention& exact) {
   rec.layer_write_bytes.assign(s.n_layers, 0);
   rec.layer_moved_bytes.assign(s.n_layers, 0);
   rec.layer_representatives.assign(s.n_layers, 0);
-  if (x.flash) rec.run_ends.reserve(2 * static_cast<std::size_t>(s.n_layers));
   double mass_sum = 0;
   int mass_n = 0;
   const bool measure_mass = opt.accuracy_every > 0 && step % opt.accuracy_every == 0;
@@ -351,18 +400,21 @@ void SessionReplay::step(ExactAttention& exact) {
       }
     }
     if (x.flash) {
+      rec.run_code.swap(x.run_code);  // collected in the kept buffer, handed over exactly sized below
       for (const auto* list : {&layer_runs, &prefetch_runs}) {
-        for (const ReadRun& r : *list) x.run_bytes.push_back(r.bytes);
-        rec.run_ends.push_back(static_cast<std::uint32_t>(x.run_bytes.size()));
+        x.list_bytes.clear();
+        for (const ReadRun& r : *list) x.list_bytes.push_back(r.bytes);
+        rec.append_runs(x.list_bytes);
       }
+      rec.run_code.swap(x.run_code);
       rec.layer_io_seconds[layer] = idle_read_seconds(*x.flash, layer_runs) + loading_seconds(x.load_s_per_byte, layer_runs);
       rec.layer_prefetch_seconds[layer] = idle_read_seconds(*x.flash, prefetch_runs) + loading_seconds(x.load_s_per_byte, prefetch_runs);
     }
     sum.max_representatives = std::max<std::int64_t>(sum.max_representatives, rec.layer_representatives[layer]);
     rec.io_seconds += rec.layer_io_seconds[layer];
   }
-  rec.run_bytes.assign(x.run_bytes.begin(), x.run_bytes.end());  // exactly its size: the record is kept
-  x.run_bytes.clear();
+  rec.run_code.assign(x.run_code.begin(), x.run_code.end());  // exactly its size: the record is kept
+  x.run_code.clear();
   rec.mass = mass_n > 0 ? mass_sum / mass_n : 0.0;
   rec.mass_measured = measure_mass;
   rec.cache_bytes = cache ? cache->used_bytes() : 0;

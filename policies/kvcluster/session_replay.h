@@ -76,11 +76,14 @@ struct StepRecord {
   // The bytes of every read run the step issues, for a simulated device to time as requests
   // (experiments/dynakv_step_events.h), layer after layer: its retrieval runs (the missed clusters',
   // then the forced loads', in the order layer_io_seconds admits them), then its prefetch runs.
-  // Two ends per layer in run_ends; retrieval_runs(l) and prefetch_runs(l) give the ranges.
-  std::vector<std::int64_t> run_bytes;
-  std::vector<std::uint32_t> run_ends;
-  std::span<const std::int64_t> retrieval_runs(int layer) const { return runs_between(2 * layer); }
-  std::span<const std::int64_t> prefetch_runs(int layer) const { return runs_between(2 * layer + 1); }
+  // Kept compact (a figure keeps millions of steps, each dozens of runs): per list its count, then
+  // each run, as variable-length numbers (whole pages in a byte when under 64); retrieval_runs(l)
+  // and prefetch_runs(l) decode them.
+  std::vector<std::uint8_t> run_code;
+  std::vector<std::int64_t> retrieval_runs(int layer) const { return runs_of_list(2 * layer); }
+  std::vector<std::int64_t> prefetch_runs(int layer) const { return runs_of_list(2 * layer + 1); }
+  // Appends one list of runs to run_code (the step's lists in order: layer 0's retrieval, its prefetch, layer 1's, ...).
+  void append_runs(std::span<const std::int64_t> bytes);
   // DRAM at the step's end (the DRAM ledger, experiments/dynakv_dram.h): the cluster cache's bytes
   // and the entries held in DRAM only (ClusterTable::dram_only_entries and the layout's page buffers,
   // FlashLayout::write_buffered_entries), summed over tables.
@@ -90,12 +93,8 @@ struct StepRecord {
   bool mass_measured = false;       // this step was sampled by accuracy_every
 
  private:
-  // Runs [run_ends[k - 1], run_ends[k]) of run_bytes (from 0 for k = 0); none past the recorded layers.
-  std::span<const std::int64_t> runs_between(int k) const {
-    if (k < 0 || static_cast<std::size_t>(k) >= run_ends.size()) return {};
-    const std::size_t begin = k == 0 ? 0 : run_ends[static_cast<std::size_t>(k) - 1];
-    return std::span<const std::int64_t>(run_bytes).subspan(begin, run_ends[static_cast<std::size_t>(k)] - begin);
-  }
+  // The k-th list of run_code; none past the recorded ones.
+  std::vector<std::int64_t> runs_of_list(int k) const;
 };
 
 struct ReplaySummary {
