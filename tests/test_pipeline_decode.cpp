@@ -155,7 +155,9 @@ TEST(PipelineDecode, SpeculativeChargesTheNpuRpcPollingAsTheCoordGenDriver) {
       for (const policies::specdec::Phase& ph : b.phases)
         if (ph.unit == "npu" && ph.power_w && (paired || ph.label == "verify")) polled_s += ph.seconds;
       ASSERT_GT(polled_s, 0.0) << i;
-      if (paired) EXPECT_NEAR(polled_s, b.npu_polled_s, 1e-12) << i;
+      if (paired) {
+        EXPECT_NEAR(polled_s, b.npu_polled_s, 1e-12) << i;
+      }
       const double expected_j = polled_s * polling_w;
       EXPECT_NEAR(p[i].times.active_energy_j - q[i].times.active_energy_j, expected_j, 1e-9 * expected_j)
           << (paired ? "paired " : "unpaired ") << i;
