@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "sim/builtin_configs.h"
 #include "sim/error.h"
 
@@ -468,16 +471,106 @@ sim::Task<void> Device::compute_for(std::string unit, UnitCost cost, std::string
     if (timeline_) timeline_->span(profile_.name + "/" + unit, label + " (preempted)", t0, sim_.now());
     throw;
   }
-  u.flops->add(c.flops);
-  // Busy for the roofline time, or for as long as a crowded DRAM bus held the work.
-  if (sim_.now() - t0 == alone) {
-    u.busy_s->add(c.seconds);
-  } else {
-    u.busy_s->add(sim::to_seconds(sim_.now() - t0));
-    // (With a thermal model the excess mixes a lowered clock with the shared bus: not counted.)
-    if (!power_) bus_wait_s_->add(sim::to_seconds(sim_.now() - t0 - alone));
-  }
+  account_compute(u, c, alone, sim_.now() - t0);
   if (timeline_) timeline_->span(profile_.name + "/" + unit, label, t0, sim_.now());
+}
+
+void Device::account_compute(Unit& u, const UnitCost& cost, sim::Time alone, sim::Time held) {
+  u.flops->add(cost.flops);
+  // Busy for the roofline time, or for as long as a crowded DRAM bus held the work.
+  if (held == alone) {
+    u.busy_s->add(cost.seconds);
+  } else {
+    u.busy_s->add(sim::to_seconds(held));
+    // (With a thermal model the excess mixes a lowered clock with the shared bus: not counted.)
+    if (!power_) bus_wait_s_->add(sim::to_seconds(held - alone));
+  }
+}
+
+namespace {
+
+// Where layer `j` of `layers` ends, in ns of the uncontended time of work taking `alone` ns.
+sim::Time layer_end_ns(sim::Time alone, int layers, int j) {
+  return static_cast<sim::Time>(std::llround(static_cast<long double>(alone) * j / layers));
+}
+
+// The end of the layer in progress after `done` ns of the work: the first layer end at or after it.
+sim::Time end_of_layer_in_progress_ns(sim::Time alone, int layers, sim::Time done) {
+  for (int j = 1; j < layers; ++j)
+    if (const sim::Time end = layer_end_ns(alone, layers, j); end >= done) return end;
+  return alone;
+}
+
+}  // namespace
+
+sim::Task<void> Device::run_on_unit(const std::string& unit, Unit& u, const UnitCost& cost, sim::Time alone,
+                                    sim::Time ns, double* remaining_ns) {
+  // The share of the work's DRAM bytes these ns move (all of them for the whole work: compute_for's flow).
+  const double bytes =
+      ns == alone ? cost.dram_bytes : cost.dram_bytes * (static_cast<double>(ns) / static_cast<double>(alone));
+  if (power_) {
+    const BusyGuard busy(power_.get(), unit);
+    co_await dram_.bus().flow(u.shares_dram ? bytes : 0.0, ns, power_->clock_of(unit), remaining_ns);
+  } else if (u.shares_dram && bytes > 0) {
+    co_await dram_.bus().flow(bytes, ns, -1, remaining_ns);
+  } else {
+    const sim::Time t0 = sim_.now();
+    try {
+      co_await sim_.timeout(ns);
+    } catch (const sim::Interrupt&) {
+      if (remaining_ns) *remaining_ns = static_cast<double>(ns - (sim_.now() - t0));
+      throw;
+    }
+  }
+}
+
+sim::Task<void> Device::compute_layers(std::string unit, UnitCost cost, int layers, std::string label, int priority) {
+  if (layers < 1) throw Error(fmt::format("internal: '{}' on {} issued as {} layers", label, unit, layers));
+  Unit& u = unit_state(unit);
+  const UnitCost& c = cost;  // taken by value: a lazily started coroutine owns its arguments
+  const sim::Time alone = sim::from_seconds(c.seconds);
+  const bool yields = layers > 1;
+  const std::string track = profile_.name + "/" + unit;
+  sim::Time done = 0;  // uncontended ns of the work done so far (at a layer end between two holds)
+  sim::Time held = 0;  // ns the unit was held for the work
+  while (true) {
+    auto lease = co_await u.queue->acquire(priority, false, false, yields);
+    // A better request that started waiting after the unit was granted, before this process ran:
+    // it goes first (the work is at a layer end).
+    if (yields && done < alone && u.queue->has_waiter_better_than(priority)) {
+      lease.release();
+      continue;
+    }
+    const sim::Time t0 = sim_.now();
+    double remaining = 0;
+    bool asked_to_yield = false;
+    try {
+      co_await run_on_unit(unit, u, c, alone, alone - done, &remaining);
+    } catch (const sim::Interrupt& e) {
+      if (e.cause != sim::kYieldRequest) {
+        u.busy_s->add(sim::to_seconds(held + (sim_.now() - t0)));
+        throw;
+      }
+      asked_to_yield = true;
+    }
+    if (!asked_to_yield) {
+      held += sim_.now() - t0;
+      if (timeline_) timeline_->span(track, label, t0, sim_.now());
+      break;
+    }
+    // Finish the layer in progress, then let the better request have the unit.
+    done = std::max(done, alone - static_cast<sim::Time>(std::llround(remaining)));
+    const sim::Time layer_end = end_of_layer_in_progress_ns(alone, layers, done);
+    if (layer_end > done) co_await run_on_unit(unit, u, c, alone, layer_end - done, nullptr);
+    done = layer_end;
+    held += sim_.now() - t0;
+    if (done >= alone) {
+      if (timeline_) timeline_->span(track, label, t0, sim_.now());
+      break;
+    }
+    if (timeline_) timeline_->span(track, label + " (yields)", t0, sim_.now());
+  }
+  account_compute(u, c, alone, held);
 }
 
 sim::Task<void> Device::busy(std::string unit, sim::Time duration, std::string label, int priority,

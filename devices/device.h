@@ -137,6 +137,15 @@ class Device {
   // unit_cost() gives for the work.
   sim::Task<void> compute_for(std::string unit, UnitCost cost, std::string label, int priority = 0,
                               bool preempt = false, bool preemptible = false);
+  // compute_for() for work made of `layers` equal layers (a model's forward pass: mllm and llama.cpp
+  // run the graph layer by layer) that gives the unit up between two layers: when a request of
+  // better (smaller) priority starts waiting for the unit while this work runs, the work finishes
+  // the layer in progress, releases the unit (the better request takes it), and queues again at its
+  // own priority for the layers left. The better request waits at most one layer, and the work ends
+  // later by the time the unit spent on others. Layer j (1-based) ends at round(j x alone / layers)
+  // ns of the work's uncontended time. Nothing better waiting (e.g. foreground work at priority 0,
+  // or any work of a phone running one app): exactly compute_for(), one busy span.
+  sim::Task<void> compute_layers(std::string unit, UnitCost cost, int layers, std::string label, int priority = 0);
   // What `work` costs on `unit` when nothing else runs: its roofline time, FLOPs and DRAM bytes.
   UnitCost unit_cost(const std::string& unit, const models::Work& work, models::DType dtype,
                      const std::string& needed_by) const;
@@ -190,6 +199,12 @@ class Device {
     sim::Counter* busy_s = nullptr;
   };
   Unit& unit_state(const std::string& name);
+  // Runs `ns` of `cost`'s uncontended time (of `alone` in all) on a unit already held, as
+  // compute_for does; interrupted, writes the uncontended ns it had still to run to `*remaining_ns`.
+  sim::Task<void> run_on_unit(const std::string& unit, Unit& u, const UnitCost& cost, sim::Time alone, sim::Time ns,
+                              double* remaining_ns);
+  // compute_layers' accounting once the work is done: as compute_for's for `held` ns on the unit.
+  void account_compute(Unit& u, const UnitCost& cost, sim::Time alone, sim::Time held);
   sim::Simulator& sim_;
   DeviceProfile profile_;
   sim::StatGroup& stats_;

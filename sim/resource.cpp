@@ -39,10 +39,10 @@ double Resource::busy_slot_seconds() const {
   return area * 1e-9;
 }
 
-std::uint64_t Resource::grant(int priority, bool preemptible, ProcessState* p) {
+std::uint64_t Resource::grant(int priority, bool preemptible, bool yields, ProcessState* p) {
   account();
   const std::uint64_t id = next_id_++;
-  holders_.push_back({id, priority, preemptible, p});
+  holders_.push_back({id, priority, preemptible, yields, false, p});
   return id;
 }
 
@@ -66,7 +66,7 @@ bool Resource::AcquireAwaiter::await_ready() {
   Resource& r = *res;
   const bool free_slot = r.in_use() < r.capacity_ && r.waiters_.empty();
   if (free_slot || (preempt && r.in_use() >= r.capacity_ && r.try_preempt(priority))) {
-    granted = r.grant(priority, preemptible, r.sim_.current_process());
+    granted = r.grant(priority, preemptible, yields, r.sim_.current_process());
     return true;
   }
   return false;
@@ -74,11 +74,24 @@ bool Resource::AcquireAwaiter::await_ready() {
 
 void Resource::AcquireAwaiter::await_suspend(std::coroutine_handle<> h) {
   Resource& r = *res;
-  Waiter w{priority, r.next_seq_++, preemptible, h, r.sim_.current_process(), &granted};
+  Waiter w{priority, r.next_seq_++, preemptible, yields, h, r.sim_.current_process(), &granted};
   auto pos = std::upper_bound(r.waiters_.begin(), r.waiters_.end(), w, [](const Waiter& a, const Waiter& b) {
     return a.priority != b.priority ? a.priority < b.priority : a.seq < b.seq;
   });
   r.waiters_.insert(pos, w);
+  r.ask_to_yield(priority);
+}
+
+void Resource::ask_to_yield(int priority) {
+  for (Holder& h : holders_) {
+    // Only a holder asleep in its work: one granted but not yet resumed looks for better waiters
+    // itself before it starts (an interrupt it has not started sleeping for would hit a later timeout).
+    if (!h.yields || h.asked_to_yield || h.priority <= priority || !h.process || !h.process->sleeping_on.valid())
+      continue;
+    h.asked_to_yield = true;
+    ++yield_requests_;
+    sim_.interrupt(h.process, std::string(kYieldRequest));
+  }
 }
 
 Lease Resource::AcquireAwaiter::await_resume() { return Lease(res, granted, res->alive_); }
@@ -91,7 +104,7 @@ void Resource::release(std::uint64_t id) {
   while (!waiters_.empty() && in_use() < capacity_) {
     Waiter w = waiters_.front();
     waiters_.pop_front();
-    *w.grant_slot = grant(w.priority, w.preemptible, w.process);
+    *w.grant_slot = grant(w.priority, w.preemptible, w.yields, w.process);
     sim_.schedule_resume_for(w.process, sim_.now(), w.handle);
   }
 }

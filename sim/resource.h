@@ -14,6 +14,7 @@
 // The lease releases the slot when destroyed (RAII), also on exceptions.
 #include <coroutine>
 #include <cstdint>
+#include <string_view>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -26,6 +27,9 @@
 namespace mobisim::sim {
 
 class Resource;
+
+// The cause of the sim::Interrupt a `yields` holder receives when a better-priority request waits.
+inline constexpr std::string_view kYieldRequest = "yield to a better-priority request";
 
 class Lease {
  public:
@@ -54,13 +58,14 @@ class Resource {
     int priority;
     bool preempt;
     bool preemptible;
+    bool yields;
     std::uint64_t granted = 0;
     bool await_ready();
     void await_suspend(std::coroutine_handle<> h);
     Lease await_resume();
   };
-  AcquireAwaiter acquire(int priority = 0, bool preempt = false, bool preemptible = false) {
-    return AcquireAwaiter{this, priority, preempt, preemptible};
+  AcquireAwaiter acquire(int priority = 0, bool preempt = false, bool preemptible = false, bool yields = false) {
+    return AcquireAwaiter{this, priority, preempt, preemptible, yields};
   }
 
   int capacity() const { return capacity_; }
@@ -70,6 +75,8 @@ class Resource {
   // Time-integrated number of busy slots since creation (for utilisation statistics).
   double busy_slot_seconds() const;
   std::uint64_t preemptions() const { return preemptions_; }
+  // Yield requests sent to `yields` holders (one per holder at most).
+  std::uint64_t yield_requests() const { return yield_requests_; }
   // True when a request with priority better than `priority` is waiting (lets
   // chunked background work yield at its next chunk boundary).
   bool has_waiter_better_than(int priority) const;
@@ -80,19 +87,23 @@ class Resource {
     std::uint64_t id;
     int priority;
     bool preemptible;
+    bool yields;
+    bool asked_to_yield;
     ProcessState* process;
   };
   struct Waiter {
     int priority;
     std::uint64_t seq;
     bool preemptible;
+    bool yields;
     std::coroutine_handle<> handle;
     ProcessState* process;
     std::uint64_t* grant_slot;  // where to write the granted holder id
   };
-  std::uint64_t grant(int priority, bool preemptible, ProcessState* p);
+  std::uint64_t grant(int priority, bool preemptible, bool yields, ProcessState* p);
   void release(std::uint64_t id);
   bool try_preempt(int priority);
+  void ask_to_yield(int priority);
   void account();
 
   Simulator& sim_;
@@ -100,7 +111,7 @@ class Resource {
   int capacity_;
   std::vector<Holder> holders_;
   std::deque<Waiter> waiters_;  // sorted by (priority, seq)
-  std::uint64_t next_id_ = 1, next_seq_ = 0, preemptions_ = 0;
+  std::uint64_t next_id_ = 1, next_seq_ = 0, preemptions_ = 0, yield_requests_ = 0;
   Time last_change_ = 0;
   double busy_area_ns_ = 0.0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -17,12 +17,13 @@ SharedBandwidth::SharedBandwidth(Simulator& sim, std::string name, double capaci
                             capacity_per_s));
 }
 
-SharedBandwidth::FlowAwaiter SharedBandwidth::flow(double amount, Time uncontended, int clock) {
+SharedBandwidth::FlowAwaiter SharedBandwidth::flow(double amount, Time uncontended, int clock,
+                                                   double* remaining_on_interrupt) {
   if (!(amount >= 0) || uncontended < 0)
     throw Error(fmt::format("internal: flow of {} over {} ns on '{}'", amount, uncontended, name_));
   if (clock >= static_cast<int>(clocks_.size()))
     throw Error(fmt::format("internal: flow on unknown clock {} of '{}'", clock, name_));
-  return FlowAwaiter(*this, amount, uncontended, clock);
+  return FlowAwaiter(*this, amount, uncontended, clock, remaining_on_interrupt);
 }
 
 int SharedBandwidth::add_clock() {
@@ -54,7 +55,8 @@ void SharedBandwidth::FlowAwaiter::await_resume() {
     proc_->sleeping_handle = {};
   }
   if (proc_ && proc_->interrupt_cause) {
-    bus_.remove(id_);
+    const double remaining = bus_.remove(id_);
+    if (remaining_out_) *remaining_out_ = remaining;
     std::string cause = std::move(*proc_->interrupt_cause);
     proc_->interrupt_cause.reset();
     throw Interrupt(std::move(cause));
@@ -68,13 +70,15 @@ void SharedBandwidth::add(Flow flow) {
   replan();
 }
 
-void SharedBandwidth::remove(std::uint64_t id) {
+double SharedBandwidth::remove(std::uint64_t id) {
   advance_to_now();
   auto it = std::find_if(flows_.begin(), flows_.end(), [&](const Flow& f) { return f.id == id; });
-  if (it == flows_.end()) return;
+  if (it == flows_.end()) return 0.0;
+  const double remaining = it->remaining_ns;
   sim_.cancel(it->completion);
   flows_.erase(it);
   replan();
+  return remaining;
 }
 
 void SharedBandwidth::complete(std::uint64_t id) {

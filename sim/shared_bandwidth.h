@@ -14,7 +14,9 @@
 // one bus do.
 //
 // A process waiting on a flow can be interrupted (Simulator::interrupt): the flow leaves the
-// channel, the others are re-planned, and the process resumes with sim::Interrupt.
+// channel, the others are re-planned, and the process resumes with sim::Interrupt. With
+// `remaining_on_interrupt`, the flow writes there how much of its uncontended time (ns at the
+// nominal clock) it had still to run: what a caller resuming the work later has left.
 // Clocks. A flow may run on a clock (a unit's DVFS domain) of speed s (1: nominal): at speed s it
 // wants s times its rate and progresses s times as fast, so alone it takes uncontended / s. A
 // change of speed re-plans the flows in progress (work started at one clock finishes at another).
@@ -40,7 +42,7 @@ class SharedBandwidth {
   class FlowAwaiter;
   // Moves `amount` (>= 0) in `uncontended` (> 0 when amount > 0) or longer when the channel is
   // oversubscribed. amount == 0 is a plain timeout of `uncontended`.
-  FlowAwaiter flow(double amount, Time uncontended, int clock = -1);
+  FlowAwaiter flow(double amount, Time uncontended, int clock = -1, double* remaining_on_interrupt = nullptr);
   // A new clock of speed 1; its index is what flow() takes.
   int add_clock();
   void set_clock_speed(int clock, double speed);  // speed > 0
@@ -54,8 +56,8 @@ class SharedBandwidth {
 
   class FlowAwaiter {
    public:
-    FlowAwaiter(SharedBandwidth& bus, double amount, Time uncontended, int clock)
-        : bus_(bus), amount_(amount), uncontended_(uncontended), clock_(clock) {}
+    FlowAwaiter(SharedBandwidth& bus, double amount, Time uncontended, int clock, double* remaining_on_interrupt)
+        : bus_(bus), amount_(amount), uncontended_(uncontended), clock_(clock), remaining_out_(remaining_on_interrupt) {}
     bool await_ready() const noexcept { return false; }
     void await_suspend(std::coroutine_handle<> h);
     void await_resume();
@@ -65,6 +67,7 @@ class SharedBandwidth {
     double amount_;
     Time uncontended_;
     int clock_;
+    double* remaining_out_;
     std::uint64_t id_ = 0;
     ProcessState* proc_ = nullptr;
   };
@@ -84,7 +87,7 @@ class SharedBandwidth {
     int clock = -1;
   };
   void add(Flow flow);
-  void remove(std::uint64_t id);  // an interrupted flow: leaves without completing
+  double remove(std::uint64_t id);  // an interrupted flow: leaves without completing; its remaining_ns
   void complete(std::uint64_t id);
   void advance_to_now();
   void replan();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <memory>
 
@@ -93,6 +94,45 @@ TEST(PhoneApps, ForegroundWorkGoesBeforeBackgroundWorkWaitingForTheSameUnit) {
   EXPECT_LT(column(ra, "end_s", 0), column(rc, "end_s", 0));
   EXPECT_LT(column(rc, "end_s", 0), column(rb, "end_s", 0));
   EXPECT_DOUBLE_EQ(column(rb, "end_s", 0) - column(rc, "end_s", 0), column(rc, "end_s", 0) - column(ra, "end_s", 0));
+}
+
+TEST(PhoneApps, AForegroundRequestGetsTheUnitAtTheEndOfTheBackgroundPrefillsLayerInProgress) {
+  // A background chat prefills 400 tokens on the CPU from t = 0 (L layers, Device::compute_layers);
+  // a foreground chat's 100-token prefill arrives 37% of the way through it: it waits for the end
+  // of the layer in progress, not for the whole prefill, and the background prefill ends later by
+  // exactly the foreground's time on the CPU.
+  const devices::DeviceProfile profile = npu_phone(8);
+  const models::CostModel cost(models::load_model_spec(
+      YAML::Load("{base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}"), ConfigSource{}));
+  const int layers = cost.spec().n_layers;
+  const auto prefill_ns = [&](std::int64_t tokens) {
+    return sim::from_seconds(profile.compute_seconds("cpu", cost.prefill(tokens), cost.spec().weight_dtype, "test"));
+  };
+  const sim::Time pb = prefill_ns(400), pc = prefill_ns(100);
+  const sim::Time arrival = pb * 37 / 100;
+  sim::Time layer_end = pb;  // the first layer end at or after the arrival: round(j x pb / L)
+  for (int j = layers; j >= 1; --j) {
+    const auto end = static_cast<sim::Time>(std::llround(static_cast<long double>(pb) * j / layers));
+    if (end >= arrival) layer_end = end;
+  }
+  ASSERT_GT(layer_end, arrival);  // mid-layer
+  ASSERT_LT(layer_end, pb);
+  auto bg = chat("unit: cpu, requests: 1, prompt_tokens: 400, output_tokens: 1, priority: background");
+  auto fg = chat(fmt::format("unit: cpu, requests: 1, prompt_tokens: 100, output_tokens: 1, start_s: {}",
+                             sim::to_seconds(arrival)));
+  ASSERT_EQ(sim::from_seconds(sim::to_seconds(arrival)), arrival);
+  sim::StatGroup stats("phone");
+  h5::Table rb, rf;
+  {
+    experiments::SimulatedRun run(profile, stats.child("device"));
+    run.start(bg->run(run.device(), "bg", stats.child("bg")), "bg");
+    run.start(fg->run(run.device(), "fg", stats.child("fg")), "fg");
+    run.run();
+    bg->records(rb);
+    fg->records(rf);
+  }
+  EXPECT_EQ(sim::from_seconds(column(rf, "end_s", 0)), layer_end + pc);
+  EXPECT_EQ(sim::from_seconds(column(rb, "end_s", 0)), pb + pc);
 }
 
 struct ChatOutcome {

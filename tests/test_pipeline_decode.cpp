@@ -117,6 +117,55 @@ TEST(PipelineDecode, SpeculativeTakesExactlyThePolicysOwnCostForTheRequest) {
   EXPECT_GT(ran.peaks.at("app/decoder"), 0.0);
 }
 
+// The speculative stage charges the NPU's RPC polling as the coordgen driver does (specdec_policy.h,
+// Energy): with the policy's npu_rpc_polling (its default, as the driver's) a request costs exactly
+// its polled NPU time x (the CPU's single_thread_power_w - its idle_power_w) more than without, and
+// takes the same time. After the pipeline's own (CPU) prefill that is the verifications' NPU time;
+// paired with `prefill: coordgen`, every NPU execution of the plan, which is what the driver
+// charges the request (RequestBreakdown::npu_polled_s x rpc_polling_power_w).
+TEST(PipelineDecode, SpeculativeChargesTheNpuRpcPollingAsTheCoordGenDriver) {
+  const devices::DeviceProfile phone = devices::load_device_profile("oneplus-12");
+  const devices::ComputeUnitSpec& cpu = phone.unit("cpu", "test");
+  const double polling_w = cpu.single_thread_power() - cpu.idle_power_w;
+  ASSERT_GT(polling_w, 0.0);
+  const models::CostModel cost(models::load_model_spec(YAML::Load(kModel), ConfigSource{}));
+  const std::string decode = "{impl: speculative, policy: {impl: coordgen}, outputs: {seed: 7}}";
+  for (const bool paired : {false, true}) {
+    const std::string prefill = paired ? "prefill: {impl: coordgen}, " : "";
+    auto polled = app_with(prefill + "decode: " + decode);
+    auto quiet = app_with(prefill + "decode: {impl: speculative, policy: {impl: coordgen, npu_rpc_polling: false}, " +
+                          "outputs: {seed: 7}}");
+    const auto p = run_alone(*polled, phone).served;
+    const auto q = run_alone(*quiet, phone).served;
+    ASSERT_EQ(p.size(), 3u);
+    ASSERT_EQ(q.size(), 3u);
+    // The same requests planned again (same answer stream and history store).
+    auto again = Registry<policies::pipeline::DecodeStage>::instance().create(YAML::Load(decode), ConfigSource{});
+    auto& spec = dynamic_cast<policies::pipeline::SpeculativeDecode&>(*again);
+    sim::StatGroup stats("phone");
+    experiments::SimulatedRun run(phone, stats.child("device"));
+    spec.begin(run.device(), cost);
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      policies::pipeline::Request r;
+      r.prompt = {{"system", 0x5157E1ULL, 64}};
+      for (std::uint64_t c = 0; c < 3; ++c) r.prompt.push_back({"chunk", 0xC4000000ULL + c, 100});
+      r.prompt.push_back({"query", 0x9E000000000ULL + i, 20});
+      const policies::specdec::RequestBreakdown b = spec.plan(r.token_ids(), 40).breakdown;
+      double polled_s = 0;  // NPU executions the stages issue, each polled by the calling thread
+      for (const policies::specdec::Phase& ph : b.phases)
+        if (ph.unit == "npu" && ph.power_w && (paired || ph.label == "verify")) polled_s += ph.seconds;
+      ASSERT_GT(polled_s, 0.0) << i;
+      if (paired) {
+        EXPECT_NEAR(polled_s, b.npu_polled_s, 1e-12) << i;
+      }
+      const double expected_j = polled_s * polling_w;
+      EXPECT_NEAR(p[i].times.active_energy_j - q[i].times.active_energy_j, expected_j, 1e-9 * expected_j)
+          << (paired ? "paired " : "unpaired ") << i;
+      EXPECT_EQ(p[i].times.end_s, q[i].times.end_s) << i;  // polling costs energy, not time
+    }
+  }
+}
+
 // The coordgen driver's pipeline for one planned request (experiments/coordgen_experiment.cpp):
 // the plan's own prefill and decode stages, on a fresh idle phone. Returns {latency, prefill} in ns.
 struct DriverTimes {

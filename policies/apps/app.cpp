@@ -52,7 +52,8 @@ const traces::UserTrace& pick_user(const traces::RagTrace& trace, const std::str
 
 void add_app_params(ParamSchema& s) {
   s.text("priority", std::string("foreground"),
-         "foreground (its work goes first on a shared unit) or background (waits for foreground work)")
+         "foreground (its work goes first on a shared unit) or background (waits for foreground work; a model "
+         "pass in flight gives the unit up at its next layer boundary)")
       .in({"foreground", "background"});
   s.real("start_s", 0.0, "when the app starts issuing requests").non_negative().with_unit("s");
   s.real("background_recheck_s", 30.0,

@@ -63,7 +63,9 @@ class App {
  public:
   static constexpr const char* kRegistryKind = "app";
   virtual ~App() = default;
-  // Queue priority on shared units: foreground (0) before background (1).
+  // Queue priority on shared units: foreground (0) before background (1). The app's model passes
+  // (prefills, decode steps) run through Device::compute_layers: a background pass in flight gives
+  // the unit up to foreground work at its next layer boundary.
   int priority() const { return priority_; }
   // When the app starts issuing work (seconds of simulated time).
   double start_s() const { return start_s_; }

@@ -82,13 +82,13 @@ sim::Task<void> ChatApp::run(devices::Device& device, std::string owner, sim::St
     const devices::UnitCost prefill = device.unit_cost(
         unit_, cost_.prefill(models::PrefillShape{t.computed_tokens, t.cached_tokens, 0, 1}), cost_.spec().weight_dtype,
         "chat prefill");
-    co_await device.compute_for(unit_, prefill, "chat prefill", priority());
+    co_await device.compute_layers(unit_, prefill, cost_.spec().n_layers, "chat prefill", priority());
     t.times.active_energy_j += device.profile().marginal_energy_j(unit_, prefill.seconds, "chat prefill");
     t.times.first_token_s = sim::to_seconds(sim.now());
     const std::int64_t prompt_end = context + prompt_tokens_;
     for (std::int64_t i = 1; i < output_tokens_; ++i) {
       const devices::UnitCost step = decode_.at(device, prompt_end + i - 1);  // as Pipeline::serve
-      co_await device.compute_for(unit_, step, "chat decode", priority());
+      co_await device.compute_layers(unit_, step, cost_.spec().n_layers, "chat decode", priority());
       t.times.active_energy_j += device.profile().marginal_energy_j(unit_, step.seconds, "chat decode");
     }
     t.times.output_tokens = output_tokens_;

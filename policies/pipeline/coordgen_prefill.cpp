@@ -35,12 +35,14 @@ sim::Task<void> CoordGenPrefill::run(devices::Device& device, const models::Cost
                                   "kv_reuse: {{impl: none}} with it",
                                   n_cached));
   co_await plan_->prefill(device, priority);
-  // The marginal energy of what the prefill issued: its phases and the background calibration.
+  // The marginal energy of what the prefill issued: its phases (their NPU slots polled, as the policy
+  // says) and the background calibration (one core), at the power each draws.
+  const std::string who = "prefill: coordgen";
   const specdec::PhaseReplay& replay = plan_->replay();
   for (std::size_t i = 0; i < replay.phases().size(); ++i) {
     const specdec::Phase& ph = replay.phases()[i];
     if (ph.background || replay.is_prefill_phase(i))
-      active_energy_j += device.profile().marginal_energy_j(ph.unit, ph.seconds, "prefill: coordgen");
+      active_energy_j += phase_marginal_energy_j(device.profile(), ph.unit, ph.seconds, ph.power_w, who);
   }
 }
 

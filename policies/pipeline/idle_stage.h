@@ -14,6 +14,10 @@
 //   reactive_store       RAGCache / MeanCache's reactive update: a served query's QA entry and
 //                        slices written by a deferred store job in idle time (no prediction)
 //
+// Idle work queues at its app's priority (IdleWorkload::priority); its model passes (through the rag
+// pipeline: Device::compute_layers) give the unit up at their next layer boundary to work of
+// better priority, e.g. a foreground app's request beside a background app's idle work.
+//
 // An idle stage may work on the state of the app's other stages: link() hands it the answer-cache
 // and KV-reuse stages of the same pipeline (either may be absent), before any request; a stage
 // that needs one the pipeline does not have throws a ConfigError there, naming it.

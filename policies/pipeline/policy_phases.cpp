@@ -6,6 +6,12 @@
 
 namespace mobisim::policies::pipeline {
 
+double phase_marginal_energy_j(const devices::DeviceProfile& phone, const std::string& unit, double seconds,
+                               std::optional<double> power_w, const std::string& needed_by) {
+  if (!power_w) return phone.marginal_energy_j(unit, seconds, needed_by);
+  return (*power_w - phone.unit_power_w(unit, needed_by).second) * seconds;
+}
+
 void PolicyPlan::set(std::vector<specdec::Phase> phases, double extra_dram_bytes) {
   replay_.set(std::move(phases));
   extra_bytes_ = std::max(0.0, extra_dram_bytes);

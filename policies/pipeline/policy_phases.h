@@ -35,6 +35,15 @@
 
 namespace mobisim::policies::pipeline {
 
+// What a policy phase of `seconds` on `unit` costs above the unit's idle power, at the power the
+// policy says it draws (specdec::Phase::power_w, specdec_policy.h's Energy): an NPU execution the
+// runtime's calling thread polls through draws the NPU's active power plus one CPU core's
+// (PolicyKnobs::npu_rpc_polling, rpc_polling_power_w), sampling and drafting keep one core busy
+// (single_thread_power_w); without power_w, the unit's active power. What the coordgen driver's
+// replay makes the phone draw for it (Device::busy_drawing), above the idle floor.
+double phase_marginal_energy_j(const devices::DeviceProfile& phone, const std::string& unit, double seconds,
+                               std::optional<double> power_w, const std::string& needed_by);
+
 class PolicyPlan {
  public:
   // The next request's phases and what its peak holds in DRAM beyond the K/V the KV-residency

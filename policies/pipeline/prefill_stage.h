@@ -26,7 +26,9 @@ class PrefillStage {
     co_return;
   }
   // Computes `n_new` tokens after `n_cached` whose K/V is present, at queue `priority`; adds the
-  // stage's own marginal energy to `active_energy_j`.
+  // stage's own marginal energy to `active_energy_j`. A model pass issued with
+  // Device::compute_layers(unit, cost, model.n_layers, ...) gives its unit up at its next layer
+  // boundary when better-priority work waits (a background app's prefill, docs/compose.md).
   virtual sim::Task<void> run(devices::Device& device, const models::CostModel& cost, std::int64_t n_new,
                               std::int64_t n_cached, int priority, double& active_energy_j) = 0;
   // The unit the stage computes on (what decode hands over from, for the records).

@@ -16,10 +16,10 @@ ParamSchema QkvReusePrefill::schema() {
 namespace {
 // One pass on the unit at the app's priority, its marginal energy counted as prefill energy. `what` is a
 // literal: a temporary std::string in a co_await expression is destroyed twice by g++ 12.
-sim::Task<void> qkv_reuse_pass(devices::Device& device, std::string unit, devices::UnitCost c, const char* what,
-                               int priority, double& active_energy_j) {
+sim::Task<void> qkv_reuse_pass(devices::Device& device, std::string unit, devices::UnitCost c, int layers,
+                               const char* what, int priority, double& active_energy_j) {
   const std::string label = what;
-  co_await device.compute_for(unit, c, label, priority);
+  co_await device.compute_layers(unit, c, layers, label, priority);
   active_energy_j += device.profile().marginal_energy_j(unit, c.seconds, "prefill");
 }
 }  // namespace
@@ -31,11 +31,11 @@ sim::Task<void> QkvReusePrefill::run(devices::Device& device, const models::Cost
                                      std::int64_t n_cached, int priority, double& active_energy_j) {
   const devices::UnitCost pass = device.unit_cost(
       unit_, cost.prefill(models::PrefillShape{n_new + n_cached, 0, n_cached, 1}), cost.spec().weight_dtype, "prefill");
-  co_await qkv_reuse_pass(device, unit_, pass, "prefill", priority, active_energy_j);
+  co_await qkv_reuse_pass(device, unit_, pass, cost.spec().n_layers, "prefill", priority, active_energy_j);
   if (!recompute_q_ || n_cached <= 0) co_return;
   const char* q_what = "prefill (Q of cached positions)";
   const devices::UnitCost q = device.unit_cost(unit_, cost.q_projection(n_cached), cost.spec().weight_dtype, q_what);
-  co_await qkv_reuse_pass(device, unit_, q, q_what, priority, active_energy_j);
+  co_await qkv_reuse_pass(device, unit_, q, cost.spec().n_layers, q_what, priority, active_energy_j);
 }
 
 MOBISIM_REGISTER(PrefillStage, QkvReusePrefill, "qkv_reuse",

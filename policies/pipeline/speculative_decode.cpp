@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -14,6 +15,8 @@
 namespace mobisim::policies::pipeline {
 
 namespace {
+
+const std::string kSpeculativeStage = "decode: speculative";
 
 traces::CagSynthParams synth_params(const Params& p) {
   const YAML::Node given = p.has("outputs") ? p.node("outputs") : YAML::Node(YAML::NodeType::Map);
@@ -147,7 +150,8 @@ sim::Task<void> SpeculativeDecode::run_paired(const DecodeJob& job, Decoded& out
   for (std::size_t i = 0; i < replay.phases().size(); ++i) {
     const specdec::Phase& ph = replay.phases()[i];
     if (!ph.background && !replay.is_prefill_phase(i))
-      job.active_energy_j += job.device.profile().marginal_energy_j(ph.unit, ph.seconds, "decode: speculative");
+      job.active_energy_j +=
+          phase_marginal_energy_j(job.device.profile(), ph.unit, ph.seconds, ph.power_w, kSpeculativeStage);
   }
 }
 
@@ -175,15 +179,24 @@ sim::Task<void> SpeculativeDecode::run(const DecodeJob& job, Decoded& out) {
 
   // (string_view arguments: a temporary std::string in a co_await expression is what g++ 12
   // destroys twice, see decode_stage.h)
-  auto issue = [&](std::string_view unit_name, double seconds, std::string_view label) -> sim::Task<void> {
+  // Each phase at the power it draws (phase_marginal_energy_j), as the coordgen driver's replay.
+  auto issue = [&](std::string_view unit_name, double seconds, std::string_view label,
+                   std::optional<double> power_w) -> sim::Task<void> {
     const std::string unit(unit_name);
-    co_await device.busy(unit, sim::from_seconds(seconds), std::string(label), job.priority);
-    job.active_energy_j += phone.marginal_energy_j(unit, seconds, "decode: speculative");
+    const std::string what(label);
+    if (power_w)
+      co_await device.busy_drawing(unit, sim::from_seconds(seconds), *power_w, what, job.priority);
+    else
+      co_await device.busy(unit, sim::from_seconds(seconds), what, job.priority);
+    job.active_energy_j += phase_marginal_energy_j(phone, unit, seconds, power_w, kSpeculativeStage);
   };
-  if (b.switch_s > 0) co_await issue("npu", b.switch_s, "graph switch");
-  if (b.calibration_s > 0) co_await issue("cpu", b.calibration_s, "calibration");
+  // Calibration samples on the runtime's calling thread: one core (specdec_policy.h, Energy).
+  const double sampling_w = env_->cpu.single_thread_power();
+  if (b.switch_s > 0) co_await issue("npu", b.switch_s, "graph switch", std::nullopt);
+  if (b.calibration_s > 0) co_await issue("cpu", b.calibration_s, "calibration", sampling_w);
   if (b.calibration_cpu_s > b.calibration_s)  // sampling hidden behind the prefill: CPU energy, no time
-    job.active_energy_j += phone.marginal_energy_j("cpu", b.calibration_cpu_s - b.calibration_s, "decode: speculative");
+    job.active_energy_j += phase_marginal_energy_j(phone, "cpu", b.calibration_cpu_s - b.calibration_s, sampling_w,
+                                                    kSpeculativeStage);
 
   const std::vector<std::int64_t> context = verification_contexts(p, n);
   const bool reads = job.residency.reads_per_step();
@@ -191,9 +204,9 @@ sim::Task<void> SpeculativeDecode::run(const DecodeJob& job, Decoded& out) {
   for (const specdec::Phase& ph : b.phases) {
     if (before_decoding(ph)) continue;
     if (ph.label == "verify" && reads && v < context.size())  // the verification attends the cache
-      co_await with_step_reads(device, job.residency, context[v++], issue(ph.unit, ph.seconds, ph.label));
+      co_await with_step_reads(device, job.residency, context[v++], issue(ph.unit, ph.seconds, ph.label, ph.power_w));
     else
-      co_await issue(ph.unit, ph.seconds, ph.label);
+      co_await issue(ph.unit, ph.seconds, ph.label, ph.power_w);
   }
   if (extra > 0) device.dram().release(decoder, extra);
 }

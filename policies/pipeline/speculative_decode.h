@@ -13,6 +13,14 @@
 //     closed-form time after the prefill (switch_s + calibration_s + decode_s + draft_s),
 //     recorded beside it as decode_estimate_s. The hidden part of pipelined calibration is
 //     charged as CPU energy, not time.
+//   - energy: every phase at the power the policy gives it (specdec_policy.h, Energy), as the
+//     coordgen driver's replay charges it: an NPU execution draws the NPU's active power plus, with
+//     the policy's `npu_rpc_polling` (default true, as the driver), one CPU core spinning on its
+//     completion (rpc_polling_power_w = the CPU's single_thread_power_w - its idle_power_w);
+//     sampling (calibration) and retrieval drafting draw single_thread_power_w. The request's
+//     active energy is each phase's power minus its unit's idle power, times its time; the device
+//     draws the same (Device::busy_drawing), so a phone with a thermal model (one power per unit
+//     and operating point) stops such a run with a ConfigError.
 //   - memory: while a request decodes, what the policy's peak holds beyond the request's K/V
 //     (held by the KV-residency stage) and beyond the weight copies the app already holds (its
 //     own, when the policy decodes on the CPU, and the NPU graph of an npu_graphs prefill) is

@@ -14,7 +14,7 @@ sim::Task<void> UnitPrefill::run(devices::Device& device, const models::CostMode
                                  std::int64_t n_cached, int priority, double& active_energy_j) {
   const devices::UnitCost c = device.unit_cost(unit_, cost.prefill(models::PrefillShape{n_new, n_cached, 0, 1}),
                                                cost.spec().weight_dtype, "prefill");
-  co_await device.compute_for(unit_, c, "prefill", priority);
+  co_await device.compute_layers(unit_, c, cost.spec().n_layers, "prefill", priority);
   active_energy_j += device.profile().marginal_energy_j(unit_, c.seconds, "prefill");
 }
 

@@ -23,9 +23,9 @@ sim::Task<void> VanillaDecode::run(const DecodeJob& job, Decoded& out) {
     const devices::UnitCost step = costs_->at(device, n + i - 1);
     if (reads)
       co_await with_step_reads(device, job.residency, n + i - 1,
-                               device.compute_for(unit_, step, "decode", job.priority));
+                               device.compute_layers(unit_, step, job.cost.spec().n_layers, "decode", job.priority));
     else
-      co_await device.compute_for(unit_, step, "decode", job.priority);
+      co_await device.compute_layers(unit_, step, job.cost.spec().n_layers, "decode", job.priority);
     job.active_energy_j += device.profile().marginal_energy_j(unit_, step.seconds, "decode");
     ++out.steps;
   }

@@ -124,7 +124,9 @@ sim::Task<void> RagPipeline::retrieve(QueryRecord& rec) {
 sim::Task<void> RagPipeline::prefill(QueryRecord& rec, const models::PrefillShape& shape, const std::string& label) {
   const models::Work w = cost_.prefill(shape);
   const sim::Time t0 = sim_.now();
-  co_await device_.compute(config_.prefill_unit, w, cost_.spec().weight_dtype, label, priority_);
+  co_await device_.compute_layers(config_.prefill_unit,
+                                  device_.unit_cost(config_.prefill_unit, w, cost_.spec().weight_dtype, label),
+                                  cost_.spec().n_layers, label, priority_);
   rec.prefill_s += sim::to_seconds(sim_.now() - t0);
   rec.flops += w.flops();
   rec.computed_tokens += shape.n_new - shape.n_reused_qkv;
@@ -147,7 +149,7 @@ sim::Task<void> RagPipeline::decode(QueryRecord& rec, std::int64_t context, std:
   const sim::Time t0 = sim_.now();
   for (std::int64_t i = 0; i < n_tokens; ++i) {
     const devices::UnitCost step = decode_step(context + i, label);
-    co_await device_.compute_for(config_.decode_unit, step, label, priority_);
+    co_await device_.compute_layers(config_.decode_unit, step, cost_.spec().n_layers, label, priority_);
     rec.flops += step.flops;
   }
   rec.decode_s += sim::to_seconds(sim_.now() - t0);
@@ -181,7 +183,9 @@ sim::Task<void> RagPipeline::kv_match(QueryRecord& rec) {
 
 sim::Task<void> RagPipeline::compute(QueryRecord& rec, const models::Work& work, const std::string& label) {
   const sim::Time t0 = sim_.now();
-  co_await device_.compute(config_.prefill_unit, work, cost_.spec().weight_dtype, label, priority_);
+  co_await device_.compute_layers(config_.prefill_unit,
+                                  device_.unit_cost(config_.prefill_unit, work, cost_.spec().weight_dtype, label),
+                                  cost_.spec().n_layers, label, priority_);
   rec.prefill_s += sim::to_seconds(sim_.now() - t0);
   rec.flops += work.flops();
   add_energy(rec, config_.prefill_unit, sim::to_seconds(sim_.now() - t0));
