@@ -202,6 +202,19 @@ CalibrationSpec CalibrationSpec::load(const std::string& path) {
   return spec;
 }
 
+std::vector<std::string> parameters_of_profiles(const CalibrationSpec& spec, const std::vector<std::string>& profiles) {
+  std::vector<std::string> only;
+  for (const auto& name : profiles) {
+    const std::size_t before = only.size();
+    for (const auto& f : spec.parameters)
+      if (!f.profile.empty() && f.profile == name) only.push_back(f.profile + ":" + f.key);
+    if (only.size() == before)
+      throw UsageError(fmt::format("{}: no free parameter belongs to profile '{}' (expected the `profile:` of one of its "
+                                   "parameters)", spec.file, name));
+  }
+  return only;
+}
+
 CalibrationSpec CalibrationSpec::restricted_to(const std::vector<Point>& registry) const {
   std::set<std::string> ids;
   for (const auto& p : registry) ids.insert(p.id);

@@ -87,6 +87,11 @@ struct CalibrateOptions {
 
 FitResult calibrate(const CalibrationSpec& spec, const std::vector<Point>& registry, const CalibrateOptions& o);
 
+// `CalibrateOptions::only` entries (PROFILE:KEY) selecting every parameter of `spec` that belongs to one of
+// `profiles` (e.g. every on-device engine but one, whose calibration points then stay out of the fit). A
+// profile no parameter of `spec` belongs to is a UsageError naming it and the spec file.
+std::vector<std::string> parameters_of_profiles(const CalibrationSpec& spec, const std::vector<std::string>& profiles);
+
 // Writes one overlay profile per profile into `dir` (<profile>.yaml: `base: NAME` + the fitted
 // fields, each commented with the points it was fitted to); returns the paths. An experiment key that
 // passes through a named config (`generate: percache_doc_calibrated`) goes to <section>-<NAME>.yaml

@@ -96,30 +96,38 @@ namespace {
 namespace fid = ::mobisim::experiments::fidelity;
 
 int cmd_ondevice(const std::vector<std::string>& args) {
-  cli::ArgParser a("mobisim ondevice [FILE.yaml] [--fit [--out DIR]] [-p engine.KEY=V]...",
-                   "The on-device section of `mobisim fidelity` (set ondevice): every published on-device point "
+  cli::ArgParser a("mobisim ondevice [FILE.yaml] [--fit [--profile NAME]... [--only KEY]... [--out DIR]] [-p engine.KEY=V]...",
+                   "The on-device section of `mobisim fidelity` (sets ondevice and transfer): every published on-device point "
                    "(phone x runtime x unit x phase) beside mobisim's prediction, with the median validation error overall and per engine x unit; "
-                   "--fit runs `mobisim calibrate` on the on-device parameters of calibration.yaml only.");
-  a.positional("FILES", "registry file (default: the ondevice and transfer sets of experiments/published; --fit: the "
-                         "ondevice set)", false);
+                   "--fit runs `mobisim calibrate` on the on-device parameters of calibration.yaml only, against the calibration "
+                   "points of both sets (a parameter with points in both is fitted to all of them).");
+  a.positional("FILES", "registry file (default: the ondevice and transfer sets of experiments/published)", false);
   a.flag("fit", "fit the on-device calibration points' parameters (mobisim calibrate) and print them");
+  a.repeated("profile", "", "NAME", "--fit: fit only the parameters of this engine/device profile (the others keep their initial value)");
+  a.repeated("only", "", "KEY", "--fit: fit only this parameter (KEY or PROFILE:KEY), as mobisim calibrate --only");
   a.option("out", "DIR", "--fit: where the fitted engine/device profiles go", "results/fidelity/calibrated-ondevice");
   a.repeated("set", "p", "PATH=VALUE", "override applied to every probe (device./engine./model.)");
   if (!a.parse(args)) return kExitOk;
   const std::string root = ::mobisim::experiments::source_root() + "/experiments/published";
-  // The report covers the fitted registry (set ondevice) and the transfer set (ondevice_transfer.yaml: points no
-  // parameter was fitted on, issue 37); --fit stays on the ondevice set, whose values the engine profiles hold.
-  const std::vector<fid::Point> points =
-      a.maybe("FILES")       ? fid::load_registry_file(*a.maybe("FILES"))
-      : a.flag_set("fit")    ? fid::load_registry(root, {"ondevice"})
-                             : fid::load_registry(root, {"ondevice", "transfer"});
+  // Both sets: the ondevice set and the transfer set (ondevice_transfer.yaml, ondevice_cells.yaml; issue 37), whose
+  // rule-chosen calibration points are fitted too (docs/ondevice_data.md), so --fit reads both.
+  const std::vector<fid::Point> points = a.maybe("FILES") ? fid::load_registry_file(*a.maybe("FILES"))
+                                                          : fid::load_registry(root, {"ondevice", "transfer"});
   if (a.flag_set("fit")) {
     const auto spec = fid::CalibrationSpec::load(root + "/calibration.yaml").restricted_to(points);
     fid::CalibrateOptions o;
     o.evaluate.runs.quiet = true;
+    o.only = fid::parameters_of_profiles(spec, a.all("profile"));
+    for (const auto& key : a.all("only")) o.only.push_back(key);
     const fid::FitResult fit = fid::calibrate(spec, points, o);
     for (std::size_t j = 0; j < spec.parameters.size(); ++j)
-      std::cout << fmt::format("{} {}={:.4g}\n", spec.parameters[j].profile, spec.parameters[j].key, fit.fitted[j]);
+      if (fit.free[j])
+        std::cout << fmt::format("{} {}={:.6g} (was {:.6g})\n", spec.parameters[j].profile, spec.parameters[j].key,
+                                 fit.fitted[j], fit.initial[j]);
+    for (std::size_t i = 0; i < fit.points.size(); ++i)
+      std::cout << fmt::format("  {} published {}: {:.4g} -> {:.4g} ({:+.1f}%)\n", fit.points[i]->id,
+                               fit.points[i]->published_text(), fit.before[i], fit.after[i],
+                               100 * fid::relative_error(*fit.points[i], fit.after[i]));
     for (const auto& path : fid::write_fitted_profiles(spec, fit, a.get("out"))) std::cout << "wrote " << path << "\n";
     return kExitOk;
   }
@@ -153,4 +161,4 @@ int cmd_ondevice(const std::vector<std::string>& args) {
 }  // namespace mobisim::fidelity
 
 MOBISIM_REGISTER_COMMAND("ondevice", "published on-device throughputs (phones x runtimes x units) beside mobisim's",
-                         "mobisim ondevice [FILE] [--fit]", mobisim::fidelity::cmd_ondevice)
+                         "mobisim ondevice [FILE] [--fit [--profile NAME]]", mobisim::fidelity::cmd_ondevice)
