@@ -7,7 +7,9 @@
 // shared Device at the app's priority, the idle stage's work between requests, the request's K/V
 // in the phone's DRAM ledger as "<app label>/kv" while it is answered (issue 34: the policies' own
 // replay loop is gone). Each served request becomes the QueryRecord the loop wrote
-// (record_of_served); records and totals keep their columns.
+// (record_of_served); records and totals keep their columns. As every pipeline app, a background
+// rag app waits for headroom before each request (App::wait_for_headroom; the loop did not). A
+// policy without a stage translation, or a key no stage carries, is a ConfigError naming it.
 //
 // Parameters (besides priority and start_s, see app.h):
 //   model        built-in name, YAML path or {base: NAME, field: override}
