@@ -79,18 +79,21 @@ void RagApp::prepare(const AppEnvironment& env) {
   traces::RagTrace one;
   one.meta = trace.meta;
   one.users.push_back(pick_user(trace, user_id_, workload_source_.where(workload_)));
-  // The stages app re-times the user's first max_queries queries itself (as this app's keys say).
-  AppEnvironment inner = env;
-  inner.rag_workload = [&one](const YAML::Node&, const ConfigSource&) { return one; };
-  served_by_->prepare(inner);
-  traces::UserTrace& u = one.users.front();
+  // The user as served: the first max_queries queries, re-timed. The policy checks it first (its
+  // own errors for a workload it cannot serve).
+  traces::RagTrace retimed = one;
+  traces::UserTrace& u = retimed.users.front();
   if (max_queries_ > 0 && u.queries.size() > static_cast<std::size_t>(max_queries_))
     u.queries.resize(static_cast<std::size_t>(max_queries_));
   for (std::size_t i = 0; i < u.queries.size(); ++i)
     u.queries[i].arrival_s = start_s() + (interarrival_s_ > 0 ? static_cast<double>(i) * interarrival_s_
                                                                : u.queries[i].arrival_s);
-  policy_->check_workload(one, cost_);
+  policy_->check_workload(retimed, cost_);
   user_ = std::move(u);
+  // The stages app picks the same queries and re-times them itself (it has this app's keys).
+  AppEnvironment inner = env;
+  inner.rag_workload = [&one](const YAML::Node&, const ConfigSource&) { return one; };
+  served_by_->prepare(inner);
 }
 
 std::vector<std::pair<std::string, double>> RagApp::resident_dram() const {

@@ -55,7 +55,7 @@ class RagApp : public App {
  private:
   models::CostModel cost_;
   PipelineConfig pipeline_;
-  std::unique_ptr<RagPolicy> policy_;
+  std::unique_ptr<RagPolicy> policy_;  // checks the workload; its stages serve it
   YAML::Node workload_;
   ConfigSource workload_source_;
   std::string user_id_;
