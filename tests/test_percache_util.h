@@ -1,7 +1,10 @@
 #pragma once
-// Helpers for the PerCache tests: run one user's queries under a policy exactly
-// as the rag_qa driver does (idle until the arrival, then serve), on a Pixel 7
-// with Llama-3.2-3B as mllm runs it.
+// Helpers for the PerCache tests: run one user's queries under a RagPolicy's own request loop
+// (idle until the arrival, then serve), on a Pixel 7 with Llama-3.2-3B as mllm runs it. No driver
+// replays with that loop any more (issue 34: rag_qa and the phone's rag app serve the policy's
+// pipeline stages); test_percache_policy.cpp and test_ragpolicy_pipeline.cpp still test the
+// policies' engine through it, and the stage tests compare with its values pinned in
+// test_pipeline_percache_loop_values.h.
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -16,6 +19,10 @@
 
 #include "test_util.h"
 #include "test_pipeline_util.h"
+#include "test_pipeline_percache_loop_values.h"
+#include "experiments/simulation.h"
+#include "policies/apps/app.h"
+#include "sim/h5.h"
 #include "devices/device.h"
 #include "models/cost_model.h"
 #include "policies/kvsplit/kv_split.h"
@@ -134,7 +141,8 @@ using mobisim::testing::shared_dir;
 }  // namespace mobisim::policies::testing
 
 // -------------------------------------------------------------------------------------------------
-// PerCache's stages on the request pipeline, run against the old loop (issue 34): the helpers of
+// PerCache's stages on the request pipeline, run against the old loop's pinned values (issue 34;
+// test_pipeline_percache_loop_values.h): the helpers of
 // test_pipeline_percache_idle.cpp, shared with test_pipeline_percache_schedule.cpp. A namespace of
 // their own: test files with `using namespace policies::testing` keep their own `stage`, `run_pipeline`.
 // -------------------------------------------------------------------------------------------------
@@ -250,13 +258,65 @@ inline double relative_difference(double a, double b) {
   return std::abs(a - b) / std::max({1.0, std::abs(a), std::abs(b)});
 }
 
+// The running parameterized test's parameter name (the part after '/'), e.g. a pinned run's key.
+inline std::string param_name() {
+  const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const auto slash = name.rfind('/');
+  return slash == std::string::npos ? name : name.substr(slash + 1);
+}
+
+// `app` (prepared) alone on `phone`, as the rag app of a composed run ("rag"); its records.
+inline h5::Table rag_app_records_alone(App& app, const devices::DeviceProfile& phone) {
+  sim::StatGroup stats("phone");
+  experiments::SimulatedRun run(phone, stats.child("device"));
+  run.start(app.run(run.device(), "rag", stats.child("rag")), "rag");
+  run.run();
+  h5::Table out;
+  app.records(out);
+  return out;
+}
+
+// The rag app's records against its records under the loop, pinned as `key`: every pinned column
+// (the rag app's columns: request, arrival_s, start_s, first_token_s, end_s, latency_s, ttft_s,
+// output_tokens, active_energy_j, prefill_s, decode_s, load_s, prompt_tokens, qa_hit) with the same
+// rows, to the bit but for two columns:
+//   load_s           within 5e-15 relative: the loop summed a match's slice reads phase by phase, the
+//                    stages time the split as one interval (as the rag_qa records, docs/compose.md);
+//   active_energy_j  at most the loop's (1e-12 for rounding) and within 1e-3 relative: the loop
+//                    charged a phase's marginal energy over its elapsed time, the stages charge each
+//                    piece over its own time (6e-5 to 6e-4 lower on these runs, the first request
+//                    equal).
+inline const loop_values::AppColumns& expect_rag_app_records_as_the_loop(const h5::Table& records,
+                                                                         const std::string& key) {
+  const auto& pinned = loop_values::rag_app_records().at(key);
+  for (const auto& [name, loop] : pinned) {
+    SCOPED_TRACE(fmt::format("{} column {}", key, name));
+    const auto& col = records.column(name);
+    std::vector<double> mine;
+    if (const auto* d = std::get_if<std::vector<double>>(&col)) mine = *d;
+    if (const auto* n = std::get_if<std::vector<std::int64_t>>(&col)) mine.assign(n->begin(), n->end());
+    EXPECT_EQ(mine.size(), loop.size());
+    for (std::size_t i = 0; i < std::min(mine.size(), loop.size()); ++i) {
+      if (name == "load_s") {
+        EXPECT_LE(relative_difference(mine[i], loop[i]), 5e-15) << "row " << i;
+      } else if (name == "active_energy_j") {
+        EXPECT_LE(mine[i], loop[i] * (1 + 1e-12)) << "row " << i;  // (rounding apart)
+        EXPECT_LE(relative_difference(mine[i], loop[i]), 1e-3) << "row " << i;
+      } else {
+        EXPECT_EQ(mine[i], loop[i]) << "row " << i;
+      }
+    }
+  }
+  return pinned;
+}
+
 // What the requests of a run did, counted while comparing them with the loop's.
 struct LoopComparison {
   int hits = 0, stale = 0, reused = 0;
   std::int64_t jobs = 0;
 };
 
-// Every served request against the old loop's record of the same query: its QA-hit outcome, stale
+// Every served request against the old loop's record of the same query (pinned): its QA-hit outcome, stale
 // flag and served answer, its latency and the four look-up phases to the nanosecond, its background
 // work (jobs exactly, FLOPs within 1e-12, busy time and energy within 1e-9: the idle stage issues
 // a background decode token by token), and, on a miss, its prompt, reused tokens and chunks.

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "devices/device.h"
@@ -19,6 +20,8 @@ namespace {
 
 using policies::App;
 
+// A phone with a CPU, an NPU and flash (the rag app serves on pipeline stages, which price a split
+// of stored K/V with the phone's storage even when nothing is stored).
 devices::DeviceProfile npu_phone(double dram_gb) {
   const std::string yaml = fmt::format(R"(
 name: npu-phone
@@ -29,6 +32,9 @@ compute:
 npu: {{peak_tops_int8: 20, peak_tflops_fp16: 10, max_utilization: 0.5, half_utilization_chunk: 64, exec_overhead_ms: 1,
       mem_bandwidth_gbps: 50, graph_load_ms_per_layer: 0, active_power_w: 2, idle_power_w: 0.05}}
 dram: {{capacity_gb: {}, bandwidth_gbps: 50, reserved_gb: 2}}
+storage: {{kind: ufs3.1, seq_read_gbps: 2, seq_write_gbps: 1, random_read_iops: 50000, random_write_iops: 50000,
+          queue_depth: 32, access_latency_us: 90, page_size_kb: 16, read_energy_nj_per_byte: 0,
+          write_energy_nj_per_byte: 0, idle_power_w: 0, capacity_gb: 128}}
 )", dram_gb);
   return devices::DeviceProfile::from_yaml(YAML::Load(yaml), ConfigSource{});
 }
@@ -277,6 +283,47 @@ TEST(PhoneApps, ARagPipelineCanPrefillOnTheNpuAndDecodeOnTheCpu) {
   EXPECT_NEAR(npu_busy, prefill, 1e-9);
   EXPECT_NEAR(cpu_busy, decode, 1e-9);
   EXPECT_NEAR(column(r, "prefill_s", 0), sim::to_seconds(sim::from_seconds(prefill)), 1e-12);
+}
+
+// The rag app serves its policy as pipeline stages (issue 34), so a request's K/V is in the phone's
+// DRAM ledger while it is answered, under the app's label: one query of 64 + 300 + 20 = 384 prompt
+// tokens and 8 answer tokens holds (384 + 8) x the model's K/V bytes per token (Qwen2.5-0.5B at
+// fp16: 2 x 24 layers x 128 x 2 bytes = 12,288), and gives it back when the answer ends.
+TEST(PhoneApps, ARagAppHoldsItsRequestsKvInTheDramLedgerUnderItsLabel) {
+  traces::RagTrace t;
+  traces::UserTrace u;
+  u.user_id = "u0";
+  traces::Chunk c;
+  c.tokens = 100;
+  u.chunks = {c, c, c};
+  traces::Query q;
+  q.tokens = 20;
+  q.answer_tokens = 8;
+  q.retrieved = {0, 1, 2};
+  u.queries = {q};
+  t.users = {u};
+  const devices::DeviceProfile profile = devices::load_device_profile("pixel7");
+  auto app = Registry<App>::instance().create(
+      YAML::Load("{impl: rag, model: {base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}, "
+                 "pipeline: {compute_unit: cpu, system_prompt_tokens: 64, top_k: 3}, policy: {impl: naive}, "
+                 "workload: {generate: default}}"),
+      ConfigSource{});
+  policies::AppEnvironment env;
+  env.device = &profile;
+  env.rag_workload = [&](const YAML::Node&, const ConfigSource&) { return t; };
+  app->prepare(env);
+  sim::StatGroup stats("phone");
+  experiments::SimulatedRun run(profile, stats.child("device"));
+  run.start(app->run(run.device(), "assistant", stats.child("assistant")), "assistant");
+  run.run();
+  h5::Table r;
+  app->records(r);
+  ASSERT_EQ(r.rows(), 1u);
+  EXPECT_EQ(std::get<std::vector<std::int64_t>>(r.column("prompt_tokens")).at(0), 384);
+  const std::map<std::string, double> peaks = run.device().dram().owner_peaks();
+  ASSERT_EQ(peaks.count("assistant/kv"), 1u);
+  EXPECT_EQ(peaks.at("assistant/kv"), (384.0 + 8.0) * 12288.0);
+  EXPECT_EQ(run.device().dram().held_by("assistant/kv"), 0.0);
 }
 
 }  // namespace

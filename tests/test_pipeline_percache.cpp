@@ -1,9 +1,10 @@
 // PerCache configured as pipeline stages (answer_cache: semantic, kv_reuse: chunk_tree,
-// prefill: qkv_reuse or unit, decode: vanilla) against the `rag` policies' own request loop
-// (CachingPolicy on RagPipeline, as the rag app runs it) on a small hand-made trace: the same queries
-// hit the QA bank and the QKV tree, and every query's latency is the same to the nanosecond.
+// prefill: qkv_reuse or unit, decode: vanilla) against the values the `rag` policies' own request
+// loop (CachingPolicy on RagPipeline, as the rag app replayed it until issue 34) gave on a small
+// hand-made trace, pinned in test_pipeline_percache_loop_values.h: the same queries hit the QA bank
+// and the QKV tree, and every query's latency is the same to the nanosecond.
 //
-// Where the two are the same by construction (and so where this checks them): PerCache's
+// Where the two were the same by construction (and so where this checks them): PerCache's
 // prediction, scheduler, conversions and refresh off (its idle work is not a stage), and idle gaps
 // long enough for its deferred writes to fit (the pipeline writes right after the answer).
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include "policies/pipeline/chunk_tree_reuse.h"
 #include "policies/pipeline/pipeline.h"
 #include "test_percache_util.h"
+#include "test_pipeline_percache_loop_values.h"
 #include "test_pipeline_util.h"
 
 namespace mobisim {
@@ -82,7 +84,7 @@ struct Mode {
   const char* prefill;     // the pipeline's prefill stage
 };
 
-// What the old loop and the pipeline did with the same queries.
+// What the old loop did (pinned) and the pipeline does with the same queries.
 struct BothPaths {
   std::vector<policies::QueryRecord> old;
   std::vector<Served> served;
@@ -91,11 +93,10 @@ struct BothPaths {
 BothPaths run_both(const traces::RagTrace& trace, const policies::PipelineConfig& cfg, const Mode& mode,
                    bool boundary_rules) {
   BothPaths out;
-  out.old = policies::testing::run_user(
-                fmt::format("{{impl: percache, prediction: false, scheduler: false, conversions: false, "
-                            "answer_hits_later: false, refresh: false, boundary_rules: {}, reuse_mode: {}}}",
-                            boundary_rules, mode.reuse_mode),
-                trace, 0, cfg)
+  // {impl: percache, prediction: false, scheduler: false, conversions: false, answer_hits_later:
+  // false, refresh: false, boundary_rules, reuse_mode} on the loop, pinned.
+  out.old = policies::testing::loop_values::loop_run(
+                std::string(boundary_rules ? "several_slices/" : "one_chunk/") + mode.reuse_mode)
                 .records;
   const models::CostModel cost(policies::testing::llama_fp32_act());
   PipelineOptions options = options_on("cpu");

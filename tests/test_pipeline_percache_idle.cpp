@@ -1,6 +1,7 @@
 // PerCache's and Sleep-time Compute's idle work as the pipeline's `idle` stage
-// (policies/pipeline/percache_idle.h, sleeptime_idle.h) against their own request loop
-// (CachingPolicy on RagPipeline, as the rag app runs it) on a generated trace: with the same caches as
+// (policies/pipeline/percache_idle.h, sleeptime_idle.h) against what their own request loop
+// (CachingPolicy on RagPipeline, as the rag app ran it until issue 34) gave on a generated trace,
+// pinned in test_pipeline_percache_loop_values.h: with the same caches as
 // stages (answer_cache: semantic over the same QA bank, kv_reuse: chunk_tree over the same tree),
 // every query has the same QA-bank outcome, the same reused tokens, the same latency to the
 // nanosecond and the same background work before it (jobs, FLOPs, busy time, energy; the busy
@@ -8,7 +9,8 @@
 // it can stop between tokens, which sums the same per-token times in another order).
 // Also: idle work overtaken by the next request (it stops at its next step), the ConfigErrors of a
 // stage an idle stage needs but the pipeline lacks, and the same equality through the apps of a
-// composed run (the pipeline app against the rag app).
+// composed run (the pipeline app, and the rag app now served by the policy's stages, against the
+// rag app's records under the loop).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -24,6 +26,7 @@
 #include "policies/pipeline/pipeline.h"
 #include "policies/rag/query_predictor.h"
 #include "test_percache_util.h"
+#include "test_pipeline_percache_loop_values.h"
 #include "test_pipeline_util.h"
 #include "traces/workload.h"
 
@@ -52,11 +55,13 @@ std::string setup_name(std::size_t i) {
 
 class IdleStageOnThePipeline : public ::testing::TestWithParam<StageSetup> {};
 
+using policies::testing::stages::param_name;
+
 TEST_P(IdleStageOnThePipeline, GivesEveryQueryTheOldLoopsOutcomeLatencyAndBackgroundWork) {
   const StageSetup& setup = GetParam();
   const traces::RagTrace trace = generated("users: 1\nqueries: {per_user: 12}");
   const policies::PipelineConfig cfg = policies::testing::table1_pipeline();
-  const auto old = policies::testing::run_user(setup.policy, trace, 0, cfg);
+  const auto& old = policies::testing::loop_values::loop_run(std::string("idle/") + param_name());
   const models::CostModel cost(policies::testing::llama_fp32_act());
   const StageRun run = run_pipeline(trace, cfg, setup, true, cost);
   ASSERT_EQ(run.served.size(), old.records.size());
@@ -64,7 +69,8 @@ TEST_P(IdleStageOnThePipeline, GivesEveryQueryTheOldLoopsOutcomeLatencyAndBackgr
 
   // The case is not empty: background jobs ran and predicted queries; the tree served queries.
   const auto& mine = run.engine();
-  const auto& theirs = old.caching();
+  const auto& theirs = old.engine;
+  ASSERT_TRUE(theirs.caching);
   EXPECT_GT(jobs, 12);
   EXPECT_GT(mine.predicted_queries(), 0);
   if (setup.kv_match) {
@@ -75,12 +81,12 @@ TEST_P(IdleStageOnThePipeline, GivesEveryQueryTheOldLoopsOutcomeLatencyAndBackgr
   }
   std::printf("%s: %d QA hits, %d tree hits, %lld background jobs, %lld predicted\n", setup.idle.c_str(), hits, reused,
               static_cast<long long>(jobs), static_cast<long long>(mine.predicted_queries()));
-  EXPECT_EQ(mine.predicted_queries(), theirs.predicted_queries());
-  EXPECT_EQ(mine.conversions_qkv_to_qa(), theirs.conversions_qkv_to_qa());
-  EXPECT_EQ(mine.conversions_qa_to_qkv(), theirs.conversions_qa_to_qkv());
-  EXPECT_EQ(mine.qa_bank()->entries().size(), theirs.qa_bank()->entries().size());
-  if (theirs.kv_tree()) {
-    EXPECT_EQ(run.pipeline->reuse().stored_bytes(), theirs.kv_tree()->used_bytes());
+  EXPECT_EQ(mine.predicted_queries(), theirs.predicted_queries);
+  EXPECT_EQ(mine.conversions_qkv_to_qa(), theirs.conversions_qkv_to_qa);
+  EXPECT_EQ(mine.conversions_qa_to_qkv(), theirs.conversions_qa_to_qkv);
+  EXPECT_EQ(mine.qa_bank()->entries().size(), theirs.qa_entries);
+  if (theirs.has_tree) {
+    EXPECT_EQ(run.pipeline->reuse().stored_bytes(), theirs.tree_used_bytes);
   }
 }
 
@@ -233,10 +239,12 @@ TEST(IdleStageLink, AnEngineStageOnAConversationIsAConfigErrorBeforeTheRun) {
 }
 
 // The same through the apps of a composed run: the `pipeline` app with PerCache's stages and its
-// idle stage (compose (a)'s percache_stages) and the `rag` app under the `percache` policy, on a
-// generated user re-timed to a question every 300 s: every answer ends at the same nanosecond,
-// and the pipeline app's records carry the idle work before each request.
-TEST(IdleStageInTheApp, PipelineAppWithPerCachesStagesEndsEveryAnswerWhenTheRagAppDoes) {
+// idle stage (compose (a)'s percache_stages) and the `rag` app under the `percache` policy (now
+// served by that policy's translated stages), on a generated user re-timed to a question every
+// 300 s: every answer of both ends at the same nanosecond as the rag app's did under the loop
+// (pinned), the rag app's records are the loop's, and the pipeline app's records carry the idle
+// work before each request.
+TEST(IdleStageInTheApp, PipelineAppAndRagAppEndEveryAnswerWhenTheRagAppsLoopDid) {
   const traces::RagTrace trace = generated("users: 1\nqueries: {per_user: 8}");
   const std::string common =
       "model: {base: llama-3.2-3b, weight_dtype: int4, activation_dtype: fp32, kv_dtype: fp32, linear_dtypes: "
@@ -249,29 +257,24 @@ TEST(IdleStageInTheApp, PipelineAppWithPerCachesStagesEndsEveryAnswerWhenTheRagA
                  "match_ms: 0}, kv_reuse: {impl: chunk_tree, payload: qkv}, prefill: {impl: qkv_reuse}, idle: {impl: "
                  "percache_scheduler}}"),
       ConfigSource{});
-  auto loop = Registry<policies::App>::instance().create(
+  auto rag_app = Registry<policies::App>::instance().create(
       YAML::Load("{impl: rag, " + common +
                  ", pipeline: {compute_unit: cpu, system_prompt_tokens: 64, top_k: 3}, policy: {impl: percache}}"),
       ConfigSource{});
   stages->prepare(env);
-  loop->prepare(env);
+  rag_app->prepare(env);
   const devices::DeviceProfile phone = devices::load_device_profile("pixel7");
   const auto served = testing::run_pipeline_alone(*stages, phone).served;
-  h5::Table rag, mine;
-  {
-    sim::StatGroup stats("phone");
-    experiments::SimulatedRun run(phone, stats.child("device"));
-    run.start(loop->run(run.device(), "rag", stats.child("rag")), "rag");
-    run.run();
-    loop->records(rag);
-  }
+  const h5::Table rag = policies::testing::stages::rag_app_records_alone(*rag_app, phone);
+  h5::Table mine;
   stages->records(mine);
-  const auto& rag_end = std::get<std::vector<double>>(rag.column("end_s"));
-  const auto& rag_hit = std::get<std::vector<std::int64_t>>(rag.column("qa_hit"));
-  ASSERT_EQ(rag_end.size(), served.size());
+  const auto& pinned = policies::testing::stages::expect_rag_app_records_as_the_loop(rag, "rag_app/percache_300s");
+  const std::vector<double>& loop_end = policies::testing::loop_values::column(pinned, "end_s");
+  const std::vector<double>& loop_hit = policies::testing::loop_values::column(pinned, "qa_hit");
+  ASSERT_EQ(loop_end.size(), served.size());
   for (std::size_t i = 0; i < served.size(); ++i) {
-    EXPECT_EQ(sim::from_seconds(served[i].times.end_s), sim::from_seconds(rag_end[i])) << "request " << i;
-    EXPECT_EQ(served[i].answer_hit, rag_hit[i] != 0) << "request " << i;
+    EXPECT_EQ(sim::from_seconds(served[i].times.end_s), sim::from_seconds(loop_end[i])) << "request " << i;
+    EXPECT_EQ(served[i].answer_hit, loop_hit[i] != 0) << "request " << i;
   }
   const auto& jobs = std::get<std::vector<std::int64_t>>(mine.column("bg_jobs"));
   std::int64_t total = 0;

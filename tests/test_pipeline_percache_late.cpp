@@ -5,7 +5,8 @@
 // which answer it was (what ROUGE-L / BLEU score) and how long embedding, QA matching, retrieval
 // and tree matching took.
 //
-// Against the old loop (CachingPolicy on RagPipeline, as the rag app runs it), on a generated trace with
+// Against the old loop (CachingPolicy on RagPipeline, as the rag app ran it until issue 34; its values
+// pinned in test_pipeline_percache_loop_values.h), on a generated trace with
 // late chunks whose queries come earlier than the trace's retrieval was made for (so that their
 // rankings hold chunks not there yet): every query has the loop's QA-hit outcome, stale flag,
 // served answer, prompt, reused tokens, phase times and latency, to the nanosecond.
@@ -88,7 +89,7 @@ TEST_P(LateChunksOnThePipeline, EveryQueryHasTheOldLoopsRetrievalOutcomeScoresPh
   const traces::UserTrace& u = trace.users[0];
   const policies::PipelineConfig cfg = policies::testing::table1_pipeline();
   ASSERT_GT(queries_ranking_absent_chunks(u, cfg.top_k), 0);  // the case is about late chunks
-  const auto old = policies::testing::run_user(setup.policy, trace, 0, cfg);
+  const auto& old = policies::testing::loop_values::loop_run(std::string("late/") + policies::testing::stages::param_name());
   const models::CostModel cost(policies::testing::llama_fp32_act());
   const policies::testing::stages::StageRun run = policies::testing::stages::run_stages(trace, cfg, setup, app_requests(u, cfg), cost);
   ASSERT_EQ(run.served.size(), old.records.size());
@@ -98,9 +99,10 @@ TEST_P(LateChunksOnThePipeline, EveryQueryHasTheOldLoopsRetrievalOutcomeScoresPh
   std::printf("%s: %d QA hits (%d stale), %d prompts with fewer than top_k chunks\n", setup.idle.c_str(), hits, stale,
               short_prompts);
   // The engine's own counters agree too (its refresh and conversions see the same chunks).
-  EXPECT_EQ(run.engine().predicted_queries(), old.caching().predicted_queries());
-  EXPECT_EQ(run.engine().refreshes(), old.caching().refreshes());
-  EXPECT_EQ(run.engine().qa_bank()->entries().size(), old.caching().qa_bank()->entries().size());
+  ASSERT_TRUE(old.engine.caching);
+  EXPECT_EQ(run.engine().predicted_queries(), old.engine.predicted_queries);
+  EXPECT_EQ(run.engine().refreshes(), old.engine.refreshes);
+  EXPECT_EQ(run.engine().qa_bank()->entries().size(), old.engine.qa_entries);
   if (setup.policy.find("oracle") != std::string::npos) {
     EXPECT_GT(hits, 0);  // the QA-hit path runs
   }
@@ -156,11 +158,9 @@ TEST(LateChunks, AChunkArrivingAfterItsQueryIsRetrievedOnlyOnceThere) {
   EXPECT_EQ(served[1].prompt_tokens, 64 + 40 + 200 + 8);
   EXPECT_EQ(served[2].prompt_tokens, 64 + 20 + 40 + 100 + 8);
   for (const Served& s : served) EXPECT_EQ(s.retrieved_chunks, 3);
-  // The old loop (embedding and QA matching as one 1,610 ms step, then retrieval) retrieves the same.
-  policies::PipelineConfig cfg = policies::testing::table1_pipeline();
-  cfg.embed_query_ms = 1610;
-  cfg.qa_match_ms = 0;
-  const auto old = policies::testing::run_user("{impl: naive}", trace, 0, cfg);
+  // The old loop (naive; embedding and QA matching as one 1,610 ms step, then retrieval: Table 1's
+  // pipeline with embed_query_ms 1610, qa_match_ms 0) retrieved the same (its values pinned).
+  const auto& old = policies::testing::loop_values::loop_run("late/arriving_chunks_naive");
   ASSERT_EQ(old.records.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(served[i].prompt_tokens, old.records[i].prompt_tokens) << "query " << i;

@@ -95,28 +95,29 @@ TEST_P(ScheduleOnThePipeline, GivesEveryQueryTheOldLoopsOutcomeLatencyAndBackgro
   const StageSetup setup = setup_of(f);
   const traces::RagTrace trace = generated("users: 1\nqueries: {per_user: 12}");
   const policies::PipelineConfig cfg = policies::testing::table1_pipeline();
-  const auto old = policies::testing::run_user(setup.policy, trace, 0, cfg);
+  const auto& old = policies::testing::loop_values::loop_run(std::string("schedule/") + f.name);
   const models::CostModel cost(policies::testing::llama_fp32_act());
   const StageRun run = run_pipeline(trace, cfg, setup, true, cost, f.tau_query);
   ASSERT_EQ(run.served.size(), old.records.size());
   const auto [hits, stale, reused, jobs] = policies::testing::stages::expect_each_query_as_the_loop(run.served, old.records);
 
   const auto& mine = run.engine();
-  const auto& theirs = old.caching();
+  const auto& theirs = old.engine;
+  ASSERT_TRUE(theirs.caching && theirs.has_tree);
   EXPECT_GT(jobs, 12);
   EXPECT_GT(hits + reused, 0);
   // Both applied the whole schedule: the engines' values, and the tree's limit, are the last ones.
-  EXPECT_EQ(mine.options().tau_query, theirs.options().tau_query);
-  EXPECT_EQ(mine.options().storage_limit_gb, theirs.options().storage_limit_gb);
-  EXPECT_EQ(mine.options().scheduler, theirs.options().scheduler);
-  EXPECT_EQ(mine.options().conversions, theirs.options().conversions);
-  EXPECT_EQ(mine.kv_tree()->limit_bytes(), theirs.kv_tree()->limit_bytes());
-  EXPECT_EQ(mine.kv_tree()->evictions(), theirs.kv_tree()->evictions());
-  EXPECT_EQ(mine.predicted_queries(), theirs.predicted_queries());
-  EXPECT_EQ(mine.conversions_qkv_to_qa(), theirs.conversions_qkv_to_qa());
-  EXPECT_EQ(mine.conversions_qa_to_qkv(), theirs.conversions_qa_to_qkv());
-  EXPECT_EQ(mine.qa_bank()->entries().size(), theirs.qa_bank()->entries().size());
-  EXPECT_EQ(run.pipeline->reuse().stored_bytes(), theirs.kv_tree()->used_bytes());
+  EXPECT_EQ(mine.options().tau_query, theirs.tau_query);
+  EXPECT_EQ(mine.options().storage_limit_gb, theirs.storage_limit_gb);
+  EXPECT_EQ(mine.options().scheduler, theirs.scheduler);
+  EXPECT_EQ(mine.options().conversions, theirs.conversions);
+  EXPECT_EQ(mine.kv_tree()->limit_bytes(), theirs.tree_limit_bytes);
+  EXPECT_EQ(mine.kv_tree()->evictions(), theirs.tree_evictions);
+  EXPECT_EQ(mine.predicted_queries(), theirs.predicted_queries);
+  EXPECT_EQ(mine.conversions_qkv_to_qa(), theirs.conversions_qkv_to_qa);
+  EXPECT_EQ(mine.conversions_qa_to_qkv(), theirs.conversions_qa_to_qkv);
+  EXPECT_EQ(mine.qa_bank()->entries().size(), theirs.qa_entries);
+  EXPECT_EQ(run.pipeline->reuse().stored_bytes(), theirs.tree_used_bytes);
   std::printf("%s: %d QA hits, %d tree hits, %lld background jobs, %lld predicted, %llu evictions, conversions "
               "%lld/%lld\n",
               f.name.c_str(), hits, reused, static_cast<long long>(jobs),
@@ -150,8 +151,9 @@ traces::RagTrace between_thresholds_workload() {
 }
 
 // The hit pattern of the pipeline (checked against the old loop's, query by query, with the same
-// latency to the nanosecond) under `schedule` starting at tau_query 0.90.
-std::vector<bool> hits_under(const traces::RagTrace& trace, const std::string& schedule) {
+// latency to the nanosecond; pinned as "hits/<schedule>", or "hits_no_idle/<schedule>" when
+// `no_idle`: query 2 arrives during query 1's answer) under `schedule` starting at tau_query 0.90.
+std::vector<bool> hits_under(const traces::RagTrace& trace, const std::string& schedule, bool no_idle = false) {
   const std::string shared = "prediction: false";
   StageSetup setup;
   setup.policy = fmt::format("{{impl: percache, tau_query: 0.90, {}, schedule: {}}}", shared, schedule);
@@ -160,7 +162,7 @@ std::vector<bool> hits_under(const traces::RagTrace& trace, const std::string& s
   setup.idle = fmt::format("{{impl: percache_scheduler, {}, schedule: {}}}", shared, schedule);
   setup.payload = kvsplit::Payload::kQkv;
   const policies::PipelineConfig cfg = policies::testing::table1_pipeline();
-  const auto old = policies::testing::run_user(setup.policy, trace, 0, cfg);
+  const auto& old = policies::testing::loop_values::loop_run(std::string(no_idle ? "hits_no_idle/" : "hits/") + schedule);
   const models::CostModel cost(policies::testing::llama_fp32_act());
   const StageRun run = run_pipeline(trace, cfg, setup, true, cost, 0.90);
   EXPECT_EQ(run.served.size(), old.records.size());
@@ -198,7 +200,7 @@ TEST(ScheduleTakesEffect, TheFirstQueryAfterTheChangeSeesTheNewThresholdAndOneBe
 TEST(ScheduleTakesEffect, WithoutIdleTimeBeforeQueryNTheChangeWaitsForTheNextIdleTime) {
   traces::RagTrace trace = between_thresholds_workload();
   trace.users[0].queries[2].arrival_s = trace.users[0].queries[1].arrival_s + 1.0;  // during query 1's answer
-  EXPECT_EQ(hits_under(trace, "[{after_query: 2, set: {tau_query: 0.85}}]"),
+  EXPECT_EQ(hits_under(trace, "[{after_query: 2, set: {tau_query: 0.85}}]", true),
             (std::vector<bool>{false, false, false, true}));
 }
 
@@ -229,7 +231,7 @@ TEST(ScheduleTakesEffect, ALoweredStorageLimitEvictsBeforeTheNextQuerysMatch) {
   setup.prefill = "{impl: qkv_reuse, unit: cpu}";
   setup.idle = fmt::format("{{impl: percache_scheduler, prediction: false, schedule: {}}}", schedule);
   setup.payload = kvsplit::Payload::kQkv;
-  const auto old = policies::testing::run_user(setup.policy, trace, 0, cfg);
+  const auto& old = policies::testing::loop_values::loop_run("schedule/lowered_limit");
   const StageRun run = run_pipeline(trace, cfg, setup, true, cost, 0.90);
   ASSERT_EQ(run.served.size(), 4u);
   const std::int64_t boundary = 4;
@@ -248,9 +250,11 @@ TEST(ScheduleTakesEffect, ALoweredStorageLimitEvictsBeforeTheNextQuerysMatch) {
 
 // The same through the apps of a composed run: a `pipeline` app configured like figure 15b's
 // oracle_scheduler policy (answer cache at 0.90, the idle stage's schedule dropping it to 0.85 after
-// query 5) and the `rag` app under that policy, on a generated user re-timed to a question every
-// 3000 s: every answer ends at the same nanosecond with the same QA-bank outcome.
-TEST(ScheduleInTheApp, PipelineAppLikeFig15bEndsEveryAnswerWhenTheRagAppDoes) {
+// query 5) and the `rag` app under that policy (now served by its translated stages), on a
+// generated user re-timed to a question every 3000 s: every answer of both ends at the same
+// nanosecond, with the same QA-bank outcome, as the rag app's under the loop (pinned), and the
+// rag app's records are the loop's.
+TEST(ScheduleInTheApp, PipelineAppLikeFig15bAndTheRagAppEndEveryAnswerWhenTheRagAppsLoopDid) {
   const traces::RagTrace trace = generated("users: 1\nqueries: {per_user: 10}");
   const std::string common =
       "model: {base: llama-3.2-3b, weight_dtype: int4, activation_dtype: fp32, kv_dtype: fp32, linear_dtypes: "
@@ -265,30 +269,25 @@ TEST(ScheduleInTheApp, PipelineAppLikeFig15bEndsEveryAnswerWhenTheRagAppDoes) {
                  "embed_ms: 0, match_ms: 0}, kv_reuse: {impl: chunk_tree, payload: qkv}, prefill: {impl: qkv_reuse}, "
                  "idle: {impl: percache_scheduler, " + shared + "}}"),
       ConfigSource{});
-  auto loop = Registry<policies::App>::instance().create(
+  auto rag_app = Registry<policies::App>::instance().create(
       YAML::Load("{impl: rag, " + common +
                  ", pipeline: {compute_unit: cpu, system_prompt_tokens: 64, top_k: 3}, policy: {impl: percache, "
                  "tau_query: 0.90, " + shared + "}}"),
       ConfigSource{});
   stages->prepare(env);
-  loop->prepare(env);
+  rag_app->prepare(env);
   const devices::DeviceProfile phone = devices::load_device_profile("pixel7");
   const auto served = mobisim::testing::run_pipeline_alone(*stages, phone).served;
-  h5::Table rag;
-  {
-    sim::StatGroup stats("phone");
-    experiments::SimulatedRun run(phone, stats.child("device"));
-    run.start(loop->run(run.device(), "rag", stats.child("rag")), "rag");
-    run.run();
-    loop->records(rag);
-  }
-  const auto& rag_end = std::get<std::vector<double>>(rag.column("end_s"));
-  const auto& rag_hit = std::get<std::vector<std::int64_t>>(rag.column("qa_hit"));
-  ASSERT_EQ(rag_end.size(), served.size());
+  const h5::Table rag = policies::testing::stages::rag_app_records_alone(*rag_app, phone);
+  const auto& pinned =
+      policies::testing::stages::expect_rag_app_records_as_the_loop(rag, "rag_app/fig15b_oracle_scheduler_3000s");
+  const std::vector<double>& loop_end = policies::testing::loop_values::column(pinned, "end_s");
+  const std::vector<double>& loop_hit = policies::testing::loop_values::column(pinned, "qa_hit");
+  ASSERT_EQ(loop_end.size(), served.size());
   int hits = 0;
   for (std::size_t i = 0; i < served.size(); ++i) {
-    EXPECT_EQ(sim::from_seconds(served[i].times.end_s), sim::from_seconds(rag_end[i])) << "request " << i;
-    EXPECT_EQ(served[i].answer_hit, rag_hit[i] != 0) << "request " << i;
+    EXPECT_EQ(sim::from_seconds(served[i].times.end_s), sim::from_seconds(loop_end[i])) << "request " << i;
+    EXPECT_EQ(served[i].answer_hit, loop_hit[i] != 0) << "request " << i;
     hits += served[i].answer_hit;
   }
   EXPECT_GT(hits, 0);

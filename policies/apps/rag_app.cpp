@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "policies/rag/replay.h"
 #include "sim/error.h"
 #include "sim/registry.h"
 
@@ -46,10 +45,29 @@ RagApp::RagApp(const Params& p)
   const YAML::Node policy = p.node("policy");
   if (!policy.IsDefined() || policy.IsNull()) p.fail("policy", "missing: {impl: NAME, ...} of a RAG policy");
   policy_ = Registry<RagPolicy>::instance().create(policy, p.source_of("policy"));
+  stages_ = pipeline_stages_for(policy, p.source_of("policy"), pipeline_);
   resolved_["model"] = yaml_clone(cost_.spec().resolved);
   ParamSchema ps = PipelineConfig::schema();
   resolved_["pipeline"] = Params(p.node("pipeline"), ps, p.source_of("pipeline"), {}).resolved();
   resolved_["policy"] = Registry<RagPolicy>::instance().resolve(policy, p.source_of("policy"));
+  served_by_ = stages_app(p);
+}
+
+// The policy's stages as a `pipeline` app with this app's model, priority, start and re-timing;
+// its workload is the user prepare() picks (a placeholder here).
+std::unique_ptr<PipelineApp> RagApp::stages_app(const Params& p) const {
+  YAML::Node node = yaml_clone(stages_.app);
+  node["impl"] = "pipeline";
+  for (const char* key : {"priority", "start_s", "background_recheck_s", "background_max_wait_s", "max_queries",
+                          "interarrival_s"})
+    node[key] = yaml_clone(resolved_[key]);
+  node["model"] = yaml_clone(cost_.spec().resolved);
+  node["workload"] = YAML::Load("{generate: default}");  // prepare() gives the app its user
+  std::unique_ptr<App> app = Registry<App>::instance().create(node, p.source_of("policy"));
+  auto* stages = dynamic_cast<PipelineApp*>(app.get());
+  if (!stages) throw Error("internal: the registered `pipeline` app is not a PipelineApp");
+  app.release();
+  return std::unique_ptr<PipelineApp>(stages);
 }
 
 void RagApp::prepare(const AppEnvironment& env) {
@@ -61,15 +79,21 @@ void RagApp::prepare(const AppEnvironment& env) {
   traces::RagTrace one;
   one.meta = trace.meta;
   one.users.push_back(pick_user(trace, user_id_, workload_source_.where(workload_)));
-  traces::UserTrace& u = one.users.front();
+  // The user as served: the first max_queries queries, re-timed. The policy checks it first (its
+  // own errors for a workload it cannot serve).
+  traces::RagTrace retimed = one;
+  traces::UserTrace& u = retimed.users.front();
   if (max_queries_ > 0 && u.queries.size() > static_cast<std::size_t>(max_queries_))
     u.queries.resize(static_cast<std::size_t>(max_queries_));
   for (std::size_t i = 0; i < u.queries.size(); ++i)
     u.queries[i].arrival_s = start_s() + (interarrival_s_ > 0 ? static_cast<double>(i) * interarrival_s_
                                                                : u.queries[i].arrival_s);
-  policy_->check_workload(one, cost_);
-  if (policy_->needs_knowledge_index()) knowledge_ = KnowledgeIndex::build(u, one.meta);
+  policy_->check_workload(retimed, cost_);
   user_ = std::move(u);
+  // The stages app picks the same queries and re-times them itself (it has this app's keys).
+  AppEnvironment inner = env;
+  inner.rag_workload = [&one](const YAML::Node&, const ConfigSource&) { return one; };
+  served_by_->prepare(inner);
 }
 
 std::vector<std::pair<std::string, double>> RagApp::resident_dram() const {
@@ -77,12 +101,15 @@ std::vector<std::pair<std::string, double>> RagApp::resident_dram() const {
 }
 
 sim::Task<void> RagApp::run(devices::Device& device, std::string owner, sim::StatGroup& stats) {
-  (void)owner;  // the RAG pipeline's caches live on flash; its weights are reserved by the phone
   device.profile().require_unit(pipeline_.compute_unit, "rag app pipeline.compute_unit");
-  RagPipeline pipe(device.sim(), device, cost_, pipeline_, user_, stats, knowledge_);
-  pipe.set_priority(priority());
-  co_await replay_user(*policy_, pipe, records_);
-  policy_->end_user();
+  co_await served_by_->run(device, owner, stats);
+  const double embed_ms = embed_in_retrieval_ms(stages_, pipeline_);
+  for (const pipeline::Served& s : served_by_->served()) {
+    records_.push_back(record_of_served(s, user_, embed_ms));
+    if (auto* timeline = device.timeline())
+      timeline->span("queries", fmt::format("query {}#{}", user_.user_id, s.times.request),
+                     sim::from_seconds(s.times.arrival_s), sim::from_seconds(s.times.end_s), "query");
+  }
 }
 
 namespace {

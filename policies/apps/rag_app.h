@@ -1,8 +1,15 @@
 #pragma once
 // `rag`: a RAG assistant. One user's queries (from a trace or a generator) served by any RAG
 // policy (naive, PerCache, RAGCache, MeanCache, Sleep-time and their combinations) through the
-// RAG pipeline, on the phone it shares with the other apps. The same request loop as the rag_qa
-// experiment (policies/rag/replay.h); its work queues at the app's priority.
+// RAG pipeline, on the phone it shares with the other apps. The policy is served as its pipeline
+// stages (policies/apps/rag_policy_stages.h), as the rag_qa experiment serves it: a `pipeline` app
+// (policies/apps/pipeline_app.h) over the user's queries, every request's work events on the
+// shared Device at the app's priority, the idle stage's work between requests, the request's K/V
+// in the phone's DRAM ledger as "<app label>/kv" while it is answered (issue 34: the policies' own
+// replay loop is gone). Each served request becomes the QueryRecord the loop wrote
+// (record_of_served); records and totals keep their columns. As every pipeline app, a background
+// rag app waits for headroom before each request (App::wait_for_headroom; the loop did not). A
+// policy without a stage translation, or a key no stage carries, is a ConfigError naming it.
 //
 // Parameters (besides priority and start_s, see app.h):
 //   model        built-in name, YAML path or {base: NAME, field: override}
@@ -19,7 +26,8 @@
 
 #include "models/cost_model.h"
 #include "policies/apps/app.h"
-#include "policies/rag/knowledge_index.h"
+#include "policies/apps/pipeline_app.h"
+#include "policies/apps/rag_policy_stages.h"
 #include "policies/rag/rag_policy.h"
 
 namespace mobisim::policies {
@@ -47,16 +55,18 @@ class RagApp : public App {
  private:
   models::CostModel cost_;
   PipelineConfig pipeline_;
-  std::unique_ptr<RagPolicy> policy_;
+  std::unique_ptr<RagPolicy> policy_;  // checks the workload; its stages serve it
   YAML::Node workload_;
   ConfigSource workload_source_;
   std::string user_id_;
   std::int64_t max_queries_;
   double interarrival_s_;
   YAML::Node resolved_;
-  // Set by prepare().
+  PolicyStages stages_;                    // the policy as pipeline stages
+  std::unique_ptr<PipelineApp> served_by_;  // those stages over this app's user
+  std::unique_ptr<PipelineApp> stages_app(const Params& p) const;
+  // Set by prepare(): the user, re-timed; by run(): one record per query served.
   traces::UserTrace user_;
-  std::shared_ptr<const KnowledgeIndex> knowledge_;
   std::vector<QueryRecord> records_;
 };
 

@@ -12,6 +12,7 @@
 #include "policies/pipeline/answer_cache.h"
 #include "sim/error.h"
 #include "sim/registry.h"
+#include "traces/metrics.h"
 
 namespace mobisim::policies {
 
@@ -292,6 +293,62 @@ std::vector<PolicyStages> pipeline_stages_of_experiment(const YAML::Node& file, 
   std::vector<PolicyStages> out;
   for (const auto& [entry, where] : policies.entries) out.push_back(pipeline_stages_for(entry, where, policies.pipeline));
   return out;
+}
+
+double embed_in_retrieval_ms(const PolicyStages& stages, const PipelineConfig& pipeline) {
+  return stages.app["answer_cache"] ? 0.0 : pipeline.embed_query_ms;
+}
+
+QueryRecord record_of_served(const pipeline::Served& s, const traces::UserTrace& user, double embed_in_retrieval_ms) {
+  QueryRecord r;
+  r.user = user.user_id;
+  r.query_index = s.times.request;
+  r.arrival_s = s.times.arrival_s;
+  r.start_s = s.times.start_s;
+  r.end_s = s.times.end_s;
+  r.embed_s = s.embed_s;
+  r.qa_match_s = s.qa_match_s;
+  r.retrieval_s = s.retrieval_s;
+  // One busy of embed + retrieval on the unit, recorded as the two back-to-back phases it stands for.
+  if (embed_in_retrieval_ms > 0 && s.retrieval_s > 0) {
+    const sim::Time embed = sim::from_ms(embed_in_retrieval_ms);
+    r.embed_s = sim::to_seconds(embed);
+    r.retrieval_s = sim::to_seconds(sim::from_seconds(s.retrieval_s) - embed);
+  }
+  r.kv_match_s = s.kv_match_s;
+  r.load_s = s.split_s;  // bringing the stored K/V back (the slice loads); stores are written after
+  r.prefill_s = s.prefill_s;
+  // On the clock's integer ns, as every phase is timed (Served::decode_s is a difference of seconds).
+  r.decode_s = sim::to_seconds(sim::from_seconds(s.times.end_s) - s.first_token);
+  r.qa_hit = s.answer_hit;
+  // An answer-cache hit built no prompt and generated nothing: its record has no tokens.
+  if (!s.answer_hit) {
+    r.prompt_tokens = s.prompt_tokens;
+    r.reused_tokens = s.reused_tokens;
+    // The prompt's tokens the unit computed: those not reused, and reused ones the split rebuilt.
+    r.computed_tokens = s.prompt_tokens - s.reused_tokens + s.recomputed_tokens;
+    r.answer_tokens = s.times.output_tokens;
+  }
+  r.flops = s.device_flops;
+  r.bytes_loaded = s.loaded_bytes;
+  r.energy_j = s.device_energy_j;
+  r.active_energy_j = s.times.active_energy_j;
+  r.qa_stale = s.answer_stale;
+  r.kv_hit_chunks = s.matched_chunks;
+  r.retrieved_chunks = s.retrieved_chunks;
+  r.cache_bytes = s.cache_bytes;
+  r.qa_similarity = s.answer_similarity;
+  r.served_answer = s.served_answer;
+  const auto& q = user.queries.at(static_cast<std::size_t>(s.times.request));
+  const traces::AnswerScore score = traces::score_served_answer(s.served_answer, q.answer_text);
+  r.rouge_l = score.rouge_l;
+  r.bleu = score.bleu;
+  // The idle stage's work since the previous request (the background jobs before the query).
+  r.bg_s = s.idle_work.busy_s;
+  r.bg_flops = s.idle_work.flops;
+  r.bg_energy_j = s.idle_work.energy_j;
+  r.bg_jobs = s.idle_work.jobs;
+  return r;
 }
 
 }  // namespace mobisim::policies

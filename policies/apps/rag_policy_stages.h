@@ -51,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include "policies/pipeline/pipeline.h"
 #include "policies/rag/rag_policy.h"
 #include "sim/params.h"
 
@@ -76,5 +77,15 @@ RagQaPolicies rag_qa_policies(const YAML::Node& experiment_file, const ConfigSou
 // Every policy of a rag_qa experiment file (its `experiment.pipeline` and `experiment.policies`),
 // translated in order. ConfigError when the file is not a rag_qa experiment.
 std::vector<PolicyStages> pipeline_stages_of_experiment(const YAML::Node& experiment_file, const ConfigSource& source);
+
+// The query embedding (ms) the translation of `stages` added to the retrieval's fixed cost: the
+// pipeline's embed_query_ms for a policy without an answer cache, else 0.
+double embed_in_retrieval_ms(const PolicyStages& stages, const PipelineConfig& pipeline);
+
+// One request the policy's pipeline stages served (query `s.times.request` of `user`) as the
+// QueryRecord the policies' removed replay loop wrote: every column of the rag_qa records and
+// summary, and of the phone's rag app. `embed_in_retrieval_ms` (see above) is split back out of
+// the retrieval into embed_s: the loop's two back-to-back phases.
+QueryRecord record_of_served(const pipeline::Served& s, const traces::UserTrace& user, double embed_in_retrieval_ms);
 
 }  // namespace mobisim::policies
