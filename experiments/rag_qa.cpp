@@ -12,15 +12,13 @@
 //               plus max_users / max_queries_per_user (0 = all)
 //   pipeline    shared pipeline settings (see PipelineConfig)
 //   policies    list of {impl: NAME, label: TEXT (optional), ...policy parameters}
-//   serve_on    pipeline (default): each policy runs as its pipeline stages
-//               (policies/apps/rag_policy_stages.h) in a `pipeline` app on the same phone, each
-//               served request converted to the loop's record (record_of_served); a policy with no
-//               pipeline stages is a ConfigError naming it. loop: each policy replays the user's
-//               queries itself (RagPolicy on a RagPipeline), kept as the reference the equivalence
-//               tests compare the pipeline against (tests/test_rag_qa_on_pipeline.cpp,
-//               test_rag_policy_stages.cpp). The records and summaries are the loop's but for the
-//               request's K/V in the pipeline's DRAM ledger and last-digit sums: docs/compose.md
-//               (issue 34).
+//
+// Each policy runs as its pipeline stages (policies/apps/rag_policy_stages.h, `mobisim stages`) in a
+// `pipeline` app on the user's phone; each served request becomes a row of the records table
+// (record_of_served). A policy with no pipeline stages is a ConfigError naming it. The key
+// `serve_on` is gone with the policies' own replay loop it selected (issue 34): a config that still
+// sets it is a ConfigError saying so. The values the loop gave, which the pipeline equalled to the
+// bit, are pinned in tests/test_rag_qa_on_pipeline.cpp.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -40,7 +38,6 @@
 #include "policies/apps/pipeline_app.h"
 #include "policies/apps/rag_policy_stages.h"
 #include "policies/rag/rag_policy.h"
-#include "policies/rag/replay.h"
 #include "sim/builtin_configs.h"
 #include "sim/error.h"
 #include "sim/registry.h"
@@ -177,11 +174,10 @@ class RagQaExperiment : public Experiment {
     device_.require_engine_values(pipeline_.prefill_unit, model_, "pipeline.prefill_unit");
     device_.require_engine_values(pipeline_.decode_unit, model_, "pipeline.decode_unit");
     policies_ = parse_labelled_plugins<RagPolicy>(p, "policies");
-    if (p.text("serve_on") == "pipeline") {
-      const YAML::Node list = p.node("policies");  // as written: the translation's errors name its label and line
-      for (std::size_t i = 0; i < policies_.size(); ++i)
-        stages_.push_back(policies::pipeline_stages_for(list[i], policies_[i].source, pipeline_));
-    }
+    if (p.has("serve_on")) p.fail("serve_on", kServeOnRemoved);
+    const YAML::Node list = p.node("policies");  // as written: the translation's errors name its label and line
+    for (std::size_t i = 0; i < policies_.size(); ++i)
+      stages_.push_back(policies::pipeline_stages_for(list[i], policies_[i].source, pipeline_));
     ParamSchema ws = WorkloadSpec::schema();
     workload_node_ = p.node("workload");
     Params wp(workload_node_, ws, p.source_of("workload"), {});
@@ -197,13 +193,14 @@ class RagQaExperiment : public Experiment {
     s.node("workload", "{trace: FILE.h5} or {generate: default|PATH|{...}}, max_users, max_queries_per_user");
     s.node("pipeline", "shared pipeline settings: compute_unit, system_prompt_tokens, top_k, answer_tokens, ...");
     s.node("policies", "list of policies to compare: [{impl: naive}, ...]");
-    s.text("serve_on", std::string("pipeline"),
-           "how each policy serves the queries: pipeline (default: its pipeline stages, `mobisim stages`, in a "
-           "pipeline app on the same phone) or loop (its own replay on a RagPipeline: the reference the pipeline is "
-           "tested against; the same record columns)")
-        .in({"loop", "pipeline"});
+    s.node("serve_on", std::string("removed: ") + kServeOnRemoved);
     return s;
   }
+
+  // Why an old config's `serve_on` (loop | pipeline) is refused rather than ignored.
+  static constexpr const char* kServeOnRemoved =
+      "the key was removed with the policies' own replay loop (`serve_on: loop`, issue 34): every policy now "
+      "serves on its pipeline stages (`mobisim stages`), what `serve_on: pipeline` selected; delete the key";
 
   std::string default_plot() const override { return "rag_latency.py"; }
 
@@ -285,7 +282,6 @@ class RagQaExperiment : public Experiment {
     }
     struct Job {
       std::size_t policy, user;  // user: index in the block
-      std::unique_ptr<RagPolicy> impl;
       std::vector<QueryRecord> records;
       DramUse dram;
     };
@@ -310,20 +306,12 @@ class RagQaExperiment : public Experiment {
       std::vector<Job> jobs;
       for (std::size_t i = 0; i < users.size(); ++i)
         for (std::size_t p = 0; p < n_policies; ++p)
-          jobs.push_back(Job{p, i,
-                             stages_.empty() ? Registry<RagPolicy>::instance().create(policies_[p].node, policies_[p].source)
-                                             : nullptr,
-                             {}, {}});
+          jobs.push_back(Job{p, i, {}, {}});
       parallel_for(jobs.size(), ctx.threads, [&](std::size_t j) {
         Job& job = jobs[j];
         const std::size_t slot = job.policy * n_users + b0 + job.user;
-        if (stages_.empty()) {
-          job.dram = simulate_user(std::move(job.impl), *users[job.user], indexes[job.user], *stats[slot],
-                                   timelines[slot], job.records);
-        } else {
-          job.dram = simulate_user_on_pipeline(job.policy, *users[job.user], indexes[job.user], *stats[slot],
-                                               timelines[slot], job.records);
-        }
+        job.dram = simulate_user(job.policy, *users[job.user], indexes[job.user], *stats[slot], timelines[slot],
+                                 job.records);
       });
       for (std::size_t p = 0; p < n_policies; ++p) {
         RecordColumns batch;
@@ -583,27 +571,11 @@ class RagQaExperiment : public Experiment {
     return out.empty() ? "user" : out;
   }
 
-  // One user's phone under one policy. Declaration order is teardown order: the policy (which
-  // may point into the pipeline) goes first, then the pipeline, then the simulation and device.
-  // Returns the phone's DRAM use over the run (the model's weights are held from the start).
-  DramUse simulate_user(std::unique_ptr<RagPolicy> policy_owner, const traces::UserTrace& user,
-                        std::shared_ptr<const policies::KnowledgeIndex> index, sim::StatGroup& stats,
+  // One user's phone under one policy's pipeline stages: the model's weights reserved from the
+  // start, the stages in a `pipeline` app over the user's queries. Returns the phone's DRAM use.
+  DramUse simulate_user(std::size_t policy, const traces::UserTrace& user,
+                        const std::shared_ptr<const policies::KnowledgeIndex>& index, sim::StatGroup& stats,
                         sim::TimelineProcess* timeline, std::vector<QueryRecord>& out) const {
-    SimulatedRun run(device_, stats.child("device"), timeline);
-    run.device().dram().reserve("weights", model_.weight_bytes());
-    policies::RagPipeline pipe(run.sim(), run.device(), *cost_, pipeline_, user, stats, std::move(index));
-    const std::unique_ptr<RagPolicy> policy = std::move(policy_owner);
-    run.start(policies::replay_user(*policy, pipe, out), "user " + user.user_id);
-    run.run();
-    policy->end_user();
-    return DramUse{run.device().dram().peak_bytes(), run.device().dram().mean_used_bytes()};
-  }
-
-  // One user's phone under one policy's pipeline stages (serve_on: pipeline): the same phone, the
-  // model's weights reserved as above, the stages in a `pipeline` app over the user's queries.
-  DramUse simulate_user_on_pipeline(std::size_t policy, const traces::UserTrace& user,
-                                    const std::shared_ptr<const policies::KnowledgeIndex>& index, sim::StatGroup& stats,
-                                    sim::TimelineProcess* timeline, std::vector<QueryRecord>& out) const {
     SimulatedRun run(device_, stats.child("device"), timeline);
     run.device().dram().reserve("weights", model_.weight_bytes());
     const std::unique_ptr<policies::App> app = pipeline_app(policy, user, index);
@@ -643,9 +615,10 @@ class RagQaExperiment : public Experiment {
     return app;
   }
 
-  // One request the pipeline served, as the loop's record of the query: every column of the
-  // records table and the summary. `embed_in_retrieval_ms`: the query embedding the translation
-  // added to the retrieval's fixed cost (a policy without an answer cache), split back out.
+  // One request the pipeline served as its row of the records table (the columns the policies'
+  // removed replay loop wrote, kept): every column of the records table and the summary.
+  // `embed_in_retrieval_ms`: the query embedding the translation added to the retrieval's fixed
+  // cost (a policy without an answer cache), split back out.
   static QueryRecord record_of_served(const policies::pipeline::Served& s, const traces::UserTrace& user,
                                       double embed_in_retrieval_ms) {
     QueryRecord r;
@@ -657,19 +630,19 @@ class RagQaExperiment : public Experiment {
     r.embed_s = s.embed_s;
     r.qa_match_s = s.qa_match_s;
     r.retrieval_s = s.retrieval_s;
-    // One busy of embed + retrieval on the unit, which the loop times as two back-to-back phases.
+    // One busy of embed + retrieval on the unit, recorded as the two back-to-back phases it stands for.
     if (embed_in_retrieval_ms > 0 && s.retrieval_s > 0) {
       const sim::Time embed = sim::from_ms(embed_in_retrieval_ms);
       r.embed_s = sim::to_seconds(embed);
       r.retrieval_s = sim::to_seconds(sim::from_seconds(s.retrieval_s) - embed);
     }
     r.kv_match_s = s.kv_match_s;
-    r.load_s = s.split_s;  // bringing the stored K/V back (the loop's slice loads); stores are written after
+    r.load_s = s.split_s;  // bringing the stored K/V back (the slice loads); stores are written after
     r.prefill_s = s.prefill_s;
-    // On the clock's integer ns, as the loop times it (Served::decode_s is a difference of seconds).
+    // On the clock's integer ns, as every phase is timed (Served::decode_s is a difference of seconds).
     r.decode_s = sim::to_seconds(sim::from_seconds(s.times.end_s) - s.first_token);
     r.qa_hit = s.answer_hit;
-    // An answer-cache hit built no prompt and generated nothing: the loop's record has no tokens.
+    // An answer-cache hit built no prompt and generated nothing: its record has no tokens.
     if (!s.answer_hit) {
       r.prompt_tokens = s.prompt_tokens;
       r.reused_tokens = s.reused_tokens;
@@ -691,7 +664,7 @@ class RagQaExperiment : public Experiment {
     const traces::AnswerScore score = traces::score_served_answer(s.served_answer, q.answer_text);
     r.rouge_l = score.rouge_l;
     r.bleu = score.bleu;
-    // The idle stage's work since the previous request (the loop's background jobs before the query).
+    // The idle stage's work since the previous request (the background jobs before the query).
     r.bg_s = s.idle_work.busy_s;
     r.bg_flops = s.idle_work.flops;
     r.bg_energy_j = s.idle_work.energy_j;
@@ -721,7 +694,7 @@ class RagQaExperiment : public Experiment {
   models::ModelSpec model_;
   policies::PipelineConfig pipeline_;
   std::vector<PolicyEntry> policies_;
-  std::vector<policies::PolicyStages> stages_;  // serve_on: pipeline: each policy's stages (empty: loop)
+  std::vector<policies::PolicyStages> stages_;  // each policy's pipeline stages, by policy
   YAML::Node workload_node_;
   // Set by prepare().
   std::unique_ptr<UserSource> users_;

@@ -1,6 +1,6 @@
 // PerCache configured as pipeline stages (answer_cache: semantic, kv_reuse: chunk_tree,
 // prefill: qkv_reuse or unit, decode: vanilla) against the `rag` policies' own request loop
-// (CachingPolicy on RagPipeline, as rag_qa runs it) on a small hand-made trace: the same queries
+// (CachingPolicy on RagPipeline, as the rag app runs it) on a small hand-made trace: the same queries
 // hit the QA bank and the QKV tree, and every query's latency is the same to the nanosecond.
 //
 // Where the two are the same by construction (and so where this checks them): PerCache's

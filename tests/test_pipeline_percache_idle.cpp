@@ -1,6 +1,6 @@
 // PerCache's and Sleep-time Compute's idle work as the pipeline's `idle` stage
 // (policies/pipeline/percache_idle.h, sleeptime_idle.h) against their own request loop
-// (CachingPolicy on RagPipeline, as rag_qa runs it) on a generated trace: with the same caches as
+// (CachingPolicy on RagPipeline, as the rag app runs it) on a generated trace: with the same caches as
 // stages (answer_cache: semantic over the same QA bank, kv_reuse: chunk_tree over the same tree),
 // every query has the same QA-bank outcome, the same reused tokens, the same latency to the
 // nanosecond and the same background work before it (jobs, FLOPs, busy time, energy; the busy

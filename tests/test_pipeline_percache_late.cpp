@@ -5,7 +5,7 @@
 // which answer it was (what ROUGE-L / BLEU score) and how long embedding, QA matching, retrieval
 // and tree matching took.
 //
-// Against the old loop (CachingPolicy on RagPipeline, as rag_qa runs it), on a generated trace with
+// Against the old loop (CachingPolicy on RagPipeline, as the rag app runs it), on a generated trace with
 // late chunks whose queries come earlier than the trace's retrieval was made for (so that their
 // rankings hold chunks not there yet): every query has the loop's QA-hit outcome, stale flag,
 // served answer, prompt, reused tokens, phase times and latency, to the nanosecond.

@@ -6,6 +6,8 @@
 //      reused tokens and latency to the nanosecond, and the loop's background jobs and FLOPs
 //      before it (busy time and energy within 1e-9 relative, as test_pipeline_percache_idle.cpp);
 //      every figure policy has a counterpart (figure 16's no_qa_bank too, since issue 34 closed its gap);
+//      the same against the loop's values pinned at ed69094 (test_rag_policy_stages_loop_values.h),
+//      for when the loop, which the rag app still replays with, is gone;
 //  (2) three translations against hand-written YAML, key by key;
 //  (3) every error path.
 #include <fmt/format.h>
@@ -22,6 +24,7 @@
 #include "policies/apps/rag_policy_stages.h"
 #include "policies/rag/knowledge_index.h"
 #include "test_percache_util.h"
+#include "test_rag_policy_stages_loop_values.h"
 #include "test_pipeline_util.h"
 #include "test_util.h"
 
@@ -84,7 +87,8 @@ Figure load_figure(const std::string& name) {
   return f;
 }
 
-// The rag_qa driver's loop for one user: the policy on a RagPipeline, as the driver runs it.
+// The policies' own loop for one user: the policy on a RagPipeline (as the rag app replays it; the
+// rag_qa driver did until its loop was removed, issue 34).
 std::vector<policies::QueryRecord> run_loop(const YAML::Node& policy_entry, const Figure& f,
                                             const traces::RagTrace& trace) {
   YAML::Node node = yaml_clone(policy_entry);
@@ -158,6 +162,35 @@ Outcome expect_same_queries(const std::vector<Served>& served, const std::vector
   return o;
 }
 
+// Query by query, the stages against the loop's values pinned at ed69094 (`key` in
+// test_rag_policy_stages_loop_values.h): the same checks as expect_same_queries, so that the test
+// holds once the loop it runs beside is gone.
+void expect_pinned_queries(const std::vector<Served>& served, const std::string& key, bool has_idle_stage) {
+  const auto& pinned = loop_values::loop_queries();
+  const auto it = pinned.find(key);
+  ASSERT_NE(it, pinned.end()) << "no pinned loop values for " << key;
+  const loop_values::LoopQueries& loop = it->second;
+  ASSERT_EQ(served.size(), loop.latency_ns.size());
+  for (std::size_t i = 0; i < served.size(); ++i) {
+    const Served& s = served[i];
+    SCOPED_TRACE(fmt::format("{} query {} (pinned)", key, i));
+    EXPECT_EQ(s.answer_hit, loop.qa_hit[i] != 0);
+    EXPECT_EQ(sim::from_seconds(s.times.end_s - s.times.arrival_s), loop.latency_ns[i]);
+    if (!loop.qa_hit[i]) {
+      EXPECT_EQ(s.prompt_tokens, loop.prompt_tokens[i]);
+      EXPECT_EQ(s.reused_tokens, loop.reused_tokens[i]);
+    }
+    EXPECT_EQ(s.idle_work.jobs, loop.bg_jobs[i]);
+    if (has_idle_stage) {
+      EXPECT_LE(relative_difference(s.idle_work.flops, loop.bg_flops[i]), 1e-12);
+      EXPECT_LE(relative_difference(s.idle_work.busy_s, loop.bg_s[i]), 1e-9);
+      EXPECT_LE(relative_difference(s.idle_work.energy_j, loop.bg_energy_j[i]), 1e-9);
+    } else {
+      EXPECT_EQ(loop.bg_jobs[i], 0);  // no idle work (naive): nothing in the background
+    }
+  }
+}
+
 class EveryFigurePolicy : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryFigurePolicy, RunsAsItsPipelineStagesWithTheLoopsOutcomeLatencyAndBackgroundWork) {
@@ -185,6 +218,7 @@ TEST_P(EveryFigurePolicy, RunsAsItsPipelineStagesWithTheLoopsOutcomeLatencyAndBa
     const auto served = run_stages(stages, f, trace);
     const bool idle = stages.app["idle"].IsDefined();
     const Outcome o = expect_same_queries(served, old, idle);
+    expect_pinned_queries(served, name + "/" + label, idle);
     std::printf("%s %s: %d QA hits, %d tree hits, %lld background jobs\n", name.c_str(), label.c_str(), o.qa_hits,
                 o.tree_hits, static_cast<long long>(o.jobs));
     // The case is not empty: a policy with a tree reuses, one with idle work runs it.
@@ -225,7 +259,9 @@ TEST(ReactiveBaselines, StoreInIdleTimeAsTheLoopWhenQueriesQueue) {
         policies::pipeline_stages_for(entry, f.source.child("experiment.policies").element(0), f.pipeline);
     ASSERT_EQ(stages.app["idle"]["impl"].Scalar(), "reactive_store");
     const auto old = run_loop(entry, f, trace);
-    const Outcome o = expect_same_queries(run_stages(stages, f, trace), old, true);
+    const auto served = run_stages(stages, f, trace);
+    const Outcome o = expect_same_queries(served, old, true);
+    expect_pinned_queries(served, std::string("reactive/") + policy, true);
     for (std::size_t i = 0; i < old.size(); ++i) {
       const policies::QueryRecord& rec = old[i];
       EXPECT_EQ(rec.bg_flops, 0.0) << i;  // writes only

@@ -56,6 +56,8 @@ class ChunkTreeReuse : public KvReuse {
   bool boundary_rules() const { return boundary_rules_; }
   std::int64_t boundary_tokens() const { return boundary_tokens_; }
   bool qkv_payload() const { return qkv_; }
+  // What one stored token weighs on flash (its K/V, or its Q/K/V), once begin_model() ran.
+  double bytes_per_token() const { return bytes_per_token_; }
   // Names the tree's chunks by the workload's chunk ids before any request: chunk_keys[i] (a chunk
   // segment's key) is chunk i, so another user of the tree (the idle stage's CachingPolicy, which
   // inserts slices by workload chunk id) and this stage agree. Keys seen later get ids after them.

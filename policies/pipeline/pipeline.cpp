@@ -197,7 +197,8 @@ sim::Task<void> Pipeline::serve(devices::Device& device, const std::string& kv_o
   // (An idle stage that stores them itself defers both writes into idle time.)
   if (!(idle_ && idle_->stores_kv())) out.stored = reuse_->store(req, out.times.end_s);
   if (answers_ && !(idle_ && idle_->stores_answers())) answers_->insert(req);
-  if (out.stored.bytes > 0) sim.start(device.storage().write(out.stored.bytes, "kv store write"), "kv store write");
+  if (out.stored.bytes > 0)
+    out.store_write = sim.start(device.storage().write(out.stored.bytes, "kv store write"), "kv store write");
   if (!idle_) co_return;
   if (retrieved) {
     sim.start(idle_after(device, retrieved), "idle work");

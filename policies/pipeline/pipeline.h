@@ -108,6 +108,9 @@ struct Served {
   // matched_tokens: the stored prefix the KV-reuse stage found; reused_tokens: of those, what was
   // brought back (at most the prompt less its last token, whose logits give the first answer token).
   KvStored stored;
+  // The background write of `stored` to flash, started when the request ends (unset when nothing was
+  // written after the answer): a driver that waits until the request's store is on flash joins it.
+  sim::ProcessHandle store_write;
 };
 
 class Pipeline {

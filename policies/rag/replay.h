@@ -1,8 +1,9 @@
 #pragma once
 // The request loop of one RAG user: between queries the policy may work in the idle time
 // (`idle`), then it serves the query; a query that arrives while the previous one is still being
-// answered waits (one user, one assistant). Used by the rag_qa experiment (one phone per user)
-// and by the rag app of the phone experiment (several apps on one phone).
+// answered waits (one user, one assistant). Used by the rag app of the phone experiment (several
+// apps on one phone). The rag_qa experiment no longer replays with it: its policies serve on their
+// pipeline stages (issue 34; the loop's `serve_on: loop` is removed).
 #include <vector>
 
 #include "policies/rag/rag_policy.h"
