@@ -128,7 +128,7 @@ TEST(CoordGenPipeline, EveryPolicyTakesWhatTheOldPhaseReplayTook) {
 
 // npu_vanilla by hand: no background stream, so the request is its phases back to back, and the
 // pipeline's prefill stage is the policy's prefill slots (NPU part, then the CPU's attention) and the
-// CPU LM head after them (lm_head_unit: cpu).
+// CPU LM head after them (prefill_lm_head_unit: cpu, the default).
 TEST(CoordGenPipeline, PlainNpuRequestIsItsPhasesBackToBack) {
   const devices::DeviceProfile phone = devices::load_device_profile(kPhone);
   const models::CostModel cost(models::load_model_spec(YAML::Load(kModel), ConfigSource{}));

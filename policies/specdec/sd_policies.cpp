@@ -147,7 +147,7 @@ PrefillResult add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, con
   }
   // mllm's final norm and LM head after the last chunk's last graph, on the CPU (specdec_policy.h): the
   // norm of that chunk's rows, the head of the one row whose logits give the first token.
-  if (k.lm_head_unit == LmHeadUnit::kCpu) {
+  if (k.prefill_lm_head_unit == LmHeadUnit::kCpu) {
     p.lm_head_s = cpu_lm_head_seconds(env, k.graphs.prefill_chunk, 1, k.npu_lm_head_dtype);
     p.prefill_s += p.lm_head_s;
     r.prefill_s = p.prefill_s;

@@ -103,10 +103,16 @@ ParamSchema knob_schema() {
   s.boolean("npu_rpc_polling", true,
             "the calling thread spins on one CPU core through every NPU execution (mllm's QNN backend sets "
             "RPC polling 9999 us; specdec_policy.h, Energy)");
-  s.text("lm_head_unit", std::string("cpu"),
-         "where the NPU model's final norm and LM head run: cpu (mllm: CPU ops after the last QNN graph, at "
-         "npu_lm_head_dtype on the worker pool; one row after the prefill, every real row of a verification; "
-         "specdec_policy.h) or npu (inside the graphs with the linear layers: the earlier model)")
+  s.text("prefill_lm_head_unit", std::string("cpu"),
+         "where the final norm and LM head run after an NPU prefill: cpu (upstream mllm's NPU prefill: CPU ops "
+         "after the last QNN graph, one row at npu_lm_head_dtype on the worker pool; specdec_policy.h) or npu "
+         "(inside the last graph)")
+      .in({"cpu", "npu"});
+  s.text("lm_head_unit", std::string("npu"),
+         "where the final norm and LM head run in an NPU verification, NPU decoding step and EAGLE's NPU draft "
+         "pass: npu (inside the graphs: upstream mllm has no NPU verification path to read, and the document's "
+         "measured 32-row verification leaves no room for a CPU fp32 head; specdec_policy.h) or cpu (upstream "
+         "mllm's CPU speculative path: every real row at npu_lm_head_dtype on the worker pool)")
       .in({"cpu", "npu"});
   s.real("calibration_bytes_per_node", 16, "memory per calibrated-tree node").non_negative().with_unit("bytes");
   s.text("embedding_dtype", std::string("fp32"),
@@ -139,6 +145,7 @@ PolicyKnobs knobs_from(const Params& p) {
   k.embedding_dtype = models::parse_dtype(p.text("embedding_dtype"));
   k.npu_lm_head_dtype = models::parse_dtype(p.text("npu_lm_head_dtype"));
   k.lm_head_unit = parse_lm_head_unit(p.text("lm_head_unit"));
+  k.prefill_lm_head_unit = parse_lm_head_unit(p.text("prefill_lm_head_unit"));
   return k;
 }
 

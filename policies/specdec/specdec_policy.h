@@ -57,26 +57,30 @@
 //     idle CPU, rpc_polling_power_w = single_thread_power - idle_power (npu_rpc_polling: false
 //     drops it).
 //
-// The LM head (`lm_head_unit`, docs/coordgen.md "LM head"). In mllm the final norm and the LM head
-// are CPU ops after the last QNN graph: the last decoder layer closes its second subgraph
+// The LM head (docs/coordgen.md "LM head"). In upstream mllm the final norm and the LM head are CPU
+// ops after the last QNN graph: the last decoder layer closes its second subgraph
 // (models/qwen/modeling_qwen_npu_v2.hpp, QwenNPU_CPUDecoder::Forward, SubgraphFinalize), after which
 // Module::tmp_device is the CPU (Layer.hpp, SubgraphFinalize) and QNNBackend::runLayer creates the
 // model's `norm` (RMSNorm) and `lm_head` (HeadLinear) there, on CPUBackend::cpu_threads. The head is
-// fp32 (npu_lm_head_dtype) and read whole each time it runs. `cpu` (default) charges, as a CPU phase
-// on the worker pool after the NPU graphs:
-//   prefill       once, after the last chunk (mllm's ChunkPipeline runs the last graph for the last
-//                 chunk only): the norm of that chunk's prefill_chunk rows and the LM head of ONE row
-//                 (CPUHeadLinear::execute takes row seqLength % chunk_size - 1). The logits of every
-//                 context position that in-context calibration samples are inside the document's
-//                 calibration_ms_per_token, not charged again. It is part of the prefill (it gives
-//                 the first token), before the exposed graph switch (mllm's demo_qwen_npu.cpp toggles
-//                 switching after the prefill's generate() returns its token).
-//   verification  after each step's NPU graphs and CPU attention: the norm of the padded graph rows
-//                 and the LM head of every real row (d + 1: each draft token is checked, as mllm's
-//                 speculative decoding reads logits at every position, Generate.cpp generate_SD).
-//   EAGLE (npu)   after each draft-model pass, the head of its draft_topk rows.
-// `npu` is the earlier model: the norm and head inside the NPU graphs with the linear layers (at the
-// graphs' weight dtype), none in the prefill.
+// fp32 (npu_lm_head_dtype) and read whole each time it runs. Two knobs, because the evidence differs:
+//   prefill_lm_head_unit (default cpu): upstream's NPU prefill is the code CoordGen builds on, so after
+//                 the last chunk (mllm's ChunkPipeline runs the last graph for the last chunk only) the
+//                 CPU runs the norm of that chunk's prefill_chunk rows and the LM head of ONE row
+//                 (CPUHeadLinear::execute takes row seqLength % chunk_size - 1), as a CPU phase on the
+//                 worker pool. The logits of every context position that in-context calibration samples
+//                 are inside the document's calibration_ms_per_token, not charged again. It is part of
+//                 the prefill (it gives the first token), before the exposed graph switch (mllm's
+//                 demo_qwen_npu.cpp toggles switching after the prefill's generate() returns its token).
+//   lm_head_unit (default npu): verification, NPU decoding and EAGLE's NPU drafter. Upstream mllm at
+//                 that commit has no NPU verification (its speculative decoding runs on the CPU), so the
+//                 fork's placement cannot be read; and the document's measured 32-row verification
+//                 (Figure 6, 5.7 ms/token, 182 ms, a calibration point of the NPU's utilisation) is
+//                 shorter than a CPU fp32 head over 32 rows alone on this CPU model (~0.2-0.5 s), so the
+//                 fork cannot be computing the head that way. `npu` keeps the norm and head inside the
+//                 graphs at their weight dtype; `cpu` charges upstream's CPU path after each step's
+//                 graphs and CPU attention: the norm of the padded graph rows and the head of every real
+//                 row (d + 1, Generate.cpp generate_SD), and after each EAGLE draft pass the head of its
+//                 draft_topk rows.
 // The NPU draws its idle power while the CPU drafts, samples or attends (mllm votes the HTP to
 // burst with sleep disabled for the whole session, QNNBackend.cpp setPowerConfigBurst, so that idle
 // is an awake HTP's; no figure for it was found: the profiles' idle_power_w is kept).
@@ -214,7 +218,10 @@ struct PolicyKnobs {
   bool npu_rpc_polling = true;
   // Where the NPU model's final norm and LM head run (Energy, above): mllm's CPU ops after the last
   // QNN graph (kCpu), or inside the graphs (kNpu, the earlier model).
-  LmHeadUnit lm_head_unit = LmHeadUnit::kCpu;
+  // Verification, NPU decoding and EAGLE's NPU drafter: inside the graphs by default (the LM head note).
+  LmHeadUnit lm_head_unit = LmHeadUnit::kNpu;
+  // After an NPU prefill: upstream mllm's CPU head over the one row that gives the first token.
+  LmHeadUnit prefill_lm_head_unit = LmHeadUnit::kCpu;
 };
 ParamSchema knob_schema();
 // What one CPU core spinning on an NPU execution's completion adds to the idle CPU (>= 0).
