@@ -30,7 +30,9 @@ void BM_VerificationSteps(benchmark::State& state) {
   const auto env = k60_env();
   std::int64_t ctx = 1024, steps = 0;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(policies::specdec::npu_verify_seconds(env, 1 + (steps % 31), ctx + steps % 512, 32));
+    benchmark::DoNotOptimize(policies::specdec::npu_verify_seconds(env, 1 + (steps % 31), ctx + steps % 512, 32,
+                                                                         policies::specdec::LmHeadUnit::kCpu,
+                                                                         models::DType::kF32));
     ++steps;
   }
   state.SetItemsProcessed(steps);

@@ -1,5 +1,7 @@
 #include "devices/npu.h"
 
+#include "devices/npu_prefill.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -116,19 +118,44 @@ double NpuSpec::decode_seconds(const models::Work& w, models::DType weight, mode
 
 double NpuSpec::chunked_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,
                                         std::int64_t chunk) const {
+  // A padded chunk computes all `chunk` rows; only the last needs logits (one row).
+  return devices::chunked_prefill_seconds(*this, cost, n_new, n_cached, chunk, 1);
+}
+
+namespace {
+
+double hvx_chunks_seconds(const NpuSpec& npu, const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,
+                          std::int64_t chunk, std::int64_t last_logit_tokens) {
   if (n_new <= 0) return 0.0;
+  if (chunk <= 0) chunk = n_new;
   const auto& m = cost.spec();
-  check(Phase::kPrefill, m.weight_dtype);
-  if (chunk <= 0) chunk = graph_chunk;
-  if (prefill_backend == NpuBackend::kHvx) return hvx_prefill_seconds(cost, n_new, n_cached, chunk);
-  const double peak = peak_ops(m.weight_dtype, m.activation_dtype) * utilization(static_cast<double>(chunk));
-  const double bw = mem_bandwidth_gbps * 1e9;
   double s = 0;
   for (std::int64_t done = 0; done < n_new; done += chunk) {
-    // A padded chunk computes all `chunk` rows; only the last needs logits.
+    const std::int64_t n = std::min(chunk, n_new - done);
+    const bool last = done + n >= n_new;
+    s += npu.hvx_seconds(cost.prefill(models::PrefillShape{n, n_cached + done, 0, last ? last_logit_tokens : 0}),
+                         m.weight_dtype, "prefill");
+  }
+  return s;
+}
+
+}  // namespace
+
+double chunked_prefill_seconds(const NpuSpec& npu, const models::CostModel& cost, std::int64_t n_new,
+                               std::int64_t n_cached, std::int64_t chunk, std::int64_t last_logit_tokens) {
+  if (n_new <= 0) return 0.0;
+  const auto& m = cost.spec();
+  npu.check(Phase::kPrefill, m.weight_dtype);
+  if (chunk <= 0) chunk = npu.graph_chunk;
+  if (npu.prefill_backend == NpuBackend::kHvx)
+    return hvx_chunks_seconds(npu, cost, n_new, n_cached, chunk, last_logit_tokens);
+  const double peak = npu.peak_ops(m.weight_dtype, m.activation_dtype) * npu.utilization(static_cast<double>(chunk));
+  const double bw = npu.mem_bandwidth_gbps * 1e9;
+  double s = 0;
+  for (std::int64_t done = 0; done < n_new; done += chunk) {
     const bool last = done + chunk >= n_new;
-    const models::Work w = cost.prefill(models::PrefillShape{chunk, n_cached + done, 0, last ? 1 : 0});
-    s += exec_overhead_ms * 1e-3 + std::max(w.flops() / peak, w.bytes() / bw);
+    const models::Work w = cost.prefill(models::PrefillShape{chunk, n_cached + done, 0, last ? last_logit_tokens : 0});
+    s += npu.exec_overhead_ms * 1e-3 + std::max(w.flops() / peak, w.bytes() / bw);
   }
   return s;
 }
@@ -189,16 +216,7 @@ double NpuSpec::hvx_seconds(const models::Work& w, models::DType weight, const s
 
 double NpuSpec::hvx_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,
                                     std::int64_t chunk) const {
-  if (n_new <= 0) return 0.0;
-  if (chunk <= 0) chunk = n_new;
-  const auto& m = cost.spec();
-  double s = 0;
-  for (std::int64_t done = 0; done < n_new; done += chunk) {
-    const std::int64_t n = std::min(chunk, n_new - done);
-    const bool last = done + n >= n_new;
-    s += hvx_seconds(cost.prefill(models::PrefillShape{n, n_cached + done, 0, last ? 1 : 0}), m.weight_dtype, "prefill");
-  }
-  return s;
+  return hvx_chunks_seconds(*this, cost, n_new, n_cached, chunk, 1);
 }
 
 double NpuSpec::overlapped_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,

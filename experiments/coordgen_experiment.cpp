@@ -142,8 +142,10 @@ class CoordGenExperiment : public Experiment {
     cpu_model_ = p.has("cpu_model") ? cpu_decoding_model(p) : model_;
     device_.require_engine_values("npu", model_, "the coordgen experiment");
     policies::specdec::require_energy_values(device_, "the coordgen experiment");
-    device_.require_engine_values("cpu", model_, "the coordgen experiment (decode / attention)",
-                                  {model_.activation_dtype});
+    // The CPU runs the NPU policies' attention (at the activations' dtype) and, by default, their LM head
+    // (lm_head_unit: cpu, at npu_lm_head_dtype: fp32 by default).
+    device_.require_engine_values("cpu", model_, "the coordgen experiment (decode / attention / LM head)",
+                                  {model_.activation_dtype, models::DType::kF32});
     device_.require_engine_values("cpu", cpu_model_, "the coordgen experiment (cpu_model)");
     policies_ = parse_labelled_plugins<SpecDecPolicy>(p, "policies");
     ParamSchema ws = workload_schema();

@@ -127,7 +127,8 @@ TEST(CoordGenPipeline, EveryPolicyTakesWhatTheOldPhaseReplayTook) {
 }
 
 // npu_vanilla by hand: no background stream, so the request is its phases back to back, and the
-// pipeline's prefill stage is the policy's prefill slots (NPU part, then the CPU's attention).
+// pipeline's prefill stage is the policy's prefill slots (NPU part, then the CPU's attention) and the
+// CPU LM head after them (prefill_lm_head_unit: cpu, the default).
 TEST(CoordGenPipeline, PlainNpuRequestIsItsPhasesBackToBack) {
   const devices::DeviceProfile phone = devices::load_device_profile(kPhone);
   const models::CostModel cost(models::load_model_spec(YAML::Load(kModel), ConfigSource{}));
@@ -139,7 +140,8 @@ TEST(CoordGenPipeline, PlainNpuRequestIsItsPhasesBackToBack) {
   for (const sd::Phase& ph : b.phases) {
     ASSERT_FALSE(ph.background);
     total += sim::from_seconds(ph.seconds);
-    if (ph.label == "prefill" || ph.label == "prefill attention") prefill += sim::from_seconds(ph.seconds);
+    if (ph.label == "prefill" || ph.label == "prefill attention" || ph.label == "prefill lm head")
+      prefill += sim::from_seconds(ph.seconds);
   }
   const Measured m = through_pipeline(phone, cost, b, 300);
   EXPECT_EQ(m.latency, total);

@@ -369,13 +369,13 @@ TEST(OnDevice, VerifyPhaseCostsAVerificationAsTheSpecdecPoliciesDo) {
   q.metric = "ms";
   const models::CostModel cost(model);
   const policies::specdec::SpecDecEnv env{device.require_npu("test"), device.unit("cpu", "test"), 0.0, cost, cost};
-  EXPECT_DOUBLE_EQ(ondevice_prediction(q, device, model), 1e3 * policies::specdec::npu_verify_split(env, 32, 0, 32).first);
+  EXPECT_DOUBLE_EQ(ondevice_prediction(q, device, model), 1e3 * policies::specdec::npu_verify_split(env, 32, 0, 32, policies::specdec::LmHeadUnit::kNpu).first);
   q.context = 500;
-  EXPECT_DOUBLE_EQ(ondevice_prediction(q, device, model), 1e3 * policies::specdec::npu_verify_split(env, 32, 500, 32).first);
+  EXPECT_DOUBLE_EQ(ondevice_prediction(q, device, model), 1e3 * policies::specdec::npu_verify_split(env, 32, 500, 32, policies::specdec::LmHeadUnit::kNpu).first);
   // 33 rows on a chunk-32 graph: two padded executions.
   q.tokens = 33;
-  EXPECT_DOUBLE_EQ(ondevice_prediction(q, device, model), 1e3 * policies::specdec::npu_verify_split(env, 33, 500, 32).first);
-  EXPECT_NEAR(ondevice_prediction(q, device, model), 2e3 * policies::specdec::npu_verify_split(env, 32, 500, 32).first, 1e-9);
+  EXPECT_DOUBLE_EQ(ondevice_prediction(q, device, model), 1e3 * policies::specdec::npu_verify_split(env, 33, 500, 32, policies::specdec::LmHeadUnit::kNpu).first);
+  EXPECT_NEAR(ondevice_prediction(q, device, model), 2e3 * policies::specdec::npu_verify_split(env, 32, 500, 32, policies::specdec::LmHeadUnit::kNpu).first, 1e-9);
   // A verification computes 32 logit rows where a 32-token prefill computes one: it costs more.
   q.tokens = 32;
   q.context = -1;

@@ -145,7 +145,7 @@ std::unique_ptr<policies::App> npu_prefill_app(int queries) {
   const YAML::Node node = YAML::Load(
       "{impl: pipeline, model: {base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}, "
       "unit: cpu, workload: {generate: default}, system_prompt_tokens: 64, top_k: 3, "
-      "prefill: {impl: npu_graphs, chunk: 128}}");
+      "prefill: {impl: npu_graphs, chunk: 128, lm_head_unit: npu}}");  // (the head in the graph: the build alone)
   auto app = Registry<policies::App>::instance().create(node, ConfigSource{});
   policies::AppEnvironment env;
   env.rag_workload = [queries](const YAML::Node&, const ConfigSource&) {

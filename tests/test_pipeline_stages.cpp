@@ -7,10 +7,12 @@
 #include <memory>
 
 #include "devices/device.h"
+#include "devices/npu_prefill.h"
 #include "experiments/simulation.h"
 #include "policies/apps/app.h"
 #include "models/cost_model.h"
 #include "policies/apps/pipeline_app.h"
+#include "policies/specdec/specdec_policy.h"
 #include "sim/error.h"
 #include "sim/registry.h"
 #include "test_pipeline_util.h"
@@ -124,8 +126,20 @@ TEST(PipelineStages, NpuGraphPrefillLoadsItsGraphOnceHoldsItsWeightsAndRunsPadde
   EXPECT_DOUBLE_EQ(served[0].times.start_s,
                    sim::to_seconds(sim::from_seconds(npu.graph_load_seconds(cost.spec().n_layers))));
   EXPECT_DOUBLE_EQ(served[1].times.start_s, 1000.0);
-  EXPECT_DOUBLE_EQ(served[1].prefill_s, sim::to_seconds(sim::from_seconds(npu.chunked_prefill_seconds(cost, 384, 0, 128))));
+  // The graphs without the final norm and LM head, then those on the CPU (lm_head_unit: cpu, mllm): the
+  // norm of the last chunk's 128 rows and the fp32 head of one row.
+  const double head_s = profile.unit("cpu", "test").seconds(
+      policies::specdec::cpu_lm_head_work(cost.spec(), 128, 1, models::DType::kF32), models::DType::kF32);
+  EXPECT_GT(head_s, 0.0);
+  EXPECT_DOUBLE_EQ(served[1].prefill_s,
+                   sim::to_seconds(sim::from_seconds(devices::chunked_prefill_seconds(npu, cost, 384, 0, 128, 0)) +
+                                   sim::from_seconds(head_s)));
   EXPECT_DOUBLE_EQ(graph_bytes, cost.spec().weight_bytes());
+  // lm_head_unit: npu: the head of the last row inside the last chunk's graph, as before.
+  auto inside = pipeline_app("prefill: {impl: npu_graphs, chunk: 128, lm_head_unit: npu}", 2);
+  const auto on_npu = served_alone(*inside, profile);
+  ASSERT_EQ(on_npu.size(), 2u);
+  EXPECT_DOUBLE_EQ(on_npu[1].prefill_s, sim::to_seconds(sim::from_seconds(npu.chunked_prefill_seconds(cost, 384, 0, 128))));
 }
 
 }  // namespace

@@ -49,17 +49,17 @@ std::unique_ptr<SpecDecPolicy> make(const std::string& yaml) {
 TEST(SpecdecPolicies, NpuVerificationIsPaddedToTheDecodeGraph) {
   const SpecDecEnv env = overhead_env();
   // 1..32 rows: one execution of the 32-token graph; 33 rows: two.
-  EXPECT_NEAR(npu_verify_seconds(env, 1, 100, 32), 1.0, 1e-3);
-  EXPECT_NEAR(npu_verify_seconds(env, 32, 100, 32), 1.0, 1e-3);
-  EXPECT_NEAR(npu_verify_seconds(env, 33, 100, 32), 2.0, 1e-3);
-  EXPECT_NEAR(npu_verify_seconds(env, 64, 100, 64), 1.0, 1e-3);
+  EXPECT_NEAR(npu_verify_seconds(env, 1, 100, 32, LmHeadUnit::kNpu, models::DType::kF32), 1.0, 1e-3);
+  EXPECT_NEAR(npu_verify_seconds(env, 32, 100, 32, LmHeadUnit::kNpu, models::DType::kF32), 1.0, 1e-3);
+  EXPECT_NEAR(npu_verify_seconds(env, 33, 100, 32, LmHeadUnit::kNpu, models::DType::kF32), 2.0, 1e-3);
+  EXPECT_NEAR(npu_verify_seconds(env, 64, 100, 64, LmHeadUnit::kNpu, models::DType::kF32), 1.0, 1e-3);
   // The CPU part is the attention of the real rows only: it grows with rows, not with the padding.
-  const auto [npu1, cpu1] = npu_verify_split(env, 1, 100, 32);
-  const auto [npu8, cpu8] = npu_verify_split(env, 8, 100, 32);
+  const auto [npu1, cpu1] = npu_verify_split(env, 1, 100, 32, LmHeadUnit::kNpu);
+  const auto [npu8, cpu8] = npu_verify_split(env, 8, 100, 32, LmHeadUnit::kNpu);
   EXPECT_DOUBLE_EQ(npu1, npu8);
   EXPECT_GT(cpu8, cpu1);
   EXPECT_GT(cpu1, 0);
-  EXPECT_DOUBLE_EQ(npu_verify_seconds(env, 0, 100, 32), 0.0);
+  EXPECT_DOUBLE_EQ(npu_verify_seconds(env, 0, 100, 32, LmHeadUnit::kNpu, models::DType::kF32), 0.0);
 }
 
 TEST(SpecdecPolicies, SectionFourOneNamesAreRegistered) {
@@ -256,9 +256,9 @@ TEST(SpecdecPolicies, CoordgenPipelinedCalibrationHidesBehindPrefillAndSwitch) {
     run.run();
   }
   EXPECT_NEAR(out.latency_s, pipe.total_s(), 1e-3);
-  // Chunk 1's two attention phases (~0 s) each wait for one running 10 ms slice: 20 ms of the
-  // exposed sampling moves into the prefill, the decoder waits the rest.
-  EXPECT_NEAR(out.join_wait_s, pipe.calibration_s - 2 * 0.010, 1e-3);
+  // Chunk 1's two attention phases and the prefill's CPU LM head after them (~0 s each) each wait for
+  // one running 10 ms slice: 30 ms of the exposed sampling moves into the prefill, the decoder waits the rest.
+  EXPECT_NEAR(out.join_wait_s, pipe.calibration_s - 3 * 0.010, 1e-3);
   EXPECT_THROW(make("{impl: coordgen, calibration_overlap: sometimes}"), ConfigError);
   EXPECT_THROW(make("{impl: coordgen, calibration_slice_tokens: 0}"), ConfigError);
 }

@@ -77,7 +77,11 @@ double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile&
       seconds = npu.chunked_prefill_seconds(cost, q.tokens, 0, chunk);
     } else if (q.phase == "verify") {
       const policies::specdec::SpecDecEnv env{npu, device.unit("cpu", who), 0.0, cost, cost};
-      seconds = policies::specdec::npu_verify_split(env, q.tokens, context, static_cast<int>(chunk)).first;
+      // The graphs with the head of every row in them (lm_head_unit: npu): the placement the calibration
+      // of device.npu.half_utilization_chunk on this phase assumed (ondevice_probe.h).
+      seconds = policies::specdec::npu_verify_split(env, q.tokens, context, static_cast<int>(chunk),
+                                                    policies::specdec::LmHeadUnit::kNpu)
+                    .first;
     } else {
       seconds = npu.decode_seconds(cost.decode(context), on_npu.weight_dtype, on_npu.activation_dtype);
     }

@@ -22,9 +22,14 @@
 //   decode   one token after `context` tokens (default: `tokens`); tokens_per_s = 1 / time, ms = time.
 //   verify   npu only: one verification of a `tokens`-token draft after `context` tokens (default 0)
 //            on a graph of `chunk` tokens, as the speculative-decoding policies cost it
-//            (policies/specdec: npu_verify_split's NPU part): padded executions of the linear layers
-//            with logits for every row, since each draft token is checked. Attention is left out:
-//            the policies run it on the CPU (mllm, CoordGen footnote 2), beside this NPU time.
+//            (policies/specdec: npu_verify_split's NPU part with lm_head_unit: npu): padded executions
+//            of the linear layers with logits for every row, since each draft token is checked.
+//            Attention is left out: the policies run it on the CPU (mllm, CoordGen footnote 2), beside
+//            this NPU time. The head stays in the graphs here although the policies' default
+//            (lm_head_unit: cpu, mllm) runs it on the CPU: device.npu.half_utilization_chunk is fitted
+//            on this phase (Figure 6's 5.7 ms/token) with the head in; taking it out refits that value
+//            (redmi-k70-pro: 94.7 instead of the committed one), a calibration left to decide
+//            (docs/coordgen.md, "LM head on the CPU").
 //            tokens_per_s = tokens / time, ms = time.
 //   dtype / activation_dtype override the model profile's weight / activation dtypes (the published
 //   run's quantisation, e.g. int4 for Q4_0 / q4f16 / w4a16); group_size and classifier_dtype

@@ -35,8 +35,8 @@ std::unique_ptr<specdec::SpecDecPolicy> make_policy(const Params& p) {
 // Main-chain phases of the prefill and of what follows it in closed form (this stage issues the
 // exposed switch and calibration itself).
 bool before_decoding(const specdec::Phase& ph) {
-  return ph.background || ph.label == "prefill" || ph.label == "prefill attention" || ph.label == "graph switch" ||
-         ph.label == "calibration";
+  return ph.background || ph.label == "prefill" || ph.label == "prefill attention" || ph.label == "prefill lm head" ||
+         ph.label == "graph switch" || ph.label == "calibration";
 }
 
 // The cached positions each verification of `p` attends: the prompt plus what the steps before it

@@ -8,7 +8,10 @@ namespace mobisim::policies::specdec {
 
 namespace {
 
-bool is_prefill_label(const Phase& ph) { return ph.label == "prefill" || ph.label == "prefill attention"; }
+// The prefill's slots and, after its last one, the CPU LM head that gives the first token (sd_policies.cpp).
+bool is_prefill_label(const Phase& ph) {
+  return ph.label == "prefill" || ph.label == "prefill attention" || ph.label == "prefill lm head";
+}
 
 // One phase on its unit, at the power it draws (Phase::power_w) when that is not the unit's own.
 sim::Task<void> run_phase(devices::Device& device, const Phase& ph, int priority) {

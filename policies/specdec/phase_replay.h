@@ -26,7 +26,8 @@ class PhaseReplay {
   void set(std::vector<Phase> phases);
   const std::vector<Phase>& phases() const { return phases_; }
   // Starts the background stream (if any), then runs the main-chain phases of the prefill (the
-  // leading prefill / prefill attention phases, which the policies emit first).
+  // leading prefill / prefill attention phases and the prefill lm head after them, which the policies
+  // emit first).
   sim::Task<void> prefill(devices::Device& device, int priority);
   // Runs one main-chain verification (`compute`: its busy time on the unit) as the caller needs it
   // run; `verify_index` counts the request's verifications from 0. The request pipeline's decode

@@ -90,6 +90,19 @@ void add_npu_execution(const SpecDecEnv& env, bool polled, RequestBreakdown& r, 
   r.phases.back().power_w = env.npu.active_power_w + rpc_polling_power_w(env);
 }
 
+// One verification of `rows` rows on the NPU's graphs of `chunk`: the graphs, the CPU attention beside
+// them (footnote 2) and, with lm_head_unit cpu, the final norm and LM head on the CPU after the last
+// graph (specdec_policy.h).
+void add_npu_verification(const SpecDecEnv& env, const PolicyKnobs& k, std::int64_t rows, std::int64_t context,
+                          int chunk, RequestBreakdown& r) {
+  const auto [npu_s, cpu_s] = npu_verify_split(env, rows, context, chunk, k.lm_head_unit);
+  const double head_s = npu_verify_head_seconds(env, rows, chunk, k.lm_head_unit, k.npu_lm_head_dtype);
+  r.decode_s += npu_s + cpu_s + head_s;
+  add_npu_execution(env, k.npu_rpc_polling, r, npu_s, "verify");
+  add_phase(r, "cpu", cpu_s, "attention");
+  add_phase(r, "cpu", head_s, "lm head");
+}
+
 void add_decode(const SpecDecEnv& env, const PolicyKnobs& k, DecodeUnit unit, int chunk, std::int64_t prompt_tokens,
                 const DecodeTrace& trace, double draft_s_per_step, RequestBreakdown& r) {
   std::int64_t ctx = prompt_tokens;
@@ -102,10 +115,7 @@ void add_decode(const SpecDecEnv& env, const PolicyKnobs& k, DecodeUnit unit, in
       r.draft_s += draft_s_per_step;
     }
     if (unit == DecodeUnit::kNpu) {
-      const auto [npu_s, cpu_s] = npu_verify_split(env, rows, ctx, chunk);
-      r.decode_s += npu_s + cpu_s;
-      add_npu_execution(env, k.npu_rpc_polling, r, npu_s, "verify");
-      add_phase(r, "cpu", cpu_s, "attention");
+      add_npu_verification(env, k, rows, ctx, chunk, r);
     } else {
       const double t = cpu_verify_seconds(env, rows, ctx);
       r.decode_s += t;
@@ -134,6 +144,15 @@ PrefillResult add_prefill(const SpecDecEnv& env, std::int64_t prompt_tokens, con
     add_phase(r, "cpu", slot.cpu_s, "prefill attention");
     if (chunk_last_phase && !r.phases.empty())
       (*chunk_last_phase)[static_cast<std::size_t>(slot.chunk)] = static_cast<int>(r.phases.size()) - 1;
+  }
+  // mllm's final norm and LM head after the last chunk's last graph, on the CPU (specdec_policy.h): the
+  // norm of that chunk's rows, the head of the one row whose logits give the first token.
+  if (k.prefill_lm_head_unit == LmHeadUnit::kCpu) {
+    p.lm_head_s = cpu_lm_head_seconds(env, k.graphs.prefill_chunk, 1, k.npu_lm_head_dtype);
+    p.prefill_s += p.lm_head_s;
+    r.prefill_s = p.prefill_s;
+    p.cpu_s += p.lm_head_s;
+    add_phase(r, "cpu", p.lm_head_s, "prefill lm head");
   }
   add_phase(r, "npu", p.switch_s, "graph switch");
   // The graphs' weights at their peak, with the runtime's embedding table and LM head in place of
@@ -327,13 +346,18 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
   for (std::int64_t i = 0; i < steps; ++i) {
     double draft = 0;
     if (unit_ == DecodeUnit::kNpu) {
-      draft = draft_depth_ * env.npu.run_seconds(draft_topk_, k_.graphs.decode_chunk, npu_part(draft_pass),
-                                                 spec.weight_dtype);
-      add_npu_execution(env, k_.npu_rpc_polling, r, draft, "draft model");
-      const auto [npu_s, cpu_s] = npu_verify_split(env, 1 + k_.draft_budget, ctx, k_.graphs.decode_chunk);
-      r.decode_s += npu_s + cpu_s;
-      add_npu_execution(env, k_.npu_rpc_polling, r, npu_s, "verify");
-      add_phase(r, "cpu", cpu_s, "attention");
+      // Each pass: the drafter's layer on the NPU graph, then (lm_head_unit cpu) the target's LM head of
+      // its draft_topk rows on the CPU, as a verification's (specdec_policy.h).
+      const double draft_npu =
+          draft_depth_ * env.npu.run_seconds(draft_topk_, k_.graphs.decode_chunk,
+                                             npu_graph_part(draft_pass, k_.lm_head_unit), spec.weight_dtype);
+      const double draft_head =
+          draft_depth_ * npu_verify_head_seconds(env, draft_topk_, k_.graphs.decode_chunk, k_.lm_head_unit,
+                                                 k_.npu_lm_head_dtype);
+      draft = draft_npu + draft_head;
+      add_npu_execution(env, k_.npu_rpc_polling, r, draft_npu, "draft model");
+      add_phase(r, "cpu", draft_head, "draft lm head");
+      add_npu_verification(env, k_, 1 + k_.draft_budget, ctx, k_.graphs.decode_chunk, r);
     } else {
       draft = draft_depth_ * env.cpu.seconds(draft_pass, spec.weight_dtype);
       add_phase(r, "cpu", draft, "draft model");

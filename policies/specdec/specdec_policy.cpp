@@ -10,21 +10,66 @@
 
 namespace mobisim::policies::specdec {
 
+const char* to_string(LmHeadUnit u) { return u == LmHeadUnit::kCpu ? "cpu" : "npu"; }
+
+LmHeadUnit parse_lm_head_unit(const std::string& name) {
+  if (name == "cpu") return LmHeadUnit::kCpu;
+  if (name == "npu") return LmHeadUnit::kNpu;
+  throw ConfigError(fmt::format("unknown lm_head_unit '{}' (expected cpu or npu)", name));
+}
+
+models::Work cpu_lm_head_work(const models::ModelSpec& s, std::int64_t norm_rows, std::int64_t logit_rows,
+                              models::DType dtype) {
+  models::Work w;
+  const double d = s.hidden, V = s.vocab, b = models::dtype_bytes(dtype);
+  if (norm_rows > 0) {
+    const double n = static_cast<double>(norm_rows);
+    w.ops.push_back(models::Op{models::OpKind::kFinalNorm, 4 * n * d, d * b, 2 * n * d * b, 0, 0, 1, norm_rows, dtype});
+  }
+  if (logit_rows > 0) {
+    const double t = static_cast<double>(logit_rows);
+    w.ops.push_back(
+        models::Op{models::OpKind::kLmHead, 2 * t * d * V, d * V * b, t * (d + V) * b, 0, 0, 1, logit_rows, dtype});
+  }
+  return w;
+}
+
+double cpu_lm_head_seconds(const SpecDecEnv& env, std::int64_t norm_rows, std::int64_t logit_rows, models::DType dtype) {
+  return env.cpu.seconds(cpu_lm_head_work(env.cost.spec(), norm_rows, logit_rows, dtype), dtype);
+}
+
+models::Work npu_graph_part(const models::Work& w, LmHeadUnit head) {
+  models::Work out = npu_part(w);
+  if (head == LmHeadUnit::kNpu) return out;
+  std::erase_if(out.ops, [](const models::Op& op) {
+    return op.kind == models::OpKind::kFinalNorm || op.kind == models::OpKind::kLmHead;
+  });
+  return out;
+}
+
 std::pair<double, double> npu_verify_split(const SpecDecEnv& env, std::int64_t rows, std::int64_t context,
-                                           int graph_chunk) {
+                                           int graph_chunk, LmHeadUnit head) {
   if (rows <= 0) return {0.0, 0.0};
   const auto& spec = env.cost.spec();
   // Linear layers: ceil(rows / c) padded executions of the c-token graph.
   const models::Work chunk_work = env.cost.verify(graph_chunk, context);
-  const double npu_s = env.npu.run_seconds(rows, graph_chunk, npu_part(chunk_work), spec.weight_dtype);
+  const double npu_s = env.npu.run_seconds(rows, graph_chunk, npu_graph_part(chunk_work, head), spec.weight_dtype);
   // Attention of the real rows (not the padding) stays on the CPU (mllm, footnote 2).
   const double cpu_s = env.cpu.seconds(cpu_attention_part(env.cost.verify(rows, context)), spec.activation_dtype);
   return {npu_s, cpu_s};
 }
 
-double npu_verify_seconds(const SpecDecEnv& env, std::int64_t rows, std::int64_t context, int graph_chunk) {
-  const auto [npu_s, cpu_s] = npu_verify_split(env, rows, context, graph_chunk);
-  return npu_s + cpu_s;
+double npu_verify_head_seconds(const SpecDecEnv& env, std::int64_t rows, int graph_chunk, LmHeadUnit head,
+                               models::DType head_dtype) {
+  if (rows <= 0 || head == LmHeadUnit::kNpu) return 0.0;
+  const std::int64_t c = graph_chunk, padded_rows = (rows + c - 1) / c * c;
+  return cpu_lm_head_seconds(env, padded_rows, rows, head_dtype);
+}
+
+double npu_verify_seconds(const SpecDecEnv& env, std::int64_t rows, std::int64_t context, int graph_chunk,
+                          LmHeadUnit head, models::DType head_dtype) {
+  const auto [npu_s, cpu_s] = npu_verify_split(env, rows, context, graph_chunk, head);
+  return npu_s + cpu_s + npu_verify_head_seconds(env, rows, graph_chunk, head, head_dtype);
 }
 
 double cpu_verify_seconds(const SpecDecEnv& env, std::int64_t rows, std::int64_t context) {
@@ -58,6 +103,17 @@ ParamSchema knob_schema() {
   s.boolean("npu_rpc_polling", true,
             "the calling thread spins on one CPU core through every NPU execution (mllm's QNN backend sets "
             "RPC polling 9999 us; specdec_policy.h, Energy)");
+  s.text("prefill_lm_head_unit", std::string("cpu"),
+         "where the final norm and LM head run after an NPU prefill: cpu (upstream mllm's NPU prefill: CPU ops "
+         "after the last QNN graph, one row at npu_lm_head_dtype on the worker pool; specdec_policy.h) or npu "
+         "(inside the last graph)")
+      .in({"cpu", "npu"});
+  s.text("lm_head_unit", std::string("npu"),
+         "where the final norm and LM head run in an NPU verification, NPU decoding step and EAGLE's NPU draft "
+         "pass: npu (inside the graphs: upstream mllm has no NPU verification path to read, and the document's "
+         "measured 32-row verification leaves no room for a CPU fp32 head; specdec_policy.h) or cpu (upstream "
+         "mllm's CPU speculative path: every real row at npu_lm_head_dtype on the worker pool)")
+      .in({"cpu", "npu"});
   s.real("calibration_bytes_per_node", 16, "memory per calibrated-tree node").non_negative().with_unit("bytes");
   s.text("embedding_dtype", std::string("fp32"),
          "dtype of the runtime's embedding table, one per model copy and one in EAGLE's drafter (mllm: fp32 "
@@ -88,6 +144,8 @@ PolicyKnobs knobs_from(const Params& p) {
   k.npu_rpc_polling = p.boolean("npu_rpc_polling");
   k.embedding_dtype = models::parse_dtype(p.text("embedding_dtype"));
   k.npu_lm_head_dtype = models::parse_dtype(p.text("npu_lm_head_dtype"));
+  k.lm_head_unit = parse_lm_head_unit(p.text("lm_head_unit"));
+  k.prefill_lm_head_unit = parse_lm_head_unit(p.text("prefill_lm_head_unit"));
   return k;
 }
 

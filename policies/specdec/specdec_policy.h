@@ -56,6 +56,31 @@
 //     verification, EAGLE's NPU drafter; not graph loading), charged as one core on top of the
 //     idle CPU, rpc_polling_power_w = single_thread_power - idle_power (npu_rpc_polling: false
 //     drops it).
+//
+// The LM head (docs/coordgen.md "LM head"). In upstream mllm the final norm and the LM head are CPU
+// ops after the last QNN graph: the last decoder layer closes its second subgraph
+// (models/qwen/modeling_qwen_npu_v2.hpp, QwenNPU_CPUDecoder::Forward, SubgraphFinalize), after which
+// Module::tmp_device is the CPU (Layer.hpp, SubgraphFinalize) and QNNBackend::runLayer creates the
+// model's `norm` (RMSNorm) and `lm_head` (HeadLinear) there, on CPUBackend::cpu_threads. The head is
+// fp32 (npu_lm_head_dtype) and read whole each time it runs. Two knobs, because the evidence differs:
+//   prefill_lm_head_unit (default cpu): upstream's NPU prefill is the code CoordGen builds on, so after
+//                 the last chunk (mllm's ChunkPipeline runs the last graph for the last chunk only) the
+//                 CPU runs the norm of that chunk's prefill_chunk rows and the LM head of ONE row
+//                 (CPUHeadLinear::execute takes row seqLength % chunk_size - 1), as a CPU phase on the
+//                 worker pool. The logits of every context position that in-context calibration samples
+//                 are inside the document's calibration_ms_per_token, not charged again. It is part of
+//                 the prefill (it gives the first token), before the exposed graph switch (mllm's
+//                 demo_qwen_npu.cpp toggles switching after the prefill's generate() returns its token).
+//   lm_head_unit (default npu): verification, NPU decoding and EAGLE's NPU drafter. Upstream mllm at
+//                 that commit has no NPU verification (its speculative decoding runs on the CPU), so the
+//                 fork's placement cannot be read; and the document's measured 32-row verification
+//                 (Figure 6, 5.7 ms/token, 182 ms, a calibration point of the NPU's utilisation) is
+//                 shorter than a CPU fp32 head over 32 rows alone on this CPU model (~0.2-0.5 s), so the
+//                 fork cannot be computing the head that way. `npu` keeps the norm and head inside the
+//                 graphs at their weight dtype; `cpu` charges upstream's CPU path after each step's
+//                 graphs and CPU attention: the norm of the padded graph rows and the head of every real
+//                 row (d + 1, Generate.cpp generate_SD), and after each EAGLE draft pass the head of its
+//                 draft_topk rows.
 // The NPU draws its idle power while the CPU drafts, samples or attends (mllm votes the HTP to
 // burst with sleep disabled for the whole session, QNNBackend.cpp setPowerConfigBurst, so that idle
 // is an awake HTP's; no figure for it was found: the profiles' idle_power_w is kept).
@@ -124,12 +149,36 @@ struct RequestBreakdown {
   double ms_per_token() const { return output_tokens ? 1e3 * total_s() / static_cast<double>(output_tokens) : 0; }
 };
 
+// Where the final norm and the LM head run (PolicyKnobs::lm_head_unit; the Energy note above).
+enum class LmHeadUnit { kCpu, kNpu };
+const char* to_string(LmHeadUnit u);
+LmHeadUnit parse_lm_head_unit(const std::string& name);  // "cpu" | "npu", else ConfigError naming the choices
+
+// The CPU ops after the last NPU graph (lm_head_unit: cpu): the final RMSNorm of the graph's `norm_rows`
+// output rows and the LM head of `logit_rows` of them, weights and activations at `dtype` (mllm: fp32),
+// with the cost model's FLOP and byte convention (models/cost_model.h): 4*n*d and 2*t*d*vocab FLOPs,
+// the whole vocab x hidden head read once per call.
+models::Work cpu_lm_head_work(const models::ModelSpec& s, std::int64_t norm_rows, std::int64_t logit_rows,
+                              models::DType dtype);
+// The NPU graphs' share of a pass: npu_part (graph_schedule.h), without the final norm and LM head
+// when they run on the CPU (`head` kCpu).
+models::Work npu_graph_part(const models::Work& w, LmHeadUnit head);
+// cpu_lm_head_work's time on the SpecDecEnv's CPU (the runtime's worker pool), at `dtype`.
+double cpu_lm_head_seconds(const SpecDecEnv& env, std::int64_t norm_rows, std::int64_t logit_rows, models::DType dtype);
+
 // One execution unit's timing pieces.
-double npu_verify_seconds(const SpecDecEnv& env, std::int64_t rows, std::int64_t context, int graph_chunk);
 double cpu_verify_seconds(const SpecDecEnv& env, std::int64_t rows, std::int64_t context);
-// NPU part only (linear layers) and CPU attention part of an NPU verification, for busy/energy.
+// NPU part (the graphs' linear layers; with `head` kNpu also the final norm and LM head) and CPU
+// attention part of an NPU verification of `rows` rows on graphs of `graph_chunk`, for busy/energy.
 std::pair<double, double> npu_verify_split(const SpecDecEnv& env, std::int64_t rows, std::int64_t context,
-                                           int graph_chunk);
+                                           int graph_chunk, LmHeadUnit head);
+// The CPU piece after an NPU verification's graphs (0 with `head` kNpu): the norm of the padded
+// graph rows, the LM head of the `rows` real ones.
+double npu_verify_head_seconds(const SpecDecEnv& env, std::int64_t rows, int graph_chunk, LmHeadUnit head,
+                               models::DType head_dtype);
+// The whole NPU verification: graphs + CPU attention + the CPU head piece.
+double npu_verify_seconds(const SpecDecEnv& env, std::int64_t rows, std::int64_t context, int graph_chunk,
+                          LmHeadUnit head, models::DType head_dtype);
 
 class SpecDecPolicy {
  public:
@@ -167,6 +216,12 @@ struct PolicyKnobs {
   // (mllm's QNNBackend::setRpcLatencyAndPolling: RPC polling time 9999 us, longer than any execution of
   // its per-layer subgraphs), so one CPU core spins through all NPU execution time (Energy, above).
   bool npu_rpc_polling = true;
+  // Where the NPU model's final norm and LM head run (Energy, above): mllm's CPU ops after the last
+  // QNN graph (kCpu), or inside the graphs (kNpu, the earlier model).
+  // Verification, NPU decoding and EAGLE's NPU drafter: inside the graphs by default (the LM head note).
+  LmHeadUnit lm_head_unit = LmHeadUnit::kNpu;
+  // After an NPU prefill: upstream mllm's CPU head over the one row that gives the first token.
+  LmHeadUnit prefill_lm_head_unit = LmHeadUnit::kCpu;
 };
 ParamSchema knob_schema();
 // What one CPU core spinning on an NPU execution's completion adds to the idle CPU (>= 0).
@@ -184,7 +239,8 @@ struct PrefillSlot {
   double end_s = 0;             // when the slot finishes (from the schedule)
 };
 struct PrefillResult {
-  double prefill_s = 0, switch_s = 0, npu_s = 0, cpu_s = 0, peak_npu_bytes = 0;
+  // lm_head_s: the CPU LM head after the last slot (lm_head_unit: cpu), added to prefill_s by the policies.
+  double prefill_s = 0, switch_s = 0, npu_s = 0, cpu_s = 0, peak_npu_bytes = 0, lm_head_s = 0;
   std::vector<PrefillSlot> slots;          // execution order
   std::vector<double> chunk_end_s;         // [chunk]: when its last slot finishes (its logits exist)
   std::vector<std::int64_t> chunk_tokens;  // [chunk]: real (unpadded) prompt tokens in it
