@@ -11,6 +11,7 @@
 #include "policies/specdec/sd_policies.h"
 #include "sim/error.h"
 #include "sim/registry.h"
+#include "test_specdec_util.h"
 #include "test_util.h"
 
 namespace mobisim::policies::specdec {
@@ -20,14 +21,7 @@ namespace {
 // phases (sampling, drafting). CPU pool 4 W, one thread 1.5 W, idle 0.5 W; NPU 2 W / 0.1 W; base 0.25 W.
 // `single_thread_w`: one thread's power (4 W: a profile whose one thread draws the whole pool's power).
 SpecDecEnv energy_env(double single_thread_w) {
-  devices::NpuSpec n;
-  n.peak_tops_int8 = n.peak_tflops_fp16 = 1000;
-  n.max_utilization = 1;
-  n.half_utilization_chunk = 1;
-  n.exec_overhead_ms = 1000;
-  n.mem_bandwidth_gbps = 1000;
-  n.graph_load_ms_per_layer = 500;
-  n.active_power_w = 2;
+  devices::NpuSpec n = mobisim::testing::one_second_per_execution_npu();
   n.idle_power_w = 0.1;
   devices::ComputeUnitSpec c;
   c.peak_tflops[models::DType::kF32] = c.peak_tflops[models::DType::kF16] = 1000;

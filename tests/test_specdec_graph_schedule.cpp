@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "test_specdec_util.h"
 #include "models/model_spec.h"
 #include "policies/specdec/graph_schedule.h"
 #include "sim/error.h"
@@ -156,17 +157,7 @@ models::ModelSpec tiny_model(int layers) {
   return m;
 }
 
-devices::NpuSpec overhead_bound_npu() {
-  devices::NpuSpec n;
-  n.peak_tops_int8 = 1000;
-  n.peak_tflops_fp16 = 1000;
-  n.max_utilization = 1;
-  n.half_utilization_chunk = 1;
-  n.exec_overhead_ms = 1000;  // each execution costs ~1 s: counting executions is reading seconds
-  n.mem_bandwidth_gbps = 1000;
-  n.graph_load_ms_per_layer = 500;
-  return n;
-}
+devices::NpuSpec overhead_bound_npu() { return mobisim::testing::one_second_per_execution_npu(); }
 
 devices::ComputeUnitSpec fast_cpu() {
   devices::ComputeUnitSpec c;

@@ -10,6 +10,7 @@
 #include "devices/device.h"
 #include "policies/specdec/sd_policies.h"
 #include "sim/registry.h"
+#include "test_specdec_util.h"
 #include "test_util.h"
 
 namespace mobisim::policies::specdec {
@@ -19,14 +20,7 @@ namespace {
 // (the attention) and slow at fp32 (the head): 1 MFLOP/s and 1 MB/s, so the head's roofline is easy
 // to work by hand.
 SpecDecEnv slow_fp32_cpu_env() {
-  devices::NpuSpec n;
-  n.peak_tops_int8 = n.peak_tflops_fp16 = 1000;
-  n.max_utilization = 1;
-  n.half_utilization_chunk = 1;
-  n.exec_overhead_ms = 1000;
-  n.mem_bandwidth_gbps = 1000;
-  n.graph_load_ms_per_layer = 500;
-  n.active_power_w = 2;
+  devices::NpuSpec n = mobisim::testing::one_second_per_execution_npu();
   devices::ComputeUnitSpec c;
   c.peak_tflops[models::DType::kF16] = 1000;
   c.peak_tflops[models::DType::kF32] = 1e-6;  // 1e6 FLOP/s

@@ -17,6 +17,7 @@
 #include "sim/error.h"
 #include "sim/h5.h"
 #include "sim/registry.h"
+#include "test_specdec_util.h"
 #include "test_util.h"
 
 namespace mobisim::policies::specdec {
@@ -26,14 +27,7 @@ models::ModelSpec tiny_model() { return mobisim::testing::tiny_transformer_spec(
 
 // Every NPU execution costs ~1 s (overhead), graph loads 0.5 s per layer; the CPU is ~free.
 SpecDecEnv overhead_env() {
-  devices::NpuSpec n;
-  n.peak_tops_int8 = n.peak_tflops_fp16 = 1000;
-  n.max_utilization = 1;
-  n.half_utilization_chunk = 1;
-  n.exec_overhead_ms = 1000;
-  n.mem_bandwidth_gbps = 1000;
-  n.graph_load_ms_per_layer = 500;
-  n.active_power_w = 2;
+  devices::NpuSpec n = mobisim::testing::one_second_per_execution_npu();
   devices::ComputeUnitSpec c;
   c.peak_tflops[models::DType::kF32] = c.peak_tflops[models::DType::kF16] = 1000;
   c.mem_bandwidth_gbps = 1000;
