@@ -32,11 +32,11 @@ SpecDecEnv slow_fp32_cpu_env() {
   return SpecDecEnv{n, c, 0.5, models::CostModel(tiny), models::CostModel(tiny)};
 }
 
-std::unique_ptr<SpecDecPolicy> make(const std::string& yaml) {
+std::unique_ptr<SpecDecPolicy> make_lm_head_policy(const std::string& yaml) {
   return Registry<SpecDecPolicy>::instance().create(load_yaml_string(yaml, "test"), ConfigSource{});
 }
 
-DecodeTrace steps_of(int steps, int draft, int accepted) {
+DecodeTrace lm_head_trace(int steps, int draft, int accepted) {
   DecodeTrace t;
   t.steps.assign(static_cast<std::size_t>(steps), DecodeStep{draft, accepted});
   return t;
@@ -74,7 +74,7 @@ TEST(SpecdecLmHead, HandCountedStepWithTheHeadOnTheCpu) {
   const SpecDecEnv env = slow_fp32_cpu_env();
   const std::string shape = "prefill_chunk: 256, decode_chunk: 32, blocks: 2, draft_ms_per_step: 0";
   // One verification of 7 draft tokens + the pending one (8 rows) after a 256-token prompt.
-  const RequestBreakdown cpu = make("{impl: npu_sam, lm_head_unit: cpu, " + shape + "}")->run(env, 256, steps_of(1, 7, 3));
+  const RequestBreakdown cpu = make_lm_head_policy("{impl: npu_sam, lm_head_unit: cpu, " + shape + "}")->run(env, 256, lm_head_trace(1, 7, 3));
   // Prefill: 2 blocks x ~0.5 s (their share of the 1 s overhead) + the head after the last chunk.
   const PrefillResult slots = npu_prefill(env, 256, GraphShapes{2, 256, 32}, SwitchStrategy::kSynchronous);
   EXPECT_NEAR(slots.prefill_s, 1.0, 1e-4);
@@ -108,7 +108,7 @@ TEST(SpecdecLmHead, HandCountedStepWithTheHeadOnTheCpu) {
 
   // Both npu: no CPU piece, the head inside the graph (its share is tiny on this NPU).
   const RequestBreakdown npu =
-      make("{impl: npu_sam, lm_head_unit: npu, prefill_lm_head_unit: npu, " + shape + "}")->run(env, 256, steps_of(1, 7, 3));
+      make_lm_head_policy("{impl: npu_sam, lm_head_unit: npu, prefill_lm_head_unit: npu, " + shape + "}")->run(env, 256, lm_head_trace(1, 7, 3));
   const auto [graphs_with_head_s, attention_npu_s] = npu_verify_split(env, 8, 256, 32, LmHeadUnit::kNpu);
   EXPECT_GT(graphs_with_head_s, graphs_s);
   EXPECT_DOUBLE_EQ(attention_npu_s, attention_s);
@@ -117,16 +117,16 @@ TEST(SpecdecLmHead, HandCountedStepWithTheHeadOnTheCpu) {
   EXPECT_DOUBLE_EQ(phase_seconds(npu, "lm head") + phase_seconds(npu, "prefill lm head"), 0.0);
 
   // EAGLE on the NPU: each of the 6 draft passes reads the head for its 10 rows on the CPU.
-  const RequestBreakdown eagle = make("{impl: npu_eagle, lm_head_unit: cpu, " + shape + "}")->run(env, 256, steps_of(11, 0, 0));
+  const RequestBreakdown eagle = make_lm_head_policy("{impl: npu_eagle, lm_head_unit: cpu, " + shape + "}")->run(env, 256, lm_head_trace(11, 0, 0));
   ASSERT_EQ(eagle.steps, 2);  // ceil(11 / 5.5)
   // head of 10 rows: 2*10*64*100 = 128000 FLOPs (0.128 s) > 25600 + 10*164*4 B; norm of 32 rows as above.
   EXPECT_NEAR(phase_seconds(eagle, "draft lm head"), 2 * 6 * (0.016640 + 0.128), 1e-9);
-  EXPECT_THROW(make("{impl: npu_sam, lm_head_unit: gpu}"), ConfigError);
-  EXPECT_THROW(make("{impl: npu_sam, prefill_lm_head_unit: gpu}"), ConfigError);
+  EXPECT_THROW(make_lm_head_policy("{impl: npu_sam, lm_head_unit: gpu}"), ConfigError);
+  EXPECT_THROW(make_lm_head_policy("{impl: npu_sam, prefill_lm_head_unit: gpu}"), ConfigError);
 
   // The defaults (specdec_policy.h, LM head): the prefill's one-row head on the CPU (upstream mllm's NPU
   // prefill), the verification's inside the graphs.
-  const RequestBreakdown dflt = make("{impl: npu_sam, " + shape + "}")->run(env, 256, steps_of(1, 7, 3));
+  const RequestBreakdown dflt = make_lm_head_policy("{impl: npu_sam, " + shape + "}")->run(env, 256, lm_head_trace(1, 7, 3));
   EXPECT_DOUBLE_EQ(dflt.prefill_s, cpu.prefill_s);
   EXPECT_DOUBLE_EQ(dflt.decode_s, npu.decode_s);
   EXPECT_DOUBLE_EQ(phase_seconds(dflt, "lm head"), 0.0);
@@ -146,7 +146,7 @@ TEST(SpecdecLmHead, NpuKnobReproducesTheEarlierModelExactly) {
   DecodeTrace trace;
   for (int i = 0; i < 12; ++i) trace.steps.push_back(DecodeStep{i % 5 == 0 ? 0 : 3 + i, i % 3});
   for (const char* impl : {"npu_vanilla", "npu_graph", "npu_sam", "coordgen", "npu_pld"}) {
-    const RequestBreakdown r = make(fmt::format("{{impl: {}, lm_head_unit: npu, prefill_lm_head_unit: npu}}", impl))->run(env, prompt, trace);
+    const RequestBreakdown r = make_lm_head_policy(fmt::format("{{impl: {}, lm_head_unit: npu, prefill_lm_head_unit: npu}}", impl))->run(env, prompt, trace);
     const GraphShapes g;  // the policies' defaults: 4 blocks, 256 / 32
     const bool progressive = std::string(impl) == "npu_graph" || std::string(impl) == "coordgen";
     const PrefillResult p =
@@ -168,7 +168,7 @@ TEST(SpecdecLmHead, NpuKnobReproducesTheEarlierModelExactly) {
     EXPECT_DOUBLE_EQ(phase_seconds(r, "lm head") + phase_seconds(r, "prefill lm head"), 0.0) << impl;
     // With both on the CPU the same request costs more: an fp32 head read whole on the CPU each step.
     const RequestBreakdown c =
-        make(fmt::format("{{impl: {}, lm_head_unit: cpu, prefill_lm_head_unit: cpu}}", impl))->run(env, prompt, trace);
+        make_lm_head_policy(fmt::format("{{impl: {}, lm_head_unit: cpu, prefill_lm_head_unit: cpu}}", impl))->run(env, prompt, trace);
     EXPECT_GT(c.decode_s, r.decode_s) << impl;
     EXPECT_GT(phase_seconds(c, "lm head"), 0.0) << impl;
     EXPECT_GT(phase_seconds(c, "prefill lm head"), 0.0) << impl;

@@ -25,7 +25,7 @@
 
 namespace mobisim::policies {
 
-class KnowledgeIndex;  // policies/rag/knowledge_index.h
+struct KnowledgeIndex;  // policies/rag/knowledge_index.h
 
 // What the driver gives an app before any simulation: the run's random identity, the phone, and
 // how to read a RAG workload node ({trace: FILE.h5} or {generate: ...}; the experiments layer owns

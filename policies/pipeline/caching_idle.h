@@ -85,7 +85,8 @@ class CachingIdle : public IdleStage {
   PipelineConfig config_;  // the engine pipeline's settings, from the workload and the stages
   sim::StatGroup stats_{"idle"};
   std::unique_ptr<RagPipeline> pipe_;  // built by begin(): refers to config_, stats_ and the workload
-  std::unique_ptr<CachingPolicy> engine_;  // built by link(); refers to pipe_ once begin() ran
+  // Built by link(); refers to pipe_ once begin() ran, so it is declared after pipe_ (destroyed first).
+  std::unique_ptr<CachingPolicy> engine_;
 };
 
 }  // namespace mobisim::policies::pipeline

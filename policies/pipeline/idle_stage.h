@@ -33,7 +33,7 @@
 #include "traces/rag_trace.h"
 
 namespace mobisim::policies {
-class KnowledgeIndex;  // policies/rag/knowledge_index.h
+struct KnowledgeIndex;  // policies/rag/knowledge_index.h
 }
 
 namespace mobisim::policies::pipeline {

@@ -232,16 +232,6 @@ void CachingPolicy::share_caches(QaBank* bank, KvTree* tree) {
   shared_tree_ = tree;
 }
 
-void CachingPolicy::end_user() {
-  pipe_ = nullptr;
-  bank_ = nullptr;
-  tree_ = nullptr;
-  slice_cost_memo_.clear();
-  retriever_ = nullptr;
-  phrases_ = nullptr;
-  index_.reset();
-}
-
 bool CachingPolicy::needs_knowledge_index() const { return o_.uses_prediction() || o_.refresh; }
 
 double CachingPolicy::now_s() const { return sim::to_seconds(pipe_->sim().now()); }

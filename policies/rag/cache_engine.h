@@ -147,7 +147,6 @@ class CachingPolicy : public RagPolicy {
 
   void check_workload(const traces::RagTrace& trace, const models::CostModel& cost) const override;
   void begin_user(RagPipeline& p) override;
-  void end_user() override;
   bool needs_knowledge_index() const override;
   sim::Task<void> serve(RagPipeline& p, const traces::Query& q, QueryRecord& rec) override;
   sim::Task<void> idle(RagPipeline& p, sim::Time until) override;
@@ -160,7 +159,7 @@ class CachingPolicy : public RagPolicy {
   // For the request pipeline's idle stages (policies/pipeline/percache_idle.h, sleeptime_idle.h),
   // where the QA bank and the tree belong to the answer-cache and KV-reuse stages: called before
   // begin_user, the engine then works on these (either may be null: the layer is off) instead of
-  // building its own. Both must outlive the engine's use of them (until end_user).
+  // building its own. Both must outlive the engine.
   void share_caches(QaBank* bank, KvTree* tree);
   // What serve() leaves for idle time once it has answered `q` (its own serve calls these too):
   // on a QA hit, the real answer generated later (answer_hits_later) and the query kept for

@@ -153,10 +153,9 @@ class RagPolicy {
     (void)trace;
     (void)cost;
   }
-  // Called once per user before the first query; the policy may keep `pipeline` until end_user().
+  // Called once per user before the first query; the policy may keep `pipeline`, so its owner must
+  // destroy the policy first (policies/pipeline/caching_idle.h declares them in that order).
   virtual void begin_user(RagPipeline& pipeline) { (void)pipeline; }
-  // Called after the user's simulation: drop every reference to the pipeline and its simulation.
-  virtual void end_user() {}
   // True when the policy retrieves or generates text of its own (predictions, refresh) and so
   // reads the user's KnowledgeIndex; the driver then builds one per user and shares it.
   virtual bool needs_knowledge_index() const { return false; }
