@@ -23,11 +23,13 @@ EngineProfile gkc_engine(const std::string& yaml) {
   return load_engine_profile(YAML::Load(yaml), ConfigSource{std::make_shared<std::string>("classes.yaml"), ""});
 }
 
-// Two Adreno prefill classes, 0.1 and 0.4 of the fp16 peak; decode and the dispatch cost shared by the family.
+// Two Adreno prefill classes, 0.1 and 0.4 of the fp16 peak (each with its own GEMV rate); the bandwidth share and the
+// dispatch cost shared by the family.
 std::string gkc_two_classes(const std::string& kernels) {
   return "{name: class-test, gpu: {" + kernels +
-         "families: {adreno: {decode_efficiency: 0.1, bandwidth_efficiency: 0.5, call_overhead_us: 0, "
-         "kernel_classes: {slow: {prefill_efficiency: {int4: 0.1}}, fast: {prefill_efficiency: {int4: 0.4}}}}}}}";
+         "families: {adreno: {bandwidth_efficiency: 0.5, call_overhead_us: 0, kernel_classes: {slow: "
+         "{prefill_efficiency: {int4: 0.1}, decode_efficiency: 0.1}, fast: {prefill_efficiency: {int4: 0.4}, "
+         "decode_efficiency: 0.1}}}}}}";
 }
 
 // A compute-bound batched operator: 2 x 512 x 2048 x 8192 FLOP over 1 MB, 16 layers.
