@@ -62,7 +62,8 @@ ParamSchema engine_unit_schema() {
   ParamSchema s = engine_kernel_values_schema();
   s.node("families",
          "gpu: the runtime's kernel values per GPU family, {adreno: {prefill_efficiency: ..., ...}, mali: {...}}: a "
-         "device runs its GPU family's values (compute.gpu.family) over the ones above; any other GPU has none");
+         "device runs its GPU family's values (compute.gpu.family) over the ones above; any other GPU has none; a family "
+         "may give kernel_classes {CLASS: {prefill_efficiency: ...}}, of which `kernels` names the one a run uses");
   s.text_list("isa_kernels", std::nullopt,
               "cpu: ISA paths of the runtime's integer-weight kernels, best first (i8mm, dotprod, neon); with it, "
               "the int4/int6/int8 efficiencies are fractions of the SoC's ISA peak on `threads` cores (needs the "
@@ -71,8 +72,22 @@ ParamSchema engine_unit_schema() {
   s.text("threads", std::nullopt, "cpu: the runtime's thread count with isa_kernels: a number or `all`").optional();
   s.node("kernel_classes",
          "cpu: the runtime's integer-matmul kernel paths, {CLASS: {prefill_efficiency: ..., decode_efficiency: ...}} or "
-         "{CLASS: {relative_to: BASE, speedup: {dtype: ratio}}}; with them the efficiencies are per class");
-  s.text("kernels", std::nullopt, "cpu: the kernel class a run uses (one of kernel_classes)").optional();
+         "{CLASS: {relative_to: BASE, speedup: {dtype: ratio}}}; with them the efficiencies are per class (a gpu gives "
+         "them per family: families.F.kernel_classes)");
+  s.text("kernels", std::nullopt,
+         "the kernel class a run uses: cpu, one of kernel_classes; gpu, one of the kernel_classes of every family "
+         "that gives some")
+      .optional();
+  return s;
+}
+
+// One GPU family's block: the runtime's kernel values there, and its kernel classes on that family (builds or
+// weight layouts whose GEMMs differ); the gpu unit's `kernels` names the class a run uses.
+ParamSchema engine_family_schema() {
+  ParamSchema s = engine_kernel_values_schema();
+  s.node("kernel_classes",
+         "the runtime's kernel classes on this GPU family, {CLASS: {prefill_efficiency: ...}}: the gpu unit's `kernels` "
+         "names the one a run uses (the ondevice probe: `gpu_kernels`); with them the efficiencies are per class");
   return s;
 }
 
@@ -189,24 +204,6 @@ EngineKernelValues parse_kernel_values(const Params& p) {
   return v;
 }
 
-// `families: {FAMILY: {kernel values}}` of a gpu block (empty when absent).
-std::map<std::string, EngineKernelValues> parse_families(const Params& up, const std::string& unit,
-                                                         const ConfigSource& unit_source) {
-  std::map<std::string, EngineKernelValues> out;
-  const YAML::Node n = up.node("families");
-  if (!n.IsDefined() || n.IsNull()) return out;
-  if (unit != "gpu") up.fail("families", "only a gpu has kernel values per GPU family");
-  if (!n.IsMap() || n.size() == 0)
-    up.fail("families", "expected a mapping GPU family -> kernel values, e.g. {adreno: {prefill_efficiency: {int4: 0.04}}}");
-  ParamSchema fs = engine_kernel_values_schema();
-  for (const auto& kv : n) {
-    const std::string family = kv.first.as<std::string>();
-    const Params fp(kv.second, fs, unit_source.child("families").child(family), {});
-    out.emplace(family, parse_kernel_values(fp));
-  }
-  return out;
-}
-
 // `base`'s value for `t` times `ratio`; the class it names must have one.
 double scaled_class_value(const PerDtype& base, models::DType t, double ratio, const Params& cp, const std::string& base_name,
                           const char* key) {
@@ -215,15 +212,14 @@ double scaled_class_value(const PerDtype& base, models::DType t, double ratio, c
   cp.fail("speedup", fmt::format("class '{}' gives no {} for {} weights to multiply", base_name, key, models::to_string(t)));
 }
 
-// `kernel_classes: {CLASS: {kernel values} | {relative_to: BASE, speedup: {dtype: ratio}}}` of a cpu block
+// `kernel_classes: {CLASS: {kernel values} | {relative_to: BASE, speedup: {dtype: ratio}}}` of a cpu block or a GPU family
 // (empty when absent). A relative class gets BASE's prefill and decode efficiencies times the ratio, for the
 // dtypes the ratio names; BASE must have its own values.
-std::map<std::string, EngineKernelValues> parse_kernel_classes(const Params& up, const std::string& unit,
-                                                               const ConfigSource& unit_source) {
+// `up` is the block holding them: a cpu unit's, or one GPU family's.
+std::map<std::string, EngineKernelValues> parse_kernel_classes(const Params& up, const ConfigSource& unit_source) {
   std::map<std::string, EngineKernelValues> out;
   const YAML::Node n = up.node("kernel_classes");
   if (!n.IsDefined() || n.IsNull()) return out;
-  if (unit != "cpu") up.fail("kernel_classes", "only a cpu has kernel classes (a gpu has families)");
   if (!n.IsMap() || n.size() == 0)
     up.fail("kernel_classes", "expected a mapping class -> kernel values, e.g. {vec_dot: {prefill_efficiency: {int4: 0.02}}}");
   ParamSchema cs = engine_kernel_class_schema();
@@ -279,6 +275,59 @@ void select_kernel_class(const Params& up, const std::string& engine, EngineUnit
     up.fail("kernels", fmt::format("engine '{}' has no cpu kernel class '{}' (its kernel_classes: {})", engine, u.kernels,
                                    fmt::join(names, ", ")));
   static_cast<EngineKernelValues&>(u) = u.overlaid_by(it->second);
+}
+
+// The values of the class the gpu unit's `kernels` names on one family: the family's own values under it.
+EngineKernelValues family_kernel_class_values(const Params& up, const Params& fp, const std::string& engine, const std::string& family,
+                                       const EngineKernelValues& family_values,
+                                       const std::map<std::string, EngineKernelValues>& classes) {
+  std::vector<std::string> names;
+  for (const auto& [name, v] : classes) names.push_back(name);
+  if (!family_values.prefill_efficiency.empty() || !family_values.decode_efficiency.empty())
+    fp.fail("kernel_classes", "with kernel classes the efficiencies are per class: give the family no "
+                              "prefill_efficiency or decode_efficiency of its own");
+  if (!up.has("kernels"))
+    up.fail("kernels", fmt::format("engine '{}' gives gpu kernel classes on family {} ({}): name the one it runs "
+                                   "(gpu.kernels: CLASS; an ondevice probe: gpu_kernels)",
+                                   engine, family, fmt::join(names, ", ")));
+  const std::string chosen = up.text("kernels");
+  const auto it = classes.find(chosen);
+  if (it == classes.end())
+    up.fail("kernels", fmt::format("engine '{}' has no gpu kernel class '{}' on family {} (its kernel_classes: {})", engine,
+                                   chosen, family, fmt::join(names, ", ")));
+  return family_values.overlaid_by(it->second);
+}
+
+// `families: {FAMILY: {kernel values, kernel_classes}}` of a gpu block (empty when absent). A family that gives
+// kernel classes runs the one the unit's `kernels` names (its values over the family's); the family then gives
+// no efficiency of its own, so a dtype the class does not give stays a gap (or a named inheritance).
+std::map<std::string, EngineKernelValues> parse_families(const Params& up, const std::string& unit, const std::string& engine,
+                                                         const ConfigSource& unit_source,
+                                                         std::map<std::string, std::string>& family_kernel_class) {
+  std::map<std::string, EngineKernelValues> out;
+  const YAML::Node n = up.node("families");
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (unit != "gpu") up.fail("families", "only a gpu has kernel values per GPU family");
+  if (!n.IsMap() || n.size() == 0)
+    up.fail("families", "expected a mapping GPU family -> kernel values, e.g. {adreno: {prefill_efficiency: {int4: 0.04}}}");
+  ParamSchema fs = engine_family_schema();
+  bool any_classes = false;
+  for (const auto& kv : n) {
+    const std::string family = kv.first.as<std::string>();
+    const ConfigSource family_source = unit_source.child("families").child(family);
+    const Params fp(kv.second, fs, family_source, {});
+    EngineKernelValues v = parse_kernel_values(fp);
+    const std::map<std::string, EngineKernelValues> classes = parse_kernel_classes(fp, family_source);
+    if (!classes.empty()) {
+      any_classes = true;
+      v = family_kernel_class_values(up, fp, engine, family, v, classes);
+      family_kernel_class[family] = up.text("kernels");
+    }
+    out.emplace(family, v);
+  }
+  if (up.has("kernels") && !any_classes)
+    up.fail("kernels", fmt::format("engine '{}' names a gpu kernel class, but no GPU family of it gives kernel_classes", engine));
+  return out;
 }
 
 // The per-dtype value applied to a unit: the fallback replaces the scalar, the mapping adds per-dtype values.
@@ -416,9 +465,18 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     const Params up(n, us, source.child(unit), {});
     EngineUnitSpec u;
     static_cast<EngineKernelValues&>(u) = parse_kernel_values(up);
-    u.families = parse_families(up, unit, source.child(unit));
-    u.kernel_classes = parse_kernel_classes(up, unit, source.child(unit));
-    if (up.has("kernels") || !u.kernel_classes.empty()) select_kernel_class(up, e.name, u);
+    u.families = parse_families(up, unit, e.name, source.child(unit), u.family_kernel_class);
+    if (unit == "gpu") {
+      if (up.has("kernel_classes"))
+        up.fail("kernel_classes", "a gpu's kernel classes are per GPU family: families.FAMILY.kernel_classes");
+      if (up.has("kernels")) {
+        if (u.families.empty()) up.fail("kernels", "a gpu's kernel classes are per GPU family: give families first");
+        u.kernels = up.text("kernels");
+      }
+    } else {
+      u.kernel_classes = parse_kernel_classes(up, source.child(unit));
+      if (up.has("kernels") || !u.kernel_classes.empty()) select_kernel_class(up, e.name, u);
+    }
     if (up.has("isa_kernels")) {
       if (unit != "cpu") up.fail("isa_kernels", "only a cpu runs ISA-path kernels");
       u.isa_kernels = up.text_list("isa_kernels");
@@ -568,8 +626,11 @@ EngineKernelValues values_for_family(const EngineUnitSpec& spec, const std::stri
   }
   std::vector<std::string> peaks;
   for (const auto& [t, tf] : u.peak_tflops) peaks.push_back(fmt::format("{} {:g}", models::to_string(t), tf));
-  derived = fmt::format("{} kernels: the {} values of {} ({}.families.{}) on device '{}' {} {} GPU, peak TFLOP/s {}",
-                        unit, u.family, where, unit, u.family, device.name, u.family,
+  const auto cls = spec.family_kernel_class.find(u.family);
+  const std::string class_note =
+      cls == spec.family_kernel_class.end() ? std::string() : fmt::format(", kernel class '{}'", cls->second);
+  derived = fmt::format("{} kernels: the {} values of {} ({}.families.{}{}) on device '{}' {} {} GPU, peak TFLOP/s {}",
+                        unit, u.family, where, unit, u.family, class_note, device.name, u.family,
                         u.generation.empty() ? std::string("(generation not given)") : u.generation,
                         fmt::join(peaks, ", "));
   return base.overlaid_by(it->second);

@@ -19,7 +19,11 @@
 //                                    and phase), applied to each SoC's published peaks. A device whose
 //                                    compute.gpu.family is absent or not listed cannot run them:
 //                                    ConfigError naming device, engine, family and key, where first needed.
-//                                    What ran is recorded in the result (`derived_from_soc`).
+//                                    What ran is recorded in the result (`derived_from_soc`). A family may
+//                                    give kernel_classes {CLASS: {kernel values}} (builds or weight layouts
+//                                    whose GEMMs differ, e.g. ExecuTorch Vulkan before/after its 2026 q4gsw
+//                                    GEMM): the gpu unit's `kernels` names the one a run uses (ondevice probe:
+//                                    `gpu_kernels`), and the family's efficiencies are then per class only.
 //   cpu only:   isa_kernels          the ISA paths of the runtime's integer-weight kernels, best first
 //                                    ([i8mm, dotprod]): with it, the prefill/decode efficiency it gives for
 //                                    int4, int6 and int8 weights is a fraction of the SoC's ISA peak for the
@@ -102,6 +106,8 @@ struct EngineUnitSpec : EngineKernelValues {
   // one without a family, has none of them: every value is a gap there, inherit_device or not (a family
   // listed with an empty block takes what inherit_device names from the device, recorded).
   std::map<std::string, EngineKernelValues> families;
+  // gpu: the kernel class (`kernels`) each family giving kernel_classes runs, resolved into `families` above.
+  std::map<std::string, std::string> family_kernel_class;
 };
 
 struct EngineNpuSpec {

@@ -114,6 +114,8 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
   if (q.linear_dtypes.IsDefined() && !q.linear_dtypes.IsNull()) mod["linear_dtypes"] = yaml_clone(q.linear_dtypes);
   // How the measured build ran on the CPU: the engine then resolves (or refuses) that class and thread count.
   if (!q.cpu_kernels.empty()) set_path(eng, {"cpu", "kernels"}, YAML::Node(q.cpu_kernels), std::string("cpu_kernels=") + q.cpu_kernels);
+  // Which of the engine's GPU kernel classes the measured build ran (a build or weight layout whose GEMMs differ).
+  if (!q.gpu_kernels.empty()) set_path(eng, {"gpu", "kernels"}, YAML::Node(q.gpu_kernels), std::string("gpu_kernels=") + q.gpu_kernels);
   if (q.threads > 0) set_path(eng, {"cpu", "threads"}, YAML::Node(std::to_string(q.threads)), "threads");
   // When the measured run's NPU graphs were built: the engine then requires (or refuses) its build cost.
   if (!q.graphs.empty()) set_path(eng, {"npu", "graph_build"}, YAML::Node(q.graphs), std::string("graphs=") + q.graphs);
@@ -178,6 +180,8 @@ ParamSchema OnDeviceProbe::schema() {
                           "(absent: the model profile's)");
   s.text("cpu_kernels", std::string(""),
          "the engine's cpu kernel class the measured build ran (engine cpu.kernel_classes; \"\": its `kernels`)");
+  s.text("gpu_kernels", std::string(""),
+         "the engine's gpu kernel class the measured build ran (engine gpu.families.F.kernel_classes; \"\": its `kernels`)");
   s.integer("threads", 0, "CPU threads of the measured run (0: the engine's cpu.threads)").range(0, 1024);
   s.text("graphs", std::string(""),
          "npu prefill: when the measured run's QNN graphs were built: online (inside the timed prefill) or offline "
@@ -207,6 +211,8 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.linear_dtypes = yaml_clone(p.node("linear_dtypes"));
   q_.metric = p.text("metric");
   q_.cpu_kernels = p.text("cpu_kernels");
+  q_.gpu_kernels = p.text("gpu_kernels");
+  if (!q_.gpu_kernels.empty() && q_.unit != "gpu") p.fail("gpu_kernels", "says which gpu kernels a build ran: only with unit gpu");
   q_.threads = p.integer("threads");
   q_.graphs = p.text("graphs");
   if (!q_.graphs.empty() && (q_.unit != "npu" || q_.phase != "prefill"))

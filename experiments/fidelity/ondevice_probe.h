@@ -41,7 +41,10 @@
 //   cpu_kernels / threads say how the measured build ran on the CPU, where its source shows it: the
 //   engine's cpu kernel class it used (e.g. llama.cpp `vec_dot` when the weights stayed out of ggml's
 //   CPU_REPACK buffer) and the app's thread count; an engine without that class (or without
-//   isa_kernels, for threads) is a ConfigError.
+//   isa_kernels, for threads) is a ConfigError. gpu_kernels names the engine's gpu kernel class the
+//   measured build ran, where its source dates the build or names the weight layout (ExecuTorch Vulkan's
+//   q4gsw GEMM of 2026-06, MLC's q4f16_1 vs q4f16_0 layouts); a class the device's GPU family of that
+//   engine does not give is a ConfigError.
 #include <cstdint>
 #include <string>
 
@@ -60,6 +63,7 @@ struct OnDeviceQuery {
   std::int64_t group_size = 0, lora_rank = 0;                                    // 0: the model profile's
   YAML::Node linear_dtypes;  // {projection: dtype} (models/model_spec.h); undefined: the model profile's
   std::string cpu_kernels;   // the engine's cpu kernel class the measured build ran ("": the engine's `kernels`)
+  std::string gpu_kernels;   // the engine's gpu kernel class the measured build ran ("": the engine's gpu `kernels`)
   std::int64_t threads = 0;  // the measured run's CPU thread count (0: the engine's `threads`)
   std::string graphs;        // npu prefill: online | offline, when the measured run's graphs were built ("": the engine's)
   // unit `storage`, phase `read`: requests of `request_kb` KB with `queue_depth` of them kept outstanding

@@ -257,15 +257,15 @@ for d, dev, b, unit, pp, tg in [('poco-myron','poco-myron','cpu','cpu',204.8,37.
 src = ('pytorch/executorch docs/source/backends/vulkan/tutorials/etvk-llama-tutorial.md (mirror HEAD cff6f4dd32): "sample output captured from a Galaxy S24", '
        'Llama3.2-1B-Instruct, QUANT=8da4w, GROUP_SIZE=64, --vulkan-force-fp16: "Prompt Tokens: 14", "{what}"')
 add('executorch-vulkan-tutorial', src.format(what='Prompt evaluation: 0.164000 (seconds) Rate: 85.365854 (tokens/second)'), 'galaxy-s24','executorch','llama-3.2-1b','gpu','prefill',85.365854,
-    quantity='Vulkan prefill throughput, 14-token prompt', idx='llama-3.2-1b-vulkan.prefill-14', tokens=14, dtype='int4', group_size=64, activation_dtype='fp16')
+    quantity='Vulkan prefill throughput, 14-token prompt', idx='llama-3.2-1b-vulkan.prefill-14', tokens=14, dtype='int4', group_size=64, activation_dtype='fp16', gpu_kernels='tiled')
 add('executorch-vulkan-tutorial', src.format(what='Generated 54 tokens: 1.025000 (seconds) Rate: 52.682927 (tokens/second)'), 'galaxy-s24','executorch','llama-3.2-1b','gpu','decode',52.682927,
-    quantity='Vulkan decode throughput, 54 tokens after 14 (context 41 taken)', idx='llama-3.2-1b-vulkan.decode-54', tokens=41, dtype='int4', group_size=64, activation_dtype='fp16')
+    quantity='Vulkan decode throughput, 54 tokens after 14 (context 41 taken)', idx='llama-3.2-1b-vulkan.decode-54', tokens=41, dtype='int4', group_size=64, activation_dtype='fp16', gpu_kernels='tiled')
 src = ('pytorch/executorch .wiki/backends/vulkan/overview.md (mirror HEAD cff6f4dd32), "Performance Characteristics": "LLM performance on Samsung Galaxy S24: ~260 tok/s prefill, '
        '~34 tok/s decode with quantized Llama 3.2 1B [Source: #12920]" (approximate as printed; quantisation and lengths not given: 8da4w g64 and 128 tokens assumed, as the Vulkan tutorial)')
 add('executorch-vulkan-wiki', src, 'galaxy-s24','executorch','llama-3.2-1b','gpu','prefill',260.0, quantity='Vulkan prefill throughput (~)', idx='llama-3.2-1b-vulkan-wiki.prefill',
-    tokens=128, dtype='int4', group_size=64, activation_dtype='fp16')
+    tokens=128, dtype='int4', group_size=64, activation_dtype='fp16', gpu_kernels='tiled')
 add('executorch-vulkan-wiki', src, 'galaxy-s24','executorch','llama-3.2-1b','gpu','decode',34.0, quantity='Vulkan decode throughput (~)', idx='llama-3.2-1b-vulkan-wiki.decode',
-    tokens=128, dtype='int4', group_size=64, activation_dtype='fp16')
+    tokens=128, dtype='int4', group_size=64, activation_dtype='fp16', gpu_kernels='tiled')
 
 # ---- ExecuTorch QNN hybrid mode (draft PR #7569) -----------------------------------------------------------------
 add('executorch-7569', 'github.com/pytorch/executorch/pull/7569 (description, 2025-01-09): "Inference Speed: Achieve ~60tok/sec using hybrid mode on SM8650 with QNN 2.28" '
@@ -313,7 +313,7 @@ src = ('github.com/apache/tvm/pull/16932 (description): "Enabled new gemv schedu
        '(device not named; context not given: 128 assumed as for the Xiaomi 14 point of ondevice_public.yaml)')
 for which, v in [('baseline', 10.0), ('improved', 12.5)]:
     add('tvm-16932', src, 'snapdragon-8-gen3-device','mlc','llama-2-7b','gpu','decode',v, quantity=f'MLC decode throughput, q4f16_0 ({which} GEMV schedule)',
-        idx=f'llama-2-7b-{which}.decode', tokens=128, dtype='int4', activation_dtype='fp16')
+        idx=f'llama-2-7b-{which}.decode', tokens=128, dtype='int4', activation_dtype='fp16', gpu_kernels='q4f16_0')
 
 
 # ---- llama.cpp CPU on a Snapdragon 865 phone (termux-llamacpp's published run) ----------------------------------------
@@ -377,6 +377,8 @@ for (eng, unit), idxs in groups.items():
             if pr.get('cpu_kernels'): fitted[c] = fitted[c].replace('engine.cpu.prefill_efficiency.', f'engine.cpu.kernel_classes.{pr["cpu_kernels"]}.prefill_efficiency.')
             if unit == 'gpu':   # GPU kernel values are per GPU family (engine gpu.families, docs/gpu_sources.md)
                 fitted[c] = fitted[c].replace('engine.gpu.', f'engine.gpu.families.{GPU_FAMILY.get(pr["device"], "adreno")}.')
+                if phase == 'prefill' and pr.get('gpu_kernels'):   # a family's prefill efficiencies per kernel class
+                    fitted[c] = fitted[c].replace('.prefill_efficiency.', f'.kernel_classes.{pr["gpu_kernels"]}.prefill_efficiency.')
             if phase == 'decode' and eng == 'executorch': fitted[c] += '.' + pr['dtype']   # executorch keys its bandwidth per weight dtype
 
 # A validation point whose probe is a calibration point's reads the very value that point is fitted to (another
