@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -10,6 +11,8 @@
 #include "devices/engine.h"
 #include "experiments/dynakv_latency.h"
 #include "experiments/experiment.h"
+#include "experiments/fidelity/extract.h"
+#include "experiments/fidelity/registry.h"
 #include "models/model_spec.h"
 #include "sim/error.h"
 #include "sim/h5.h"
@@ -309,6 +312,47 @@ TEST(DynaKvExperiment, BadInputsAreClearErrors) {
   EXPECT_THROW(run_fig10(out, {"experiment.generator.query_persistence=1.5"}), ConfigError);
   EXPECT_THROW(run_fig10(out, {"experiment.generator=no_such_generator"}), ConfigError);
   EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// Figure 10 over the four models its caption averages (fig10_models.yaml): four methods per model, the
+// Qwen-M rows the very runs of fig10.yaml (same setup, same sessions), and the registry's Figure 10
+// points are the mean over the models of each model's ratio, not one model's and not a pooled ratio.
+TEST(DynaKvExperiment, Fig10ModelsKeepsFig10AsItsQwenRowsAndTheRegistryAveragesPerModelRatios) {
+  const std::vector<std::string> small{"experiment.decode_lengths=[128]", "experiment.prefill=128",
+                                       "experiment.sim_layers=1", "experiment.accuracy_every=0"};
+  const std::string single = temp_out("fig10_single"), models = temp_out("fig10_models");
+  ASSERT_EQ(run_yaml("fig10.yaml", single, small), 0);
+  ASSERT_EQ(run_yaml("fig10_models.yaml", models, small), 0);
+  h5::Reader one(single), all(models);
+  const auto one_policy = one.strings("summary/policy"), all_policy = all.strings("summary/policy");
+  const auto all_model = all.strings("summary/model");
+  const auto one_latency = one.doubles("summary/latency_per_token"), all_latency = all.doubles("summary/latency_per_token");
+  const auto one_bw = one.doubles("summary/effective_bandwidth"), all_bw = all.doubles("summary/effective_bandwidth");
+  ASSERT_EQ(all_policy.size(), 16u);
+  std::map<std::string, std::map<std::string, double>> latency_of;  // model -> policy -> ms
+  for (std::size_t i = 0; i < all_policy.size(); ++i) latency_of[all_model[i]][all_policy[i]] = all_latency[i];
+  ASSERT_EQ(latency_of.size(), 4u);
+  for (std::size_t i = 0; i < one_policy.size(); ++i) {
+    std::size_t match = 0, found = 0;
+    for (std::size_t j = 0; j < all_policy.size(); ++j)
+      if (all_model[j] == "qwen2.5-3b" && all_policy[j] == one_policy[i]) {
+        match = j;
+        ++found;
+      }
+    ASSERT_EQ(found, 1u) << one_policy[i];
+    EXPECT_DOUBLE_EQ(all_latency[match], one_latency[i]) << one_policy[i];
+    EXPECT_DOUBLE_EQ(all_bw[match], one_bw[i]) << one_policy[i];
+  }
+  double mean_speedup = 0.0;
+  for (const auto& [model, ms] : latency_of) mean_speedup += ms.at("pqcache") / ms.at("dynakv") / 4.0;
+  namespace fid = experiments::fidelity;
+  const auto points = fid::load_registry(std::string(MOBISIM_SOURCE_DIR) + "/experiments/published", {"dynakv"});
+  const auto headline = std::find_if(points.begin(), points.end(),
+                                     [](const fid::Point& p) { return p.id == "dynakv.fig10.speedup_vs_pqcache"; });
+  ASSERT_NE(headline, points.end());
+  EXPECT_DOUBLE_EQ(fid::extract_value(models, headline->extract), mean_speedup);
+  remove_result(single);
+  remove_result(models);
 }
 
 }  // namespace
