@@ -130,6 +130,20 @@ ParamSchema engine_npu_schema() {
       .non_negative()
       .with_unit("us")
       .optional();
+  s.integer("hmx_min_rows", std::nullopt,
+            "hvx prefill: matmuls of at least this many activation rows (tokens of a ubatch) run on the HMX matrix "
+            "unit, whose clock hmx_clock names; fewer rows stay on HVX (llama.cpp: 32)")
+      .range(1, 1 << 16)
+      .optional();
+  s.text("hmx_clock", std::nullopt,
+         "clock corner the runtime's build votes for the HMX unit: max (the build the hvx_gemm_efficiency was fitted "
+         "on) or lowest (builds that power HMX on without a clock request; needs hmx_max_corner_speedup)")
+      .in({"max", "lowest"})
+      .optional();
+  s.real("hmx_max_corner_speedup", std::nullopt,
+         "prefill throughput of HMX ubatches at the max clock corner over the lowest (a measured ratio)")
+      .range(1.0, 100.0)
+      .optional();
   s.boolean("cpu_overlap", std::nullopt,
             "prefill chunk i's NPU work overlaps chunk i-1's CPU float work (attention) (llm.npu / mllm pipeline)")
       .optional();
@@ -517,6 +531,21 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     e.npu.hvx_gemm_efficiency = opt_real(np, "hvx_gemm_efficiency");
     e.npu.hvx_bandwidth_efficiency = opt_real(np, "hvx_bandwidth_efficiency");
     e.npu.hvx_op_overhead_us = opt_real(np, "hvx_op_overhead_us");
+    if (np.has("hmx_min_rows")) e.npu.hmx_min_rows = np.integer("hmx_min_rows");
+    if (np.has("hmx_clock")) e.npu.hmx_clock = np.text("hmx_clock");
+    e.npu.hmx_max_corner_speedup = opt_real(np, "hmx_max_corner_speedup");
+    // A build at the lowest HMX corner is slower by a measured ratio, which the engine states (no default).
+    if (e.npu.hmx_clock.value_or("max") == "lowest") {
+      if (!e.npu.hmx_min_rows)
+        np.fail("hmx_clock", fmt::format("engine '{}' names an HMX clock corner but no npu.hmx_min_rows (which "
+                                         "matmuls run on HMX)",
+                                         e.name));
+      if (!e.npu.hmx_max_corner_speedup)
+        np.fail("hmx_max_corner_speedup",
+                fmt::format("engine '{}' runs HMX at the lowest clock corner (npu.hmx_clock: lowest): give "
+                            "npu.hmx_max_corner_speedup (measured max-corner / lowest-corner prefill throughput)",
+                            e.name));
+    }
     if (np.has("cpu_overlap")) e.npu.cpu_overlap = np.boolean("cpu_overlap");
     if (np.has("graph_weight_dtype")) e.npu.graph_weight_dtype = np.text("graph_weight_dtype");
     if (np.has("graph_build")) e.npu.graph_build = np.text("graph_build");
@@ -751,6 +780,8 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     if (npu.hvx_bandwidth_efficiency) n.hvx_bandwidth_efficiency = *npu.hvx_bandwidth_efficiency;
     if (npu.hvx_op_overhead_us) n.hvx_op_overhead_us = *npu.hvx_op_overhead_us;
     if (npu.graph_weight_dtype) n.graph_weight_dtype = models::parse_dtype(*npu.graph_weight_dtype);
+    if (npu.hmx_min_rows) n.hmx_min_rows = *npu.hmx_min_rows;
+    if (npu.hmx_clock.value_or("max") == "lowest") n.hmx_clock_slowdown = *npu.hmx_max_corner_speedup;
     if (npu.cpu_overlap) n.cpu_overlap = *npu.cpu_overlap;
     if (npu.graph_build) n.online_graph_build = *npu.graph_build == "online";
     if (npu.graph_finalize_ms_per_linear) n.graph_finalize_ms_per_linear = *npu.graph_finalize_ms_per_linear;

@@ -45,6 +45,8 @@
 //               decode_bandwidth_efficiency, mixed_precision_fraction (see devices/npu.h)
 //               prefill_backend, decode_backend (htp | hvx), hvx_gemm_efficiency, hvx_bandwidth_efficiency,
 //               hvx_op_overhead_us, cpu_overlap (backends and overlap, devices/npu.h),
+//               hmx_min_rows, hmx_clock (max | lowest), hmx_max_corner_speedup (HMX ubatches of an hvx
+//               prefill and the build's HMX clock corner, devices/npu.h)
 //               graph_weight_dtype (the dtype the NPU graphs hold the weights in, devices/npu.h)
 //               graph_build (offline | online: graphs finalised on the phone inside the first request of a
 //               shape) and graph_finalize_ms_per_linear (required when online; devices/npu.h)
@@ -116,6 +118,11 @@ struct EngineNpuSpec {
   // NPU backends per phase and the runtime's HVX kernel-class efficiencies; CPU+NPU overlap (npu.h).
   std::optional<std::string> prefill_backend, decode_backend;
   std::optional<double> hvx_gemm_efficiency, hvx_bandwidth_efficiency, hvx_op_overhead_us;
+  // HMX matmuls inside the hvx prefill (llama.cpp's ggml-hexagon from b8475): rows from which a matmul runs
+  // on HMX, the build's HMX clock corner (max | lowest) and the measured max/lowest throughput ratio (npu.h).
+  std::optional<std::int64_t> hmx_min_rows;
+  std::optional<std::string> hmx_clock;
+  std::optional<double> hmx_max_corner_speedup;
   std::optional<bool> cpu_overlap;
   // The dtype the runtime's NPU graphs hold the linear weights in, whatever the model file stores
   // (NpuSpec::graph_model; e.g. MNN's QNN backend dequantises asymmetric int4 weights to fp16).

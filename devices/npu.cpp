@@ -134,7 +134,7 @@ double hvx_chunks_seconds(const NpuSpec& npu, const models::CostModel& cost, std
     const std::int64_t n = std::min(chunk, n_new - done);
     const bool last = done + n >= n_new;
     s += npu.hvx_seconds(cost.prefill(models::PrefillShape{n, n_cached + done, 0, last ? last_logit_tokens : 0}),
-                         m.weight_dtype, "prefill");
+                         m.weight_dtype, "prefill", npu.hvx_ubatch_slowdown(n));
   }
   return s;
 }
@@ -165,7 +165,7 @@ double NpuSpec::work_seconds(const models::Work& w, models::DType weight, models
   for (const auto& op : w.ops) n = std::max(n, op.tokens);
   if (n <= 1) return decode_seconds(w, weight, activation);
   check(Phase::kPrefill, weight);
-  if (prefill_backend == NpuBackend::kHvx) return hvx_seconds(w, weight, "prefill");
+  if (prefill_backend == NpuBackend::kHvx) return hvx_seconds(w, weight, "prefill", hvx_ubatch_slowdown(n));
   const std::int64_t chunk = std::min<std::int64_t>(graph_chunk, n);
   const std::int64_t execs = (n + chunk - 1) / chunk;
   const double padded = static_cast<double>(execs * chunk) / static_cast<double>(n);
@@ -203,12 +203,14 @@ double NpuSpec::hvx_peak_ops(models::DType weight, const std::string& phase) con
   return peak * 1e12;
 }
 
-double NpuSpec::hvx_seconds(const models::Work& w, models::DType weight, const std::string& phase) const {
-  const double peak = hvx_peak_ops(weight, phase) * hvx_gemm_efficiency;
+double NpuSpec::hvx_seconds(const models::Work& w, models::DType weight, const std::string& phase,
+                            double compute_slowdown) const {
+  const double peak = hvx_peak_ops(weight, phase) * hvx_gemm_efficiency / compute_slowdown;
   const double bw = mem_bandwidth_gbps * 1e9 * hvx_bandwidth_efficiency;
   double s = 0;
   for (const auto& op : w.ops) {
-    const double op_peak = op.dtype && *op.dtype != weight ? hvx_peak_ops(*op.dtype, phase) * hvx_gemm_efficiency : peak;
+    const double op_peak =
+        op.dtype && *op.dtype != weight ? hvx_peak_ops(*op.dtype, phase) * hvx_gemm_efficiency / compute_slowdown : peak;
     s += std::max(op.flops / op_peak, op.bytes() / bw) + op.layers * hvx_op_overhead_us * 1e-6;
   }
   return s;

@@ -41,6 +41,18 @@
 // with the runtime's kernel-class efficiencies (engine profile) applied to each SoC's peak. A device
 // profile without an HVX peak cannot run an hvx phase: ConfigError naming device, engine and key.
 //
+// HMX clock corner of the build (engine `hmx_min_rows`, `hmx_clock`, `hmx_max_corner_speedup`). From
+// llama.cpp b8475 ggml-hexagon runs a matmul of M >= 32 activation rows on the HMX matrix unit and fewer on
+// HVX (htp/matmul-ops.c); hvx_gemm_efficiency is fitted on a build that votes the max HMX clock corner
+// (htp/main.c: HAP_power_set_HMX_v2, llama.cpp PR #22334). Builds before it power HMX on without a clock
+// request, so HMX runs at the lowest corner, which PR #22334 measured. A ubatch of n >= hmx_min_rows tokens
+// of such a build runs its compute at hvx_gemm_efficiency / hmx_max_corner_speedup:
+//
+//   t_ubatch = sum over ops of [ max( flops * s / (hvx_peak * hvx_gemm_efficiency), bytes / bw ) + calls ],
+//   s = hmx_max_corner_speedup if (hmx_clock lowest and n >= hmx_min_rows) else 1
+//
+// (hmx_clock_slowdown below holds s for the lowest corner, 1 otherwise).
+//
 // Weights as the graph holds them (engine `graph_weight_dtype`, graph_model): a runtime that cannot keep
 // the model file's quantisation on the NPU builds its graphs from dequantised weights, so NPU work reads
 // and multiplies weights of that dtype: MNN's QNN backend keeps only symmetric integer weights quantised
@@ -118,6 +130,8 @@ struct NpuSpec {
   double hvx_gemm_efficiency = 1.0;       // fraction of the HVX peak on the runtime's matmul kernels
   double hvx_bandwidth_efficiency = 1.0;  // fraction of DRAM bandwidth its kernels stream at
   double hvx_op_overhead_us = 0;          // per operator call (dispatch, DSP round trip)
+  std::int64_t hmx_min_rows = 0;          // ubatches of at least this many tokens run their matmuls on HMX (0: none)
+  double hmx_clock_slowdown = 1.0;        // their compute time factor at the build's HMX clock corner (see above)
   bool cpu_overlap = false;               // chunk i's NPU work overlaps chunk i-1's CPU float work
   // The dtype the runtime's NPU graphs hold every linear weight in (engine profile; unset: the model's own).
   std::optional<models::DType> graph_weight_dtype;
@@ -165,7 +179,13 @@ struct NpuSpec {
   // HVX: the peak for `weight` (ConfigError naming device, engine and key when the profile lacks it;
   // `phase` says what needed it), and `work` run op by op on the vector units.
   double hvx_peak_ops(models::DType weight, const std::string& phase) const;
-  double hvx_seconds(const models::Work& work, models::DType weight, const std::string& phase) const;
+  // `compute_slowdown` multiplies every op's compute time (an HMX ubatch at a lower clock corner).
+  double hvx_seconds(const models::Work& work, models::DType weight, const std::string& phase,
+                     double compute_slowdown = 1.0) const;
+  // The compute factor of an hvx prefill ubatch of `rows` tokens: hmx_clock_slowdown on HMX, else 1.
+  double hvx_ubatch_slowdown(std::int64_t rows) const {
+    return hmx_min_rows > 0 && rows >= hmx_min_rows ? hmx_clock_slowdown : 1.0;
+  }
   // Prefill on HVX in micro-batches of `chunk` tokens (no padding: the runtime's ubatch).
   double hvx_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,
                              std::int64_t chunk) const;

@@ -119,6 +119,9 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
   if (q.threads > 0) set_path(eng, {"cpu", "threads"}, YAML::Node(std::to_string(q.threads)), "threads");
   // When the measured run's NPU graphs were built: the engine then requires (or refuses) its build cost.
   if (!q.graphs.empty()) set_path(eng, {"npu", "graph_build"}, YAML::Node(q.graphs), std::string("graphs=") + q.graphs);
+  // The HMX clock corner the measured build voted for (npu.h): the engine then requires its measured ratio.
+  if (!q.hmx_clock.empty())
+    set_path(eng, {"npu", "hmx_clock"}, YAML::Node(q.hmx_clock), std::string("hmx_clock=") + q.hmx_clock);
   for (const auto& o : overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -187,6 +190,10 @@ ParamSchema OnDeviceProbe::schema() {
          "npu prefill: when the measured run's QNN graphs were built: online (inside the timed prefill) or offline "
          "(beforehand); \"\": the engine's npu.graph_build")
       .in({"", "online", "offline"});
+  s.text("hmx_clock", std::string(""),
+         "npu prefill: the HMX clock corner the measured build voted for: max or lowest (builds that power HMX on "
+         "without a clock request); \"\": the engine's npu.hmx_clock")
+      .in({"", "max", "lowest"});
   s.text("metric", std::string("tokens_per_s"), "tokens_per_s or ms; mb_per_s (unit storage)")
       .in({"tokens_per_s", "ms", "mb_per_s"});
   return s;
@@ -217,6 +224,9 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.graphs = p.text("graphs");
   if (!q_.graphs.empty() && (q_.unit != "npu" || q_.phase != "prefill"))
     p.fail("graphs", "says when an NPU prefill's graphs were built: only with unit npu and phase prefill");
+  q_.hmx_clock = p.text("hmx_clock");
+  if (!q_.hmx_clock.empty() && (q_.unit != "npu" || q_.phase != "prefill"))
+    p.fail("hmx_clock", "says at which clock an NPU prefill's HMX matmuls ran: only with unit npu and phase prefill");
   if ((!q_.cpu_kernels.empty() || q_.threads > 0) && q_.unit != "cpu")
     p.fail(q_.cpu_kernels.empty() ? "threads" : "cpu_kernels", "says how a run used the CPU: only with unit cpu");
   q_.request_kb = p.real("request_kb");
