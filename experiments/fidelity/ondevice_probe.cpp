@@ -139,6 +139,9 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
     else
       throw ConfigError(fmt::format("ondevice probe: override '{}' must start with device., engine. or model.", o));
   }
+  // The runtime path the measured run used (e.g. mllm's QNN-AOT runtime), laid over the engine after the
+  // overrides so that a fit of a runtime value (engine.runtimes.NAME....) reaches it.
+  if (!q.runtime.empty()) eng = devices::with_engine_runtime(eng, q.runtime);
   auto src = [](const std::string& origin) { return ConfigSource{std::make_shared<std::string>(origin), ""}; };
   const devices::DeviceProfile d = devices::DeviceProfile::from_yaml(dev, src(dev_origin));
   const devices::EngineProfile e = devices::EngineProfile::from_yaml(eng, src(eng_origin));
@@ -179,6 +182,9 @@ ParamSchema OnDeviceProbe::schema() {
   s.text("cpu_kernels", std::string(""),
          "the engine's cpu kernel class the measured build ran (engine cpu.kernel_classes; \"\": its `kernels`)");
   s.integer("threads", 0, "CPU threads of the measured run (0: the engine's cpu.threads)").range(0, 1024);
+  s.text("runtime", std::string(""),
+         "the engine's runtime path the measured run used (a key of the engine's `runtimes`, e.g. mllm's aot); \"\": "
+         "the engine profile as it is");
   s.text("graphs", std::string(""),
          "npu prefill: when the measured run's QNN graphs were built: online (inside the timed prefill) or offline "
          "(beforehand); \"\": the engine's npu.graph_build")
@@ -209,6 +215,7 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.cpu_kernels = p.text("cpu_kernels");
   q_.threads = p.integer("threads");
   q_.graphs = p.text("graphs");
+  q_.runtime = p.text("runtime");
   if (!q_.graphs.empty() && (q_.unit != "npu" || q_.phase != "prefill"))
     p.fail("graphs", "says when an NPU prefill's graphs were built: only with unit npu and phase prefill");
   if ((!q_.cpu_kernels.empty() || q_.threads > 0) && q_.unit != "cpu")

@@ -61,6 +61,7 @@ struct OnDeviceQuery {
   YAML::Node linear_dtypes;  // {projection: dtype} (models/model_spec.h); undefined: the model profile's
   std::string cpu_kernels;   // the engine's cpu kernel class the measured build ran ("": the engine's `kernels`)
   std::int64_t threads = 0;  // the measured run's CPU thread count (0: the engine's `threads`)
+  std::string runtime;       // the engine's runtime path the measured run used (engine `runtimes`; "": the profile as it is)
   std::string graphs;        // npu prefill: online | offline, when the measured run's graphs were built ("": the engine's)
   // unit `storage`, phase `read`: requests of `request_kb` KB with `queue_depth` of them kept outstanding
   // (0: the storage's own queue_depth); metric mb_per_s (StorageSpec::read_bps) or ms per request.
