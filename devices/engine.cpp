@@ -25,6 +25,9 @@ ParamSchema engine_top_schema() {
          "what this runtime takes from the device profile (mllm-fitted values) instead of values of its own, "
          "{selector: reason}: selector `all`, `UNIT` (cpu, gpu, npu, ...), `UNIT.PHASE` (prefill, decode) or "
          "`UNIT.PHASE.DTYPE` (e.g. cpu.prefill.int6); a value neither set nor inherited is an error when a run needs it");
+  s.node("runtimes",
+         "runtime paths of this engine with values of their own, {NAME: {cpu/gpu/npu: {...}}}: a run (an on-device "
+         "probe's `runtime: NAME`) lays that block over the profile; runs naming none use the profile as it is");
   return s;
 }
 
@@ -460,6 +463,52 @@ void record_inherited(const DeviceProfile& device, const ConfigSource& source) {
     for (const auto& line : device.derived_from_soc) source.derived_from_soc->add(line);
 }
 
+namespace {
+
+// Every key of `top` replaces (maps: recursively) the same key of `base`.
+void overlay_yaml(YAML::Node base, const YAML::Node& top) {
+  for (const auto& kv : top) {
+    const std::string key = kv.first.as<std::string>();
+    YAML::Node b = base[key];
+    if (kv.second.IsMap() && b.IsDefined() && b.IsMap())
+      overlay_yaml(b, kv.second);
+    else
+      base[key] = yaml_clone(kv.second);
+  }
+}
+
+// Each runtime block must be a mapping of unit blocks that makes a valid profile when laid over the engine.
+void validate_runtimes(const YAML::Node& root, const ConfigSource& source) {
+  const YAML::Node r = root["runtimes"];
+  if (!r.IsDefined() || r.IsNull()) return;
+  if (!r.IsMap()) throw ConfigError(fmt::format("{}: runtimes: expected {{NAME: {{cpu/gpu/npu: ...}}}}", source.where(r)));
+  for (const auto& kv : r) {
+    const std::string name = kv.first.as<std::string>();
+    if (!kv.second.IsMap())
+      throw ConfigError(fmt::format("{}: runtimes.{}: expected a mapping of unit blocks (cpu, gpu, npu)", source.where(r), name));
+    for (const auto& unit : kv.second) {
+      const std::string u = unit.first.as<std::string>();
+      if (u != "cpu" && u != "gpu" && u != "npu")
+        throw ConfigError(fmt::format("{}: runtimes.{}.{}: a runtime sets cpu, gpu or npu values only", source.where(r), name, u));
+    }
+    (void)EngineProfile::from_yaml(with_engine_runtime(root, name), source.child("runtimes").child(name));
+  }
+}
+
+}  // namespace
+
+YAML::Node with_engine_runtime(const YAML::Node& engine_yaml, const std::string& runtime) {
+  YAML::Node out = yaml_clone(engine_yaml);
+  const YAML::Node r = engine_yaml["runtimes"];
+  const std::string name = engine_yaml["name"] ? engine_yaml["name"].as<std::string>() : std::string("?");
+  if (!r.IsDefined() || !r.IsMap() || !r[runtime].IsDefined())
+    throw ConfigError(fmt::format("engine '{}' has no runtime '{}' (engine key runtimes.{}: the values of that runtime path)",
+                                  name, runtime, runtime));
+  overlay_yaml(out, r[runtime]);
+  out.remove("runtimes");
+  return out;
+}
+
 EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSource& source) {
   const YAML::Node root = expand_profile_bases(given, source, "engines");
   ParamSchema ts = engine_top_schema();
@@ -472,6 +521,7 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
   e.resolved = yaml_clone(root);
   e.resolved.remove("base");
   e.inherit_device = parse_inherit_device(p);
+  validate_runtimes(root, source);
   for (const std::string unit : {"cpu", "gpu"}) {
     const YAML::Node n = p.node(unit);
     if (!n.IsDefined() || n.IsNull()) continue;

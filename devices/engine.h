@@ -157,6 +157,12 @@ struct EngineProfile {
 
 inline constexpr const char* kDefaultEngine = "mllm";
 
+// An engine profile's YAML with its runtime path `runtime` laid over it (`runtimes: {NAME: {cpu/gpu/npu}}`,
+// e.g. mllm's QNN-AOT runtime): every key the runtime block gives replaces the profile's, and `runtimes`
+// is dropped. The profile's `base:` must already be expanded if the block lives in a base. An engine without
+// that runtime: ConfigError naming the engine and the key.
+YAML::Node with_engine_runtime(const YAML::Node& engine_yaml, const std::string& runtime);
+
 // An engine: a built-in name, a YAML path, or a mapping (optionally `base: NAME` plus overrides).
 EngineProfile load_engine_profile(const std::string& name_or_path);
 EngineProfile load_engine_profile(const YAML::Node& node, const ConfigSource& source);

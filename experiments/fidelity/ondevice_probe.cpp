@@ -144,6 +144,9 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
     else
       throw ConfigError(fmt::format("ondevice probe: override '{}' must start with device., engine. or model.", o));
   }
+  // The runtime path the measured run used (e.g. mllm's QNN-AOT runtime), laid over the engine after the
+  // overrides so that a fit of a runtime value (engine.runtimes.NAME....) reaches it.
+  if (!q.runtime.empty()) eng = devices::with_engine_runtime(eng, q.runtime);
   auto src = [](const std::string& origin) { return ConfigSource{std::make_shared<std::string>(origin), ""}; };
   const devices::DeviceProfile d = devices::DeviceProfile::from_yaml(dev, src(dev_origin));
   const devices::EngineProfile e = devices::EngineProfile::from_yaml(eng, src(eng_origin));
@@ -186,6 +189,9 @@ ParamSchema OnDeviceProbe::schema() {
   s.text("gpu_kernels", std::string(""),
          "the engine's gpu kernel class the measured build ran (engine gpu.families.F.kernel_classes; \"\": its `kernels`)");
   s.integer("threads", 0, "CPU threads of the measured run (0: the engine's cpu.threads)").range(0, 1024);
+  s.text("runtime", std::string(""),
+         "the engine's runtime path the measured run used (a key of the engine's `runtimes`, e.g. mllm's aot); \"\": "
+         "the engine profile as it is");
   s.text("graphs", std::string(""),
          "npu prefill: when the measured run's QNN graphs were built: online (inside the timed prefill) or offline "
          "(beforehand); \"\": the engine's npu.graph_build")
@@ -222,6 +228,7 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   if (!q_.gpu_kernels.empty() && q_.unit != "gpu") p.fail("gpu_kernels", "says which gpu kernels a build ran: only with unit gpu");
   q_.threads = p.integer("threads");
   q_.graphs = p.text("graphs");
+  q_.runtime = p.text("runtime");
   if (!q_.graphs.empty() && (q_.unit != "npu" || q_.phase != "prefill"))
     p.fail("graphs", "says when an NPU prefill's graphs were built: only with unit npu and phase prefill");
   q_.hmx_clock = p.text("hmx_clock");

@@ -68,6 +68,7 @@ struct OnDeviceQuery {
   std::string cpu_kernels;   // the engine's cpu kernel class the measured build ran ("": the engine's `kernels`)
   std::string gpu_kernels;   // the engine's gpu kernel class the measured build ran ("": the engine's gpu `kernels`)
   std::int64_t threads = 0;  // the measured run's CPU thread count (0: the engine's `threads`)
+  std::string runtime;       // the engine's runtime path the measured run used (engine `runtimes`; "": the profile as it is)
   std::string graphs;        // npu prefill: online | offline, when the measured run's graphs were built ("": the engine's)
   std::string hmx_clock;     // npu prefill: max | lowest, the HMX clock corner of the measured build ("": the engine's)
   // unit `storage`, phase `read`: requests of `request_kb` KB with `queue_depth` of them kept outstanding

@@ -14,7 +14,9 @@ AIHUB = ("Qualcomm AI Hub Models v0.46.1 (github.com/quic/ai-hub-models, commit 
 P = []   # (source_key, source, id_suffix, quantity, published, unit, probe)
 def add(src_key, source, device, engine, model, unit, phase, published, metric='tokens_per_s', quantity='',
         idx='', **probe):
-    pr = dict(impl='ondevice', device=device, engine=engine, model=model, unit=unit, phase=phase)
+    pr = dict(impl='ondevice', device=device, engine=engine)
+    if 'runtime' in probe: pr['runtime'] = probe.pop('runtime')   # the engine's runtime path (engine `runtimes`)
+    pr.update(model=model, unit=unit, phase=phase)
     pr.update(probe); pr['metric'] = metric
     P.append(dict(key=src_key, source=source, quantity=quantity, published=published, unit=metric, probe=pr,
                   idx=idx))
@@ -170,9 +172,9 @@ src = ('chenghuawang.github.io/News/2026-01-29-mllm-qnn-aot-support-en (the mllm
        'running on Qualcomm SM8650 achieved a performance of 758.28 tokens/s for prefill and 25.84 tokens/s for decode in a scenario with 640 prefill tokens and 128 decode tokens" '
        '(SM8650 device not named)')
 add('mllm-qnn-aot-report', src, 'snapdragon-8-gen3-device','mllm','qwen3-1.7b','npu','prefill',758.28, quantity='QNN AOT prefill throughput, 640 tokens, chunk 32',
-    idx='qwen3-1.7b-aot.prefill-640', tokens=640, chunk=32, dtype='int4', activation_dtype='fp16', kv_dtype='int8')
+    idx='qwen3-1.7b-aot.prefill-640', runtime='aot', tokens=640, chunk=32, dtype='int4', activation_dtype='fp16', kv_dtype='int8')
 add('mllm-qnn-aot-report', src, 'snapdragon-8-gen3-device','mllm','qwen3-1.7b','npu','decode',25.84, quantity='QNN AOT decode throughput, 128 tokens after 640 (context 704 taken)',
-    idx='qwen3-1.7b-aot.decode', tokens=704, dtype='int4', activation_dtype='fp16', kv_dtype='int8')
+    idx='qwen3-1.7b-aot.decode', runtime='aot', tokens=704, dtype='int4', activation_dtype='fp16', kv_dtype='int8')
 
 
 # ---- llama.rn (llama.cpp) bench comments, pocketpal-ai PRs #722 and #740 -----------------------------------
@@ -372,6 +374,7 @@ for (eng, unit), idxs in groups.items():
                 fitted[c] = 'engine.npu.hvx_gemm_efficiency' if phase == 'prefill' else 'engine.npu.hvx_bandwidth_efficiency'
             else:
                 fitted[c] = 'engine.npu.max_utilization' if phase == 'prefill' else 'engine.npu.decode_bandwidth_efficiency'
+            if pr.get('runtime'): fitted[c] = fitted[c].replace('engine.', f'engine.runtimes.{pr["runtime"]}.', 1)   # that runtime path's value
         else:
             fitted[c] = f'engine.{unit}.prefill_efficiency.{pr["dtype"]}' if phase == 'prefill' else f'engine.{unit}.bandwidth_efficiency'
             if pr.get('cpu_kernels'): fitted[c] = fitted[c].replace('engine.cpu.prefill_efficiency.', f'engine.cpu.kernel_classes.{pr["cpu_kernels"]}.prefill_efficiency.')
