@@ -54,7 +54,17 @@ ParamSchema engine_kernel_values_schema() {
   s.node("kernel_cost",
          "{dtype: factor}: how many times longer this runtime's kernels for that weight dtype take than for the unit's "
          "own rate on the same arithmetic (e.g. {int6: 1.875}); divides that dtype's efficiency");
+  s.node("lm_head_bandwidth_efficiency",
+         "{dtype: fraction}: achieved fraction of DRAM bandwidth of the LM head's GEMV when its weights are stored at "
+         "that dtype (a classifier the runtime runs on another kernel); absent: bandwidth_efficiency");
   s.text("source", std::string(""), "where these numbers come from");
+  return s;
+}
+
+// A GPU family's block: kernel values, and values per generation of the family laid over them.
+ParamSchema engine_family_schema() {
+  ParamSchema s = engine_kernel_values_schema();
+  s.node("generations", "{GENERATION: {kernel values}}: laid over the family's on a GPU of that compute.gpu.generation");
   return s;
 }
 
@@ -186,23 +196,41 @@ EngineKernelValues parse_kernel_values(const Params& p) {
   v.bandwidth_efficiency = parse_per_dtype(p, "bandwidth_efficiency");
   v.call_overhead_us = opt_real(p, "call_overhead_us");
   v.kernel_cost = parse_positive_per_dtype(p, "kernel_cost", "factor, e.g. {int6: 1.875}");
+  const PerDtype lm_head = parse_per_dtype(p, "lm_head_bandwidth_efficiency");
+  if (lm_head.fallback)
+    p.fail("lm_head_bandwidth_efficiency", "give it per stored dtype of the LM head's weights, e.g. {int6: 0.06}: it "
+                                           "names the classifiers the runtime runs on another kernel");
+  v.lm_head_bandwidth_efficiency = lm_head.by_dtype;
   return v;
 }
 
-// `families: {FAMILY: {kernel values}}` of a gpu block (empty when absent).
-std::map<std::string, EngineKernelValues> parse_families(const Params& up, const std::string& unit,
-                                                         const ConfigSource& unit_source) {
+// `families: {FAMILY: {kernel values, generations: {GEN: {kernel values}}}}` of a gpu block (empty when
+// absent); each family's generation blocks go to `generations`.
+std::map<std::string, EngineKernelValues> parse_families(
+    const Params& up, const std::string& unit, const ConfigSource& unit_source,
+    std::map<std::pair<std::string, std::string>, EngineKernelValues>& generations) {
   std::map<std::string, EngineKernelValues> out;
   const YAML::Node n = up.node("families");
   if (!n.IsDefined() || n.IsNull()) return out;
   if (unit != "gpu") up.fail("families", "only a gpu has kernel values per GPU family");
   if (!n.IsMap() || n.size() == 0)
     up.fail("families", "expected a mapping GPU family -> kernel values, e.g. {adreno: {prefill_efficiency: {int4: 0.04}}}");
-  ParamSchema fs = engine_kernel_values_schema();
+  const ParamSchema fs = engine_family_schema();
+  const ParamSchema gs = engine_kernel_values_schema();
   for (const auto& kv : n) {
     const std::string family = kv.first.as<std::string>();
-    const Params fp(kv.second, fs, unit_source.child("families").child(family), {});
+    const ConfigSource family_source = unit_source.child("families").child(family);
+    const Params fp(kv.second, fs, family_source, {});
     out.emplace(family, parse_kernel_values(fp));
+    const YAML::Node g = fp.node("generations");
+    if (!g.IsDefined() || g.IsNull()) continue;
+    if (!g.IsMap() || g.size() == 0)
+      fp.fail("generations", "expected a mapping GPU generation -> kernel values, e.g. {a7x: {lm_head_bandwidth_efficiency: {int6: 0.06}}}");
+    for (const auto& gv : g) {
+      const std::string generation = gv.first.as<std::string>();
+      const Params gp(gv.second, gs, family_source.child("generations").child(generation), {});
+      generations.emplace(std::make_pair(family, generation), parse_kernel_values(gp));
+    }
   }
   return out;
 }
@@ -368,6 +396,7 @@ EngineKernelValues EngineKernelValues::overlaid_by(const EngineKernelValues& ove
   overlay(v.bandwidth_efficiency, over.bandwidth_efficiency);
   if (over.call_overhead_us) v.call_overhead_us = over.call_overhead_us;
   for (const auto& [t, x] : over.kernel_cost) v.kernel_cost[t] = x;
+  for (const auto& [t, x] : over.lm_head_bandwidth_efficiency) v.lm_head_bandwidth_efficiency[t] = x;
   return v;
 }
 
@@ -416,7 +445,7 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     const Params up(n, us, source.child(unit), {});
     EngineUnitSpec u;
     static_cast<EngineKernelValues&>(u) = parse_kernel_values(up);
-    u.families = parse_families(up, unit, source.child(unit));
+    u.families = parse_families(up, unit, source.child(unit), u.generations);
     u.kernel_classes = parse_kernel_classes(up, unit, source.child(unit));
     if (up.has("kernels") || !u.kernel_classes.empty()) select_kernel_class(up, e.name, u);
     if (up.has("isa_kernels")) {
@@ -568,11 +597,15 @@ EngineKernelValues values_for_family(const EngineUnitSpec& spec, const std::stri
   }
   std::vector<std::string> peaks;
   for (const auto& [t, tf] : u.peak_tflops) peaks.push_back(fmt::format("{} {:g}", models::to_string(t), tf));
-  derived = fmt::format("{} kernels: the {} values of {} ({}.families.{}) on device '{}' {} {} GPU, peak TFLOP/s {}",
-                        unit, u.family, where, unit, u.family, device.name, u.family,
-                        u.generation.empty() ? std::string("(generation not given)") : u.generation,
+  const auto gen = spec.generations.find({u.family, u.generation});
+  const bool by_generation = !u.generation.empty() && gen != spec.generations.end();
+  derived = fmt::format("{} kernels: the {} values of {} ({}.families.{}{}) on device '{}' {} {} GPU, peak TFLOP/s {}",
+                        unit, u.family, where, unit, u.family,
+                        by_generation ? fmt::format(", then its generations.{} values", u.generation) : std::string(),
+                        device.name, u.family, u.generation.empty() ? std::string("(generation not given)") : u.generation,
                         fmt::join(peaks, ", "));
-  return base.overlaid_by(it->second);
+  const EngineKernelValues family = base.overlaid_by(it->second);
+  return by_generation ? family.overlaid_by(gen->second) : family;
 }
 }  // namespace
 
@@ -609,6 +642,7 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     apply_per_dtype(spec.bandwidth_efficiency, u.bandwidth_efficiency, u.bandwidth_efficiency_by_dtype);
     if (spec.call_overhead_us) u.call_overhead_us = *spec.call_overhead_us;
     for (const auto& [t, x] : spec.kernel_cost) u.kernel_cost_by_dtype[t] = x;
+    for (const auto& [t, x] : spec.lm_head_bandwidth_efficiency) u.lm_head_bandwidth_efficiency_by_dtype[t] = x;
     auto gaps = std::make_shared<EngineGaps>();
     if (!unit_spec.isa_kernels.empty()) {
       std::string derived = apply_isa_kernels(unit_spec, unit, where, device, u, *gaps);

@@ -11,6 +11,9 @@
 //               bandwidth_efficiency achieved fraction of DRAM bandwidth, a number or a mapping per
 //                                    weight dtype
 //               call_overhead_us     fixed cost per operator per layer
+//               lm_head_bandwidth_efficiency  {dtype: fraction}: the LM head's GEMV rate on DRAM bandwidth when
+//                                    its weights are stored at that dtype and the runtime runs another kernel
+//                                    for it (e.g. llama.cpp's flat K-quant GEMV for a vocab-scale Q6_K classifier)
 //               kernel_cost          {dtype: factor}: the runtime's kernels for a weight dtype take that many
 //                                    times longer than the unit's rate (a per-projection recipe dtype)
 //   gpu only:   families             {family: {prefill_efficiency, decode_efficiency, bandwidth_efficiency,
@@ -19,7 +22,9 @@
 //                                    and phase), applied to each SoC's published peaks. A device whose
 //                                    compute.gpu.family is absent or not listed cannot run them:
 //                                    ConfigError naming device, engine, family and key, where first needed.
-//                                    What ran is recorded in the result (`derived_from_soc`).
+//                                    What ran is recorded in the result (`derived_from_soc`). A family block
+//                                    may hold `generations: {GEN: {kernel values}}`, laid over the family's on a
+//                                    GPU whose compute.gpu.generation is GEN.
 //   cpu only:   isa_kernels          the ISA paths of the runtime's integer-weight kernels, best first
 //                                    ([i8mm, dotprod]): with it, the prefill/decode efficiency it gives for
 //                                    int4, int6 and int8 weights is a fraction of the SoC's ISA peak for the
@@ -86,6 +91,9 @@ struct EngineKernelValues {
   PerDtype prefill_efficiency, decode_efficiency, bandwidth_efficiency;
   std::optional<double> call_overhead_us;
   std::map<models::DType, double> kernel_cost;  // per weight dtype: time factor of its kernels (compute_unit.h)
+  // per stored dtype of the LM head's weights: the fraction of DRAM bandwidth its classifier GEMV reaches
+  // when the runtime runs another kernel for it (compute_unit.h lm_head_bandwidth_efficiency_by_dtype)
+  std::map<models::DType, double> lm_head_bandwidth_efficiency;
   // These values, then `over`'s wherever it gives one (per dtype: `over`'s dtypes replace these).
   EngineKernelValues overlaid_by(const EngineKernelValues& over) const;
 };
@@ -102,6 +110,10 @@ struct EngineUnitSpec : EngineKernelValues {
   // one without a family, has none of them: every value is a gap there, inherit_device or not (a family
   // listed with an empty block takes what inherit_device names from the device, recorded).
   std::map<std::string, EngineKernelValues> families;
+  // gpu: values for one generation of a family (`families: {adreno: {generations: {a7x: {...}}}}`), laid over
+  // the family's on a GPU of that generation (compute.gpu.generation): a driver compiler or a kernel choice
+  // that only that generation has. Keyed by {family, generation}.
+  std::map<std::pair<std::string, std::string>, EngineKernelValues> generations;
 };
 
 struct EngineNpuSpec {
