@@ -59,7 +59,7 @@ TEST(GpuGenerations, AGenerationsLmHeadRateAppliesOnItsGenerationToItsStoredDtyp
   // An a8x GPU of the same family runs the family's values only.
   const DeviceProfile a8x = generations_engine(kA7xHead).apply(relabelled_pixel7("a8x"));
   EXPECT_NEAR(a8x.unit("gpu", "t").op_seconds(head_op(DType::kInt6), DType::kInt4), 1.01e8 / (51.2e9 * 0.5), 1e-12);
-  EXPECT_EQ(a8x.derived_from_soc[0].find("generations"), std::string::npos) << a8x.derived_from_soc[0];
+  EXPECT_EQ(a8x.derived_from_soc[0].find("generations.a7x"), std::string::npos) << a8x.derived_from_soc[0];
 }
 
 TEST(GpuGenerations, AnLmHeadRateWithoutItsStoredDtypeIsAConfigError) {
