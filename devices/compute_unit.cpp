@@ -224,18 +224,22 @@ double ComputeUnitSpec::bandwidth_efficiency_for(DType t) const {
 // An engine's gap for this dtype (single-token or batched work) is raised by the first operator that
 // needs it, so decode-only work never asks for a prefill value.
 struct ComputeUnitSpec::Roofline {
+  const ComputeUnitSpec& unit;
+  DType dtype;
   double peak, gemv_efficiency, batched_efficiency, attention_efficiency, bandwidth, overhead_s;
   const std::string *gemv_gap = nullptr, *batched_gap = nullptr;
-  Roofline(const ComputeUnitSpec& u, DType dtype)
-      : peak(u.peak_flops(dtype)),
-        gemv_efficiency(u.raw_efficiency(dtype, true)),
-        batched_efficiency(u.raw_efficiency(dtype, false)),
+  Roofline(const ComputeUnitSpec& u, DType t)
+      : unit(u),
+        dtype(t),
+        peak(u.peak_flops(t)),
+        gemv_efficiency(u.raw_efficiency(t, true)),
+        batched_efficiency(u.raw_efficiency(t, false)),
         attention_efficiency(u.attention_compute_efficiency),
-        bandwidth(u.mem_bandwidth_gbps * 1e9 * u.bandwidth_efficiency_for(dtype)),
+        bandwidth(u.mem_bandwidth_gbps * 1e9 * u.bandwidth_efficiency_for(t)),
         overhead_s(u.call_overhead_us * 1e-6) {
     if (u.gaps) {
-      gemv_gap = u.gaps->find(Phase::kDecode, dtype);
-      batched_gap = u.gaps->find(Phase::kPrefill, dtype);
+      gemv_gap = u.gaps->find(Phase::kDecode, t);
+      batched_gap = u.gaps->find(Phase::kPrefill, t);
     }
   }
   double op_seconds(const models::Op& op) const {
@@ -244,8 +248,16 @@ struct ComputeUnitSpec::Roofline {
                        : op.tokens == 1                                         ? gemv_efficiency
                                                                                 : batched_efficiency;
     const double compute = op.flops / (peak * eff);
-    const double memory = op.bytes() / bandwidth;
-    return std::max(compute, memory) + overhead_s * op.layers;
+    return std::max(compute, memory_seconds(op)) + overhead_s * op.layers;
+  }
+  // The LM head's weights at the runtime's classifier rate for their stored dtype, when it gives one.
+  double memory_seconds(const models::Op& op) const {
+    if (op.kind == models::OpKind::kLmHead) {
+      const auto it = unit.lm_head_bandwidth_efficiency_by_dtype.find(op.stored_dtype.value_or(dtype));
+      if (it != unit.lm_head_bandwidth_efficiency_by_dtype.end())
+        return op.weight_bytes / (unit.mem_bandwidth_gbps * 1e9 * it->second) + (op.bytes() - op.weight_bytes) / bandwidth;
+    }
+    return op.bytes() / bandwidth;
   }
 };
 

@@ -61,6 +61,11 @@ struct ComputeUnitSpec {
   // for a weight dtype take on the same arithmetic (mllm's Q6_K dot products beside its Q4_K ones); the
   // efficiency for that dtype is divided by it, batched and single-token alike. Absent: 1.
   std::map<models::DType, double> kernel_cost_by_dtype;
+  // Set by an engine profile: the achieved fraction of the memory bandwidth of the LM head's weights when
+  // they are stored at a dtype listed here (Op::stored_dtype, else the pass's): a runtime whose classifier
+  // GEMV runs another kernel on some GPU generation (llama.cpp's OpenCL flat K-quant GEMV on Adreno A7x,
+  // devices/engine.h `generations`). Absent: the dtype's bandwidth_efficiency, as every other weight.
+  std::map<models::DType, double> lm_head_bandwidth_efficiency_by_dtype;
   // Set by an engine profile: the (phase, dtype) values it neither sets nor inherits; using one is a
   // ConfigError (devices/engine_gaps.h). null: no engine applied, every value is the profile's.
   std::shared_ptr<const EngineGaps> gaps;

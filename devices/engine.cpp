@@ -57,6 +57,9 @@ ParamSchema engine_kernel_values_schema() {
   s.node("kernel_cost",
          "{dtype: factor}: how many times longer this runtime's kernels for that weight dtype take than for the unit's "
          "own rate on the same arithmetic (e.g. {int6: 1.875}); divides that dtype's efficiency");
+  s.node("lm_head_bandwidth_efficiency",
+         "{dtype: fraction}: achieved fraction of DRAM bandwidth of the LM head's GEMV when its weights are stored at "
+         "that dtype (a classifier the runtime runs on another kernel); absent: bandwidth_efficiency");
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -84,13 +87,15 @@ ParamSchema engine_unit_schema() {
   return s;
 }
 
-// One GPU family's block: the runtime's kernel values there, and its kernel classes on that family (builds or
-// weight layouts whose GEMMs differ); the gpu unit's `kernels` names the class a run uses.
+// One GPU family's block: the runtime's kernel values there, its kernel classes on that family (builds or
+// weight layouts whose GEMMs differ; the gpu unit's `kernels` names the class a run uses), and values per
+// generation of the family laid over them.
 ParamSchema engine_family_schema() {
   ParamSchema s = engine_kernel_values_schema();
   s.node("kernel_classes",
          "the runtime's kernel classes on this GPU family, {CLASS: {prefill_efficiency: ...}}: the gpu unit's `kernels` "
          "names the one a run uses (the ondevice probe: `gpu_kernels`); with them the efficiencies are per class");
+  s.node("generations", "{GENERATION: {kernel values}}: laid over the family's on a GPU of that compute.gpu.generation");
   return s;
 }
 
@@ -218,6 +223,11 @@ EngineKernelValues parse_kernel_values(const Params& p) {
   v.bandwidth_efficiency = parse_per_dtype(p, "bandwidth_efficiency");
   v.call_overhead_us = opt_real(p, "call_overhead_us");
   v.kernel_cost = parse_positive_per_dtype(p, "kernel_cost", "factor, e.g. {int6: 1.875}");
+  const PerDtype lm_head = parse_per_dtype(p, "lm_head_bandwidth_efficiency");
+  if (lm_head.fallback)
+    p.fail("lm_head_bandwidth_efficiency", "give it per stored dtype of the LM head's weights, e.g. {int6: 0.06}: it "
+                                           "names the classifiers the runtime runs on another kernel");
+  v.lm_head_bandwidth_efficiency = lm_head.by_dtype;
   return v;
 }
 
@@ -315,12 +325,28 @@ EngineKernelValues family_kernel_class_values(const Params& up, const Params& fp
   return family_values.overlaid_by(it->second);
 }
 
-// `families: {FAMILY: {kernel values, kernel_classes}}` of a gpu block (empty when absent). A family that gives
+// `generations: {GEN: {kernel values}}` of one GPU family's block, keyed {family, GEN} into `generations`.
+void parse_generations(const Params& fp, const std::string& family, const ConfigSource& family_source,
+                       std::map<std::pair<std::string, std::string>, EngineKernelValues>& generations) {
+  const YAML::Node g = fp.node("generations");
+  if (!g.IsDefined() || g.IsNull()) return;
+  if (!g.IsMap() || g.size() == 0)
+    fp.fail("generations", "expected a mapping GPU generation -> kernel values, e.g. {a7x: {lm_head_bandwidth_efficiency: {int6: 0.06}}}");
+  const ParamSchema gs = engine_kernel_values_schema();
+  for (const auto& gv : g) {
+    const std::string generation = gv.first.as<std::string>();
+    const Params gp(gv.second, gs, family_source.child("generations").child(generation), {});
+    generations.emplace(std::make_pair(family, generation), parse_kernel_values(gp));
+  }
+}
+
+// `families: {FAMILY: {kernel values, kernel_classes, generations}}` of a gpu block (empty when absent). A family that gives
 // kernel classes runs the one the unit's `kernels` names (its values over the family's); the family then gives
 // no efficiency of its own, so a dtype the class does not give stays a gap (or a named inheritance).
 std::map<std::string, EngineKernelValues> parse_families(const Params& up, const std::string& unit, const std::string& engine,
                                                          const ConfigSource& unit_source,
-                                                         std::map<std::string, std::string>& family_kernel_class) {
+                                                         std::map<std::string, std::string>& family_kernel_class,
+                                                         std::map<std::pair<std::string, std::string>, EngineKernelValues>& generations) {
   std::map<std::string, EngineKernelValues> out;
   const YAML::Node n = up.node("families");
   if (!n.IsDefined() || n.IsNull()) return out;
@@ -341,6 +367,7 @@ std::map<std::string, EngineKernelValues> parse_families(const Params& up, const
       family_kernel_class[family] = up.text("kernels");
     }
     out.emplace(family, v);
+    parse_generations(fp, family, family_source, generations);
   }
   if (up.has("kernels") && !any_classes)
     up.fail("kernels", fmt::format("engine '{}' names a gpu kernel class, but no GPU family of it gives kernel_classes", engine));
@@ -434,6 +461,7 @@ EngineKernelValues EngineKernelValues::overlaid_by(const EngineKernelValues& ove
   overlay(v.bandwidth_efficiency, over.bandwidth_efficiency);
   if (over.call_overhead_us) v.call_overhead_us = over.call_overhead_us;
   for (const auto& [t, x] : over.kernel_cost) v.kernel_cost[t] = x;
+  for (const auto& [t, x] : over.lm_head_bandwidth_efficiency) v.lm_head_bandwidth_efficiency[t] = x;
   return v;
 }
 
@@ -529,7 +557,7 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     const Params up(n, us, source.child(unit), {});
     EngineUnitSpec u;
     static_cast<EngineKernelValues&>(u) = parse_kernel_values(up);
-    u.families = parse_families(up, unit, e.name, source.child(unit), u.family_kernel_class);
+    u.families = parse_families(up, unit, e.name, source.child(unit), u.family_kernel_class, u.generations);
     if (unit == "gpu") {
       if (up.has("kernel_classes"))
         up.fail("kernel_classes", "a gpu's kernel classes are per GPU family: families.FAMILY.kernel_classes");
@@ -705,14 +733,18 @@ EngineKernelValues values_for_family(const EngineUnitSpec& spec, const std::stri
   }
   std::vector<std::string> peaks;
   for (const auto& [t, tf] : u.peak_tflops) peaks.push_back(fmt::format("{} {:g}", models::to_string(t), tf));
+  const auto gen = spec.generations.find({u.family, u.generation});
+  const bool by_generation = !u.generation.empty() && gen != spec.generations.end();
   const auto cls = spec.family_kernel_class.find(u.family);
   const std::string class_note =
       cls == spec.family_kernel_class.end() ? std::string() : fmt::format(", kernel class '{}'", cls->second);
-  derived = fmt::format("{} kernels: the {} values of {} ({}.families.{}{}) on device '{}' {} {} GPU, peak TFLOP/s {}",
-                        unit, u.family, where, unit, u.family, class_note, device.name, u.family,
-                        u.generation.empty() ? std::string("(generation not given)") : u.generation,
+  derived = fmt::format("{} kernels: the {} values of {} ({}.families.{}{}{}) on device '{}' {} {} GPU, peak TFLOP/s {}",
+                        unit, u.family, where, unit, u.family, class_note,
+                        by_generation ? fmt::format(", then its generations.{} values", u.generation) : std::string(),
+                        device.name, u.family, u.generation.empty() ? std::string("(generation not given)") : u.generation,
                         fmt::join(peaks, ", "));
-  return base.overlaid_by(it->second);
+  const EngineKernelValues family = base.overlaid_by(it->second);
+  return by_generation ? family.overlaid_by(gen->second) : family;
 }
 }  // namespace
 
@@ -749,6 +781,7 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     apply_per_dtype(spec.bandwidth_efficiency, u.bandwidth_efficiency, u.bandwidth_efficiency_by_dtype);
     if (spec.call_overhead_us) u.call_overhead_us = *spec.call_overhead_us;
     for (const auto& [t, x] : spec.kernel_cost) u.kernel_cost_by_dtype[t] = x;
+    for (const auto& [t, x] : spec.lm_head_bandwidth_efficiency) u.lm_head_bandwidth_efficiency_by_dtype[t] = x;
     auto gaps = std::make_shared<EngineGaps>();
     if (!unit_spec.isa_kernels.empty()) {
       std::string derived = apply_isa_kernels(unit_spec, unit, where, device, u, *gaps);

@@ -11,6 +11,9 @@
 //               bandwidth_efficiency achieved fraction of DRAM bandwidth, a number or a mapping per
 //                                    weight dtype
 //               call_overhead_us     fixed cost per operator per layer
+//               lm_head_bandwidth_efficiency  {dtype: fraction}: the LM head's GEMV rate on DRAM bandwidth when
+//                                    its weights are stored at that dtype and the runtime runs another kernel
+//                                    for it (e.g. llama.cpp's flat K-quant GEMV for a vocab-scale Q6_K classifier)
 //               kernel_cost          {dtype: factor}: the runtime's kernels for a weight dtype take that many
 //                                    times longer than the unit's rate (a per-projection recipe dtype)
 //   gpu only:   families             {family: {prefill_efficiency, decode_efficiency, bandwidth_efficiency,
@@ -24,6 +27,8 @@
 //                                    whose GEMMs differ, e.g. ExecuTorch Vulkan before/after its 2026 q4gsw
 //                                    GEMM): the gpu unit's `kernels` names the one a run uses (ondevice probe:
 //                                    `gpu_kernels`), and the family's efficiencies are then per class only.
+//                                    A family block may hold `generations: {GEN: {kernel values}}`, laid
+//                                    over the family's on a GPU whose compute.gpu.generation is GEN.
 //   cpu only:   isa_kernels          the ISA paths of the runtime's integer-weight kernels, best first
 //                                    ([i8mm, dotprod]): with it, the prefill/decode efficiency it gives for
 //                                    int4, int6 and int8 weights is a fraction of the SoC's ISA peak for the
@@ -92,6 +97,9 @@ struct EngineKernelValues {
   PerDtype prefill_efficiency, decode_efficiency, bandwidth_efficiency;
   std::optional<double> call_overhead_us;
   std::map<models::DType, double> kernel_cost;  // per weight dtype: time factor of its kernels (compute_unit.h)
+  // per stored dtype of the LM head's weights: the fraction of DRAM bandwidth its classifier GEMV reaches
+  // when the runtime runs another kernel for it (compute_unit.h lm_head_bandwidth_efficiency_by_dtype)
+  std::map<models::DType, double> lm_head_bandwidth_efficiency;
   // These values, then `over`'s wherever it gives one (per dtype: `over`'s dtypes replace these).
   EngineKernelValues overlaid_by(const EngineKernelValues& over) const;
 };
@@ -110,6 +118,10 @@ struct EngineUnitSpec : EngineKernelValues {
   std::map<std::string, EngineKernelValues> families;
   // gpu: the kernel class (`kernels`) each family giving kernel_classes runs, resolved into `families` above.
   std::map<std::string, std::string> family_kernel_class;
+  // gpu: values for one generation of a family (`families: {adreno: {generations: {a7x: {...}}}}`), laid over
+  // the family's on a GPU of that generation (compute.gpu.generation): a driver compiler or a kernel choice
+  // that only that generation has. Keyed by {family, generation}.
+  std::map<std::pair<std::string, std::string>, EngineKernelValues> generations;
 };
 
 struct EngineNpuSpec {

@@ -159,6 +159,7 @@ static void add_logit_ops(Work& w, const ModelSpec& m, std::int64_t logit_tokens
   if (logit_tokens > 0) {
     w.ops.push_back(Op{OpKind::kFinalNorm, 4 * t * d, d * wb, 2 * t * d * ab, 0, 0, 1, logit_tokens, std::nullopt});
     w.ops.push_back(Op{OpKind::kLmHead, 2 * t * d * V, d * V * head_wb, t * (d + V) * ab, 0, 0, 1, logit_tokens, std::nullopt});
+    w.ops.back().stored_dtype = m.classifier_dtype;
   }
 }
 

@@ -77,6 +77,10 @@ struct Op {
   // The precision it computes at when that differs from the pass's weights (adapters in floating
   // point beside int4 linears); unset, the pass's.
   std::optional<DType> dtype;
+  // The dtype its weights are stored at when a runtime picks another kernel by it (the LM head of a GGUF
+  // file keeps its classifier at another type than the linears: llama.cpp's Q4_0 files hold a Q6_K
+  // output tensor); unset: the pass's. Only the storage: the arithmetic stays the pass's (`dtype`).
+  std::optional<DType> stored_dtype{};
   double bytes() const { return weight_bytes + act_bytes + kv_read_bytes + kv_write_bytes; }
 };
 
