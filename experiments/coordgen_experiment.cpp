@@ -31,9 +31,11 @@
 // energy from the configured device and model.
 //   policies       list of {impl: NAME, label: TEXT (optional), ...} (kind specdec_policy)
 //
-// Results: /summary (one row per policy), /runs/<policy>/records (one row per request), and
+// Results: /summary (one row per policy), /runs/<policy>/records (one row per request),
 // /tables/draft_lengths: per retrieval-drafting policy, the verifications carrying d draft tokens
-// (d = 0..budget) with their fraction and cumulative fraction (section 2.3's Figure 6 view).
+// (d = 0..budget) with their fraction and cumulative fraction (section 2.3's Figure 6 view), and
+// /tables/retrieval_ceiling: per request, the accepted tokens per step no retrieval drafter without
+// calibration can exceed on this workload (retrieval_drafter.h, retrieval_ceiling).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -385,6 +387,7 @@ class CoordGenExperiment : public Experiment {
     std::vector<std::pair<std::size_t, const std::vector<Row>*>> rows_of_policy;
     for (const auto& job : jobs) rows_of_policy.emplace_back(job.policy, &job.rows);
     if (auto t = draft_length_table(rows_of_policy)) ctx.results.tables["draft_lengths"] = std::move(*t);
+    if (auto t = retrieval_ceiling_table(ctx)) ctx.results.tables["retrieval_ceiling"] = std::move(*t);
   }
 
   YAML::Node resolved_config(const YAML::Node& given) const override {
@@ -538,6 +541,47 @@ class CoordGenExperiment : public Experiment {
     t.add("steps", steps, "count");
     t.add("fraction", fraction);
     t.add("cumulative_fraction", cumulative);
+    return t;
+  }
+
+  // The workload's retrieval ceiling (retrieval_drafter.h): per request, the accepted tokens per step
+  // when every step drafts the longest prefix of the target output found in the user's store (history
+  // + prompt + output so far), at the largest draft budget of the retrieval-drafting policies. It bounds
+  // every PLD/SAM policy without calibration on this workload: a low ceiling is the data, not a drafter.
+  std::optional<h5::Table> retrieval_ceiling_table(RunContext& ctx) const {
+    int budget = 0;
+    for (const auto& e : policies_)
+      if (auto opt = Registry<SpecDecPolicy>::instance().create(e.node, e.source)->drafter())
+        budget = std::max(budget, opt->budget);
+    if (budget == 0) return std::nullopt;
+    std::vector<std::string> user;
+    std::vector<std::int64_t> request, output_tokens, steps;
+    std::vector<double> accepted;
+    double accepted_sum = 0, steps_sum = 0;
+    for (const auto& u : users_) {
+      policies::specdec::HistoryStore history;
+      for (const auto& o : u.prior_outputs) history.add(o);
+      for (std::size_t i = 0; i < u.requests.size(); ++i) {
+        const auto& rq = u.requests[i];
+        const DecodeTrace t = policies::specdec::retrieval_ceiling(history.tokens(), rq.prompt, rq.output, budget);
+        history.add(rq.output);
+        user.push_back(u.id);
+        request.push_back(static_cast<std::int64_t>(i));
+        output_tokens.push_back(static_cast<std::int64_t>(rq.output.size()));
+        steps.push_back(static_cast<std::int64_t>(t.steps.size()));
+        accepted.push_back(t.accepted_per_step());
+        accepted_sum += t.accepted_per_step() * static_cast<double>(t.steps.size());
+        steps_sum += static_cast<double>(t.steps.size());
+      }
+    }
+    ctx.progress(fmt::format("retrieval ceiling: {:.2f} accepted/step (longest store match each step, budget {})",
+                             steps_sum > 0 ? accepted_sum / steps_sum : 0.0, budget));
+    h5::Table t;
+    t.add("user", user);
+    t.add("request", request);
+    t.add("output_tokens", output_tokens, "tokens");
+    t.add("steps", steps, "count");
+    t.add("accepted_per_step", accepted, "tokens");
     return t;
   }
 

@@ -54,6 +54,53 @@ TEST(SpecdecDrafting, SamDraftsFromTheHistoryStorePldCannot) {
   EXPECT_DOUBLE_EQ(ts.accepted_per_step(), 1.0);
 }
 
+TEST(SpecdecDrafting, RetrievalCeilingDraftsTheLongestStoreMatch) {
+  // Prompt 1 2 3 4 5, output 9 2 3 4 7 2 3 4 7, no history. Step 1: pending 9, store 1 2 3 4 5 9; the
+  // continuation 2 3 4 7 ... matches "2 3 4" (the store has 4 5, not 4 7): 3 accepted. Step 2: pending 7,
+  // store 1 2 3 4 5 9 2 3 4 7; the remaining 2 3 4 7 occurs (positions 6-9): 4 accepted, done.
+  const std::vector<int> prompt{1, 2, 3, 4, 5}, output{9, 2, 3, 4, 7, 2, 3, 4, 7};
+  const DecodeTrace t = retrieval_ceiling({}, prompt, output, 31);
+  ASSERT_EQ(t.steps.size(), 2u);
+  EXPECT_EQ(t.steps[0].accepted, 3);
+  EXPECT_EQ(t.steps[1].accepted, 4);
+  EXPECT_DOUBLE_EQ(t.accepted_per_step(), 3.5);
+  // Budget 2: 2 3 (2) | pending 4, "7" not yet in the store (0) | pending 7: 2 3 (2) | pending 4: 7 (1).
+  const DecodeTrace b = retrieval_ceiling({}, prompt, output, 2);
+  ASSERT_EQ(b.steps.size(), 4u);
+  EXPECT_EQ(b.steps[0].accepted, 2);
+  EXPECT_EQ(b.steps[1].accepted, 0);
+  EXPECT_EQ(b.steps[2].accepted, 2);
+  EXPECT_EQ(b.steps[3].accepted, 1);
+  EXPECT_DOUBLE_EQ(b.accepted_per_step(), 5.0 / 4.0);
+  // The history is part of the store: with history 7 2 the first step's "2 3 4 7" still stops at 4
+  // (no "4 7" before the pending token), but an output 9 7 2 copies the history: 2 accepted in 1 step.
+  const std::vector<int> history{7, 2};
+  EXPECT_EQ(retrieval_ceiling(history, prompt, output, 31).steps[0].accepted, 3);
+  const DecodeTrace h = retrieval_ceiling(history, prompt, std::vector<int>{9, 7, 2}, 31);
+  ASSERT_EQ(h.steps.size(), 1u);
+  EXPECT_EQ(h.steps[0].accepted, 2);
+  EXPECT_THROW(retrieval_ceiling({}, prompt, output, 0), ConfigError);
+}
+
+TEST(SpecdecDrafting, RetrievalCeilingBoundsEveryRetrievalDrafter) {
+  // On an output that copies its context and its history in runs, with novel tokens between, no
+  // PLD/SAM drafter, with or without reuse, accepts more per step than the ceiling (each draft path
+  // is copied from the store the ceiling searches whole).
+  const std::vector<int> history{40, 41, 42, 43, 44, 45};
+  std::vector<int> prompt, output;
+  for (int i = 0; i < 60; ++i) prompt.push_back(10 + i % 23);
+  for (int i = 0; i < 80; ++i) output.push_back(i % 7 == 3 ? 90 + i % 5 : (i % 17 < 6 ? 40 + i % 17 : 10 + (i * 3) % 23));
+  HistoryStore store;
+  store.add(history);
+  const double ceiling = retrieval_ceiling(history, prompt, output, 31).accepted_per_step();
+  for (const auto r : {Retriever::kPld, Retriever::kSam})
+    for (const bool reuse : {false, true}) {
+      CoordGenDrafter d(opts(r, false, reuse), &store);
+      EXPECT_LE(replay_decode(prompt, output, d).accepted_per_step(), ceiling) << d.name();
+    }
+  EXPECT_GT(ceiling, 0.0);
+}
+
 TEST(SpecdecDrafting, EquationThreeLongestAgreeingSegment) {
   // pred[k] is the model's token after d[k]: 11 -> 12 and 12 -> 13 agree, 13 -> 14 does not.
   const std::vector<int> d{10, 11, 12, 13, 14}, pred{99, 12, 13, 77, 0};

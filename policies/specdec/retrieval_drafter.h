@@ -98,4 +98,13 @@ DecodeTrace replay_decode(std::span<const int> prompt, std::span<const int> outp
 
 DecodeTrace speculative_decode(const kernel::Model& m, std::span<const int> prompt, int steps, CoordGenDrafter& d);
 
+// Retrieval ceiling of a recorded output: the draft-and-verify loop of replay_decode where every step
+// drafts the longest prefix of the true continuation (at most `budget` tokens) that occurs anywhere in
+// the store = history + prompt + the output up to the pending token. A PLD or SAM draft (and draft
+// reuse, whose segments come from earlier drafts) is a set of paths each copied from that store, so no
+// retrieval drafter without calibration accepts more per step on the same output; calibration's tree
+// adds the model's own predictions and is not bounded by it. What the workload allows, not a policy.
+DecodeTrace retrieval_ceiling(std::span<const int> history, std::span<const int> prompt, std::span<const int> output,
+                              int budget);
+
 }  // namespace mobisim::policies::specdec
