@@ -9,6 +9,16 @@ namespace {
 // The unit DynaKV's llama.cpp build decodes on (seed 003, section 7). Labels here stay within the
 // short-string buffer: a step issues a few hundred of them.
 const std::string kDynaKvCpu = "cpu";
+const std::string kSpinLabel = "spin on loader";
+
+// A join: the compute threads spin on the loading thread's atomic semaphore until the flash branch
+// ends at `io_end` (experiments/dynakv_step_events.h), so the CPU is busy for that wait.
+sim::Task<void> spin_until(devices::Device& device, sim::Time io_end, StepFlashTimes& times) {
+  const sim::Time now = device.sim().now();
+  if (io_end <= now) co_return;
+  times.spin_wait += io_end - now;
+  co_await device.busy(kDynaKvCpu, io_end - now, kSpinLabel);
+}
 
 // The loading thread's copy of `runs`' bytes into the runtime's KV buffers, one read after another:
 // the replay's loading_seconds, to the same double, rounded as a duration.
@@ -75,7 +85,7 @@ sim::Task<void> decode_step_on_device(devices::Device& device, const DecodeStepW
     sim::Time io_end = storage.admit_read(t0, f.representatives_bytes, devices::Storage::Load::kPerRequest, r.representatives);
     times.representatives += io_end - t0;
     co_await device.busy(kDynaKvCpu, before, "norm, Q, RoPE");
-    if (io_end > sim.now()) co_await sim.timeout(io_end - sim.now());  // the join
+    co_await spin_until(device, io_end, times);  // the join
     // The selection needs the query and the representatives: nothing hides it.
     co_await device.busy(kDynaKvCpu, cluster, "clusters");
     // The retrieval depends on this layer's query: only K/V projections and Q-K scores hide it.
@@ -83,13 +93,13 @@ sim::Task<void> decode_step_on_device(devices::Device& device, const DecodeStepW
     io_end = read_runs_then_copy(storage, t0, f.retrieval_runs, r.retrieval_copy, r.retrieval);
     times.retrieval += io_end - t0;
     co_await device.busy(kDynaKvCpu, beside, "K/V proj, Q-K");
-    if (io_end > sim.now()) co_await sim.timeout(io_end - sim.now());  // the join
+    co_await spin_until(device, io_end, times);  // the join
     // Pipeline 2: the next layer's cached clusters and this layer's writes beside attention and FFN.
     t0 = sim.now();
     io_end = background_io(storage, t0, f, r);
     times.background += io_end - t0;
     co_await device.busy(kDynaKvCpu, after, "softmax, O, FFN");
-    if (io_end > sim.now()) co_await sim.timeout(io_end - sim.now());  // the join
+    co_await spin_until(device, io_end, times);  // the join
   }
   co_await device.busy(kDynaKvCpu, sim::from_seconds(c.per_token_s), "embed, LM head");
 }

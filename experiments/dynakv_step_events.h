@@ -13,6 +13,13 @@
 //                                       offload's writes; the pool moves read back]          join
 //   per token:  [CPU embedding, final norm, LM head]
 //
+// At a join the compute threads wait for the loading thread spinning, not sleeping: seed 003,
+// section 7, synchronises the two "through atomic semaphores", and the runtime's own waits spin the
+// same way (llama.cpp ggml/src/ggml-cpu/ggml-cpu.c at 1b5f9501, ggml_barrier: a waiting thread loops
+// on an atomic load with ggml_thread_cpu_relax(), a `yield` on aarch64, never a futex or WFE). So the
+// CPU stays busy, at its active power, until the flash branch ends (StepFlashTimes::spin_wait); the
+// compute columns are the busy time less that wait.
+//
 // A flash branch's reads go out together (an io_uring batch, admitted by Storage::admit_reads when
 // the branch starts: the step runs as one process, which waits after its CPU piece until the
 // branch's end), so the device's queue depth, IOPS and bandwidth time them; the loading thread (seed 003, section 7: one
@@ -60,6 +67,7 @@ struct StepFlashTimes {
   sim::Time representatives = 0;
   sim::Time retrieval = 0;
   sim::Time background = 0;  // prefetch, writes and moves
+  sim::Time spin_wait = 0;   // the compute threads spinning at the joins while a flash branch runs on
 };
 
 // What a step keeps per replayed layer from one model layer to the next: its flash branches as the

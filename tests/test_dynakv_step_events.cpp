@@ -280,10 +280,13 @@ TEST(DynaKvStepEvents, HandBuiltStepsEqualTheClosedForm) {
       const double oracle = closed_form_seconds(spec, w);
       EXPECT_NEAR(static_cast<double>(r.end), oracle * 1e9, static_cast<double>(rounding_bound(w, spec)))
           << c.what << ", " << model_layers << " layers";
-      // The CPU is busy for exactly its pieces, whatever the flash does.
-      EXPECT_NEAR(r.cpu_busy_s, (c.compute.per_layer_s() + c.cluster_s) * model_layers + c.compute.per_token_s,
+      // The CPU is busy for its pieces, whatever the flash does, and spins at the joins for the
+      // rest of the step: busy from start to end.
+      EXPECT_NEAR(r.cpu_busy_s - sim::to_seconds(r.flash.spin_wait),
+                  (c.compute.per_layer_s() + c.cluster_s) * model_layers + c.compute.per_token_s,
                   1e-9 * 5 * model_layers)
           << c.what;
+      EXPECT_NEAR(r.cpu_busy_s, sim::to_seconds(r.end), 1e-12) << c.what;
     }
   }
 }
@@ -309,6 +312,44 @@ TEST(DynaKvStepEvents, AnIoBoundRetrievalAddsItsExcessEveryLayer) {
   EXPECT_EQ(b.end - a.end, 6 * (io - sim::from_seconds(with_io.compute.beside_retrieval_s)));
   EXPECT_EQ(b.flash.retrieval, 6 * io);
   EXPECT_EQ(b.flash.background, 0);
+}
+
+// At the joins the compute threads spin on the loading thread's atomic semaphore (seed 003, section
+// 7; llama.cpp's ggml_barrier spins the same way): an I/O-bound retrieval keeps the CPU at its active
+// power for the whole step. By hand: 6 layers each wait io - beside; the Device's energy is the SoC
+// floor and the CPU's active power over the whole step, the other units idle, and the storage's own.
+TEST(DynaKvStepEvents, ComputeThreadsSpinAtTheJoinsAtActivePower) {
+  const devices::DeviceProfile phone = phone_with_loader();
+  const devices::StorageSpec& spec = *phone.storage;
+  devices::StorageSpec unloaded = spec;
+  unloaded.load_ns_per_byte = 0;
+  const std::vector<std::int64_t> runs = {4096, 8192, 4096, 65536, 4096};
+  DecodeStepWork w;
+  w.compute = step_compute_ms(0.5, 0.01, 1, 2);
+  w.model_layers = 6;
+  w.replayed.resize(1);
+  w.replayed[0].retrieval_runs = runs;
+  const sim::Time io = sim::from_seconds(policies::kvcluster::idle_read_seconds(unloaded, as_runs(runs))) +
+                       sim::from_seconds(copy_seconds(spec, runs));
+  const sim::Time beside = sim::from_seconds(w.compute.beside_retrieval_s);
+  ASSERT_GT(io, beside);
+  const StepRun r = run_step(phone, w);
+  EXPECT_EQ(r.flash.spin_wait, 6 * (io - beside));
+  const double step_s = sim::to_seconds(r.end);
+  EXPECT_NEAR(step_s, 6 * (0.5e-3 + sim::to_seconds(io) + 1e-3) + 2e-3, 1e-8);  // the retrieval sets its phase
+  EXPECT_NEAR(r.cpu_busy_s, step_s, 1e-12);
+  double other_idle_w = 0;
+  for (const auto& [name, unit] : phone.compute)
+    if (name != "cpu") other_idle_w += unit.idle_power_w;
+  if (phone.npu) other_idle_w += phone.npu->idle_power_w;
+  const double cpu_w = phone.compute.at("cpu").active_power_w;
+  sim::StatGroup stats("device");
+  experiments::SimulatedRun storage_only(phone, stats);  // the storage's own energy for the same reads
+  storage_only.device().storage().keep_request_latencies(false);
+  storage_only.device().storage().admit_reads(0, runs, devices::Storage::Load::kByCaller);
+  const double storage_io_j = 6 * storage_only.device().storage().io_energy_j();
+  const double storage_idle_j = spec.idle_power_w * (step_s - r.storage_busy_s);
+  EXPECT_NEAR(r.energy_j, (phone.base_power_w + cpu_w + other_idle_w) * step_s + storage_io_j + storage_idle_j, 1e-9);
 }
 
 // Model layer m runs replayed layer floor(m R / N): each of R replayed layers N / R times when R divides N.
