@@ -145,8 +145,14 @@ ParamSchema engine_npu_schema() {
       .optional();
   s.text("hmx_clock", std::nullopt,
          "clock corner the runtime's build votes for the HMX unit: max (the build the hvx_gemm_efficiency was fitted "
-         "on) or lowest (builds that power HMX on without a clock request; needs hmx_max_corner_speedup)")
-      .in({"max", "lowest"})
+         "on), lowest (builds that power HMX on without a clock request; needs hmx_max_corner_speedup) or none (a "
+         "build without HMX: every matmul on HVX at hvx_matmul_efficiency)")
+      .in({"max", "lowest", "none"})
+      .optional();
+  s.real("hvx_matmul_efficiency", std::nullopt,
+         "fraction of the HVX peak reached by the matmuls HMX does not take (ubatches under hmx_min_rows rows, "
+         "decode, builds without HMX); required with hmx_min_rows")
+      .range(1e-6, 1.0)
       .optional();
   s.real("hmx_max_corner_speedup", std::nullopt,
          "prefill throughput of HMX ubatches at the max clock corner over the lowest (a measured ratio)")
@@ -612,6 +618,7 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     if (np.has("hmx_min_rows")) e.npu.hmx_min_rows = np.integer("hmx_min_rows");
     if (np.has("hmx_clock")) e.npu.hmx_clock = np.text("hmx_clock");
     e.npu.hmx_max_corner_speedup = opt_real(np, "hmx_max_corner_speedup");
+    e.npu.hvx_matmul_efficiency = opt_real(np, "hvx_matmul_efficiency");
     // A build at the lowest HMX corner is slower by a measured ratio, which the engine states (no default).
     if (e.npu.hmx_clock.value_or("max") == "lowest") {
       if (!e.npu.hmx_min_rows)
@@ -624,6 +631,13 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
                             "npu.hmx_max_corner_speedup (measured max-corner / lowest-corner prefill throughput)",
                             e.name));
     }
+    // Matmuls that HMX does not take run other kernels (flat HVX vrmpy): their rate is the engine's to state,
+    // never the HMX ubatches' hvx_gemm_efficiency reused.
+    if ((e.npu.hmx_min_rows || e.npu.hmx_clock.value_or("") == "none") && !e.npu.hvx_matmul_efficiency)
+      np.fail("hvx_matmul_efficiency",
+              fmt::format("engine '{}' runs some matmuls on HMX and the rest on HVX (npu.hmx_min_rows or hmx_clock: "
+                          "none): give npu.hvx_matmul_efficiency (the share of the HVX peak of the HVX matmuls)",
+                          e.name));
     if (np.has("cpu_overlap")) e.npu.cpu_overlap = np.boolean("cpu_overlap");
     if (np.has("graph_weight_dtype")) e.npu.graph_weight_dtype = np.text("graph_weight_dtype");
     if (np.has("graph_build")) e.npu.graph_build = np.text("graph_build");
@@ -865,6 +879,8 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     if (npu.graph_weight_dtype) n.graph_weight_dtype = models::parse_dtype(*npu.graph_weight_dtype);
     if (npu.hmx_min_rows) n.hmx_min_rows = *npu.hmx_min_rows;
     if (npu.hmx_clock.value_or("max") == "lowest") n.hmx_clock_slowdown = *npu.hmx_max_corner_speedup;
+    n.hmx_in_build = npu.hmx_clock.value_or("max") != "none";
+    if (npu.hvx_matmul_efficiency) n.hvx_matmul_efficiency = *npu.hvx_matmul_efficiency;
     if (npu.cpu_overlap) n.cpu_overlap = *npu.cpu_overlap;
     if (npu.graph_build) n.online_graph_build = *npu.graph_build == "online";
     if (npu.graph_finalize_ms_per_linear) n.graph_finalize_ms_per_linear = *npu.graph_finalize_ms_per_linear;

@@ -50,8 +50,9 @@
 //               decode_bandwidth_efficiency, mixed_precision_fraction (see devices/npu.h)
 //               prefill_backend, decode_backend (htp | hvx), hvx_gemm_efficiency, hvx_bandwidth_efficiency,
 //               hvx_op_overhead_us, cpu_overlap (backends and overlap, devices/npu.h),
-//               hmx_min_rows, hmx_clock (max | lowest), hmx_max_corner_speedup (HMX ubatches of an hvx
-//               prefill and the build's HMX clock corner, devices/npu.h)
+//               hmx_min_rows, hmx_clock (max | lowest | none), hmx_max_corner_speedup (HMX ubatches of an hvx
+//               prefill and the build's HMX clock corner, devices/npu.h), hvx_matmul_efficiency (the
+//               matmuls HMX does not take; required with hmx_min_rows or hmx_clock none)
 //               graph_weight_dtype (the dtype the NPU graphs hold the weights in, devices/npu.h)
 //               graph_build (offline | online: graphs finalised on the phone inside the first request of a
 //               shape) and graph_finalize_ms_per_linear (required when online; devices/npu.h)
@@ -135,6 +136,9 @@ struct EngineNpuSpec {
   std::optional<std::int64_t> hmx_min_rows;
   std::optional<std::string> hmx_clock;
   std::optional<double> hmx_max_corner_speedup;
+  // The share of the HVX peak of the matmuls that stay on HVX beside HMX (fewer rows, decode, builds
+  // without HMX: hmx_clock none).
+  std::optional<double> hvx_matmul_efficiency;
   std::optional<bool> cpu_overlap;
   // The dtype the runtime's NPU graphs hold the linear weights in, whatever the model file stores
   // (NpuSpec::graph_model; e.g. MNN's QNN backend dequantises asymmetric int4 weights to fp16).

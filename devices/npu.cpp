@@ -110,7 +110,7 @@ double NpuSpec::peak_ops(models::DType weight, models::DType activation) const {
 
 double NpuSpec::decode_seconds(const models::Work& w, models::DType weight, models::DType activation) const {
   check(Phase::kDecode, weight);
-  if (decode_backend == NpuBackend::kHvx) return hvx_seconds(w, weight, "decode");
+  if (decode_backend == NpuBackend::kHvx) return hvx_seconds(w, weight, "decode", hvx_ubatch_slowdown(1));
   const double compute = w.flops() / (peak_ops(weight, activation) * max_utilization);
   const double memory = w.bytes() / (mem_bandwidth_gbps * 1e9 * decode_bandwidth_efficiency);
   return exec_overhead_ms * 1e-3 + std::max(compute, memory);

@@ -53,6 +53,16 @@
 //
 // (hmx_clock_slowdown below holds s for the lowest corner, 1 otherwise).
 //
+// HVX matmuls beside HMX ones (engine `hvx_matmul_efficiency`, `hmx_clock: none`). With HMX in the build,
+// hvx_gemm_efficiency is the rate of its HMX ubatches (fitted on a 256-token prefill); the matmuls HMX does
+// not take run the flat HVX vrmpy kernels at their own share of the HVX peak: ubatches of fewer than
+// hmx_min_rows rows, decode (one row), and every ubatch of a build without HMX (before llama.cpp b8475:
+// `hmx_clock: none`). Their compute then runs at hvx_matmul_efficiency:
+//
+//   s = hvx_gemm_efficiency / hvx_matmul_efficiency  for a ubatch on HVX (hvx_matmul_efficiency set)
+//
+// An engine that gives hmx_min_rows must give hvx_matmul_efficiency (no silent reuse of the HMX rate).
+//
 // Weights as the graph holds them (engine `graph_weight_dtype`, graph_model): a runtime that cannot keep
 // the model file's quantisation on the NPU builds its graphs from dequantised weights, so NPU work reads
 // and multiplies weights of that dtype: MNN's QNN backend keeps only symmetric integer weights quantised
@@ -132,6 +142,8 @@ struct NpuSpec {
   double hvx_op_overhead_us = 0;          // per operator call (dispatch, DSP round trip)
   std::int64_t hmx_min_rows = 0;          // ubatches of at least this many tokens run their matmuls on HMX (0: none)
   double hmx_clock_slowdown = 1.0;        // their compute time factor at the build's HMX clock corner (see above)
+  bool hmx_in_build = true;               // false: the build predates HMX (engine/probe hmx_clock: none)
+  double hvx_matmul_efficiency = 0;       // fraction of the HVX peak of matmuls on HVX beside HMX (0: not given)
   bool cpu_overlap = false;               // chunk i's NPU work overlaps chunk i-1's CPU float work
   // The dtype the runtime's NPU graphs hold every linear weight in (engine profile; unset: the model's own).
   std::optional<models::DType> graph_weight_dtype;
@@ -182,9 +194,13 @@ struct NpuSpec {
   // `compute_slowdown` multiplies every op's compute time (an HMX ubatch at a lower clock corner).
   double hvx_seconds(const models::Work& work, models::DType weight, const std::string& phase,
                      double compute_slowdown = 1.0) const;
-  // The compute factor of an hvx prefill ubatch of `rows` tokens: hmx_clock_slowdown on HMX, else 1.
+  // Whether a ubatch of `rows` tokens runs its matmuls on HMX (see above).
+  bool on_hmx(std::int64_t rows) const { return hmx_min_rows > 0 && hmx_in_build && rows >= hmx_min_rows; }
+  // The compute factor of an hvx ubatch of `rows` tokens (decode: 1) against hvx_gemm_efficiency:
+  // hmx_clock_slowdown on HMX; on HVX hvx_gemm_efficiency / hvx_matmul_efficiency when that is given, else 1.
   double hvx_ubatch_slowdown(std::int64_t rows) const {
-    return hmx_min_rows > 0 && rows >= hmx_min_rows ? hmx_clock_slowdown : 1.0;
+    if (on_hmx(rows)) return hmx_clock_slowdown;
+    return hvx_matmul_efficiency > 0 ? hvx_gemm_efficiency / hvx_matmul_efficiency : 1.0;
   }
   // Prefill on HVX in micro-batches of `chunk` tokens (no padding: the runtime's ubatch).
   double hvx_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,

@@ -63,6 +63,25 @@ TEST(HmxClock, LowestCornerSlowsTheComputeOfHmxUbatchesOnly) {
   EXPECT_EQ(n.hvx_ubatch_slowdown(4096), 1.0);
 }
 
+// The matmuls HMX does not take run the flat HVX kernels at hvx_matmul_efficiency (devices/npu.h).
+TEST(HmxClock, UbatchesOffHmxRunAtTheHvxMatmulRate) {
+  NpuSpec n = hmx_clock_spec();  // HMX ubatches at 0.5 of 2e12 = 1e12 op/s
+  const models::Work w = hmx_clock_two_ops();
+  n.hmx_min_rows = 32;
+  n.hvx_matmul_efficiency = 0.25;  // 5e11 op/s on HVX: compute factor 0.5 / 0.25 = 2
+  EXPECT_EQ(n.hvx_ubatch_slowdown(31), 2.0);
+  EXPECT_EQ(n.hvx_ubatch_slowdown(1), 2.0);  // decode: one row, on HVX
+  EXPECT_EQ(n.hvx_ubatch_slowdown(32), 1.0);  // max corner
+  // 31 rows on HVX: the GEMM 1e10 / 5e11 = 20 ms (over its 2 ms of bytes); the norm 2e9 / 5e11 = 4 ms stays
+  // under its 5 ms of bytes: 20 + 5 + 0.2 ms.
+  EXPECT_NEAR(n.hvx_seconds(w, DType::kInt4, "prefill", n.hvx_ubatch_slowdown(31)), 25.2e-3, 1e-15);
+  EXPECT_NEAR(n.hvx_seconds(w, DType::kInt4, "prefill", n.hvx_ubatch_slowdown(32)), 15.2e-3, 1e-15);
+  // A build without HMX (hmx_clock: none): 4096 rows run on HVX too.
+  n.hmx_in_build = false;
+  EXPECT_FALSE(n.on_hmx(4096));
+  EXPECT_NEAR(n.hvx_seconds(w, DType::kInt4, "prefill", n.hvx_ubatch_slowdown(4096)), 25.2e-3, 1e-15);
+}
+
 fidelity::OnDeviceQuery hmx_clock_query(std::int64_t tokens) {
   fidelity::OnDeviceQuery q;
   q.device = "poco-myron";
@@ -93,6 +112,36 @@ TEST(HmxClock, ProbeOfALowestCornerBuildIsSlowerOnlyFromThirtyTwoRows) {
   const double short_max = fidelity::ondevice_prediction(short_q);
   short_q.hmx_clock = "lowest";
   EXPECT_EQ(fidelity::ondevice_prediction(short_q), short_max);
+}
+
+TEST(HmxClock, ProbeOfABuildWithoutHmxRunsEveryUbatchOnHvx) {
+  // 256 tokens of a build without HMX: every matmul at hvx_matmul_efficiency, below the HMX build's rate.
+  fidelity::OnDeviceQuery q = hmx_clock_query(256);
+  const double with_hmx = fidelity::ondevice_prediction(q);
+  q.hmx_clock = "none";
+  const double without_hmx = fidelity::ondevice_prediction(q);
+  EXPECT_LT(without_hmx, with_hmx);
+  // 31 tokens run on HVX in either build: the same prediction.
+  fidelity::OnDeviceQuery short_q = hmx_clock_query(31);
+  const double short_hmx = fidelity::ondevice_prediction(short_q);
+  short_q.hmx_clock = "none";
+  EXPECT_EQ(fidelity::ondevice_prediction(short_q), short_hmx);
+  // A 31-token ubatch on HVX is slower per token than a 256-token one on HMX of the same build.
+  EXPECT_LT(short_hmx, with_hmx);
+}
+
+TEST(HmxClock, HmxRowsWithoutAnHvxMatmulRateIsAConfigError) {
+  const char* without_hvx_rate = R"(
+name: hmx-test
+npu: {prefill_backend: hvx, decode_backend: hvx, hvx_gemm_efficiency: 0.5, hvx_bandwidth_efficiency: 0.5,
+      hvx_op_overhead_us: 0, hmx_min_rows: 32}
+)";
+  try {
+    EngineProfile::from_yaml(YAML::Load(without_hvx_rate), ConfigSource{});
+    FAIL() << "hmx_min_rows without hvx_matmul_efficiency must be refused";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("hvx_matmul_efficiency"), std::string::npos) << e.what();
+  }
 }
 
 TEST(HmxClock, LowestCornerWithoutItsMeasuredRatioIsAConfigError) {

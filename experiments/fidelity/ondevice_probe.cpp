@@ -198,8 +198,9 @@ ParamSchema OnDeviceProbe::schema() {
       .in({"", "online", "offline"});
   s.text("hmx_clock", std::string(""),
          "npu prefill: the HMX clock corner the measured build voted for: max or lowest (builds that power HMX on "
-         "without a clock request); \"\": the engine's npu.hmx_clock")
-      .in({"", "max", "lowest"});
+         "without a clock request), or none (a build without HMX: every matmul on HVX); \"\": the engine's "
+         "npu.hmx_clock")
+      .in({"", "max", "lowest", "none"});
   s.text("metric", std::string("tokens_per_s"), "tokens_per_s or ms; mb_per_s (unit storage)")
       .in({"tokens_per_s", "ms", "mb_per_s"});
   return s;

@@ -19,9 +19,10 @@
 //            runs the prompt's shape does inside the timed prefill (MNN's online QNN mode, mllm v1's first
 //            chunk); offline leaves it out (graphs compiled beforehand or built in an untimed warm-up);
 //            absent: the engine's npu.graph_build. Only for an npu prefill.
-//            hmx_clock: max | lowest, the HMX clock corner the measured build voted for (engine
+//            hmx_clock: max | lowest | none, the HMX clock corner the measured build voted for (engine
 //            npu.hmx_clock; ubatches of npu.hmx_min_rows tokens or more run their compute slower by
-//            npu.hmx_max_corner_speedup at the lowest corner, devices/npu.h). Only for an npu prefill.
+//            npu.hmx_max_corner_speedup at the lowest corner; none: a build without HMX, every matmul on
+//            HVX at npu.hvx_matmul_efficiency, devices/npu.h). Only for an npu prefill.
 //   decode   one token after `context` tokens (default: `tokens`); tokens_per_s = 1 / time, ms = time.
 //   verify   npu only: one verification of a `tokens`-token draft after `context` tokens (default 0)
 //            on a graph of `chunk` tokens, as the speculative-decoding policies cost it
@@ -70,7 +71,7 @@ struct OnDeviceQuery {
   std::int64_t threads = 0;  // the measured run's CPU thread count (0: the engine's `threads`)
   std::string runtime;       // the engine's runtime path the measured run used (engine `runtimes`; "": the profile as it is)
   std::string graphs;        // npu prefill: online | offline, when the measured run's graphs were built ("": the engine's)
-  std::string hmx_clock;     // npu prefill: max | lowest, the HMX clock corner of the measured build ("": the engine's)
+  std::string hmx_clock;     // npu prefill: max | lowest | none, the HMX clock corner of the measured build ("": the engine's)
   // unit `storage`, phase `read`: requests of `request_kb` KB with `queue_depth` of them kept outstanding
   // (0: the storage's own queue_depth); metric mb_per_s (StorageSpec::read_bps) or ms per request.
   double request_kb = 0;
