@@ -158,6 +158,16 @@ ParamSchema engine_npu_schema() {
          "prefill throughput of HMX ubatches at the max clock corner over the lowest (a measured ratio)")
       .range(1.0, 100.0)
       .optional();
+  s.integer("graph_context", std::nullopt,
+            "static-context prefill graphs: the KV-cache length every pass reads and attends (the graph's "
+            "past-KV input plus its chunk; AI Hub's Genie exports: 4096), whatever part holds tokens (npu.h)")
+      .range(1, 1 << 24)
+      .optional();
+  s.text("graph_logits", std::nullopt,
+         "rows of the LM head a prefill pass computes: last (the final pass's last row) or all (every row of every "
+         "pass: graphs that return the logits of every input position)")
+      .in({"last", "all"})
+      .optional();
   s.boolean("cpu_overlap", std::nullopt,
             "prefill chunk i's NPU work overlaps chunk i-1's CPU float work (attention) (llm.npu / mllm pipeline)")
       .optional();
@@ -638,6 +648,8 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
               fmt::format("engine '{}' runs some matmuls on HMX and the rest on HVX (npu.hmx_min_rows or hmx_clock: "
                           "none): give npu.hvx_matmul_efficiency (the share of the HVX peak of the HVX matmuls)",
                           e.name));
+    if (np.has("graph_context")) e.npu.graph_context = np.integer("graph_context");
+    if (np.has("graph_logits")) e.npu.graph_logits = np.text("graph_logits");
     if (np.has("cpu_overlap")) e.npu.cpu_overlap = np.boolean("cpu_overlap");
     if (np.has("graph_weight_dtype")) e.npu.graph_weight_dtype = np.text("graph_weight_dtype");
     if (np.has("graph_build")) e.npu.graph_build = np.text("graph_build");
@@ -881,6 +893,8 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     if (npu.hmx_clock.value_or("max") == "lowest") n.hmx_clock_slowdown = *npu.hmx_max_corner_speedup;
     n.hmx_in_build = npu.hmx_clock.value_or("max") != "none";
     if (npu.hvx_matmul_efficiency) n.hvx_matmul_efficiency = *npu.hvx_matmul_efficiency;
+    if (npu.graph_context) n.graph_context = *npu.graph_context;
+    if (npu.graph_logits) n.graph_logits_all_rows = *npu.graph_logits == "all";
     if (npu.cpu_overlap) n.cpu_overlap = *npu.cpu_overlap;
     if (npu.graph_build) n.online_graph_build = *npu.graph_build == "online";
     if (npu.graph_finalize_ms_per_linear) n.graph_finalize_ms_per_linear = *npu.graph_finalize_ms_per_linear;

@@ -140,6 +140,9 @@ struct EngineNpuSpec {
   // without HMX: hmx_clock none).
   std::optional<double> hvx_matmul_efficiency;
   std::optional<bool> cpu_overlap;
+  // Static-context prefill graphs (npu.h): the KV length every pass reads, and last | all logit rows.
+  std::optional<std::int64_t> graph_context;
+  std::optional<std::string> graph_logits;
   // The dtype the runtime's NPU graphs hold the linear weights in, whatever the model file stores
   // (NpuSpec::graph_model; e.g. MNN's QNN backend dequantises asymmetric int4 weights to fp16).
   std::optional<std::string> graph_weight_dtype;

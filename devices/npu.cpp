@@ -147,14 +147,18 @@ double chunked_prefill_seconds(const NpuSpec& npu, const models::CostModel& cost
   const auto& m = cost.spec();
   npu.check(Phase::kPrefill, m.weight_dtype);
   if (chunk <= 0) chunk = npu.graph_chunk;
-  if (npu.prefill_backend == NpuBackend::kHvx)
+  if (npu.prefill_backend == NpuBackend::kHvx) {
+    npu.refuse_static_graph("an hvx prefill (op by op, no graph)");
     return hvx_chunks_seconds(npu, cost, n_new, n_cached, chunk, last_logit_tokens);
+  }
   const double peak = npu.peak_ops(m.weight_dtype, m.activation_dtype) * npu.utilization(static_cast<double>(chunk));
   const double bw = npu.mem_bandwidth_gbps * 1e9;
   double s = 0;
   for (std::int64_t done = 0; done < n_new; done += chunk) {
     const bool last = done + chunk >= n_new;
-    const models::Work w = cost.prefill(models::PrefillShape{chunk, n_cached + done, 0, last ? last_logit_tokens : 0});
+    const std::int64_t logit_rows = npu.graph_logits_all_rows ? chunk : last ? last_logit_tokens : 0;
+    const models::Work w =
+        cost.prefill(models::PrefillShape{chunk, npu.pass_past_positions(n_cached, done, chunk), 0, logit_rows});
     s += npu.exec_overhead_ms * 1e-3 + std::max(w.flops() / peak, w.bytes() / bw);
   }
   return s;
@@ -173,6 +177,13 @@ double NpuSpec::work_seconds(const models::Work& w, models::DType weight, models
   // Weights are read once per execution, everything else once.
   const double bytes = w.bytes() + static_cast<double>(execs - 1) * w.weight_bytes();
   return static_cast<double>(execs) * exec_overhead_ms * 1e-3 + std::max(compute, bytes / (mem_bandwidth_gbps * 1e9));
+}
+
+void NpuSpec::refuse_static_graph(const std::string& path) const {
+  if (graph_context > 0 || graph_logits_all_rows)
+    throw ConfigError(fmt::format("device '{}', engine '{}': static-context graphs (npu.graph_context / npu.graph_logits) "
+                                  "are modelled for HTP graph prefill only, not for {}",
+                                  device_name, engine_name, path));
 }
 
 const char* to_string(NpuBackend b) { return b == NpuBackend::kHvx ? "hvx" : "htp"; }
@@ -225,6 +236,7 @@ double NpuSpec::overlapped_prefill_seconds(const models::CostModel& cost, std::i
                                            std::int64_t chunk,
                                            const std::function<double(const models::Work&)>& cpu_seconds) const {
   if (n_new <= 0) return 0.0;
+  refuse_static_graph("a prefill overlapped with CPU attention (npu.cpu_overlap)");
   if (chunk <= 0) chunk = graph_chunk;
   const auto& m = cost.spec();
   const double peak = peak_ops(m.weight_dtype, m.activation_dtype) * utilization(static_cast<double>(chunk));

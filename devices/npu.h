@@ -21,7 +21,18 @@
 //                                   bytes / (mem_bandwidth * decode_bandwidth_efficiency) ).
 //
 // A chunked prefill runs chunk after chunk, each attending to the K/V of the chunks before it
-// (chunked_prefill_seconds). The peak depends on the activation dtype too: integer weights with
+// (chunked_prefill_seconds).
+//
+// Static-context graphs (engine `graph_context`, `graph_logits`; Qualcomm AI Hub's Genie exports). A graph
+// compiled with a fixed KV-cache input of graph_context - chunk positions (ai-hub-models v0.46.1,
+// qai_hub_models/models/_shared/llm/model.py, _get_input_spec: past_key_{l}_in of context_length -
+// sequence_length positions, attention_mask (1, 1, sequence_length, context_length)) reads and attends that
+// whole buffer in every pass, whatever part of it holds tokens yet (the mask only zeroes the scores): pass i
+// of a prefill attends max(graph_context - chunk, n_cached + i * chunk) past positions. With graph_logits
+// all, every pass computes the LM head of all `chunk` rows (the shared LLM export returns the model's
+// logits of every input position, no logits_to_keep); last: only the final pass's last row. So every pass
+// of an n-token prompt costs the same, and T(n) = ceil(n / chunk) * T(chunk), as AI Hub's model cards state
+// (their TTFT range: max = min * context_length / 128). The peak depends on the activation dtype too: integer weights with
 // 16-bit activations (W4A16/W8A16, as QNN/Genie run LLMs) reach `mixed_precision_fraction` of the
 // INT8 peak. The engine profile (devices/engine.h) sets these three; the defaults (1.0, 1.0, 256)
 // leave the earlier behaviour unchanged.
@@ -94,6 +105,7 @@
 // finalise time (configs/engines/mnn.yaml), so a layer's other operators (norms, RoPE, activations) are
 // counted inside its linears' cost, and the classifier, embedding and CPU fallbacks are not counted.
 // Offline (the default: a context binary, or graphs built in a warm-up before the timed request), it is 0.
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
@@ -130,6 +142,14 @@ struct NpuSpec {
   double decode_bandwidth_efficiency = 1.0;
   double mixed_precision_fraction = 1.0;
   std::int64_t graph_chunk = 256;
+  // Static-context graphs (see above): the KV length every prefill pass reads (0: only the positions
+  // present), and whether every pass computes the LM head of all its rows.
+  std::int64_t graph_context = 0;
+  bool graph_logits_all_rows = false;
+  // Past positions pass `pass_index` of a prefill after `n_cached` reads on graphs of `chunk` tokens.
+  std::int64_t pass_past_positions(std::int64_t n_cached, std::int64_t done, std::int64_t chunk) const {
+    return std::max(graph_context - chunk, n_cached + done);
+  }
   // Set by an engine profile: the (phase, weight dtype) values it neither sets nor inherits; the
   // timing functions below raise them (devices/engine_gaps.h). null: no engine applied.
   std::shared_ptr<const EngineGaps> gaps;
@@ -171,6 +191,8 @@ struct NpuSpec {
   // n tokens on a graph of chunk c: ceil(n/c) padded executions (work_of_chunk as above).
   double run_seconds(std::int64_t n_tokens, std::int64_t chunk, const models::Work& work_of_chunk,
                      models::DType weight_dtype) const;
+  // ConfigError naming `path` when static-context graph keys are set on a path that does not model them.
+  void refuse_static_graph(const std::string& path) const;
   double graph_load_seconds(int layers) const { return graph_load_ms_per_layer * 1e-3 * layers; }
   // CPU time to compose and finalise the graphs of model `m` at run time (see above): 0 offline; online
   // without graph_finalize_ms_per_linear, a ConfigError naming the engine and that key.

@@ -462,8 +462,9 @@ TEST(OnDevice, CalibrateReproducesTheCommittedEngineValues) {
     EXPECT_NEAR(fit.fitted[j] / spec.parameters[j].initial, 1.0, 0.01)
         << spec.parameters[j].profile << " " << spec.parameters[j].key << " fitted " << fit.fitted[j];
   }
-  // The transfer point counts: QNN's utilisation fitted on the ondevice set's 8B card alone is the value the profile
-  // held before the refit (0.6119), 29% above the value both cards give.
+  // QNN's utilisation fitted on the ondevice set's 8B card alone: with the static-context graphs (devices/npu.h) the
+  // Llama 3.2 1B row's 128-token pass is bound by its bytes (42.28 ms whatever the utilisation near the fit), so the
+  // joint fit is the 8B card's own value (0.697336; 0.6119 before the static context, when the 1B pulled it to 0.475).
   const auto ondevice_only = fid::load_registry(dir, {"ondevice"});
   const auto spec_ondevice = fid::CalibrationSpec::load(dir + "/calibration.yaml").restricted_to(ondevice_only);
   fid::CalibrateOptions q;
@@ -472,8 +473,8 @@ TEST(OnDevice, CalibrateReproducesTheCommittedEngineValues) {
   const fid::FitResult alone = fid::calibrate(spec_ondevice, ondevice_only, q);
   for (std::size_t j = 0; j < spec_ondevice.parameters.size(); ++j)
     if (alone.free[j]) {
-      EXPECT_NEAR(alone.fitted[j], 0.6119, 0.6119 * 0.005);
-      EXPECT_NEAR(spec_ondevice.parameters[j].initial, 0.475194, 1e-9);
+      EXPECT_NEAR(alone.fitted[j], 0.697336, 0.697336 * 0.005);
+      EXPECT_NEAR(spec_ondevice.parameters[j].initial, 0.697336, 1e-9);
     }
 }
 

@@ -56,7 +56,10 @@ double ondevice_prediction(const OnDeviceQuery& q, const devices::DeviceProfile&
   const std::int64_t context = q.context >= 0 ? q.context : q.phase == "verify" ? 0 : q.tokens;
   double seconds = 0;
   if (q.unit == "npu") {
-    const devices::NpuSpec& npu = device.require_npu(who);
+    devices::NpuSpec npu = device.require_npu(who);
+    // The measured export's static graphs (npu.h): its KV length and LM-head rows replace the engine's.
+    if (q.phase == "prefill" && q.context >= 0) npu.graph_context = q.context;
+    if (!q.graph_logits.empty()) npu.graph_logits_all_rows = q.graph_logits == "all";
     // The weights as the runtime's NPU graphs hold them (engine npu.graph_weight_dtype; unset: the model's).
     const models::ModelSpec on_npu = npu.graph_model(model);
     const models::CostModel cost(on_npu);
@@ -170,7 +173,9 @@ ParamSchema OnDeviceProbe::schema() {
   s.real("request_kb", 0.0, "storage read: size of each request (unit storage)").range(0.0, 1 << 20).with_unit("KB");
   s.integer("queue_depth", 0, "storage read: requests kept outstanding (0: the storage's own queue_depth)")
       .range(0, 1 << 16);
-  s.integer("context", -1, "decode: context before the token (-1: tokens); verify: before the draft (-1: 0)")
+  s.integer("context", -1,
+            "decode: context before the token (-1: tokens); verify: before the draft (-1: 0); npu prefill: the "
+            "static graphs' KV length every pass reads (-1: the engine's npu.graph_context)")
       .range(-1, 1 << 20);
   s.integer("chunk", 0, "npu prefill / verify graph chunk (0: the engine's graph_chunk)").range(0, 1 << 16);
   s.text("dtype", std::string(""), "weight dtype of the published run (\"\": the model profile's)");
@@ -201,6 +206,10 @@ ParamSchema OnDeviceProbe::schema() {
          "without a clock request), or none (a build without HMX: every matmul on HVX); \"\": the engine's "
          "npu.hmx_clock")
       .in({"", "max", "lowest", "none"});
+  s.text("graph_logits", std::string(""),
+         "npu prefill: rows of the LM head each pass of the measured export computes: last or all (\"\": the "
+         "engine's npu.graph_logits)")
+      .in({"", "last", "all"});
   s.text("metric", std::string("tokens_per_s"), "tokens_per_s or ms; mb_per_s (unit storage)")
       .in({"tokens_per_s", "ms", "mb_per_s"});
   return s;
@@ -232,6 +241,9 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.runtime = p.text("runtime");
   if (!q_.graphs.empty() && (q_.unit != "npu" || q_.phase != "prefill"))
     p.fail("graphs", "says when an NPU prefill's graphs were built: only with unit npu and phase prefill");
+  q_.graph_logits = p.text("graph_logits");
+  if (!q_.graph_logits.empty() && (q_.unit != "npu" || q_.phase != "prefill"))
+    p.fail("graph_logits", "says which LM-head rows an NPU prefill's graphs compute: only with unit npu and phase prefill");
   q_.hmx_clock = p.text("hmx_clock");
   if (!q_.hmx_clock.empty() && (q_.unit != "npu" || q_.phase != "prefill"))
     p.fail("hmx_clock", "says at which clock an NPU prefill's HMX matmuls ran: only with unit npu and phase prefill");

@@ -23,6 +23,9 @@
 //            npu.hmx_clock; ubatches of npu.hmx_min_rows tokens or more run their compute slower by
 //            npu.hmx_max_corner_speedup at the lowest corner; none: a build without HMX, every matmul on
 //            HVX at npu.hvx_matmul_efficiency, devices/npu.h). Only for an npu prefill.
+//            context (npu prefill): the measured export's static KV length, every pass reads it (engine
+//            npu.graph_context, devices/npu.h); graph_logits: last | all, the LM-head rows each of its passes
+//            computes (engine npu.graph_logits). Absent: the engine's.
 //   decode   one token after `context` tokens (default: `tokens`); tokens_per_s = 1 / time, ms = time.
 //   verify   npu only: one verification of a `tokens`-token draft after `context` tokens (default 0)
 //            on a graph of `chunk` tokens, as the speculative-decoding policies cost it
@@ -72,6 +75,7 @@ struct OnDeviceQuery {
   std::string runtime;       // the engine's runtime path the measured run used (engine `runtimes`; "": the profile as it is)
   std::string graphs;        // npu prefill: online | offline, when the measured run's graphs were built ("": the engine's)
   std::string hmx_clock;     // npu prefill: max | lowest | none, the HMX clock corner of the measured build ("": the engine's)
+  std::string graph_logits;  // npu prefill: last | all, the LM-head rows each pass of the measured export computes ("": the engine's)
   // unit `storage`, phase `read`: requests of `request_kb` KB with `queue_depth` of them kept outstanding
   // (0: the storage's own queue_depth); metric mb_per_s (StorageSpec::read_bps) or ms per request.
   double request_kb = 0;
