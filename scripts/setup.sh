@@ -11,7 +11,7 @@ packages=(
   g++ cmake make pkg-config
   libeigen3-dev libboost-dev libyaml-cpp-dev libhdf5-dev libgsl-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev nlohmann-json3-dev
-  libboost-mpi-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev
+  libboost-mpi-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev lld
   python3 python3-matplotlib python3-h5py python3-pandas python3-yaml python3-simpy valgrind ccache
 )
 missing=()

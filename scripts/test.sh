@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds (Release, ./build) and runs the whole test suite with ctest.
 #   scripts/test.sh             # Release build + ctest
-#   SANITIZE=1 scripts/test.sh  # ./build-asan with AddressSanitizer + UBSan: ctest, then end-to-end runs
+#   SANITIZE=1 scripts/test.sh  # ./build-asan with AddressSanitizer + UBSan: end-to-end runs, then ctest
+#                               # (the suite in CTEST_SHARDS processes, default 24)
 #   SANITIZE=1 FUZZ=1 scripts/test.sh  # the same with clang, libraries also instrumented for libFuzzer,
 #                               # so scripts/ci_fuzz.sh (FUZZ_BUILD_DIR=build-asan) reuses them (CI)
 #   TSAN=1 scripts/test.sh      # ./build-tsan with ThreadSanitizer: end-to-end runs at --threads 8
@@ -31,9 +32,12 @@ if [ "${SANITIZE:-0}" = 1 ]; then
     export CXX=clang++
     fuzz=(-DMOBISIM_FUZZ=ON)
   fi
-  # -O1 keeps the sanitized build and its tests fast enough for CI on 2 cores.
+  # -O1 keeps the sanitized build and its tests fast enough for CI on 2 cores. The suite runs as
+  # MOBISIM_CTEST_SHARDS processes (CMakeLists.txt): an ASan process start costs ~0.2 CPU s, paid
+  # once per shard instead of once per test. CTEST_SHARDS=0 registers one ctest test per test.
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" "${launcher[@]}" "${unity[@]}" \
-        -DMOBISIM_SANITIZE=ON "${fuzz[@]}" -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF >/dev/null
+        -DMOBISIM_SANITIZE=ON "${fuzz[@]}" -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF \
+        -DMOBISIM_CTEST_SHARDS="${CTEST_SHARDS:-24}" >/dev/null
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp}
