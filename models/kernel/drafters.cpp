@@ -81,7 +81,7 @@ void SuffixAutomatonDrafter::extend(int tok, int end_pos) {
   }
 }
 
-DraftTree SuffixAutomatonDrafter::propose(std::span<const int> ctx, int max_tokens) {
+void SuffixAutomatonDrafter::observe(std::span<const int> ctx) {
   const bool continues = seen_.size() <= ctx.size() && std::equal(seen_.begin(), seen_.end(), ctx.begin());
   if (st_.empty() || !continues) {
     st_.assign(1, State{});
@@ -92,6 +92,21 @@ DraftTree SuffixAutomatonDrafter::propose(std::span<const int> ctx, int max_toke
     extend(ctx[i], static_cast<int>(i));
     seen_.push_back(ctx[i]);
   }
+}
+
+int SuffixAutomatonDrafter::longest_occurring_prefix(std::span<const int> pattern) const {
+  if (st_.empty()) return 0;
+  int s = 0, n = 0;  // every substring of the observed tokens is a path from the root
+  for (const int tok : pattern) {
+    s = find(s, tok);
+    if (s < 0) break;
+    ++n;
+  }
+  return n;
+}
+
+DraftTree SuffixAutomatonDrafter::propose(std::span<const int> ctx, int max_tokens) {
+  observe(ctx);
   last_match_ = 0;
   const int s = st_[last_].link;
   if (s <= 0 || st_[s].prev_end < 0) return {};

@@ -58,6 +58,11 @@ class SuffixAutomatonDrafter : public Drafter {
   std::string name() const override { return "suffix-automaton"; }
   // Length of the longest earlier-occurring suffix found by the last propose().
   int last_match_length() const { return last_match_; }
+  // Extends the automaton with what `context` gained since the last call (restarting if it does not
+  // continue what was seen), without drafting: propose() does this first.
+  void observe(std::span<const int> context);
+  // Length of the longest prefix of `pattern` that occurs anywhere in the tokens observed so far.
+  int longest_occurring_prefix(std::span<const int> pattern) const;
 
  private:
   struct State {

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 
 #include "sim/error.h"
 
@@ -185,80 +184,23 @@ DecodeTrace speculative_decode(const kernel::Model& m, std::span<const int> prom
   return t;
 }
 
-namespace {
-
-// Online suffix automaton over a growing token sequence: every substring of the sequence is a path
-// from the root, so the longest prefix of a pattern occurring in the sequence is the walk's length.
-class SubstringIndex {
- public:
-  SubstringIndex() : states_(1) {}
-  void append(int token) {
-    const int cur = static_cast<int>(states_.size());
-    states_.push_back(State{states_[last_].len + 1, -1, {}});
-    int p = last_;
-    while (p >= 0 && !states_[p].next.contains(token)) {
-      states_[p].next[token] = cur;
-      p = states_[p].link;
-    }
-    if (p < 0) {
-      states_[cur].link = 0;
-    } else {
-      const int q = states_[p].next[token];
-      if (states_[p].len + 1 == states_[q].len) {
-        states_[cur].link = q;
-      } else {
-        const int clone = static_cast<int>(states_.size());
-        states_.push_back(State{states_[p].len + 1, states_[q].link, states_[q].next});
-        while (p >= 0) {
-          const auto it = states_[p].next.find(token);
-          if (it == states_[p].next.end() || it->second != q) break;
-          it->second = clone;
-          p = states_[p].link;
-        }
-        states_[q].link = clone;
-        states_[cur].link = clone;
-      }
-    }
-    last_ = cur;
-  }
-  int longest_prefix_found(std::span<const int> pattern) const {
-    int s = 0, n = 0;
-    for (const int t : pattern) {
-      const auto it = states_[s].next.find(t);
-      if (it == states_[s].next.end()) break;
-      s = it->second;
-      ++n;
-    }
-    return n;
-  }
-
- private:
-  struct State {
-    int len = 0, link = -1;
-    std::map<int, int> next;
-  };
-  std::vector<State> states_;
-  int last_ = 0;
-};
-
-}  // namespace
-
 DecodeTrace retrieval_ceiling(std::span<const int> history, std::span<const int> prompt, std::span<const int> output,
                               int budget) {
   if (budget < 1) throw ConfigError(fmt::format("retrieval ceiling: draft budget must be at least 1 token (got {})", budget));
   DecodeTrace t;
   t.tokens.assign(prompt.begin(), prompt.end());
-  SubstringIndex store;
-  for (const int tok : history) store.append(tok);
-  for (const int tok : prompt) store.append(tok);
+  std::vector<int> store(history.begin(), history.end());  // history, prompt, then the output so far
+  store.insert(store.end(), prompt.begin(), prompt.end());
+  kernel::SuffixAutomatonDrafter index;  // SAM drafting's automaton, used here as a substring index
   std::size_t produced = 0;
   while (produced < output.size()) {
-    store.append(output[produced]);  // the pending token
+    store.push_back(output[produced]);  // the pending token
     t.tokens.push_back(output[produced]);
+    index.observe(store);
     const std::size_t room = std::min<std::size_t>(output.size() - produced - 1, static_cast<std::size_t>(budget));
-    const int accepted = store.longest_prefix_found(output.subspan(produced + 1, room));
+    const int accepted = index.longest_occurring_prefix(output.subspan(produced + 1, room));
     for (int i = 1; i <= accepted; ++i) {
-      store.append(output[produced + static_cast<std::size_t>(i)]);
+      store.push_back(output[produced + static_cast<std::size_t>(i)]);
       t.tokens.push_back(output[produced + static_cast<std::size_t>(i)]);
     }
     t.steps.push_back({accepted, accepted});
