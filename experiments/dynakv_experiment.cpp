@@ -147,18 +147,34 @@ std::string run_group_name(std::string variant, std::int64_t length) {
   return fmt::format("{}_T{}", variant, length);
 }
 
+// The representatives' DRAM in one decode step, for the whole model: with them on flash (DynaKV,
+// section 6.1's Pipeline 1) the running and the prefetched layer's (the step's largest layer, twice);
+// held persistently (the baselines) every layer's, each model layer as the replayed layers' mean.
+std::int64_t representatives_dram_bytes(const traces::KvShape& session, const models::ModelSpec& model,
+                                        double elem_bytes, bool on_flash, const policies::kvcluster::StepRecord& st) {
+  const double bytes_each = session.head_dim * elem_bytes;
+  if (on_flash) {
+    const std::int64_t resident_layers = std::min<std::int64_t>(2, model.n_layers);
+    std::int64_t largest = 0;
+    for (auto r : st.layer_representatives) largest = std::max(largest, r);
+    return resident_layers * std::llround(static_cast<double>(largest) * bytes_each);
+  }
+  std::int64_t replayed_sum = 0;
+  for (auto r : st.layer_representatives) replayed_sum += r;
+  return std::llround(static_cast<double>(replayed_sum) * bytes_each * model.n_layers / session.n_layers);
+}
+
 // What one decode step holds in DRAM beside the weights (experiments/dynakv_dram.h), for the whole
 // model: the replayed layers' bytes per layer, times the layers that hold them.
 DynaKvDramUse dram_use_of_step(const traces::KvShape& session, const models::ModelSpec& model, double elem_bytes,
-                               std::int64_t entry_bytes, const policies::kvcluster::StepRecord& st) {
+                               std::int64_t entry_bytes, bool representatives_on_flash,
+                               const policies::kvcluster::StepRecord& st) {
   const std::int64_t layers = model.n_layers, replayed = session.n_layers;
   // Section 6.1's layer-wise virtualization: the running layer's and the prefetched one's.
   const std::int64_t resident_layers = std::min<std::int64_t>(2, layers);
-  std::int64_t representatives = 0;  // the step's largest layer
-  for (auto r : st.layer_representatives) representatives = std::max(representatives, r);
   DynaKvDramUse u;
   u.cache = st.cache_bytes * resident_layers / replayed;
-  u.representatives = resident_layers * std::llround(static_cast<double>(representatives) * session.head_dim * elem_bytes);
+  u.representatives = representatives_dram_bytes(session, model, elem_bytes, representatives_on_flash, st);
   u.retrieved = (st.read_bytes + st.forced_bytes + st.hit_bytes) / replayed;
   u.dram_only = st.dram_only_entries * entry_bytes * layers / replayed;  // every layer keeps its own
   return u;
@@ -656,8 +672,10 @@ class DynaKvExperiment : public Experiment {
     w.cluster_s = st.cluster_flops / session.n_layers / cluster_flops_per_s;
     w.model_layers = v.model.n_layers;
     w.replayed.reserve(static_cast<std::size_t>(session.n_layers));
+    // Representatives held in DRAM (the baselines) are read from no flash.
+    const double rep_bytes_each = v.policy->representatives_on_flash() ? session.head_dim * elem_bytes : 0.0;
     for (int l = 0; l < session.n_layers; ++l)
-      w.replayed.push_back({static_cast<double>(st.layer_representatives[l]) * session.head_dim * elem_bytes,
+      w.replayed.push_back({static_cast<double>(st.layer_representatives[l]) * rep_bytes_each,
                             st.retrieval_runs(l), st.prefetch_runs(l), static_cast<double>(st.layer_write_bytes[l]),
                             static_cast<double>(st.layer_moved_bytes[l])});
     return w;
@@ -673,7 +691,7 @@ class DynaKvExperiment : public Experiment {
     DynaKvDramLedger dram(device.dram(), std::llround(v.model.weight_bytes()));
     StepRepeats repeats;  // kept from step to step: their buffers are reused
     for (const auto& st : r.steps) {
-      dram.hold(dram_use_of_step(session, v.model, elem_bytes, entry_bytes, st));
+      dram.hold(dram_use_of_step(session, v.model, elem_bytes, entry_bytes, v.policy->representatives_on_flash(), st));
       const DecodeStepWork work = step_work(session, v, cost, st);
       co_await decode_step_on_device(device, work, flash, repeats);
     }
@@ -746,12 +764,14 @@ class DynaKvExperiment : public Experiment {
     const double acc = static_cast<double>(r.cache_hits + r.cache_misses);
     row.hit_rate = acc > 0 ? static_cast<double>(r.cache_hits) / acc : 0.0;
     // Figure 14(a): DRAM for KV. Without virtualization every layer's cache and representatives stay
-    // resident; with it (section 6.1) only the running layer's and the one being prefetched.
+    // resident; with it (section 6.1) only the running layer's and the one being prefetched, and of
+    // the representatives only those a policy keeps on flash (the baselines hold every layer's).
     const double cache_per_layer = static_cast<double>(r.cache_peak_bytes) / session.n_layers;
     const double reps_per_layer = static_cast<double>(r.max_representatives) * session.head_dim * elem_bytes;
+    const double virtualized_reps_layers = v.policy->representatives_on_flash() ? 2.0 : model.n_layers;
     row.cache_peak_mb = cache_per_layer * model.n_layers / 1e6;
     row.memory_model_mb = ((cache_per_layer + reps_per_layer) * model.n_layers + working) / 1e6;
-    row.memory_layer_mb = (2.0 * (cache_per_layer + reps_per_layer) + working) / 1e6;
+    row.memory_layer_mb = (2.0 * cache_per_layer + virtualized_reps_layers * reps_per_layer + working) / 1e6;
     // Integer totals: their double is the running double sum the rows once took (exact below 2^53).
     row.run_mean = r.run_count == 0 ? 0.0 : static_cast<double>(r.run_entries_sum) / static_cast<double>(r.run_count);
     row.run_max = r.run_entries_max;

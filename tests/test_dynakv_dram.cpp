@@ -166,7 +166,8 @@ std::int64_t qwen3b_fp8_weight_bytes() {
 
 // A hand-computed run: Qwen2.5-3B (36 layers, 2 KV heads of 128) at FP8, one layer replayed,
 // prefill 33, no_cluster retrieving every entry (top 100%) from a sequence layout, a DRAM cache of
-// the whole session (cache_ratio 1). Entries are 2 x 128 B = 256 B; a table's 33 are 8,448 B on 3
+// the whole session (cache_ratio 1), its representatives (every key) on flash as DynaKV keeps its
+// own. Entries are 2 x 128 B = 256 B; a table's 33 are 8,448 B on 3
 // pages. Beside the weights, the running and prefetched layers (2) hold:
 //   step 0: cache 2 x 33 x 256 x 2 tables = 33,792 (every cluster missed, then cached);
 //           representatives 2 x 66 keys x 128 B = 16,896; retrieved 2 tables x 3 pages = 24,576;
@@ -175,20 +176,21 @@ std::int64_t qwen3b_fp8_weight_bytes() {
 //           new entry's page (2 x 4,096) + the 66 hits (16,896) = 25,088; total 77,312.
 // The peak is the weights + step 1's bytes; the mean weighs each step by its composed latency:
 // step 0's is the T=1 run's latency, step 1's the T=2 run's total less it.
-TEST(DynaKvDram, ExperimentLedgerByHand) {
-  const std::string out = dram_temp_out("hand");
+// The ledger of that run, each step's bytes beside the weights given.
+void expect_hand_ledger(const std::string& representatives, double step0_bytes, double step1_bytes) {
+  const std::string out = dram_temp_out("hand_" + representatives);
   ASSERT_EQ(run_yaml("fig12.yaml", out,
                      {"experiment.decode_lengths=[1, 2]", "experiment.prefill=33", "experiment.sim_layers=1",
-                      "experiment.variants=[{name: all/full, policy: {impl: no_cluster, top_k_percent: 100}, "
-                      "placement: sequence, cache_ratio: 1.0}]"}),
+                      "experiment.variants=[{name: all/full, policy: {impl: no_cluster, top_k_percent: 100, "
+                      "representatives: " + representatives + "}, placement: sequence, cache_ratio: 1.0}]"}),
             0);
   h5::Reader r(out);
   const double weights = static_cast<double>(qwen3b_fp8_weight_bytes());
   const auto latency_ms = r.doubles("summary/latency_per_token");
   ASSERT_EQ(latency_ms.size(), 2u);
   const double d0 = latency_ms[0], d1 = 2 * latency_ms[1] - latency_ms[0];
-  const double peak[2] = {weights + 75264, weights + 77312};
-  const double mean[2] = {weights + 75264, weights + (75264 * d0 + 77312 * d1) / (d0 + d1)};
+  const double peak[2] = {weights + step0_bytes, weights + step1_bytes};
+  const double mean[2] = {weights + step0_bytes, weights + (step0_bytes * d0 + step1_bytes * d1) / (d0 + d1)};
   const auto table_peak = r.doubles("tables/dram/dram_peak_bytes");
   const auto table_mean = r.doubles("tables/dram/dram_mean_bytes");
   const auto ledger = r.strings("tables/dram/ledger");
@@ -203,6 +205,14 @@ TEST(DynaKvDram, ExperimentLedgerByHand) {
   }
   remove_result(out);
 }
+
+TEST(DynaKvDram, ExperimentLedgerByHand) { expect_hand_ledger("flash", 75264, 77312); }
+
+// The same run with the representatives held in DRAM, as the baselines hold theirs (seed 003,
+// section 6.1: "typically cached persistently in memory"): every one of the 36 layers keeps its
+// keys, step 0: 36 x 66 x 128 = 304,128 (not 2 x 66 x 128 = 16,896), total 33,792 + 304,128 +
+// 24,576 = 362,496; step 1: 36 x 68 x 128 = 313,344, total 34,816 + 313,344 + 25,088 = 373,248.
+TEST(DynaKvDram, RepresentativesHeldInDramCountEveryLayer) { expect_hand_ledger("dram", 362496, 373248); }
 
 // A phone whose usable DRAM (capacity_gb - reserved_gb = 2 GB) is below the weights (3.086 GB at
 // FP8) stops the run before anything is replayed: DramOverflow (exit code 1) naming DRAM and the

@@ -131,6 +131,36 @@ TEST(KvClusterPolicies, StaticUpdateNeverSplitsAndLocalUpdateFragments) {
   EXPECT_EQ(b.cluster(b.local_window()).size(), 0);
 }
 
+// ClusterKV's own defaults (sjtu-zhao-lab/ClusterKV at cb66a229: window=320, window_nlist=8): the
+// first 319 decoded entries wait in the window; the 320th fills it and the window becomes
+// ceil(320 / 40) = 8 local clusters beside the prefill's, and is empty again.
+TEST(KvClusterPolicies, ClusterKvDefaultsClusterEvery320EntriesIntoEightClusters) {
+  auto ckv = make("{impl: clusterkv}");
+  DriftingKeys gen(8, 3, 11);
+  ClusterTable t(8);
+  ckv->prefill(t, gen.block(64));
+  const int m0 = t.n_alive();  // the prefill's clusters (64 / 32 = 2 at most)
+  const float q[8] = {1, 0, 0, 0, 0, 0, 0, 0};
+  for (int s = 0; s < 319; ++s) ckv->decode_step(t, q, gen.next(0.1, s, 64).data());
+  EXPECT_EQ(t.cluster(t.local_window()).size(), 319);
+  EXPECT_EQ(t.n_alive(), m0 + 1);  // the window is one live cluster
+  ckv->decode_step(t, q, gen.next(0.1, 319, 64).data());
+  t.check_invariants();
+  EXPECT_EQ(t.cluster(t.local_window()).size(), 0);
+  EXPECT_EQ(t.n_alive(), m0 + 8);
+}
+
+// Seed 003, section 6.1 (Pipeline 1): retrieval systems keep their representatives "cached persistently
+// in memory"; DynaKV stores them on flash. So each policy's default, and either can be asked for.
+TEST(KvClusterPolicies, RepresentativesLiveOnFlashForDynaKvAndInDramForTheBaselines) {
+  EXPECT_TRUE(make("{impl: dynakv}")->representatives_on_flash());
+  for (const char* impl : {"no_cluster", "pqcache", "clusterkv"})
+    EXPECT_FALSE(make(fmt::format("{{impl: {}}}", impl))->representatives_on_flash()) << impl;
+  EXPECT_FALSE(make("{impl: dynakv, representatives: dram}")->representatives_on_flash());
+  EXPECT_TRUE(make("{impl: pqcache, representatives: flash}")->representatives_on_flash());
+  EXPECT_THROW(make("{impl: pqcache, representatives: gpu}"), ConfigError);
+}
+
 // Runs Algorithm 1 on a drifting stream and checks the invariant after every step.
 struct DelayedSplitRun {
   int splits = 0, forced = 0, max_buffered = 0, steps_with_buffer = 0;

@@ -16,8 +16,11 @@ ClusterKv::ClusterKv(const Params& p)
 
 ParamSchema ClusterKv::schema() {
   ParamSchema s = common_cluster_schema();
-  s.integer("window", 64, "new entries clustered together once the local window is full").at_least(1);
-  s.integer("local_tokens_per_cluster", 8, "average entries per local cluster").at_least(1);
+  // ClusterKV's own defaults (sjtu-zhao-lab/ClusterKV at cb66a229: clusterkv_init's window=320 and
+  // window_nlist=8 in clusterkv/clusterkv_models/llama.py, the same in efficiency/bench_textgen.py):
+  // every 320 decoded entries are clustered into 8 clusters, 40 entries each on average.
+  s.integer("window", 320, "new entries clustered together once the local window is full").at_least(1);
+  s.integer("local_tokens_per_cluster", 40, "average entries per local cluster").at_least(1);
   return s;
 }
 

@@ -7,9 +7,14 @@
 // information this fragments the cache into many small clusters.
 //
 // Parameters: the common ones (kv_cluster.h) and
-//   window                    int 64  entries re-clustered together (the document gives no value)
-//   local_tokens_per_cluster  int 8   average size of a local cluster (small: the fragmentation
-//                                     the document describes)
+//   window                    int 320  entries re-clustered together
+//   local_tokens_per_cluster  int 40   average size of a local cluster
+// Seed 003 gives neither value; both are ClusterKV's own (sjtu-zhao-lab/ClusterKV at
+// cb66a2291c660dbc4f38de26514af7c4d54e8f31, clusterkv/clusterkv_models/llama.py clusterkv_init:
+// window=320, window_nlist=8 clusters per window; efficiency/bench_textgen.py the same), whose decode
+// step re-clusters the window once `generated_len % window == 0`
+// (clusterkv/clusterkv_models/ClusterKVAttention.py). The fragmentation the document describes
+// is what these local clusters do over a long decode: none ever joins a prefill cluster.
 #include "policies/kvcluster/kv_cluster.h"
 
 namespace mobisim::policies::kvcluster {

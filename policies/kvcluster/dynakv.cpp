@@ -24,7 +24,9 @@ DynaKv::DynaKv(const Params& p)
 }
 
 ParamSchema DynaKv::schema() {
-  ParamSchema s = common_cluster_schema();
+  // Section 6.1, Pipeline 1: DynaKV stores its representatives on flash and loads each layer's
+  // beside the Q projection.
+  ParamSchema s = common_cluster_schema("flash");
   s.real_list("tau_h", std::nullopt, "split threshold per (layer, KV head) table, layer-major").optional();
   s.real("tau_scale", 1.5, "without tau_h: tau_h = tau_scale x mean prefill cluster variance of the head")
       .positive();

@@ -437,7 +437,7 @@ void ClusterTable::check_invariants() const {
     throw Error(fmt::format("live cluster count {} disagrees with the clusters ({})", n_live_, count_alive()));
 }
 
-ParamSchema common_cluster_schema() {
+ParamSchema common_cluster_schema(const std::string& representatives_default) {
   ParamSchema s;
   s.integer("tokens_per_cluster", 32, "prefill K-means uses ceil(L0 / tokens_per_cluster) clusters").at_least(1);
   s.integer("kmeans_iters", 20, "Lloyd rounds of every K-means (prefill, split, local window)").at_least(1);
@@ -446,6 +446,10 @@ ParamSchema common_cluster_schema() {
       .with_unit("%")
       .range(0.0, 100.0);
   s.integer("seed", 1, "seed of every K-means").non_negative();
+  s.text("representatives", representatives_default,
+         "where the cluster representatives live between steps: dram (held for every layer, read from no "
+         "flash) or flash (loaded per layer beside the Q projection, seed 003 section 6.1 Pipeline 1)")
+      .in({"dram", "flash"});
   return s;
 }
 
@@ -453,7 +457,8 @@ KvClusterPolicy::KvClusterPolicy(const Params& p)
     : tokens_per_cluster_(static_cast<int>(p.integer("tokens_per_cluster"))),
       kmeans_iters_(static_cast<int>(p.integer("kmeans_iters"))),
       top_{static_cast<int>(p.integer("top_k")), p.real("top_k_percent")},
-      seed_(static_cast<std::uint64_t>(p.integer("seed"))) {}
+      seed_(static_cast<std::uint64_t>(p.integer("seed"))),
+      representatives_on_flash_(p.text("representatives") == "flash") {}
 
 void KvClusterPolicy::prefill(ClusterTable& t, const kernel::Mat& keys) const {
   if (keys.cols() != t.head_dim())

@@ -20,6 +20,17 @@
 //   top_k_percent       real 10   clusters taken in similarity order until they hold at least
 //                                 this percentage of the cached entries (Figure 15's x axis)
 //   seed                int  1    seeds every K-means (per head and cluster: deterministic)
+//   representatives     text dram where the representatives live between decode steps: dram
+//                                 (every layer's, held persistently; read from no flash) or flash
+//                                 (each layer's loaded beside its Q projection). Seed 003, section 6.1,
+//                                 Pipeline 1: representatives "are typically cached persistently in
+//                                 memory" and DynaKV "eliminates this static memory cost by storing
+//                                 representatives on flash"; section 4.1: "These representatives are
+//                                 stored in DRAM". So dynakv defaults to flash, the baselines to dram
+//                                 (ClusterKV's own code keeps its centroids beside the compute and only
+//                                 the K/V offloaded: sjtu-zhao-lab/ClusterKV at cb66a229,
+//                                 clusterkv/clusterkv_utils/clusterkv_controller.py). For no_cluster
+//                                 the representatives are every key.
 //
 // Definitions used throughout (kept in double precision):
 //   representative r_j = mean of the cluster's keys (eq. 4);
@@ -233,6 +244,9 @@ class KvClusterPolicy {
     return decode_step(t, QueryGroup(one), k_new);
   }
   const TopK& top_k() const { return top_; }
+  // Whether a decode step loads each layer's representatives from flash (DynaKV, section 6.1) or
+  // finds every layer's in DRAM (the baselines: the parameter `representatives`).
+  bool representatives_on_flash() const { return representatives_on_flash_; }
   // What attention reads for query q: the top-k clusters (members and buffered
   // entries) plus ClusterKV's local window, which is always resident.
   std::vector<int> attended_positions(const ClusterTable& t, const float* q) const;
@@ -243,10 +257,12 @@ class KvClusterPolicy {
   int kmeans_iters_;
   TopK top_;
   std::uint64_t seed_;
+  bool representatives_on_flash_;
 };
 
-// The parameters every kv_cluster_policy accepts (see the header comment).
-ParamSchema common_cluster_schema();
+// The parameters every kv_cluster_policy accepts (see the header comment); `representatives_default`
+// is the policy's own place for its representatives ("dram" or "flash").
+ParamSchema common_cluster_schema(const std::string& representatives_default = "dram");
 // A seed for K-means on (head, cluster, step), so results never depend on call order across heads.
 std::uint64_t cluster_seed(std::uint64_t seed, int head, int cluster, int step);
 // Multiply-adds of one q . r_j (or distance) over M clusters of dimension d, as FLOPs.
