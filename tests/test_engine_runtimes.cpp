@@ -88,8 +88,8 @@ TEST(EngineRuntimes, MllmAotDecodeStepByHand) {
 // pass of Qwen3-1.7B on the SM8650 profile, by hand: against a pass that attends only its own rows and computes one
 // logit row, it attends 32 x 992 more (query, key) pairs per head and layer, each 2 x 128 (scores) + 5 (softmax) +
 // 2 x 128 (context) = 517 flops, over 28 layers x 16 heads: 28 x 16 x 517 x 31744 = 7,352,418,304 flops; and 31 more
-// LM-head rows of 2 x 2048 x 151936 = 622,329,856 flops each: 19,292,225,536 flops. v1 (the documents' runs) has
-// neither.
+// logit rows, each a final RMSNorm (4 x 2048 flops) and an LM-head row (2 x 2048 x 151936 = 622,329,856 flops):
+// 31 x 622,338,048 = 19,292,479,488 flops. v1 (the documents' runs) has neither.
 TEST(EngineRuntimes, MllmAotPromptPassReadsThePaddedCacheAndComputesEveryRowsLogits) {
   std::string text, origin;
   ASSERT_TRUE(find_config("engines", "mllm", text, origin));
@@ -111,9 +111,9 @@ TEST(EngineRuntimes, MllmAotPromptPassReadsThePaddedCacheAndComputesEveryRowsLog
   dynamic_pass.graph_context = 0;
   dynamic_pass.graph_logits_all_rows = false;
   const double extra_attention = 28.0 * 16 * 517 * (32 * 992);
-  const double extra_logits = 31.0 * 2 * 2048 * 151936;
+  const double extra_logits = 31.0 * (4 * 2048 + 2 * 2048 * 151936);
   EXPECT_DOUBLE_EQ(extra_attention, 7352418304.0);
-  EXPECT_DOUBLE_EQ(extra_logits, 19292225536.0);
+  EXPECT_DOUBLE_EQ(extra_logits, 19292479488.0);
   const double rate = aot.peak_ops(models::DType::kInt4, models::DType::kF16) * aot.utilization(32);
   const double t_static = aot.chunked_prefill_seconds(cost, 32, 0, 32);
   const double t_dynamic = dynamic_pass.chunked_prefill_seconds(cost, 32, 0, 32);
