@@ -3,6 +3,7 @@
 // Expected values are computed by hand.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 
 #include "devices/device.h"
@@ -10,6 +11,7 @@
 #include "devices/npu.h"
 #include "experiments/fidelity/ondevice_probe.h"
 #include "models/cost_model.h"
+#include "models/model_spec.h"
 #include "sim/builtin_configs.h"
 #include "sim/error.h"
 #include "sim/params.h"
@@ -75,10 +77,49 @@ TEST(EngineRuntimes, MllmAotDecodeStepByHand) {
   ASSERT_DOUBLE_EQ(dev.npu->mem_bandwidth_gbps, 76.8);
   ASSERT_DOUBLE_EQ(dev.npu->exec_overhead_ms, 2.0);
   // aot: share 0.322307 fitted (mllm.yaml): 1e9 / (76.8e9 x 0.322307) = 40.399 ms; compute 2e9 / (73e12 x
-  // 0.157864) = 0.174 ms does not bind, so the step is 2.0 + 40.399 = 42.399 ms.
+  // 0.200429) = 0.137 ms does not bind, so the step is 2.0 + 40.399 = 42.399 ms.
   EXPECT_NEAR(aot.decode_seconds(w, models::DType::kInt4, models::DType::kF16), 0.042399, 2e-6);
   // v1 (the documents' runs): NpuSpec's share 1.0: 2.0 + 1e9 / 76.8e9 = 2.0 + 13.021 ms.
   EXPECT_NEAR(v1.decode_seconds(w, models::DType::kInt4, models::DType::kF16), 0.015021, 2e-6);
+}
+
+// mllm's AOT prompt graph is a static-context graph (mllm.yaml runtimes.aot: PromptProcessor.cpp's K/V inputs of
+// context_len - ar_len positions, its {1, 1, ar_len, vocab} logits; aot_run.cpp's context_len 1024). One 32-row
+// pass of Qwen3-1.7B on the SM8650 profile, by hand: against a pass that attends only its own rows and computes one
+// logit row, it attends 32 x 992 more (query, key) pairs per head and layer, each 2 x 128 (scores) + 5 (softmax) +
+// 2 x 128 (context) = 517 flops, over 28 layers x 16 heads: 28 x 16 x 517 x 31744 = 7,352,418,304 flops; and 31 more
+// logit rows, each a final RMSNorm (4 x 2048 flops) and an LM-head row (2 x 2048 x 151936 = 622,329,856 flops):
+// 31 x 622,338,048 = 19,292,479,488 flops. v1 (the documents' runs) has neither.
+TEST(EngineRuntimes, MllmAotPromptPassReadsThePaddedCacheAndComputesEveryRowsLogits) {
+  std::string text, origin;
+  ASSERT_TRUE(find_config("engines", "mllm", text, origin));
+  const YAML::Node mllm = load_yaml_string(text, origin);
+  const DeviceProfile dev = load_device_profile("snapdragon-8-gen3-device");
+  const NpuSpec aot = parse_engine(with_engine_runtime(mllm, "aot")).apply(dev).npu.value();
+  const NpuSpec v1 = parse_engine(mllm).apply(dev).npu.value();
+  EXPECT_EQ(aot.graph_context, 1024);
+  EXPECT_TRUE(aot.graph_logits_all_rows);
+  EXPECT_EQ(v1.graph_context, 0);
+  EXPECT_FALSE(v1.graph_logits_all_rows);
+  EXPECT_EQ(aot.pass_past_positions(0, 0, 32), 992);
+  YAML::Node model_node;
+  model_node["base"] = "qwen3-1.7b";
+  model_node["weight_dtype"] = "int4";
+  model_node["activation_dtype"] = "fp16";
+  const models::CostModel cost(models::load_model_spec(model_node, ConfigSource{std::make_shared<std::string>("<test>"), ""}));
+  NpuSpec dynamic_pass = aot;  // the same values without the static context and the all-rows head
+  dynamic_pass.graph_context = 0;
+  dynamic_pass.graph_logits_all_rows = false;
+  const double extra_attention = 28.0 * 16 * 517 * (32 * 992);
+  const double extra_logits = 31.0 * (4 * 2048 + 2 * 2048 * 151936);
+  EXPECT_DOUBLE_EQ(extra_attention, 7352418304.0);
+  EXPECT_DOUBLE_EQ(extra_logits, 19292479488.0);
+  const double rate = aot.peak_ops(models::DType::kInt4, models::DType::kF16) * aot.utilization(32);
+  const double t_static = aot.chunked_prefill_seconds(cost, 32, 0, 32);
+  const double t_dynamic = dynamic_pass.chunked_prefill_seconds(cost, 32, 0, 32);
+  // Both passes are bound by their compute (the 8 Gen 3's HTP at a 32-row chunk), so the difference is the extra
+  // flops at that rate.
+  EXPECT_NEAR(t_static - t_dynamic, (extra_attention + extra_logits) / rate, 1e-6 * t_static);
 }
 
 // The probe's `runtime: aot` reaches the runtime's values and nothing else: the same decode probe without it
