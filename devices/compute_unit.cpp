@@ -61,9 +61,44 @@ ParamSchema cluster_schema() {
   s.integer("count", std::nullopt, "cores in the cluster").range(1, 256);
   s.real("ghz", std::nullopt, "peak clock").positive().with_unit("GHz");
   s.integer("vector_pipes", std::nullopt, "128-bit SIMD pipes per core that issue SDOT/SMMLA").range(1, 16);
+  s.node("issue_per_cycle",
+         "per ISA path, instructions one core issues per cycle where that is not one per vector pipe, e.g. "
+         "{i8mm: 2} (the core's scheduling model); absent: vector_pipes");
   return s;
 }
+
+std::map<std::string, double> parse_issue_per_cycle(const Params& cp, int vector_pipes) {
+  std::map<std::string, double> out;
+  const YAML::Node n = cp.node("issue_per_cycle");
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (!n.IsMap()) cp.fail("issue_per_cycle", "expected a mapping ISA path -> instructions per cycle, e.g. {i8mm: 2}");
+  for (const auto& kv : n) {
+    const std::string path = kv.first.as<std::string>();
+    try {
+      int8_ops_per_pipe_cycle(path);
+    } catch (const ConfigError& e) {
+      cp.fail("issue_per_cycle", e.what());
+    }
+    double v = 0;
+    try {
+      v = kv.second.as<double>();
+    } catch (const YAML::Exception&) {
+      cp.fail("issue_per_cycle", fmt::format("issue_per_cycle.{} must be a number", path));
+    }
+    // More than one per pipe per cycle would need more pipes than the core has: a contradiction, not a rate.
+    if (!(v > 0 && v <= vector_pipes))
+      cp.fail("issue_per_cycle", fmt::format("issue_per_cycle.{} must be > 0 and at most vector_pipes ({}), got {}",
+                                             path, vector_pipes, v));
+    out[path] = v;
+  }
+  return out;
+}
 }  // namespace
+
+double CpuCluster::instructions_per_cycle(const std::string& isa_path) const {
+  const auto it = issue_per_cycle.find(isa_path);
+  return it == issue_per_cycle.end() ? vector_pipes : it->second;
+}
 
 double int8_ops_per_pipe_cycle(const std::string& isa_path) {
   if (isa_path == "neon") return 16;
@@ -82,7 +117,7 @@ double ComputeUnitSpec::isa_peak_ops(const std::string& isa_path, int threads) c
   const double per_pipe = int8_ops_per_pipe_cycle(isa_path);
   std::vector<double> per_core;
   for (const CpuCluster& c : clusters)
-    for (int i = 0; i < c.count; ++i) per_core.push_back(c.ghz * 1e9 * c.vector_pipes * per_pipe);
+    for (int i = 0; i < c.count; ++i) per_core.push_back(c.ghz * 1e9 * c.instructions_per_cycle(isa_path) * per_pipe);
   if (threads > static_cast<int>(per_core.size()))
     throw ConfigError(fmt::format("{} threads on compute unit '{}', which has {} cores", threads, name, per_core.size()));
   std::sort(per_core.begin(), per_core.end(), std::greater<>());
@@ -118,8 +153,9 @@ ComputeUnitSpec ComputeUnitSpec::from_params(const std::string& name, const Para
     ParamSchema cs = cluster_schema();
     for (std::size_t i = 0; i < n.size(); ++i) {
       const Params cp(n[i], cs, p.source().child("clusters").element(i), {});
-      u.clusters.push_back(CpuCluster{cp.text("core"), static_cast<int>(cp.integer("count")), cp.real("ghz"),
-                                      static_cast<int>(cp.integer("vector_pipes"))});
+      const int pipes = static_cast<int>(cp.integer("vector_pipes"));
+      u.clusters.push_back(CpuCluster{cp.text("core"), static_cast<int>(cp.integer("count")), cp.real("ghz"), pipes,
+                                      parse_issue_per_cycle(cp, pipes)});
     }
   }
   return u;

@@ -29,12 +29,17 @@ namespace mobisim::devices {
 
 // One CPU cluster (device profile `compute.cpu.clusters`): `count` cores of one kind at `ghz`, each with
 // `vector_pipes` 128-bit SIMD pipes that each issue one SDOT or SMMLA per cycle (Arm's software
-// optimization guides; docs/cpu_isa_sources.md).
+// optimization guides; docs/cpu_isa_sources.md), unless `issue_per_cycle` gives a path's own rate: a core
+// whose scheduling model issues fewer of that path's instructions per cycle than it has pipes (Qualcomm's
+// Oryon: SMMLA 2 per cycle on 4 pipes, LLVM's AArch64SchedOryon.td).
 struct CpuCluster {
   std::string core;
   int count = 0;
   double ghz = 0;
   int vector_pipes = 0;
+  std::map<std::string, double> issue_per_cycle;  // ISA path -> instructions per core per cycle
+  // Instructions of `isa_path` one core issues per cycle: issue_per_cycle's value, else vector_pipes.
+  double instructions_per_cycle(const std::string& isa_path) const;
 };
 
 // Int8 operations (2 per multiply-accumulate) one 128-bit pipe completes per cycle on an ISA path:
@@ -90,7 +95,8 @@ struct ComputeUnitSpec {
   bool has_isa(const std::string& feature) const;
   // Peak int8 op/s of `threads` threads (0: every core) on ISA path `isa_path`, one thread per core,
   // fastest cores first (the scheduler puts busy threads on the big cores): the sum over those cores of
-  // ghz x vector_pipes x int8_ops_per_pipe_cycle. ConfigError without clusters or with more threads than cores.
+  // ghz x instructions_per_cycle(path) x int8_ops_per_pipe_cycle(path). ConfigError without clusters or with
+  // more threads than cores.
   double isa_peak_ops(const std::string& isa_path, int threads) const;
 
   static ParamSchema schema();

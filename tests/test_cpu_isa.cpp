@@ -19,7 +19,7 @@ using models::DType;
 ComputeUnitSpec gen3_like() {
   ComputeUnitSpec u;
   u.name = "cpu";
-  u.clusters = {{"cortex-a520", 2, 2.27, 1}, {"cortex-x4", 1, 3.3, 4}, {"cortex-a720", 3, 3.15, 2}};
+  u.clusters = {{"cortex-a520", 2, 2.27, 1, {}}, {"cortex-x4", 1, 3.3, 4, {}}, {"cortex-a720", 3, 3.15, 2, {}}};
   u.isa = {"dotprod", "i8mm"};
   return u;
 }
@@ -40,6 +40,22 @@ TEST(CpuIsa, PeakOfACortexX4ByHand) {
   EXPECT_THROW(u.isa_peak_ops("sme2", 1), ConfigError);
   ComputeUnitSpec bare;
   EXPECT_THROW(bare.isa_peak_ops("dotprod", 1), ConfigError);
+}
+
+// A core whose scheduling model issues fewer SMMLA per cycle than it has pipes (Qualcomm Oryon, LLVM's
+// AArch64SchedOryon.td: SMMLA 2 per cycle, SDOT 4 per cycle on its 4 vector pipes).
+TEST(CpuIsa, IssuePerCycleOverridesThePipesForItsPathOnly) {
+  ComputeUnitSpec u;
+  u.name = "cpu";
+  u.clusters = {{"oryon", 2, 4.0, 4, {{"i8mm", 2}}}, {"cortex-a720", 1, 3.0, 2, {}}};
+  // SMMLA: 4.0e9 x 2 x 64 = 512e9 per Oryon core (not 4 x 64 = 1024e9); the A720 keeps its 2 pipes:
+  // 3.0e9 x 2 x 64 = 384e9. Two threads: 1024e9; three: 1408e9 (the A720 is slower than an Oryon, so last).
+  EXPECT_DOUBLE_EQ(u.isa_peak_ops("i8mm", 2), 1024e9);
+  EXPECT_DOUBLE_EQ(u.isa_peak_ops("i8mm", 3), 1408e9);
+  // SDOT keeps one per pipe: 4.0e9 x 4 x 32 = 512e9 per Oryon core, the same as its SMMLA peak.
+  EXPECT_DOUBLE_EQ(u.isa_peak_ops("dotprod", 1), 512e9);
+  EXPECT_DOUBLE_EQ(u.clusters[0].instructions_per_cycle("i8mm"), 2);
+  EXPECT_DOUBLE_EQ(u.clusters[0].instructions_per_cycle("dotprod"), 4);
 }
 
 DeviceProfile device(const std::string& yaml) { return load_device_profile(YAML::Load(yaml), ConfigSource{}); }
@@ -119,6 +135,15 @@ TEST(CpuIsa, ADeviceMissingAnIsaKeyIsAConfigErrorNamingIt) {
   EXPECT_NO_THROW(wrong.compute.at("cpu").efficiency(DType::kF16, false));
   // Bad cluster entries and engine keys are refused where they are read.
   EXPECT_THROW(device("{base: pixel7, compute: {cpu: {clusters: [{core: x, count: 1, ghz: 3}]}}}"), ConfigError);
+  // issue_per_cycle: more than the pipes, a path with no peak model, not a mapping.
+  const std::string x = "{base: pixel7, compute: {cpu: {clusters: [{core: x, count: 1, ghz: 3, vector_pipes: 2, ";
+  EXPECT_THROW(device(x + "issue_per_cycle: {i8mm: 3}}]}}}"), ConfigError);
+  EXPECT_THROW(device(x + "issue_per_cycle: {sme2: 1}}]}}}"), ConfigError);
+  EXPECT_THROW(device(x + "issue_per_cycle: 2}]}}}"), ConfigError);
+  const DeviceProfile half = engine(kEngine).apply(device(x + "issue_per_cycle: {i8mm: 1}}], isa: [dotprod, i8mm]}}}"));
+  // 3e9 x 1 x 64 = 192e9 op/s on SMMLA (not 3e9 x 2 x 64 = 384e9): the int4 share 0.5 of it.
+  const ComputeUnitSpec& h = half.compute.at("cpu");
+  EXPECT_NEAR(h.efficiency(DType::kInt4, false) * h.peak_flops(DType::kInt4), 0.5 * 192e9, 1e-3);
   EXPECT_THROW(engine("{name: e, description: t, cpu: {isa_kernels: [sme2], threads: all}}"), ConfigError);
   EXPECT_THROW(engine("{name: e, description: t, cpu: {isa_kernels: [i8mm]}}"), ConfigError);
   EXPECT_THROW(engine("{name: e, description: t, cpu: {isa_kernels: [i8mm], threads: '0'}}"), ConfigError);
@@ -156,9 +181,14 @@ TEST(CpuIsa, EveryPhoneNamingASocRunsTheIsaPathRuntimes) {
   EXPECT_NEAR(int4_rate("xiaomi-12"), e * 34.2 * 64e9, 1e-2);
   // 8+ Gen 1 (OnePlus Ace2): 3.2 x 4 + 3 x 2.75 x 2 + 4 x 2.0 x 1 = 37.3.
   EXPECT_NEAR(int4_rate("oneplus-ace2"), e * 37.3 * 64e9, 1e-2);
-  // 8 Elite (OnePlus 13 and the phones built on it, Ace5 Pro, Ace 6): 2 x 4.32 x 4 + 6 x 3.53 x 4 = 119.28.
+  // 8 Elite (OnePlus 13 and the phones built on it, Ace5 Pro, Ace 6): Oryon issues 2 SMMLA per cycle on its
+  // 4 pipes (issue_per_cycle i8mm 2): 2 x 4.32 x 2 + 6 x 3.53 x 2 = 59.64 instruction-GHz.
   for (const char* phone : {"oneplus-13", "honor-magic7", "snapdragon-8-elite-qrd", "oneplus-ace5-pro", "oneplus-ace6"}) {
-    EXPECT_NEAR(int4_rate(phone), e * 119.28 * 64e9, 1e-2) << phone;
+    EXPECT_NEAR(int4_rate(phone), e * 59.64 * 64e9, 1e-2) << phone;
+  }
+  // 8 Elite Gen 5 (POCO Myron and the phones built on its QRD): 2 x 4.6 x 2 + 6 x 3.62 x 2 = 61.84.
+  for (const char* phone : {"snapdragon-8-elite-gen5-qrd", "poco-myron", "xiaomi-17", "galaxy-s26-ultra"}) {
+    EXPECT_NEAR(int4_rate(phone), e * 61.84 * 64e9, 1e-2) << phone;
   }
   // 8 Gen 3 for Galaxy (Galaxy S24, S24 Ultra): 3.39 x 4 + 3 x 3.1 x 2 + 2 x 2.9 x 2 + 2 x 2.2 x 1 = 48.16.
   EXPECT_NEAR(int4_rate("galaxy-s24"), e * 48.16 * 64e9, 1e-2);
