@@ -6,6 +6,8 @@
 #   SANITIZE=1 FUZZ=1 scripts/test.sh  # the same with clang, libraries also instrumented for libFuzzer,
 #                               # so scripts/ci_fuzz.sh (FUZZ_BUILD_DIR=build-asan) reuses them (CI)
 #   TSAN=1 scripts/test.sh      # ./build-tsan with ThreadSanitizer: end-to-end runs at --threads 8
+#                               # (only at 8: the 1-vs-8 identity is checked by the SANITIZE=1 runs
+#                               # and the Release suite; races need the threads of the 8-thread run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -21,7 +23,7 @@ if [ "${TSAN:-0}" = 1 ]; then
         -DMOBISIM_TSAN=ON -DMOBISIM_BUILD_TESTS=OFF -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF >/dev/null
   cmake --build "$build" -j"$jobs" --target mobisim
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-  bash scripts/e2e.sh "$build" 8
+  E2E_COMPARE=0 bash scripts/e2e.sh "$build" 8
   exit 0
 fi
 if [ "${SANITIZE:-0}" = 1 ]; then
