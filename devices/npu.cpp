@@ -37,6 +37,12 @@ ParamSchema NpuSpec::schema() {
       .positive()
       .with_unit("TFLOP/s")
       .optional();
+  s.real("hmx_peak_tflops_fp16", std::nullopt,
+         "peak FP16 TFLOP/s of the NPU's HMX matrix unit (one per NPU); needed only by engines whose hvx "
+         "prefill runs ubatches on HMX (engine npu.hmx_min_rows)")
+      .positive()
+      .with_unit("TFLOP/s")
+      .optional();
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -55,6 +61,7 @@ NpuSpec NpuSpec::from_params(const Params& p) {
   n.idle_power_w = p.real("idle_power_w");
   if (p.has("hvx_peak_tops_int8")) n.hvx_peak_tops_int8 = p.real("hvx_peak_tops_int8");
   if (p.has("hvx_peak_tflops_fp16")) n.hvx_peak_tflops_fp16 = p.real("hvx_peak_tflops_fp16");
+  if (p.has("hmx_peak_tflops_fp16")) n.hmx_peak_tflops_fp16 = p.real("hmx_peak_tflops_fp16");
   return n;
 }
 
@@ -110,7 +117,7 @@ double NpuSpec::peak_ops(models::DType weight, models::DType activation) const {
 
 double NpuSpec::decode_seconds(const models::Work& w, models::DType weight, models::DType activation) const {
   check(Phase::kDecode, weight);
-  if (decode_backend == NpuBackend::kHvx) return hvx_seconds(w, weight, "decode", hvx_ubatch_slowdown(1));
+  if (decode_backend == NpuBackend::kHvx) return hvx_ubatch_seconds(w, weight, "decode", 1);
   const double compute = w.flops() / (peak_ops(weight, activation) * max_utilization);
   const double memory = w.bytes() / (mem_bandwidth_gbps * 1e9 * decode_bandwidth_efficiency);
   return exec_overhead_ms * 1e-3 + std::max(compute, memory);
@@ -133,8 +140,9 @@ double hvx_chunks_seconds(const NpuSpec& npu, const models::CostModel& cost, std
   for (std::int64_t done = 0; done < n_new; done += chunk) {
     const std::int64_t n = std::min(chunk, n_new - done);
     const bool last = done + n >= n_new;
-    s += npu.hvx_seconds(cost.prefill(models::PrefillShape{n, n_cached + done, 0, last ? last_logit_tokens : 0}),
-                         m.weight_dtype, "prefill", npu.hvx_ubatch_slowdown(n));
+    s += npu.hvx_ubatch_seconds(
+        cost.prefill(models::PrefillShape{n, n_cached + done, 0, last ? last_logit_tokens : 0}), m.weight_dtype,
+        "prefill", n);
   }
   return s;
 }
@@ -169,7 +177,7 @@ double NpuSpec::work_seconds(const models::Work& w, models::DType weight, models
   for (const auto& op : w.ops) n = std::max(n, op.tokens);
   if (n <= 1) return decode_seconds(w, weight, activation);
   check(Phase::kPrefill, weight);
-  if (prefill_backend == NpuBackend::kHvx) return hvx_seconds(w, weight, "prefill", hvx_ubatch_slowdown(n));
+  if (prefill_backend == NpuBackend::kHvx) return hvx_ubatch_seconds(w, weight, "prefill", n);
   const std::int64_t chunk = std::min<std::int64_t>(graph_chunk, n);
   const std::int64_t execs = (n + chunk - 1) / chunk;
   const double padded = static_cast<double>(execs * chunk) / static_cast<double>(n);
@@ -224,6 +232,25 @@ double NpuSpec::hvx_seconds(const models::Work& w, models::DType weight, const s
         op.dtype && *op.dtype != weight ? hvx_peak_ops(*op.dtype, phase) * hvx_gemm_efficiency / compute_slowdown : peak;
     s += std::max(op.flops / op_peak, op.bytes() / bw) + op.layers * hvx_op_overhead_us * 1e-6;
   }
+  return s;
+}
+
+double NpuSpec::hmx_peak_ops(const std::string& phase) const {
+  if (!(hmx_peak_tflops_fp16 > 0))
+    throw ConfigError(fmt::format(
+        "engine '{}' runs npu {} ubatches on HMX (npu.hmx_min_rows), but device '{}' gives no "
+        "npu.hmx_peak_tflops_fp16 (the HMX unit's peak): add it to the device profile with its source, or set "
+        "the engine's npu.hmx_clock to none",
+        engine_name.empty() ? "?" : engine_name, phase, device_name.empty() ? "?" : device_name));
+  return hmx_peak_tflops_fp16 * 1e12;
+}
+
+double NpuSpec::hmx_seconds(const models::Work& w, const std::string& phase, double compute_slowdown) const {
+  const double peak = hmx_peak_ops(phase) * hvx_gemm_efficiency / compute_slowdown;
+  const double bw = mem_bandwidth_gbps * 1e9 * hvx_bandwidth_efficiency;
+  double s = 0;
+  for (const auto& op : w.ops)
+    s += std::max(op.flops / peak, op.bytes() / bw) + op.layers * hvx_op_overhead_us * 1e-6;
   return s;
 }
 

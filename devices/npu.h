@@ -74,6 +74,19 @@
 //
 // An engine that gives hmx_min_rows must give hvx_matmul_efficiency (no silent reuse of the HMX rate).
 //
+// HVX contexts vs the HMX unit (device `hvx_peak_tops_int8`, `hmx_peak_tflops_fp16`). ggml-hexagon runs one
+// worker thread per 128-byte HVX context the DSP reports (htp/main.c, htp_iface_start: n_hvx 0 -> "use all" =
+// (qurt_hvx_get_units() >> 8) & 0xFF; its matmul rows are split over those workers), and there is one HMX unit per
+// NPU whatever the context count (htp_iface_hwinfo: n_hmx = 1; hwinfo logs "6 HVX, 1 HMX" on v79, "8 HVX, 1 HMX"
+// on v81). So an HVX ubatch (and decode) runs against the SoC's HVX peak, which counts its contexts, while an HMX
+// ubatch runs against the HMX unit's peak, which does not:
+//
+//   HMX ubatch:  every op's compute at hmx_peak * hvx_gemm_efficiency / hmx_clock_slowdown (fp16 tiles: HMX
+//                multiplies the dequantised fp16 weights whatever the stored dtype, llama.cpp PR #20693)
+//   HVX ubatch:  hvx_seconds as above, against hvx_peak_tops_int8 / hvx_peak_tflops_fp16
+//
+// A device without hmx_peak_tflops_fp16 cannot run an HMX ubatch: ConfigError naming device, engine and key.
+//
 // Weights as the graph holds them (engine `graph_weight_dtype`, graph_model): a runtime that cannot keep
 // the model file's quantisation on the NPU builds its graphs from dequantised weights, so NPU work reads
 // and multiplies weights of that dtype: MNN's QNN backend keeps only symmetric integer weights quantised
@@ -130,6 +143,8 @@ struct NpuSpec {
   // The HVX vector units of the same NPU (0: the device profile does not give them).
   double hvx_peak_tops_int8 = 0;
   double hvx_peak_tflops_fp16 = 0;
+  // The HMX matrix unit of the same NPU (one per NPU): what ubatches of >= hmx_min_rows rows run against.
+  double hmx_peak_tflops_fp16 = 0;
   double peak_tflops_fp16 = 0;
   double max_utilization = 1.0;
   double half_utilization_chunk = 64;
@@ -213,9 +228,19 @@ struct NpuSpec {
   // HVX: the peak for `weight` (ConfigError naming device, engine and key when the profile lacks it;
   // `phase` says what needed it), and `work` run op by op on the vector units.
   double hvx_peak_ops(models::DType weight, const std::string& phase) const;
-  // `compute_slowdown` multiplies every op's compute time (an HMX ubatch at a lower clock corner).
+  // `compute_slowdown` multiplies every op's compute time (hvx_gemm_efficiency / hvx_matmul_efficiency).
   double hvx_seconds(const models::Work& work, models::DType weight, const std::string& phase,
                      double compute_slowdown = 1.0) const;
+  // The HMX unit's peak (ConfigError naming device, engine and key when the profile lacks it), and `work` run
+  // op by op with every op's compute on it at hvx_gemm_efficiency / `compute_slowdown` (the clock corner).
+  double hmx_peak_ops(const std::string& phase) const;
+  double hmx_seconds(const models::Work& work, const std::string& phase, double compute_slowdown) const;
+  // One hvx-backend ubatch of `rows` tokens (decode: 1): on the HMX unit when on_hmx(rows), else on HVX.
+  double hvx_ubatch_seconds(const models::Work& work, models::DType weight, const std::string& phase,
+                            std::int64_t rows) const {
+    return on_hmx(rows) ? hmx_seconds(work, phase, hvx_ubatch_slowdown(rows))
+                        : hvx_seconds(work, weight, phase, hvx_ubatch_slowdown(rows));
+  }
   // Whether a ubatch of `rows` tokens runs its matmuls on HMX (see above).
   bool on_hmx(std::int64_t rows) const { return hmx_min_rows > 0 && hmx_in_build && rows >= hmx_min_rows; }
   // The compute factor of an hvx ubatch of `rows` tokens (decode: 1) against hvx_gemm_efficiency:

@@ -37,7 +37,8 @@ models::Work hmx_clock_two_ops() {
 
 NpuSpec hmx_clock_spec() {
   NpuSpec n;
-  n.hvx_peak_tops_int8 = 2;          // 2e12 op/s
+  n.hvx_peak_tops_int8 = 2;          // 2e12 op/s on HVX
+  n.hmx_peak_tflops_fp16 = 2;        // 2e12 op/s on HMX (the same, so both paths give the same rate here)
   n.hvx_gemm_efficiency = 0.5;       // 1e12 achieved
   n.mem_bandwidth_gbps = 50;
   n.hvx_bandwidth_efficiency = 0.4;  // 20 GB/s
@@ -49,15 +50,15 @@ TEST(HmxClock, LowestCornerSlowsTheComputeOfHmxUbatchesOnly) {
   NpuSpec n = hmx_clock_spec();
   const models::Work w = hmx_clock_two_ops();
   // Max corner (the default): 10 + 5 + 0.2 ms.
-  EXPECT_NEAR(n.hvx_seconds(w, DType::kInt4, "prefill", n.hvx_ubatch_slowdown(64)), 15.2e-3, 1e-15);
+  EXPECT_NEAR(n.hvx_ubatch_seconds(w, DType::kInt4, "prefill", 64), 15.2e-3, 1e-15);
   n.hmx_min_rows = 32;
   n.hmx_clock_slowdown = 1.5;
   EXPECT_EQ(n.hvx_ubatch_slowdown(31), 1.0);  // fewer than 32 rows: HVX, no HMX clock
   EXPECT_EQ(n.hvx_ubatch_slowdown(32), 1.5);
   // 32+ rows at the lowest corner: the GEMM's 10 ms becomes 15 ms; the norm's compute (2 -> 3 ms) stays
   // under its 5 ms of bytes, so it is unchanged: 15 + 5 + 0.2 ms.
-  EXPECT_NEAR(n.hvx_seconds(w, DType::kInt4, "prefill", n.hvx_ubatch_slowdown(32)), 20.2e-3, 1e-15);
-  EXPECT_NEAR(n.hvx_seconds(w, DType::kInt4, "prefill", n.hvx_ubatch_slowdown(31)), 15.2e-3, 1e-15);
+  EXPECT_NEAR(n.hvx_ubatch_seconds(w, DType::kInt4, "prefill", 32), 20.2e-3, 1e-15);
+  EXPECT_NEAR(n.hvx_ubatch_seconds(w, DType::kInt4, "prefill", 31), 15.2e-3, 1e-15);
   // No HMX path (hmx_min_rows 0): any ubatch runs at the fitted rate.
   n.hmx_min_rows = 0;
   EXPECT_EQ(n.hvx_ubatch_slowdown(4096), 1.0);
@@ -74,12 +75,12 @@ TEST(HmxClock, UbatchesOffHmxRunAtTheHvxMatmulRate) {
   EXPECT_EQ(n.hvx_ubatch_slowdown(32), 1.0);  // max corner
   // 31 rows on HVX: the GEMM 1e10 / 5e11 = 20 ms (over its 2 ms of bytes); the norm 2e9 / 5e11 = 4 ms stays
   // under its 5 ms of bytes: 20 + 5 + 0.2 ms.
-  EXPECT_NEAR(n.hvx_seconds(w, DType::kInt4, "prefill", n.hvx_ubatch_slowdown(31)), 25.2e-3, 1e-15);
-  EXPECT_NEAR(n.hvx_seconds(w, DType::kInt4, "prefill", n.hvx_ubatch_slowdown(32)), 15.2e-3, 1e-15);
+  EXPECT_NEAR(n.hvx_ubatch_seconds(w, DType::kInt4, "prefill", 31), 25.2e-3, 1e-15);
+  EXPECT_NEAR(n.hvx_ubatch_seconds(w, DType::kInt4, "prefill", 32), 15.2e-3, 1e-15);
   // A build without HMX (hmx_clock: none): 4096 rows run on HVX too.
   n.hmx_in_build = false;
   EXPECT_FALSE(n.on_hmx(4096));
-  EXPECT_NEAR(n.hvx_seconds(w, DType::kInt4, "prefill", n.hvx_ubatch_slowdown(4096)), 25.2e-3, 1e-15);
+  EXPECT_NEAR(n.hvx_ubatch_seconds(w, DType::kInt4, "prefill", 4096), 25.2e-3, 1e-15);
 }
 
 fidelity::OnDeviceQuery hmx_clock_query(std::int64_t tokens) {
