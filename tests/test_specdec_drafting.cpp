@@ -54,6 +54,45 @@ TEST(SpecdecDrafting, SamDraftsFromTheHistoryStorePldCannot) {
   EXPECT_DOUBLE_EQ(ts.accepted_per_step(), 1.0);
 }
 
+// mllm's SuffixAutomaton::gen_draft with modeling_qwen_sd.hpp's minimum_length 10: n = min(40, 1 + 4 L),
+// raised to 10 when L > 0, and n - 1 tokens drafted.
+TEST(SpecdecDrafting, MllmSamDraftLengthFollowsTheMatchLength) {
+  EXPECT_EQ(mllm_sam_draft_tokens(0), 0);    // no match: n = 1
+  EXPECT_EQ(mllm_sam_draft_tokens(1), 9);    // n = max(10, 5)
+  EXPECT_EQ(mllm_sam_draft_tokens(2), 9);    // n = max(10, 9)
+  EXPECT_EQ(mllm_sam_draft_tokens(3), 12);   // n = 13
+  EXPECT_EQ(mllm_sam_draft_tokens(9), 36);   // n = 37
+  EXPECT_EQ(mllm_sam_draft_tokens(10), 39);  // n = min(40, 41)
+  EXPECT_EQ(mllm_sam_draft_tokens(100), 39);
+  EXPECT_EQ(parse_sam_draft_length("mllm"), SamDraftLength::kMllm);
+  EXPECT_EQ(parse_sam_draft_length("budget"), SamDraftLength::kBudget);
+  EXPECT_THROW(parse_sam_draft_length("longest"), ConfigError);
+}
+
+TEST(SpecdecDrafting, MllmSamDraftsShortAfterAShortMatch) {
+  // History 100..159 (an earlier answer), prompt 1 2, output 100 101 ... 159 (the answer again).
+  // Step 1: pending 100, the longest earlier suffix is "100" (L = 1). The whole-budget rule drafts the
+  // 39 tokens after it (101..139), mllm's 9 (101..109); the target accepts all of them.
+  // mllm, step 2: pending 110 (the bonus), the match is "100 .. 110" (L = 11): 39 tokens (111..149).
+  HistoryStore h;
+  std::vector<int> answer;
+  for (int t = 100; t < 160; ++t) answer.push_back(t);
+  h.add(answer);
+  const std::vector<int> prompt{1, 2};
+  DrafterOptions whole = opts(Retriever::kSam, false, false, 39), mllm = whole;
+  mllm.sam_length = SamDraftLength::kMllm;
+  CoordGenDrafter a(whole, &h), b(mllm, &h);
+  const DecodeTrace ta = replay_decode(prompt, answer, a), tb = replay_decode(prompt, answer, b);
+  ASSERT_GE(ta.steps.size(), 1u);
+  EXPECT_EQ(ta.steps[0].draft_tokens, 39);
+  EXPECT_EQ(ta.steps[0].accepted, 39);
+  ASSERT_GE(tb.steps.size(), 2u);
+  EXPECT_EQ(tb.steps[0].draft_tokens, 9);
+  EXPECT_EQ(tb.steps[0].accepted, 9);
+  EXPECT_EQ(tb.steps[1].draft_tokens, 39);
+  EXPECT_EQ(tb.steps[1].accepted, 39);
+}
+
 TEST(SpecdecDrafting, RetrievalCeilingDraftsTheLongestStoreMatch) {
   // Prompt 1 2 3 4 5, output 9 2 3 4 7 2 3 4 7, no history. Step 1: pending 9, store 1 2 3 4 5 9; the
   // continuation 2 3 4 7 ... matches "2 3 4" (the store has 4 5, not 4 7): 3 accepted. Step 2: pending 7,

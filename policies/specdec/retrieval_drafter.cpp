@@ -7,11 +7,33 @@
 #include "sim/error.h"
 
 namespace mobisim::policies::specdec {
+namespace {
+// Keeps the first `max_tokens` of a chain draft (a SAM draft: each token's parent is the one before it).
+void truncate_chain(kernel::DraftTree& chain, int max_tokens) {
+  if (chain.size() <= max_tokens) return;
+  chain.tokens.resize(static_cast<std::size_t>(max_tokens));
+  chain.parents.resize(static_cast<std::size_t>(max_tokens));
+}
+}  // namespace
 
 Retriever parse_retriever(const std::string& name) {
   if (name == "pld") return Retriever::kPld;
   if (name == "sam") return Retriever::kSam;
   throw ConfigError(fmt::format("unknown retriever '{}' (expected pld or sam)", name));
+}
+
+SamDraftLength parse_sam_draft_length(const std::string& name) {
+  if (name == "budget") return SamDraftLength::kBudget;
+  if (name == "mllm") return SamDraftLength::kMllm;
+  throw ConfigError(fmt::format("unknown sam_draft_length '{}' (expected budget or mllm)", name));
+}
+
+int mllm_sam_draft_tokens(int match_length) {
+  // mllm/Draft.hpp: max_predicts = 40, alpha = 4.0f; modeling_qwen_sd.hpp passes minimum_length = 10.
+  constexpr int kMaxPredicts = 40, kAlpha = 4, kMinimumLength = 10;
+  if (match_length <= 0) return 0;  // n = min(40, 1) = 1: no token after the (empty) match
+  const int n = std::max(kMinimumLength, std::min(kMaxPredicts, 1 + match_length * kAlpha));
+  return n - 1;  // gen_draft copies input_ids[endpos + 1 .. endpos + n - 1]
 }
 
 void HistoryStore::add(std::span<const int> output) { tokens_.insert(tokens_.end(), output.begin(), output.end()); }
@@ -57,6 +79,7 @@ kernel::DraftTree CoordGenDrafter::propose(std::span<const int> context, int max
     joined_.insert(joined_.end(), context.begin(), context.end());
     base = sam_.propose(joined_, budget);
     if (sam_.last_match_length() < opt_.min_match) base = {};
+    if (opt_.sam_length == SamDraftLength::kMllm) truncate_chain(base, mllm_sam_draft_tokens(sam_.last_match_length()));
   }
   merge_tree(draft, base, budget);
   const int pending = context.back();

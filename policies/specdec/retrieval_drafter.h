@@ -25,6 +25,18 @@ namespace mobisim::policies::specdec {
 enum class Retriever { kPld, kSam };
 Retriever parse_retriever(const std::string& name);  // "pld" | "sam", ConfigError otherwise
 
+// How many tokens a SAM draft takes from the automaton's match:
+//   kBudget: the whole budget (what follows the longest suffix match, up to `budget` tokens);
+//   kMllm:   mllm's SuffixAutomaton::gen_draft (mllm/Draft.hpp, called by the CPU speculative decoding of
+//            mllm/models/qwen/modeling_qwen_sd.hpp with minimum_length 10; UbiquitousLearning/mllm 013e4cec,
+//            added in a6a67052, 2025-06-10): n = min(max_predicts 40, 1 + alpha 4 x match length), raised
+//            to 10 when there is a match, and the draft is the n - 1 tokens after it. Short matches give
+//            short drafts, whatever the budget.
+enum class SamDraftLength { kBudget, kMllm };
+SamDraftLength parse_sam_draft_length(const std::string& name);  // "budget" | "mllm"
+// Draft tokens mllm's rule takes after a suffix match of `match_length` tokens (0 without a match).
+int mllm_sam_draft_tokens(int match_length);
+
 // Earlier outputs of one user, across requests (SAM's historical context).
 class HistoryStore {
  public:
@@ -43,6 +55,7 @@ struct DrafterOptions {
   // length). Shorter matches give no draft: the step verifies the pending token alone, as plain
   // decoding does (the document: strict suffix matching "frequently results in short or empty drafts").
   int min_match = 1;
+  SamDraftLength sam_length = SamDraftLength::kBudget;  // SAM only; the draft never exceeds `budget`
   bool calibrate = false;
   bool reuse = false;
   CalibrationOptions calibration;

@@ -236,6 +236,7 @@ RetrievalSdPolicy::RetrievalSdPolicy(const Params& p, std::string name, DecodeUn
   drafter_.retriever = parse_retriever(p.text("retriever"));
   drafter_.budget = k_.draft_budget;
   drafter_.min_match = static_cast<int>(p.integer("min_match"));
+  drafter_.sam_length = parse_sam_draft_length(p.text("sam_draft_length"));
   drafter_.calibrate = p.boolean("calibrate");
   drafter_.reuse = p.boolean("reuse");
   drafter_.calibration.top_n = static_cast<int>(p.integer("calibration_top_n"));
@@ -255,6 +256,11 @@ ParamSchema RetrievalSdPolicy::schema(const std::string& retriever, SwitchStrate
             "shortest context match (PLD n-gram / SAM suffix) a draft is taken from; weaker matches draft nothing")
       .at_least(1)
       .with_unit("tokens");
+  s.text("sam_draft_length", std::string("budget"),
+         "SAM draft length: budget (what follows the match, up to draft_budget) or mllm (mllm's CPU speculative "
+         "decoding, Draft.hpp gen_draft: max(9, min(39, 4 x match length)) tokens, up to draft_budget; "
+         "retrieval_drafter.h)")
+      .in({"budget", "mllm"});
   s.boolean("calibrate", coordgen, "in-context distribution calibration (section 3.3)");
   s.boolean("reuse", coordgen, "draft reuse (section 3.4, eq. 3)");
   s.integer("calibration_top_n", 3, "next tokens sampled per context position").at_least(1);
