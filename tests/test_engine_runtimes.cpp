@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "devices/device.h"
 #include "devices/engine.h"
@@ -57,15 +59,19 @@ TEST(EngineRuntimes, UnknownRuntimeOrForeignKeyIsAConfigError) {
   EXPECT_THROW(parse_engine(load_yaml_string("name: x\nruntimes: {aot: {npu: {no_such_key: 1}}}\n", "<t>")), ConfigError);
 }
 
+// The committed mllm profile's NPU values on `dev`: its `aot` runtime and its default (v1) runtime.
+std::pair<NpuSpec, NpuSpec> mllm_aot_and_v1_npu(const DeviceProfile& dev) {
+  std::string text, origin;
+  if (!find_config("engines", "mllm", text, origin)) throw std::runtime_error("configs/engines/mllm.yaml not found");
+  const YAML::Node mllm = load_yaml_string(text, origin);
+  return {parse_engine(with_engine_runtime(mllm, "aot")).apply(dev).npu.value(), parse_engine(mllm).apply(dev).npu.value()};
+}
+
 // The committed mllm profile's aot runtime on the SM8650 profile: one decode step of a hand-made
 // single-token work (1 GB of weights, 2 GFLOP) is exec_overhead + max(compute, bytes / (bw x share)).
 TEST(EngineRuntimes, MllmAotDecodeStepByHand) {
-  std::string text, origin;
-  ASSERT_TRUE(find_config("engines", "mllm", text, origin));
-  const YAML::Node mllm = load_yaml_string(text, origin);
   const DeviceProfile dev = load_device_profile("snapdragon-8-gen3-device");
-  const NpuSpec aot = parse_engine(with_engine_runtime(mllm, "aot")).apply(dev).npu.value();
-  const NpuSpec v1 = parse_engine(mllm).apply(dev).npu.value();
+  const auto [aot, v1] = mllm_aot_and_v1_npu(dev);
   models::Work w;
   models::Op op;
   op.kind = models::OpKind::kQProj;
@@ -91,12 +97,8 @@ TEST(EngineRuntimes, MllmAotDecodeStepByHand) {
 // logit rows, each a final RMSNorm (4 x 2048 flops) and an LM-head row (2 x 2048 x 151936 = 622,329,856 flops):
 // 31 x 622,338,048 = 19,292,479,488 flops. v1 (the documents' runs) has neither.
 TEST(EngineRuntimes, MllmAotPromptPassReadsThePaddedCacheAndComputesEveryRowsLogits) {
-  std::string text, origin;
-  ASSERT_TRUE(find_config("engines", "mllm", text, origin));
-  const YAML::Node mllm = load_yaml_string(text, origin);
   const DeviceProfile dev = load_device_profile("snapdragon-8-gen3-device");
-  const NpuSpec aot = parse_engine(with_engine_runtime(mllm, "aot")).apply(dev).npu.value();
-  const NpuSpec v1 = parse_engine(mllm).apply(dev).npu.value();
+  const auto [aot, v1] = mllm_aot_and_v1_npu(dev);
   EXPECT_EQ(aot.graph_context, 1024);
   EXPECT_TRUE(aot.graph_logits_all_rows);
   EXPECT_EQ(v1.graph_context, 0);
