@@ -51,6 +51,11 @@ struct DeviceEntrySpec {
     s.real("note_uncached_ms", 0, "the note's median uncached TTFT (for the comparison columns)").non_negative();
     s.real("note_cached_ms", 0, "the note's median cached TTFT").non_negative();
     s.real_list("note_load_ms", std::vector<double>{0, 0}, "the note's range for loading the 74 MB prefix");
+    // Per phone, because where a stored prefix lives differs by platform: the note keeps it in a
+    // MemoryFile (shared memory) on Android and in an mmap'd file on iOS.
+    s.real("page_cache_fraction", 0.0,
+           "share of a loaded prefix already in DRAM on this phone (absent: the experiment's page_cache_fraction)")
+        .range(0, 0.99);
     return s;
   }
 };
@@ -61,6 +66,7 @@ struct DeviceEntry {
   double cap_bytes = 0;
   std::string unit;
   double note_uncached_ms = 0, note_cached_ms = 0, note_load_lo_ms = 0, note_load_hi_ms = 0;
+  double page_cache_fraction = 0;  // share of a loaded prefix already in DRAM, [0, 0.99]
 };
 
 struct Records {
@@ -121,6 +127,8 @@ class PrefixCacheExperiment : public Experiment {
       if (nl.size() != 2) dp.fail("note_load_ms", "expected [low, high]");
       e.note_load_lo_ms = nl[0];
       e.note_load_hi_ms = nl[1];
+      e.page_cache_fraction = dp.has("page_cache_fraction") ? dp.real("page_cache_fraction")
+                                                            : p.real("page_cache_fraction");
       // A cap smaller than one entry is a configuration error, named here.
       const double smallest = static_cast<double>(*std::min_element(granularities().begin(), granularities().end())) *
                               model_.kv_bytes_per_token();
@@ -170,7 +178,8 @@ class PrefixCacheExperiment : public Experiment {
     ParamSchema s;
     s.node("thermal", devices::kThermalNoneDoc);
     s.node("model", "model (built-in name, YAML path or mapping)");
-    s.node("devices", "list of {device, cap_mb, compute_unit, note_uncached_ms, note_cached_ms, note_load_ms}");
+    s.node("devices",
+           "list of {device, cap_mb, compute_unit, note_uncached_ms, note_cached_ms, note_load_ms, page_cache_fraction}");
     s.node("eviction", "list of kv_eviction_policy plug-ins to compare: [{impl: weighted_lru}, {impl: lru}, {impl: lfu}]");
     s.int_list("granularities", std::vector<std::int64_t>{32, 64, 128, 180}, "prefix lengths stored")
         .range(1, 1 << 20)
@@ -198,6 +207,7 @@ class PrefixCacheExperiment : public Experiment {
     for (std::size_t i = 0; i < devices_.size(); ++i) {
       YAML::Node d = Params(given_devs[i], ds, params_.source_of("devices").element(i), {}).resolved();
       d["device"] = yaml_clone(devices_[i].profile.resolved);
+      d["page_cache_fraction"] = devices_[i].page_cache_fraction;
       devs.push_back(devices::with_engine(d, devices_[i].engine));
     }
     out["devices"] = devs;
@@ -269,8 +279,8 @@ class PrefixCacheExperiment : public Experiment {
 
   const std::vector<std::int64_t>& granularities() const { return gran_; }
 
-  double load_seconds(const DeviceEntry& dev, double bytes) const {
-    const double f = params_.real("page_cache_fraction");
+  static double load_seconds(const DeviceEntry& dev, double bytes) {
+    const double f = dev.page_cache_fraction;
     return dev.profile.storage->read_seconds(bytes * (1 - f)) + bytes * f / (dev.profile.dram.bandwidth_gbps * 1e9);
   }
   double prefill_seconds(const DeviceEntry& dev, const models::CostModel& cost, std::int64_t n_new,
@@ -293,7 +303,7 @@ class PrefixCacheExperiment : public Experiment {
       storage_col.push_back(st.kind);
       prefill180.push_back(prefill_seconds(d, cost, 180, 0) * 1e3);
       note_unc.push_back(d.note_uncached_ms);
-      load_note.push_back(st.read_seconds(note_bytes) * 1e3);
+      load_note.push_back(load_seconds(d, note_bytes) * 1e3);
       load_ours.push_back(st.read_seconds(180 * kv_tok) * 1e3);
       note_lo.push_back(d.note_load_lo_ms);
       note_hi.push_back(d.note_load_hi_ms);
@@ -414,7 +424,7 @@ class PrefixCacheExperiment : public Experiment {
     }
     pl::PipelineOptions options;
     options.unit = dev.unit;
-    options.page_cache_fraction = params_.real("page_cache_fraction");
+    options.page_cache_fraction = dev.page_cache_fraction;
     pl::Pipeline pipeline(cost, options, std::move(reuse),
                           Registry<kvsplit::KvSplitStrategy>::instance().create(YAML::Load("{impl: always_load}"),
                                                                                ConfigSource{}));
