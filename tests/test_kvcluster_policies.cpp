@@ -3,6 +3,7 @@
 // cluster-restricted attention against full attention on the real kernel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -236,6 +237,41 @@ TEST(KvClusterDynaKv, BranchesOfAlgorithmOne) {
   EXPECT_EQ(o4.splits, 1);
   EXPECT_TRUE(o4.forced_loads.empty());
   EXPECT_EQ(u.total_buffered(), 0);
+  u.check_invariants();
+}
+
+TEST(KvClusterDynaKv, FlaggedClusterBuffersEveryNewEntryUntilItIsLoaded) {
+  // Section 4.2: "newly added KV entries belonging to the flagged cluster are stored in a memory
+  // buffer until the cluster is eventually loaded". a = {0, 1}, b = {100, 101} on a line (sigma^2
+  // 0.25 each, centroids 0.5 and 100.5), tau = 1, B_max = 3.
+  auto p = make("{impl: dynakv, tau_h: [1.0], b_max: 3, top_k: 1}");
+  ClusterTable u(2, 0);
+  for (auto k : {rows({{0, 0}}), rows({{1, 0}}), rows({{100, 0}}), rows({{101, 0}})}) u.append_key(k.data());
+  const int a = u.make_cluster({0, 1}), b = u.make_cluster({2, 3});
+  u.set_threshold(1.0);
+  const float q_a[2] = {-1, 0}, q_b[2] = {1, 0};  // select a (-0.5 > -100.5), b (100.5 > 0.5)
+  // (104, 0): sigma_b^2 would be (2 x 0.25 + 3.5^2 x 2/3) / 3 = 2.89 > 1, b not loaded -> Buf_b, flag.
+  p->decode_step(u, q_a, rows({{104, 0}}).data());
+  ASSERT_TRUE(u.cluster(b).split_pending);
+  // (100.5, 0) sits on b's centroid: sigma^2 would be (2 x 0.25 + 0) / 3 = 1/6 <= 1, but b is flagged,
+  // so it waits in Buf_b too (2 < B_max: no forced load); b's statistics keep its two flash members.
+  EXPECT_NEAR(u.variance_with(b, rows({{100.5f, 0}}).data()), 1.0 / 6.0, 1e-12);
+  const auto o2 = p->decode_step(u, q_a, rows({{100.5f, 0}}).data());
+  EXPECT_EQ(u.cluster(b).buffered.size(), 2u);
+  EXPECT_EQ(u.cluster(b).n, 2);
+  EXPECT_NEAR(u.cluster(b).variance, 0.25, 1e-12);
+  EXPECT_TRUE(o2.updated.empty());
+  EXPECT_TRUE(o2.forced_loads.empty());
+  // b retrieved: its delayed split runs over {100, 101, 104, 100.5} -> {100, 100.5, 101} and {104};
+  // the step's own key (0.5, 0) joins a (sigma^2 = 1/6).
+  const auto o3 = p->decode_step(u, q_b, rows({{0.5f, 0}}).data());
+  EXPECT_EQ(o3.splits, 1);
+  EXPECT_TRUE(o3.forced_loads.empty());
+  EXPECT_EQ(u.total_buffered(), 0);
+  EXPECT_EQ(u.cluster(a).n, 3);
+  const int child = static_cast<int>(u.clusters().size()) - 1;
+  EXPECT_EQ(std::min(u.cluster(b).size(), u.cluster(child).size()), 1);
+  EXPECT_EQ(u.cluster(b).size() + u.cluster(child).size(), 4);
   u.check_invariants();
 }
 

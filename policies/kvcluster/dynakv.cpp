@@ -78,6 +78,13 @@ StepOutcome DynaKv::decode_selected(ClusterTable& t, std::vector<int> selected, 
   const int j = t.nearest_cluster(k_new);
   if (j < 0) {
     out.created.push_back(t.make_cluster({pos}));
+  } else if (t.cluster(j).split_pending) {
+    // Seed 003, section 4.2 (delayed split): "If the flagged cluster is not yet in memory, the split
+    // is deferred. Instead, newly added KV entries belonging to the flagged cluster are stored in a
+    // memory buffer until the cluster is eventually loaded." A flagged cluster takes no appends on
+    // flash, whatever its variance with the new entry (Algorithm 1 commits UpdateVar's sigma_j^2 before
+    // its test, so a later entry's test starts above tau_h). A flagged C_j in P_req splits just below.
+    t.buffer_entry(j, pos);
   } else if (t.variance_with(j, k_new) <= t.threshold()) {
     t.add_entry(j, pos);
     t.mark_updated(j);

@@ -5,7 +5,9 @@
 //   1. P_req <- top-k clusters by q . r_j (retrieved from flash);
 //   2. the new key goes to its nearest cluster j; UpdateVar gives sigma_j'^2 in O(d)
 //      from (n_j, r_j, sigma_j^2, k_new) (Welford, see ClusterTable::add_entry);
-//   3. sigma_j'^2 <= tau_h: append (n_j, r_j, sigma_j^2 updated);
+//   3. C_j already flagged: k_new waits in Buf_j (section 4.2: a flagged cluster's new entries are
+//      "stored in a memory buffer until the cluster is eventually loaded");
+//      sigma_j'^2 <= tau_h: append (n_j, r_j, sigma_j^2 updated);
 //      else, C_j in P_req (already in DRAM): split C_j together with k_new (2-means);
 //      else: park k_new in Buf_j and flag C_j (delayed split: no extra I/O);
 //   4. every flagged cluster of P_req splits with its buffer;
