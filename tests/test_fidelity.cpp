@@ -95,8 +95,9 @@ TEST(FidelityRegistry, ThinCellPointsOnlyValidate) {
 
 // Issue 37 asks for at least 5 validation points per engine x unit. The transfer set (ondevice_transfer.yaml and
 // ondevice_cells.yaml) reaches it in the cells that were thin before ondevice_cells.yaml (docs/ondevice_data.md,
-// "Points added for the thin cells"); mllm x cpu has one point only (no other phone-named mllm CPU rate was found),
-// and mnn x npu counts two builds of one configuration (MNN PR #4633, tables 1 and 2). Derived points, which enter
+// "Points added for the thin cells"); mllm x cpu has three only (the Xiaomi 14 commit message and the Pixel 9
+// run of a DVFS fork's README, section "Third round for mllm x cpu"), and mnn x npu counts two builds of one
+// configuration (MNN PR #4633, tables 1 and 2). Derived points, which enter
 // no median, do not count. Removing or re-roling a point of these cells fails here.
 TEST(FidelityRegistry, ThinCellsHaveFiveTransferValidationPoints) {
   std::map<std::string, int> validating;
@@ -109,7 +110,7 @@ TEST(FidelityRegistry, ThinCellsHaveFiveTransferValidationPoints) {
   }
   for (const char* cell : {"executorch x gpu", "executorch x npu", "mlc x gpu", "mllm x npu", "mnn x npu"})
     EXPECT_GE(validating[cell], 5) << cell;
-  EXPECT_GE(validating["mllm x cpu"], 1);
+  EXPECT_GE(validating["mllm x cpu"], 3);
 }
 
 TEST(FidelityRegistry, CheckCalibrationRefusesAValidationPoint) {
