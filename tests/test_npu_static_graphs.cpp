@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstdint>
 #include <string>
 
 #include "devices/engine.h"
@@ -139,4 +140,34 @@ TEST(NpuStaticGraphs, QnnEngineStatesItsExportsGraphsAndProbesOverrideThem) {
 }
 
 }  // namespace
+
+// ExecuTorch's QNN decode reads the whole context's K/V every step (issue 37, H3): the registry's probe of
+// executorch #7411 was corrected from 1024 to 128 positions (the default of both ExecuTorch QNN llama flows of
+// that date, docs/npu_sources.md); this pins what that move is worth, by hand.
+namespace executorch_npu_context_test {
+
+fidelity::OnDeviceQuery llama3b_qnn_decode(std::int64_t context) {
+  fidelity::OnDeviceQuery q;
+  q.device = "snapdragon-8-gen3-device";
+  q.engine = "executorch";
+  q.model = "llama-3.2-3b";
+  q.unit = "npu";
+  q.phase = "decode";
+  q.tokens = context;
+  q.dtype = "int4";
+  q.activation_dtype = "fp16";
+  return q;
+}
+
+TEST(ExecutorchNpuContext, EachPositionCostsItsKvAndScoreBytesAtTheFittedShare) {
+  const double step_128_s = 1.0 / fidelity::ondevice_prediction(llama3b_qnn_decode(128));
+  const double step_1024_s = 1.0 / fidelity::ondevice_prediction(llama3b_qnn_decode(1024));
+  // Per layer and past position (models/cost_model.cpp, decode: one query): K and V read, 2 x 1024 (8 KV heads x 128)
+  // x 2 bytes (fp16) = 4096; scores written, softmaxed (read + write) and read by the context, 4 x 24 heads x 2 bytes
+  // = 192. 4288 x 28 layers x 896 more positions = 107,577,344 bytes at 76.8 GB/s (the 8 Gen 3's NPU DRAM) x
+  // 0.676249 (configs/engines/executorch.yaml npu.decode_bandwidth_efficiency) = 2.0713475 ms.
+  EXPECT_NEAR(step_1024_s - step_128_s, 2.0713475e-3, 1e-9);
+}
+
+}  // namespace executorch_npu_context_test
 }  // namespace mobisim::devices
