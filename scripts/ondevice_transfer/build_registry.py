@@ -122,15 +122,19 @@ for r, model, dt, pre, dec, extra in [('qwen-1.8b-int4','qwen1.5-1.8b','int4',10
 # ---- MNN CPU on iOS: MNN transformers/llm/engine/ios/README.md ---------------------------------------
 src = ('github.com/alibaba/MNN transformers/llm/engine/ios/README.md (commit of the MNN mirror HEAD), section "速度": "{m}" "{d}: pefill {p} tok/s, decode {q} tok/s" '
        '(MNN iOS demo, CPU backend; bench prompt files, length not stated: the probe takes 128 tokens{extra})')
-for m, d, dev, model, dt, pre, dec, extra in [
-        ('Qwen-1.8b-chat 4bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int4',102.63,33.53,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
-        ('Qwen-1.8b-chat 8bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int8',105.41,25.45,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
-        ('Qwen2-0.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-0.5b','int4',234.51,51.36,'; Qwen2-0.5B has Qwen2.5-0.5B\'s shapes'),
-        ('Qwen2-1.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-1.5b','int4',107.64,25.57,'; Qwen2-1.5B has Qwen2.5-1.5B\'s shapes')]:
+# The iPhone 14 Pro rows (mnn-llm commit 92d745b, 2023-12-15) ran the prebuilt mnn_2.8.0_ios_llm.zip: MNN 2.8.0's
+# iOS feature detection (source/backend/cpu/CPURuntime.cpp, hw.cpufamily) sets dot but not i8mm for the A16
+# (i8mm from 2.8.1), so its int8 GEMMs ran SDOT (docs/cpu_isa_sources.md, "MNN's feature detection by build").
+MNN_280_IOS = dict(cpu_isa_detected=['dotprod'])
+for m, d, dev, model, dt, pre, dec, extra, build in [
+        ('Qwen-1.8b-chat 4bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int4',102.63,33.53,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes', MNN_280_IOS),
+        ('Qwen-1.8b-chat 8bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int8',105.41,25.45,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes', MNN_280_IOS),
+        ('Qwen2-0.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-0.5b','int4',234.51,51.36,'; Qwen2-0.5B has Qwen2.5-0.5B\'s shapes', {}),
+        ('Qwen2-1.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-1.5b','int4',107.64,25.57,'; Qwen2-1.5B has Qwen2.5-1.5B\'s shapes', {})]:
     s = src.format(m=m, d=d, p=pre, q=dec, extra=extra)
     tag = m.split()[0].lower() + '-' + m.split()[-1]
-    add('mnn-ios-readme', s, dev,'mnn',model,'cpu','prefill',pre, quantity=f'CPU prefill ({m})', idx=f'{tag}.prefill', tokens=128, dtype=dt, activation_dtype='fp16')
-    add('mnn-ios-readme', s, dev,'mnn',model,'cpu','decode',dec, quantity=f'CPU decode ({m})', idx=f'{tag}.decode', tokens=128, dtype=dt, activation_dtype='fp16')
+    add('mnn-ios-readme', s, dev,'mnn',model,'cpu','prefill',pre, quantity=f'CPU prefill ({m})', idx=f'{tag}.prefill', tokens=128, dtype=dt, activation_dtype='fp16', **build)
+    add('mnn-ios-readme', s, dev,'mnn',model,'cpu','decode',dec, quantity=f'CPU decode ({m})', idx=f'{tag}.decode', tokens=128, dtype=dt, activation_dtype='fp16', **build)
 
 # ---- mllm NPU (llm.npu code path) ----------------------------------------------------------------------
 add('mllm-206', 'github.com/UbiquitousLearning/mllm/issues/206 (description, 2024-12-02): OnePlus 12 (8gen3, 24 GB), demo_qwen_npu, qwen-1.5-1.8b-chat-int8: "Prefill Tokens: 1022 ... Prefill Speed: 102.256 tokens/s"',
