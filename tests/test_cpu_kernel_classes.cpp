@@ -138,5 +138,48 @@ TEST(CpuKernelClasses, AProbesClassAndThreadsSetThePeakAndShare) {
                                       {"llama.cpp", "'kleidiai'", "repack, vec_dot"});
 }
 
+// The probe's cpu_isa_detected: MNN 2.8.0's iOS build detected no i8mm on the A16 (docs/cpu_isa_sources.md), so
+// its int8 GEMMs ran SDOT. MNN's 4 threads on the iPhone 14 Pro take the 2 P-cores (3.46 GHz, 4 pipes) and 2 E-cores
+// (2.02 GHz, 2 pipes): 2 x 3.46 x 4 + 2 x 2.02 x 2 = 35.76 GHz-pipes; x 64 (SMMLA) = 2288.64e9 op/s, x 32 (SDOT) =
+// 1144.32e9 op/s.
+TEST(CpuKernelClasses, AProbesDetectedIsaPicksThePathTheBuildRan) {
+  const EngineProfile mnn = load_engine_profile(
+      YAML::LoadFile(std::string(MOBISIM_SOURCE_DIR) + "/configs/engines/mnn.yaml"), ConfigSource{});
+  const double e4 = mnn.units.at("cpu").prefill_efficiency.by_dtype.at(DType::kInt4);
+  EXPECT_NEAR(int_rate(mnn.apply(load_device_profile("iphone-14-pro")), DType::kInt4), e4 * 2288.64e9, 1.0);
+  YAML::Node sdot_only = YAML::Load("{base: iphone-14-pro, compute: {cpu: {isa: [dotprod, bf16]}}}");
+  EXPECT_NEAR(int_rate(mnn.apply(load_device_profile(sdot_only, ConfigSource{})), DType::kInt4), e4 * 1144.32e9, 1.0);
+  // The probe key does what that device override does, and the prefill slows (it is compute-bound here).
+  fidelity::OnDeviceQuery q;
+  q.device = "iphone-14-pro";
+  q.engine = "mnn";
+  q.model = "qwen1.5-1.8b";
+  q.unit = "cpu";
+  q.phase = "prefill";
+  q.tokens = 128;
+  q.dtype = "int4";
+  const double chip = fidelity::ondevice_prediction(q);
+  const double by_override = fidelity::ondevice_prediction(q, {"device.compute.cpu.isa=[dotprod, bf16]"});
+  q.cpu_isa_detected = {"dotprod"};
+  const double detected = fidelity::ondevice_prediction(q);
+  EXPECT_DOUBLE_EQ(detected, by_override);
+  EXPECT_LT(detected, 0.6 * chip);  // half the peak; per-op overheads keep it above exactly half
+  // A build cannot detect what the chip lacks: the Galaxy S20+'s Snapdragon 865 (Armv8.2) has no i8mm.
+  q.device = "galaxy-s20-plus";
+  q.cpu_isa_detected = {"i8mm"};
+  testing::expect_config_error_naming([&] { (void)fidelity::ondevice_prediction(q); },
+                                      {"cpu_isa_detected", "'i8mm'", "galaxy-s20-plus", "compute.cpu.isa"});
+  // The key says how a build used the CPU: refused on another unit.
+  ParamSchema s = fidelity::OnDeviceProbe::schema();
+  testing::expect_config_error_naming(
+      [&] {
+        (void)fidelity::OnDeviceProbe(Params(YAML::Load("{device: iphone-14-pro, engine: mnn, "
+                                                        "model: qwen1.5-1.8b, unit: gpu, phase: decode, tokens: 128, "
+                                                        "cpu_isa_detected: [dotprod]}"),
+                                             s, ConfigSource{}, {}));
+      },
+      {"cpu_isa_detected", "unit cpu"});
+}
+
 }  // namespace
 }  // namespace mobisim::devices

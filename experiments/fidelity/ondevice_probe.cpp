@@ -39,6 +39,24 @@ void set_path(YAML::Node root, const std::vector<std::string>& path, const YAML:
   cur[path.back()] = value;
 }
 
+// The measured build saw only `detected` of the chip's CPU features (probe cpu_isa_detected): the CPU's isa
+// becomes those, in the device's order. A feature the chip does not have is an error, not a new feature.
+void restrict_cpu_isa(devices::DeviceProfile& d, const std::vector<std::string>& detected) {
+  const auto it = d.compute.find("cpu");
+  if (it == d.compute.end())
+    throw ConfigError(fmt::format("ondevice probe: cpu_isa_detected on device '{}', which has no cpu unit", d.name));
+  devices::ComputeUnitSpec& cpu = it->second;
+  for (const auto& f : detected)
+    if (!cpu.has_isa(f))
+      throw ConfigError(fmt::format("ondevice probe: cpu_isa_detected names '{}', which device '{}' ({}) does not "
+                                    "list in compute.cpu.isa [{}]: a build cannot detect a feature the chip lacks",
+                                    f, d.name, d.origin, fmt::join(cpu.isa, ", ")));
+  std::vector<std::string> kept;
+  for (const auto& f : cpu.isa)
+    if (std::find(detected.begin(), detected.end(), f) != detected.end()) kept.push_back(f);
+  cpu.isa = kept;
+}
+
 }  // namespace
 
 double storage_prediction(const OnDeviceQuery& q, const devices::DeviceProfile& device) {
@@ -151,7 +169,8 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
   // overrides so that a fit of a runtime value (engine.runtimes.NAME....) reaches it.
   if (!q.runtime.empty()) eng = devices::with_engine_runtime(eng, q.runtime);
   auto src = [](const std::string& origin) { return ConfigSource{std::make_shared<std::string>(origin), ""}; };
-  const devices::DeviceProfile d = devices::DeviceProfile::from_yaml(dev, src(dev_origin));
+  devices::DeviceProfile d = devices::DeviceProfile::from_yaml(dev, src(dev_origin));
+  if (!q.cpu_isa_detected.empty()) restrict_cpu_isa(d, q.cpu_isa_detected);
   const devices::EngineProfile e = devices::EngineProfile::from_yaml(eng, src(eng_origin));
   if (storage) return storage_prediction(q, e.apply(d));
   const models::ModelSpec m = models::load_model_spec(mod, src(mod_origin));
@@ -194,6 +213,9 @@ ParamSchema OnDeviceProbe::schema() {
   s.text("gpu_kernels", std::string(""),
          "the engine's gpu kernel class the measured build ran (engine gpu.families.F.kernel_classes; \"\": its `kernels`)");
   s.integer("threads", 0, "CPU threads of the measured run (0: the engine's cpu.threads)").range(0, 1024);
+  s.text_list("cpu_isa_detected", std::vector<std::string>{},
+              "CPU features the measured build's feature detection reported, where its source shows it missed one "
+              "the chip has (a subset of the device's compute.cpu.isa; empty: the device's isa)");
   s.text("runtime", std::string(""),
          "the engine's runtime path the measured run used (a key of the engine's `runtimes`, e.g. mllm's aot); \"\": "
          "the engine profile as it is");
@@ -237,6 +259,9 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.gpu_kernels = p.text("gpu_kernels");
   if (!q_.gpu_kernels.empty() && q_.unit != "gpu") p.fail("gpu_kernels", "says which gpu kernels a build ran: only with unit gpu");
   q_.threads = p.integer("threads");
+  q_.cpu_isa_detected = p.text_list("cpu_isa_detected");
+  if (!q_.cpu_isa_detected.empty() && q_.unit != "cpu")
+    p.fail("cpu_isa_detected", "says which CPU features a build detected: only with unit cpu");
   q_.graphs = p.text("graphs");
   q_.runtime = p.text("runtime");
   if (!q_.graphs.empty() && (q_.unit != "npu" || q_.phase != "prefill"))

@@ -52,8 +52,14 @@
 //   measured build ran, where its source dates the build or names the weight layout (ExecuTorch Vulkan's
 //   q4gsw GEMM of 2026-06, MLC's q4f16_1 vs q4f16_0 layouts); a class the device's GPU family of that
 //   engine does not give is a ConfigError.
+//   cpu_isa_detected lists the CPU features the measured build's own feature detection reported, where its
+//   source shows that it missed one the chip has (MNN 2.8.0 on iOS read the A16's cpufamily and set no i8mm,
+//   so its int8 GEMMs ran SDOT: docs/cpu_isa_sources.md). The engine then picks its first isa_kernels path
+//   among these instead of among the device's compute.cpu.isa. A feature the device's isa does not list is a
+//   ConfigError (a build cannot detect what the chip lacks), and so is the key with any unit but cpu.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "devices/device.h"
 #include "devices/engine.h"
@@ -72,6 +78,7 @@ struct OnDeviceQuery {
   std::string cpu_kernels;   // the engine's cpu kernel class the measured build ran ("": the engine's `kernels`)
   std::string gpu_kernels;   // the engine's gpu kernel class the measured build ran ("": the engine's gpu `kernels`)
   std::int64_t threads = 0;  // the measured run's CPU thread count (0: the engine's `threads`)
+  std::vector<std::string> cpu_isa_detected;  // CPU features the measured build detected (empty: the device's isa)
   std::string runtime;       // the engine's runtime path the measured run used (engine `runtimes`; "": the profile as it is)
   std::string graphs;        // npu prefill: online | offline, when the measured run's graphs were built ("": the engine's)
   std::string hmx_clock;     // npu prefill: max | lowest | none, the HMX clock corner of the measured build ("": the engine's)

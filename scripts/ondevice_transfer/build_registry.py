@@ -122,15 +122,19 @@ for r, model, dt, pre, dec, extra in [('qwen-1.8b-int4','qwen1.5-1.8b','int4',10
 # ---- MNN CPU on iOS: MNN transformers/llm/engine/ios/README.md ---------------------------------------
 src = ('github.com/alibaba/MNN transformers/llm/engine/ios/README.md (commit of the MNN mirror HEAD), section "速度": "{m}" "{d}: pefill {p} tok/s, decode {q} tok/s" '
        '(MNN iOS demo, CPU backend; bench prompt files, length not stated: the probe takes 128 tokens{extra})')
-for m, d, dev, model, dt, pre, dec, extra in [
-        ('Qwen-1.8b-chat 4bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int4',102.63,33.53,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
-        ('Qwen-1.8b-chat 8bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int8',105.41,25.45,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
-        ('Qwen2-0.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-0.5b','int4',234.51,51.36,'; Qwen2-0.5B has Qwen2.5-0.5B\'s shapes'),
-        ('Qwen2-1.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-1.5b','int4',107.64,25.57,'; Qwen2-1.5B has Qwen2.5-1.5B\'s shapes')]:
+# The iPhone 14 Pro rows (mnn-llm commit 92d745b, 2023-12-15) ran the prebuilt mnn_2.8.0_ios_llm.zip: MNN 2.8.0's
+# iOS feature detection (source/backend/cpu/CPURuntime.cpp, hw.cpufamily) sets dot but not i8mm for the A16
+# (i8mm from 2.8.1), so its int8 GEMMs ran SDOT (docs/cpu_isa_sources.md, "MNN's feature detection by build").
+MNN_280_IOS = dict(cpu_isa_detected=['dotprod'])
+for m, d, dev, model, dt, pre, dec, extra, build in [
+        ('Qwen-1.8b-chat 4bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int4',102.63,33.53,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes', MNN_280_IOS),
+        ('Qwen-1.8b-chat 8bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int8',105.41,25.45,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes', MNN_280_IOS),
+        ('Qwen2-0.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-0.5b','int4',234.51,51.36,'; Qwen2-0.5B has Qwen2.5-0.5B\'s shapes', {}),
+        ('Qwen2-1.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-1.5b','int4',107.64,25.57,'; Qwen2-1.5B has Qwen2.5-1.5B\'s shapes', {})]:
     s = src.format(m=m, d=d, p=pre, q=dec, extra=extra)
     tag = m.split()[0].lower() + '-' + m.split()[-1]
-    add('mnn-ios-readme', s, dev,'mnn',model,'cpu','prefill',pre, quantity=f'CPU prefill ({m})', idx=f'{tag}.prefill', tokens=128, dtype=dt, activation_dtype='fp16')
-    add('mnn-ios-readme', s, dev,'mnn',model,'cpu','decode',dec, quantity=f'CPU decode ({m})', idx=f'{tag}.decode', tokens=128, dtype=dt, activation_dtype='fp16')
+    add('mnn-ios-readme', s, dev,'mnn',model,'cpu','prefill',pre, quantity=f'CPU prefill ({m})', idx=f'{tag}.prefill', tokens=128, dtype=dt, activation_dtype='fp16', **build)
+    add('mnn-ios-readme', s, dev,'mnn',model,'cpu','decode',dec, quantity=f'CPU decode ({m})', idx=f'{tag}.decode', tokens=128, dtype=dt, activation_dtype='fp16', **build)
 
 # ---- mllm NPU (llm.npu code path) ----------------------------------------------------------------------
 add('mllm-206', 'github.com/UbiquitousLearning/mllm/issues/206 (description, 2024-12-02): OnePlus 12 (8gen3, 24 GB), demo_qwen_npu, qwen-1.5-1.8b-chat-int8: "Prefill Tokens: 1022 ... Prefill Speed: 102.256 tokens/s"',
@@ -414,6 +418,8 @@ CAUSES = {
 # work the probe does not model (a first-run graph compilation), by what the cause says.
 CAUSE_BY_ID = {
     'ondevice.snapdragon-8-gen3-device.executorch.llama-3.2-3b.decode.npu': ('mechanism', "another ExecuTorch graph than the one modelled: the maintainers' reply in the same thread (cccclai, 2025-01-03) puts the gap on the generic model definition the run exported, \"the model definition in `llama_transformer.py` isn't ideal for running llama model on qnn backend. We've started a new model definition in ... examples/qualcomm/oss_scripts/llama3_2 which have better latency number\"; the engine's NPU path is that static llama (per-head attention, KV cache as graph I/O), whose decode bandwidth share is fitted on Qwen2.5-1.5B (PR #13544); export_llama's QNN graph of 2024 is not modelled"),
+    'ondevice.iphone-14-pro.mnn.qwen-1.8b-chat-4bit.prefill.cpu': ('mechanism', "the build ran SDOT (MNN 2.8.0's iOS feature detection sets no i8mm for the A16: probe cpu_isa_detected, docs/cpu_isa_sources.md), at MNN's share fitted on two Android SoCs (Oryon, Cortex-X2/A710); the A16's SDOT rate rests on estimated Apple pipe counts (4 per P-core, 2 per E-core) and E-core clock, Apple publishing neither (and LLVM no scheduling model of an Apple core)"),
+    'ondevice.iphone-14-pro.mnn.qwen-1.8b-chat-8bit.prefill.cpu': ('mechanism', "the build ran SDOT (MNN 2.8.0's iOS feature detection sets no i8mm for the A16: probe cpu_isa_detected, docs/cpu_isa_sources.md), at MNN's share fitted on two Android SoCs (Oryon, Cortex-X2/A710); the A16's SDOT rate rests on estimated Apple pipe counts (4 per P-core, 2 per E-core) and E-core clock, Apple publishing neither (and LLVM no scheduling model of an Apple core)"),
     'ondevice.xiaomi-17.mnn.qwen3-1.7b.prefill.npu': ('workload', "measured in MNN's online QNN mode (issue #4378's build: host -DMNN_QNN_CONVERT_MODE=OFF, so no offline QNN graphs were generated; libQnnHtpPrepare.so pushed, which docs/inference/npu.md says only the online mode needs; the standard Qwen3-1.7B-MNN export): MNN's docs say that mode compiles the QNN graph at run time, with a long graph-building time, for correctness checks (docs/transformers/llm.md), and llm_demo's backend 'qnn' keeps shapeMutable, so the prompt's new shape rebuilds and finalises the graph (QnnBackend::onResizeBegin/onResizeEnd -> graphFinalize) inside the timed prefill; mobisim predicts the execution of compiled graphs (fp16 weights, npu.graph_weight_dtype)"),
     'ondevice.oneplus-12.mllm.qwen1.5-1.8b.prefill-1022.npu': ('workload', "the demo's timer (quoted in issue #206) starts before the chunk loop whose first chunk builds and finalises the QNN graphs at run time (Module::isFirstChunk; the maintainers in issue #116: building the graph takes most of the time); 9.6 of the 10 s are not graph execution at the rate mobisim's curve gives (0.36 s). Also serial: the attention and shadow linears run on the CPU between each layer's two QNN sub-graphs, without the paper's overlap"),
     'ondevice.snapdragon-8-elite-qrd.executorch.qwen3-1.7b-kv1024.decode.npu': ('mechanism', "the same PR's table gives Qwen3-0.6B ~56 tok/s and Qwen3-1.7B ~14 on the same SoC and settings: both have 28 layers and the same KV shape (8 KV heads x 128), so the 4x between them is not in costs per layer or per KV byte, and 14 tok/s is below what the 1.7B's bytes at Qwen2.5-1.5B's fitted share give (29 tok/s); the PR's example command gives no --num_sharding, and Qualcomm's engineers say sharding (--num_sharding) has the largest effect on static-llama speed (issue #7614: HTP execution longer than the RPC polling time); not modelled (no point separates it)"),
