@@ -311,11 +311,6 @@ EaglePolicy::EaglePolicy(const Params& p, std::string name, DecodeUnit unit)
   tokens_per_step_ = p.real("tokens_per_step");
   draft_depth_ = static_cast<int>(p.integer("draft_depth"));
   draft_topk_ = static_cast<int>(p.integer("draft_topk"));
-  tree_tokens_ = static_cast<int>(p.integer("tree_tokens"));
-  // The shared knob draft_budget is R-SD's; EAGLE's verification is its tree (tree_tokens).
-  if (p.has("draft_budget"))
-    throw ConfigError(fmt::format("{}: {} verifies EAGLE-2's draft tree: set tree_tokens, not draft_budget",
-                                  p.source().where(p.yaml()), name_));
 }
 
 ParamSchema EaglePolicy::schema() {
@@ -323,13 +318,6 @@ ParamSchema EaglePolicy::schema() {
   s.real("tokens_per_step", 5.5, "tokens per verification (EAGLE-2's reported maximum acceptance)").at_least(1);
   s.integer("draft_depth", 6, "draft-model forward passes per step (tree depth)").at_least(1);
   s.integer("draft_topk", 10, "tokens expanded per draft-model pass").at_least(1);
-  // EAGLE-2 verifies its whole draft tree, the sampled token and the total_token best-scored draft
-  // tokens (SafeAILab/EAGLE bfeb532 "EAGLE-2", eagle/model/cnets.py topK_genrate: draft_tokens =
-  // cat(sample_token, top total_tokens), tree_mask of total_tokens + 1; ea_model.py: total_token=59,
-  // and total_token=-1 auto-tunes among 40, 48, 50, 56, 60): never R-SD's draft_budget.
-  s.integer("tree_tokens", 59, "draft tokens of EAGLE-2's tree verified per step (its total_token)")
-      .at_least(1)
-      .with_unit("tokens");
   return s;
 }
 
@@ -347,8 +335,7 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
   const std::int64_t n = output_tokens(trace);
   const auto steps = static_cast<std::int64_t>(std::ceil(static_cast<double>(n) / tokens_per_step_));
   // One step: draft_depth passes of (one layer + LM head) over draft_topk tokens, then verification
-  // of the tree's tree_tokens draft tokens and the pending one on the target (tree_verify_rows).
-  const std::int64_t tree_verify_rows = 1 + tree_tokens_;
+  // of draft_budget tokens on the target.
   const models::Work full = target.verify(draft_topk_, prompt_tokens);
   models::Work draft_pass;
   for (const auto& op : full.ops) {
@@ -376,11 +363,11 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
       draft = draft_npu + draft_head;
       add_npu_execution(env, k_.npu_rpc_polling, r, draft_npu, "draft model");
       add_phase(r, "cpu", draft_head, "draft lm head");
-      add_npu_verification(env, k_, tree_verify_rows, ctx, k_.graphs.decode_chunk, r);
+      add_npu_verification(env, k_, 1 + k_.draft_budget, ctx, k_.graphs.decode_chunk, r);
     } else {
       draft = draft_depth_ * env.cpu.seconds(draft_pass, spec.weight_dtype);
       add_phase(r, "cpu", draft, "draft model");
-      const double v = cpu_verify_seconds(env, tree_verify_rows, ctx);
+      const double v = cpu_verify_seconds(env, 1 + k_.draft_budget, ctx);
       r.decode_s += v;
       add_phase(r, "cpu", v, "verify");
     }
@@ -390,7 +377,7 @@ RequestBreakdown EaglePolicy::run(const SpecDecEnv& env, std::int64_t prompt_tok
   r.steps = steps;
   r.output_tokens = n;
   r.mean_accepted = tokens_per_step_ - 1.0;
-  r.mean_drafted = tree_tokens_;
+  r.mean_drafted = k_.draft_budget;
   r.peak_memory_bytes += eagle_drafter_bytes(spec, k_);
   finish(env, prompt_tokens, r);
   return r;

@@ -11,9 +11,7 @@
 //                      pld_ours, sam_ours               Table 4's PLD+ours / SAM+ours (no +G)
 //   EaglePolicy        npu_eagle, cpu_eagle             EAGLE-2 simulated as the document does:
 //                      draft model = one transformer layer + the target's LM head, run `draft_depth`
-//                      times per step, at most 5.5 tokens accepted per step; each step verifies
-//                      EAGLE-2's draft tree, `tree_tokens` + 1 rows (SafeAILab/EAGLE bfeb532,
-//                      ea_model.py: total_token 59 by default, its auto-tune picks 40-60).
+//                      times per step, at most 5.5 tokens accepted per step.
 #include <optional>
 #include <string>
 
@@ -75,7 +73,6 @@ class EaglePolicy : public SpecDecPolicy {
   double tokens_per_step_ = 5.5;
   int draft_depth_ = 6;
   int draft_topk_ = 10;
-  int tree_tokens_ = 59;
 };
 
 }  // namespace mobisim::policies::specdec
