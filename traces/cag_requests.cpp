@@ -32,30 +32,28 @@ Encoding encoding_of(const std::string& path) {
 }
 
 // --- JSONL ------------------------------------------------------------------------------------
-[[noreturn]] void fail_at(const std::string& name, const json::Value& v, const std::string& what) {
-  throw InputError(fmt::format("{}:{}:{}: {}", name, v.line, v.column, what));
-}
+// (json::fail_at, traces/json.h, raises the errors that name a value's line and column.)
 
 std::vector<int> int_list(const json::Value& v, const std::string& name, const std::string& key) {
-  if (!v.is_array()) fail_at(name, v, fmt::format("'{}' must be an array of token ids", key));
+  if (!v.is_array()) json::fail_at(name, v, fmt::format("'{}' must be an array of token ids", key));
   if (v.as_array().size() > kMaxTokensPerList)
-    fail_at(name, v, fmt::format("'{}' has {} entries (limit {})", key, v.as_array().size(), kMaxTokensPerList));
+    json::fail_at(name, v, fmt::format("'{}' has {} entries (limit {})", key, v.as_array().size(), kMaxTokensPerList));
   std::vector<int> out;
   out.reserve(v.as_array().size());
   for (const auto& e : v.as_array()) {
     const double d = e.is_number() ? e.as_number() : -1.0;
     if (!e.is_number() || d != std::floor(d) || d < 0 || d > std::numeric_limits<int>::max())
-      fail_at(name, e, fmt::format("'{}' entries must be non-negative integer token ids", key));
+      json::fail_at(name, e, fmt::format("'{}' entries must be non-negative integer token ids", key));
     out.push_back(static_cast<int>(d));
   }
   return out;
 }
 
 std::vector<float> prob_list(const json::Value& v, const std::string& name, const std::string& key) {
-  if (!v.is_array()) fail_at(name, v, fmt::format("'{}' rows must be arrays of probabilities", key));
+  if (!v.is_array()) json::fail_at(name, v, fmt::format("'{}' rows must be arrays of probabilities", key));
   std::vector<float> out;
   for (const auto& e : v.as_array()) {
-    if (!e.is_number()) fail_at(name, e, fmt::format("'{}' entries must be numbers", key));
+    if (!e.is_number()) json::fail_at(name, e, fmt::format("'{}' entries must be numbers", key));
     out.push_back(static_cast<float>(e.as_number()));
   }
   return out;
@@ -63,9 +61,9 @@ std::vector<float> prob_list(const json::Value& v, const std::string& name, cons
 
 template <class Row, class F>
 std::vector<Row> rows_of(const json::Value& v, const std::string& name, const std::string& key, F row) {
-  if (!v.is_array()) fail_at(name, v, fmt::format("'{}' must be an array with one row per prompt position", key));
+  if (!v.is_array()) json::fail_at(name, v, fmt::format("'{}' must be an array with one row per prompt position", key));
   if (v.as_array().size() > kMaxTokensPerList)
-    fail_at(name, v, fmt::format("'{}' has {} rows (limit {})", key, v.as_array().size(), kMaxTokensPerList));
+    json::fail_at(name, v, fmt::format("'{}' has {} rows (limit {})", key, v.as_array().size(), kMaxTokensPerList));
   std::vector<Row> out;
   for (const auto& r : v.as_array()) out.push_back(row(r, name, key));
   return out;
@@ -274,27 +272,27 @@ CagRequestFile read_cag_requests_jsonl_text(const std::string& text, const std::
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const json::Value v = json::parse(line, name, line_no);
-    if (!v.is_object()) fail_at(name, v, "each line must be a JSON object (a header or a request)");
+    if (!v.is_object()) json::fail_at(name, v, "each line must be a JSON object (a header or a request)");
     if (v.find("format")) {
-      if (header_seen || !f.requests.empty()) fail_at(name, v, "the header object must be the first line");
+      if (header_seen || !f.requests.empty()) json::fail_at(name, v, "the header object must be the first line");
       header_seen = true;
       for (const auto& [k, val] : v.as_object()) {
         if (k == "format") {
           if (!val.is_string() || val.as_string() != kCagRequestsFormat)
-            fail_at(name, val, fmt::format("format must be \"{}\"", kCagRequestsFormat));
+            json::fail_at(name, val, fmt::format("format must be \"{}\"", kCagRequestsFormat));
         } else if (k == "schema_version") {
           if (!val.is_number() || val.as_number() < 1 || val.as_number() > kCagRequestsSchemaVersion)
-            fail_at(name, val, fmt::format("schema_version must be 1..{}", kCagRequestsSchemaVersion));
+            json::fail_at(name, val, fmt::format("schema_version must be 1..{}", kCagRequestsSchemaVersion));
         } else if (k == "source") {
-          if (!val.is_string()) fail_at(name, val, "source must be a string");
+          if (!val.is_string()) json::fail_at(name, val, "source must be a string");
           f.source = val.as_string();
         } else if (k == "vocab") {
           if (!val.is_number() || val.as_number() < 0 || val.as_number() != std::floor(val.as_number()) ||
               val.as_number() > std::numeric_limits<int>::max())
-            fail_at(name, val, "vocab must be a non-negative integer");
+            json::fail_at(name, val, "vocab must be a non-negative integer");
           f.vocab = static_cast<std::int64_t>(val.as_number());
         } else {
-          fail_at(name, val, fmt::format("unknown header key '{}' (expected format, schema_version, source, vocab)", k));
+          json::fail_at(name, val, fmt::format("unknown header key '{}' (expected format, schema_version, source, vocab)", k));
         }
       }
       continue;
@@ -303,11 +301,11 @@ CagRequestFile read_cag_requests_jsonl_text(const std::string& text, const std::
     bool has_user = false, has_output = false;
     for (const auto& [k, val] : v.as_object()) {
       if (k == "user") {
-        if (!val.is_string()) fail_at(name, val, "'user' must be a string");
+        if (!val.is_string()) json::fail_at(name, val, "'user' must be a string");
         q.user_id = val.as_string();
         has_user = true;
       } else if (k == "task") {
-        if (!val.is_string()) fail_at(name, val, "'task' must be a string");
+        if (!val.is_string()) json::fail_at(name, val, "'task' must be a string");
         q.task = val.as_string();
       } else if (k == "context") {
         q.context = int_list(val, name, k);
@@ -321,14 +319,14 @@ CagRequestFile read_cag_requests_jsonl_text(const std::string& text, const std::
       } else if (k == "top_probs") {
         q.top_probs = rows_of<std::vector<float>>(val, name, k, prob_list);
       } else {
-        fail_at(name, val,
+        json::fail_at(name, val,
                 fmt::format("unknown request key '{}' (expected user, task, context, instruction, output, top_ids, "
                             "top_probs)",
                             k));
       }
     }
-    if (!has_user) fail_at(name, v, "a request needs \"user\"");
-    if (!has_output) fail_at(name, v, "a request needs \"output\" (the token ids the model produced)");
+    if (!has_user) json::fail_at(name, v, "a request needs \"user\"");
+    if (!has_output) json::fail_at(name, v, "a request needs \"output\" (the token ids the model produced)");
     validate_cag_request(q, f.vocab, request_where(name, line_no, f.requests.size(), q.user_id));
     f.requests.push_back(std::move(q));
   }

@@ -233,6 +233,10 @@ class Builder : public nlohmann::json_sax<nlohmann::json> {
 
 }  // namespace
 
+void fail_at(const std::string& name, const Value& at, const std::string& what) {
+  throw InputError(fmt::format("{}:{}:{}: {}", name, at.line, at.column, what));
+}
+
 Value parse(std::string_view text, const std::string& name, int first_line) {
   std::size_t consumed = 0;
   Builder builder(text, name, first_line, &consumed);

@@ -62,6 +62,9 @@ class Value {
 
 const char* type_name(Value::Type t);
 
+// Throws the InputError "<name>:<line>:<col>: <what>" at the value `at` of document `name`.
+[[noreturn]] void fail_at(const std::string& name, const Value& at, const std::string& what);
+
 // Parses one JSON document. `name` (usually the file path) prefixes errors;
 // `first_line` lets the JSONL reader report file line numbers.
 Value parse(std::string_view text, const std::string& name, int first_line = 1);

@@ -22,9 +22,6 @@ struct Pending {
   std::vector<std::vector<std::int64_t>> relevant;  // per query, checked once all chunks are known
 };
 
-[[noreturn]] void bad(const std::string& name, const json::Value& at, const std::string& what) {
-  throw InputError(fmt::format("{}:{}:{}: {}", name, at.line, at.column, what));
-}
 
 }  // namespace
 
@@ -54,15 +51,15 @@ RagTrace import_jsonl_text(const std::string& text, const std::string& name, con
       continue;
     }
     json::Value v = json::parse(line, name, line_no);
-    if (!v.is_object()) bad(name, v, fmt::format("line {}: expected a JSON object", line_no));
+    if (!v.is_object()) json::fail_at(name, v, fmt::format("line {}: expected a JSON object", line_no));
     auto str = [&](const char* key, bool required) -> std::string {
       const json::Value* f = v.find(key);
       if (!f) {
-        if (required) bad(name, v, fmt::format("line {}: missing key \"{}\"", line_no, key));
+        if (required) json::fail_at(name, v, fmt::format("line {}: missing key \"{}\"", line_no, key));
         return "";
       }
       if (!f->is_string())
-        bad(name, *f, fmt::format("\"{}\": expected a string, got {}", key, type_name(f->type())));
+        json::fail_at(name, *f, fmt::format("\"{}\": expected a string, got {}", key, type_name(f->type())));
       return f->as_string();
     };
     const std::string type = str("type", true);
@@ -70,23 +67,23 @@ RagTrace import_jsonl_text(const std::string& text, const std::string& name, con
     if (type == "user") allowed = {"type", "user_id", "topics"};
     else if (type == "document" || type == "chunk") allowed = {"type", "user_id", "text"};
     else if (type == "query") allowed = {"type", "user_id", "text", "answer", "arrival_s", "kind", "relevant_chunks"};
-    else bad(name, *v.find("type"), fmt::format("unknown type \"{}\" (expected user, document, chunk or query)", type));
+    else json::fail_at(name, *v.find("type"), fmt::format("unknown type \"{}\" (expected user, document, chunk or query)", type));
     for (const auto& [k, val] : v.as_object())
-      if (!allowed.count(k)) bad(name, val, fmt::format("unknown key \"{}\" for a {} line", k, type));
+      if (!allowed.count(k)) json::fail_at(name, val, fmt::format("unknown key \"{}\" for a {} line", k, type));
     const std::string uid = str("user_id", true);
-    if (uid.empty()) bad(name, *v.find("user_id"), "user_id is empty");
+    if (uid.empty()) json::fail_at(name, *v.find("user_id"), "user_id is empty");
     Pending& p = user(uid);
     if (type == "user") {
       if (const json::Value* tl = v.find("topics")) {
-        if (!tl->is_array()) bad(name, *tl, "\"topics\": expected an array of strings");
+        if (!tl->is_array()) json::fail_at(name, *tl, "\"topics\": expected an array of strings");
         for (const auto& t : tl->as_array()) {
-          if (!t.is_string()) bad(name, t, "\"topics\": expected an array of strings");
+          if (!t.is_string()) json::fail_at(name, t, "\"topics\": expected an array of strings");
           p.user.topics.push_back(t.as_string());
         }
       }
     } else if (type == "document" || type == "chunk") {
       const std::string body = str("text", true);
-      if (!has_words(body)) bad(name, *v.find("text"), fmt::format("the {} has no text", type));
+      if (!has_words(body)) json::fail_at(name, *v.find("text"), fmt::format("the {} has no text", type));
       if (type == "chunk") {
         p.user.chunks.push_back(Chunk{body, 0, {}});
       } else {
@@ -95,27 +92,27 @@ RagTrace import_jsonl_text(const std::string& text, const std::string& name, con
     } else {
       Query q;
       q.text = str("text", true);
-      if (!has_words(q.text)) bad(name, *v.find("text"), "the query has no text");
+      if (!has_words(q.text)) json::fail_at(name, *v.find("text"), "the query has no text");
       q.answer_text = str("answer", false);
       q.kind = v.find("kind") ? str("kind", false) : "query";
       if (const json::Value* a = v.find("arrival_s")) {
         if (!a->is_number() || !(a->as_number() >= 0 && a->as_number() <= sim::kMaxArrival_s))
-          bad(name, *a, fmt::format("\"arrival_s\": expected a number of seconds in [0, {:g}]", sim::kMaxArrival_s));
+          json::fail_at(name, *a, fmt::format("\"arrival_s\": expected a number of seconds in [0, {:g}]", sim::kMaxArrival_s));
         q.arrival_s = a->as_number();
         if (!p.user.queries.empty() && p.with_arrival > 0 && q.arrival_s < p.user.queries.back().arrival_s)
-          bad(name, *a, fmt::format("arrival_s {} is earlier than user {}'s previous query ({}); list queries in "
+          json::fail_at(name, *a, fmt::format("arrival_s {} is earlier than user {}'s previous query ({}); list queries in "
                                     "arrival order", q.arrival_s, uid, p.user.queries.back().arrival_s));
         ++p.with_arrival;
       }
       if (p.with_arrival != 0 && p.with_arrival != p.user.queries.size() + 1)
-        bad(name, v, fmt::format("user {}: either every query or none has arrival_s", uid));
+        json::fail_at(name, v, fmt::format("user {}: either every query or none has arrival_s", uid));
       std::vector<std::int64_t> rel;
       const json::Value* rv = v.find("relevant_chunks");
       if (rv) {
-        if (!rv->is_array()) bad(name, *rv, "\"relevant_chunks\": expected an array of chunk ids");
+        if (!rv->is_array()) json::fail_at(name, *rv, "\"relevant_chunks\": expected an array of chunk ids");
         for (const auto& x : rv->as_array()) {
           if (!x.is_number() || x.as_number() < 0 || x.as_number() != static_cast<double>(static_cast<std::int64_t>(x.as_number())))
-            bad(name, x, "\"relevant_chunks\": expected non-negative integers");
+            json::fail_at(name, x, "\"relevant_chunks\": expected non-negative integers");
           rel.push_back(static_cast<std::int64_t>(x.as_number()));
         }
       }

@@ -17,17 +17,14 @@ namespace mobisim::traces {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& name, const json::Value& at, const std::string& what) {
-  throw InputError(fmt::format("{}:{}:{}: {}", name, at.line, at.column, what));
-}
 
 const json::Value& member(const std::string& name, const json::Value& obj, const std::string& key,
                           json::Value::Type type, const std::string& where) {
-  if (!obj.is_object()) bad(name, obj, fmt::format("{}: expected an object, got {}", where, type_name(obj.type())));
+  if (!obj.is_object()) json::fail_at(name, obj, fmt::format("{}: expected an object, got {}", where, type_name(obj.type())));
   const json::Value* v = obj.find(key);
-  if (!v) bad(name, obj, fmt::format("{}: missing key \"{}\"", where, key));
+  if (!v) json::fail_at(name, obj, fmt::format("{}: missing key \"{}\"", where, key));
   if (v->type() != type)
-    bad(name, *v, fmt::format("{}.{}: expected {}, got {}", where, key, type_name(type), type_name(v->type())));
+    json::fail_at(name, *v, fmt::format("{}.{}: expected {}, got {}", where, key, type_name(type), type_name(v->type())));
   return *v;
 }
 
@@ -40,7 +37,7 @@ long span_index(const std::string& name, const json::Value& v, const std::string
     if (!s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
       return std::stol(s);
   }
-  bad(name, v, fmt::format("{}: expected a turn index (digits), got {}", where, type_name(v.type())));
+  json::fail_at(name, v, fmt::format("{}: expected a turn index (digits), got {}", where, type_name(v.type())));
 }
 
 }  // namespace
@@ -48,7 +45,7 @@ long span_index(const std::string& name, const json::Value& v, const std::string
 UserTrace qmsum_meeting(const json::Value& doc, const std::string& name, const std::string& user_id,
                         const QmsumOptions& opt) {
   using T = json::Value::Type;
-  if (!doc.is_object()) bad(name, doc, "expected a QMSum meeting object at the top level");
+  if (!doc.is_object()) json::fail_at(name, doc, "expected a QMSum meeting object at the top level");
   UserTrace u;
   u.user_id = user_id;
 
@@ -63,13 +60,13 @@ UserTrace qmsum_meeting(const json::Value& doc, const std::string& name, const s
     any_words = any_words || has_words(content);
     units.push_back(speaker + ": " + content);
   }
-  if (turns.empty()) bad(name, doc, "meeting_transcripts is empty: a meeting needs at least one turn");
-  if (!any_words) bad(name, doc, "meeting_transcripts has no words in any turn's content");
+  if (turns.empty()) json::fail_at(name, doc, "meeting_transcripts is empty: a meeting needs at least one turn");
+  if (!any_words) json::fail_at(name, doc, "meeting_transcripts has no words in any turn's content");
   std::vector<WordChunk> chunks = chunk_by_words(units, opt.chunk_words);
   for (auto& c : chunks) u.chunks.push_back(Chunk{std::move(c.text), 0, {}});
 
   if (const json::Value* tl = doc.find("topic_list")) {
-    if (!tl->is_array()) bad(name, *tl, "topic_list: expected an array");
+    if (!tl->is_array()) json::fail_at(name, *tl, "topic_list: expected an array");
     for (std::size_t i = 0; i < tl->as_array().size(); ++i)
       u.topics.push_back(
           member(name, tl->as_array()[i], "topic", T::kString, fmt::format("topic_list[{}]", i)).as_string());
@@ -81,16 +78,16 @@ UserTrace qmsum_meeting(const json::Value& doc, const std::string& name, const s
     for (std::size_t i = 0; i < list.size(); ++i) {
       const std::string where = fmt::format("{}[{}]", key, i);
       const auto& qv = member(name, list[i], "query", T::kString, where);
-      if (!has_words(qv.as_string())) bad(name, qv, where + ".query: the query has no text");
+      if (!has_words(qv.as_string())) json::fail_at(name, qv, where + ".query: the query has no text");
       Query q;
       q.text = qv.as_string();
       q.answer_text = member(name, list[i], "answer", T::kString, where).as_string();
       q.kind = kind;
       if (const json::Value* spans = list[i].find("relevant_text_span")) {
-        if (!spans->is_array()) bad(name, *spans, where + ".relevant_text_span: expected an array");
+        if (!spans->is_array()) json::fail_at(name, *spans, where + ".relevant_text_span: expected an array");
         for (const auto& sp : spans->as_array()) {
           if (!sp.is_array() || sp.as_array().size() != 2)
-            bad(name, sp, where + ".relevant_text_span: expected [first_turn, last_turn] pairs");
+            json::fail_at(name, sp, where + ".relevant_text_span: expected [first_turn, last_turn] pairs");
           const long a = span_index(name, sp.as_array()[0], where + ".relevant_text_span");
           const long b = span_index(name, sp.as_array()[1], where + ".relevant_text_span");
           for (std::size_t c = 0; c < chunks.size(); ++c)
