@@ -51,10 +51,9 @@ void restrict_cpu_isa(devices::DeviceProfile& d, const std::vector<std::string>&
       throw ConfigError(fmt::format("ondevice probe: cpu_isa_detected names '{}', which device '{}' ({}) does not "
                                     "list in compute.cpu.isa [{}]: a build cannot detect a feature the chip lacks",
                                     f, d.name, d.origin, fmt::join(cpu.isa, ", ")));
-  std::vector<std::string> kept;
-  for (const auto& f : cpu.isa)
-    if (std::find(detected.begin(), detected.end(), f) != detected.end()) kept.push_back(f);
-  cpu.isa = kept;
+  std::erase_if(cpu.isa, [&](const std::string& f) {
+    return std::find(detected.begin(), detected.end(), f) == detected.end();
+  });
 }
 
 }  // namespace
