@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
+#include <queue>
 #include <cmath>
 #include <functional>
 #include <span>
@@ -111,20 +113,60 @@ bool ComputeUnitSpec::has_isa(const std::string& feature) const {
   return feature == "neon" ? !clusters.empty() : std::find(isa.begin(), isa.end(), feature) != isa.end();
 }
 
-double ComputeUnitSpec::isa_peak_ops(const std::string& isa_path, int threads) const {
-  if (clusters.empty())
-    throw ConfigError(fmt::format("compute unit '{}' gives no clusters (the ISA peak needs cores, clocks and pipes)", name));
+double chunked_throughput(const std::vector<double>& core_rates, int chunks) {
+  if (core_rates.empty()) throw ConfigError("chunked_throughput: no cores");
+  if (chunks < static_cast<int>(core_rates.size()))
+    throw ConfigError(fmt::format("chunked_throughput: {} chunks for {} threads (each thread starts on a chunk of its own)",
+                                  chunks, core_rates.size()));
+  for (double r : core_rates)
+    if (!(r > 0)) throw ConfigError(fmt::format("chunked_throughput: a core rate must be > 0, got {}", r));
+  // (time the thread's current chunk ends, thread): the earliest end claims the next chunk.
+  using Busy = std::pair<double, std::size_t>;
+  std::priority_queue<Busy, std::vector<Busy>, std::greater<>> running;
+  for (std::size_t i = 0; i < core_rates.size(); ++i) running.emplace(1.0 / core_rates[i], i);
+  int claimed = static_cast<int>(core_rates.size());
+  double last_end_s = 0;
+  while (!running.empty()) {
+    const auto [end_s, thread] = running.top();
+    running.pop();
+    last_end_s = std::max(last_end_s, end_s);
+    if (claimed < chunks) {
+      ++claimed;
+      running.emplace(end_s + 1.0 / core_rates[thread], thread);
+    }
+  }
+  return chunks / last_end_s;
+}
+
+namespace {
+// Peak int8 op/s of each of the `threads` fastest cores (0: every core) on `isa_path`, fastest first.
+std::vector<double> fastest_core_peaks(const ComputeUnitSpec& u, const std::string& isa_path, int threads) {
+  if (u.clusters.empty())
+    throw ConfigError(fmt::format("compute unit '{}' gives no clusters (the ISA peak needs cores, clocks and pipes)", u.name));
   const double per_pipe = int8_ops_per_pipe_cycle(isa_path);
   std::vector<double> per_core;
-  for (const CpuCluster& c : clusters)
+  for (const CpuCluster& c : u.clusters)
     for (int i = 0; i < c.count; ++i) per_core.push_back(c.ghz * 1e9 * c.instructions_per_cycle(isa_path) * per_pipe);
   if (threads > static_cast<int>(per_core.size()))
-    throw ConfigError(fmt::format("{} threads on compute unit '{}', which has {} cores", threads, name, per_core.size()));
+    throw ConfigError(fmt::format("{} threads on compute unit '{}', which has {} cores", threads, u.name, per_core.size()));
   std::sort(per_core.begin(), per_core.end(), std::greater<>());
-  const std::size_t n = threads <= 0 ? per_core.size() : static_cast<std::size_t>(threads);
-  double sum = 0;
-  for (std::size_t i = 0; i < n; ++i) sum += per_core[i];
-  return sum;
+  if (threads > 0) per_core.resize(static_cast<std::size_t>(threads));
+  return per_core;
+}
+}  // namespace
+
+double ComputeUnitSpec::isa_peak_ops(const std::string& isa_path, int threads) const {
+  const std::vector<double> per_core = fastest_core_peaks(*this, isa_path, threads);
+  return std::accumulate(per_core.begin(), per_core.end(), 0.0);
+}
+
+double ComputeUnitSpec::isa_chunked_peak_ops(const std::string& isa_path, int threads, int chunks_per_thread) const {
+  if (chunks_per_thread <= 0) return isa_peak_ops(isa_path, threads);
+  const std::vector<double> per_core = fastest_core_peaks(*this, isa_path, threads);
+  // Rates in units of the fastest core keep the chunk times near 1 (the result is scaled back).
+  std::vector<double> relative;
+  for (double r : per_core) relative.push_back(r / per_core.front());
+  return chunked_throughput(relative, chunks_per_thread * static_cast<int>(per_core.size())) * per_core.front();
 }
 
 ComputeUnitSpec ComputeUnitSpec::from_params(const std::string& name, const Params& p) {

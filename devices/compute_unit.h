@@ -47,6 +47,13 @@ struct CpuCluster {
 // Any other path (sve, sme, ...) has no peak model: ConfigError naming it.
 double int8_ops_per_pipe_cycle(const std::string& isa_path);
 
+// Throughput of `chunks` equal chunks of work (1 unit each) on cores of the given rates (units/s), one thread
+// per core, claimed dynamically: thread i starts on chunk i, and whichever thread finishes first takes the
+// next unclaimed chunk (ties: the lower thread). Returns chunks / (the time the last chunk ends). With many
+// chunks it tends to the sum of the rates; with few, a slow core that claims a late chunk holds the end back.
+// ConfigError on no cores, a rate <= 0 or chunks < the number of cores.
+double chunked_throughput(const std::vector<double>& core_rates, int chunks);
+
 struct ComputeUnitSpec {
   std::string name;
   std::map<models::DType, double> peak_tflops;  // per weight dtype
@@ -98,6 +105,12 @@ struct ComputeUnitSpec {
   // ghz x instructions_per_cycle(path) x int8_ops_per_pipe_cycle(path). ConfigError without clusters or with
   // more threads than cores.
   double isa_peak_ops(const std::string& isa_path, int threads) const;
+  // The int8 op/s those threads reach on a matmul cut into threads x chunks_per_thread equal chunks that
+  // the threads claim one at a time (each starts on its own chunk, then takes the next unclaimed one when
+  // it finishes, as ggml-cpu's chunk counter hands them out): the matmul's work over the time its last
+  // chunk ends (chunked_throughput). chunks_per_thread <= 0: the work is spread in proportion to the cores'
+  // peaks (fine-grained chunks), i.e. isa_peak_ops.
+  double isa_chunked_peak_ops(const std::string& isa_path, int threads, int chunks_per_thread) const;
 
   static ParamSchema schema();
   static ComputeUnitSpec from_params(const std::string& name, const Params& p);

@@ -60,6 +60,11 @@ ParamSchema engine_kernel_values_schema() {
   s.node("lm_head_bandwidth_efficiency",
          "{dtype: fraction}: achieved fraction of DRAM bandwidth of the LM head's GEMV when its weights are stored at "
          "that dtype (a classifier the runtime runs on another kernel); absent: bandwidth_efficiency");
+  s.integer("matmul_chunks_per_thread", std::nullopt,
+            "cpu with isa_kernels: each matmul is cut into threads x this many equal chunks that the threads claim one "
+            "at a time (the runtime's work split); absent: the work follows the cores' peaks")
+      .range(1, 1 << 16)
+      .optional();
   s.text("source", std::string(""), "where these numbers come from");
   return s;
 }
@@ -244,6 +249,7 @@ EngineKernelValues parse_kernel_values(const Params& p) {
     p.fail("lm_head_bandwidth_efficiency", "give it per stored dtype of the LM head's weights, e.g. {int6: 0.06}: it "
                                            "names the classifiers the runtime runs on another kernel");
   v.lm_head_bandwidth_efficiency = lm_head.by_dtype;
+  if (p.has("matmul_chunks_per_thread")) v.matmul_chunks_per_thread = static_cast<int>(p.integer("matmul_chunks_per_thread"));
   return v;
 }
 
@@ -478,6 +484,7 @@ EngineKernelValues EngineKernelValues::overlaid_by(const EngineKernelValues& ove
   if (over.call_overhead_us) v.call_overhead_us = over.call_overhead_us;
   for (const auto& [t, x] : over.kernel_cost) v.kernel_cost[t] = x;
   for (const auto& [t, x] : over.lm_head_bandwidth_efficiency) v.lm_head_bandwidth_efficiency[t] = x;
+  if (over.matmul_chunks_per_thread) v.matmul_chunks_per_thread = over.matmul_chunks_per_thread;
   return v;
 }
 
@@ -575,6 +582,9 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     static_cast<EngineKernelValues&>(u) = parse_kernel_values(up);
     u.families = parse_families(up, unit, e.name, source.child(unit), u.family_kernel_class, u.generations);
     if (unit == "gpu") {
+      bool chunked = u.matmul_chunks_per_thread.has_value();
+      for (const auto& [f, v] : u.families) chunked = chunked || v.matmul_chunks_per_thread.has_value();
+      if (chunked) up.fail("matmul_chunks_per_thread", "matmul_chunks_per_thread splits CPU matmuls across threads: a gpu has none");
       if (up.has("kernel_classes"))
         up.fail("kernel_classes", "a gpu's kernel classes are per GPU family: families.FAMILY.kernel_classes");
       if (up.has("kernels")) {
@@ -596,6 +606,8 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
         }
       if (!up.has("threads")) up.fail("threads", "isa_kernels needs the runtime's thread count: a number or `all`");
     }
+    if (u.matmul_chunks_per_thread && u.isa_kernels.empty())
+      up.fail("matmul_chunks_per_thread", "matmul_chunks_per_thread splits ISA-path matmuls: it needs isa_kernels");
     if (up.has("threads")) {
       if (u.isa_kernels.empty()) up.fail("threads", "threads is used only with isa_kernels");
       const std::string t = up.text("threads");
@@ -703,7 +715,7 @@ std::string apply_isa_kernels(const EngineUnitSpec& spec, const std::string& uni
   double peak = 0;
   if (problem.empty()) {
     try {
-      peak = u.isa_peak_ops(path, spec.threads);
+      peak = u.isa_chunked_peak_ops(path, spec.threads, spec.matmul_chunks_per_thread.value_or(0));
     } catch (const ConfigError& e) {
       problem = e.what();
     }
@@ -728,9 +740,12 @@ std::string apply_isa_kernels(const EngineUnitSpec& spec, const std::string& uni
   }
   if (!problem.empty()) return "";
   // Which kernels the run's integer layers use, so a result says why it is as fast as it is.
-  return fmt::format("{} integer kernels: {}{} path, {} threads, int8 peak {:.3g} op/s ({}: isa_kernels [{}]; "
+  const std::string chunking = spec.matmul_chunks_per_thread
+                                   ? fmt::format(", {} matmul chunks per thread", *spec.matmul_chunks_per_thread)
+                                   : std::string();
+  return fmt::format("{} integer kernels: {}{} path, {} threads{}, int8 peak {:.3g} op/s ({}: isa_kernels [{}]; "
                      "device '{}': {}.isa [{}])",
-                     unit, spec.kernels.empty() ? std::string() : fmt::format("class {}, ", spec.kernels), path, spec.threads > 0 ? fmt::to_string(spec.threads) : std::string("all"), peak,
+                     unit, spec.kernels.empty() ? std::string() : fmt::format("class {}, ", spec.kernels), path, spec.threads > 0 ? fmt::to_string(spec.threads) : std::string("all"), chunking, peak,
                      where, fmt::join(spec.isa_kernels, ", "), device.name, unit, fmt::join(u.isa, ", "));
 }
 // The kernel values a unit of `device` runs: the unit's, overlaid by those of its GPU family when the

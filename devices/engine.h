@@ -46,6 +46,11 @@
 //                                    With classes the efficiencies are per class (none at unit level), so a dtype
 //                                    a class does not give is a gap, never another class's value.
 //               kernels              the class a run uses (a probe may name another: ondevice `cpu_kernels`)
+//               matmul_chunks_per_thread  (a class's or the unit's; with isa_kernels) each matmul is cut into
+//                                    threads x N equal chunks the threads claim one at a time: the ISA peak is
+//                                    then the work over the time the last chunk ends on the threads' cores
+//                                    (a slow core that claims a late chunk holds the matmul back), not the
+//                                    sum of the cores' peaks (ComputeUnitSpec::isa_chunked_peak_ops)
 //   npu:        max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
 //               decode_bandwidth_efficiency, mixed_precision_fraction (see devices/npu.h)
 //               prefill_backend, decode_backend (htp | hvx), hvx_gemm_efficiency, hvx_bandwidth_efficiency,
@@ -101,6 +106,9 @@ struct EngineKernelValues {
   // per stored dtype of the LM head's weights: the fraction of DRAM bandwidth its classifier GEMV reaches
   // when the runtime runs another kernel for it (compute_unit.h lm_head_bandwidth_efficiency_by_dtype)
   std::map<models::DType, double> lm_head_bandwidth_efficiency;
+  // cpu with isa_kernels: each matmul is cut into threads x this many equal chunks that the threads claim
+  // one at a time (ComputeUnitSpec::isa_chunked_peak_ops); absent: the work follows the cores' peaks.
+  std::optional<int> matmul_chunks_per_thread;
   // These values, then `over`'s wherever it gives one (per dtype: `over`'s dtypes replace these).
   EngineKernelValues overlaid_by(const EngineKernelValues& over) const;
 };

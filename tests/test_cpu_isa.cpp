@@ -3,12 +3,15 @@
 // devices/engine.h). Expected values are computed by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "devices/compute_unit.h"
 #include "devices/device.h"
 #include "devices/engine.h"
+#include "sim/builtin_configs.h"
 #include "sim/error.h"
+#include "sim/params.h"
 
 namespace mobisim::devices {
 namespace {
@@ -150,10 +153,20 @@ TEST(CpuIsa, ADeviceMissingAnIsaKeyIsAConfigErrorNamingIt) {
   EXPECT_THROW(engine("{name: e, description: t, gpu: {isa_kernels: [i8mm], threads: all}}"), ConfigError);
 }
 
+// The built-in llama.cpp profile running kernel class `cls` (cpu.kernels), as a probe's cpu_kernels does.
+EngineProfile llama_cpp_running(const std::string& cls) {
+  std::string text, origin;
+  if (!find_config("engines", "llama.cpp", text, origin)) throw ConfigError("llama.cpp engine profile not found");
+  YAML::Node root = load_yaml_string(text, origin);
+  root["cpu"]["kernels"] = cls;
+  return load_engine_profile(root, ConfigSource{});
+}
+
 TEST(CpuIsa, BuiltInRuntimesOnTheirPhonesByHand) {
-  // llama.cpp (every core) on the Galaxy S20+ (Snapdragon 865, dotprod only): 2.84 x 2 x 32 + 3 x 2.42 x 2 x 32
-  // + 4 x 1.8 x 1 x 32 = 181.76 + 464.64 + 230.4 = 876.8 GOP/s on SDOT.
-  const EngineProfile llama = load_engine_profile("llama.cpp");
+  // llama.cpp's vec_dot class (its matmuls spread in chunks of 16 rows x 16 tokens: no matmul_chunks_per_thread,
+  // the cores' peaks add up), every core, on the Galaxy S20+ (Snapdragon 865, dotprod only): 2.84 x 2 x 32
+  // + 3 x 2.42 x 2 x 32 + 4 x 1.8 x 1 x 32 = 181.76 + 464.64 + 230.4 = 876.8 GOP/s on SDOT.
+  const EngineProfile llama = llama_cpp_running("vec_dot");
   const double e_llama = llama.units.at("cpu").prefill_efficiency.by_dtype.at(DType::kInt4);
   const ComputeUnitSpec s20 = llama.apply(load_device_profile("galaxy-s20-plus")).compute.at("cpu");
   EXPECT_NEAR(s20.efficiency(DType::kInt4, false) * s20.peak_flops(DType::kInt4), e_llama * 876.8e9, 1e-2);
@@ -168,7 +181,7 @@ TEST(CpuIsa, BuiltInRuntimesOnTheirPhonesByHand) {
 // The phones of the five documents and the on-device sets that name a SoC all carry its clusters, so
 // llama.cpp and MNN run on each (the generic mid-tier profile names a class, not a SoC: it has none).
 TEST(CpuIsa, EveryPhoneNamingASocRunsTheIsaPathRuntimes) {
-  const EngineProfile llama = load_engine_profile("llama.cpp");
+  const EngineProfile llama = llama_cpp_running("vec_dot");  // even split: the peaks below add up
   const double e = llama.units.at("cpu").prefill_efficiency.by_dtype.at(DType::kInt4);
   const auto int4_rate = [&](const char* phone) {
     const ComputeUnitSpec c = llama.apply(load_device_profile(phone)).compute.at("cpu");
@@ -193,6 +206,77 @@ TEST(CpuIsa, EveryPhoneNamingASocRunsTheIsaPathRuntimes) {
   // 8 Gen 3 for Galaxy (Galaxy S24, S24 Ultra): 3.39 x 4 + 3 x 3.1 x 2 + 2 x 2.9 x 2 + 2 x 2.2 x 1 = 48.16.
   EXPECT_NEAR(int4_rate("galaxy-s24"), e * 48.16 * 64e9, 1e-2);
   EXPECT_NEAR(int4_rate("galaxy-s24-ultra"), e * 48.16 * 64e9, 1e-2);
+}
+
+// Chunks claimed one at a time (llama.cpp's repack matmuls: 4 per thread): a slow core that claims a late chunk
+// holds the matmul back (devices/compute_unit.h chunked_throughput).
+TEST(CpuIsa, ChunkedThroughputByHand) {
+  // Cores of rates 2 and 1 (chunks per second), 4 chunks: both start at t = 0; the fast one ends its chunk at
+  // 0.5 s and claims chunk 3 (ends 1.0 s); at 1.0 s both end, the fast one (the lower thread on a tie) claims
+  // chunk 4 and ends it at 1.5 s: 4 chunks / 1.5 s = 2.6667, below the even split's 2 + 1 = 3.
+  EXPECT_NEAR(chunked_throughput({2.0, 1.0}, 4), 4.0 / 1.5, 1e-12);
+  // One chunk per thread (a static split): the slowest core sets the end: 2 / (1 / 1) = 2 = 2 x the slowest.
+  EXPECT_NEAR(chunked_throughput({2.0, 1.0}, 2), 2.0, 1e-12);
+  // Equal cores: every chunk count that is a multiple of the threads reaches the sum.
+  EXPECT_NEAR(chunked_throughput({1.0, 1.0, 1.0}, 12), 3.0, 1e-12);
+  // Many chunks tend to the sum of the rates (3): 3000 chunks of 1 unit are within one slow chunk of it.
+  EXPECT_NEAR(chunked_throughput({2.0, 1.0}, 3000), 3.0, 3.0 * 3.0 / 3000);
+  EXPECT_THROW(chunked_throughput({2.0, 1.0}, 1), ConfigError);   // fewer chunks than threads
+  EXPECT_THROW(chunked_throughput({}, 4), ConfigError);
+  EXPECT_THROW(chunked_throughput({1.0, 0.0}, 4), ConfigError);
+}
+
+TEST(CpuIsa, ChunkedPeakOfPocketPalsSixThreadsByHand) {
+  // Galaxy S23 (8 Gen 2), PocketPal's 6 threads, i8mm: X3 3.36 x 4 x 64 = 860.16, four A715/A710 2.8 x 2 x 64 =
+  // 358.4 each, one A510 2.0 x 1 x 64 = 128 GOP/s (even split: 2421.76). 24 chunks (4 per thread) of W/24: the
+  // A510 ends its first at t1 = 1/128 (in units of W/24 per GOP/s); by then the X3 has ended 6 (6/860.16 <
+  // t1 < 7/860.16) and claimed 6 more, each mid core 2 (2/358.4 < t1 < 3/358.4) and claimed 8 more in all:
+  // 6 + 6 + 8 = 20 claimed, so the A510 claims a 21st and ends at 2 t1, after every other core (the 3 left
+  // end by t1 + 1/358.4). Throughput 24 / (2 / 128) = 12 x 128 = 1536 GOP/s.
+  const ComputeUnitSpec s23 = load_device_profile("galaxy-s23").compute.at("cpu");
+  EXPECT_NEAR(s23.isa_peak_ops("i8mm", 6), 2421.76e9, 1e-2);
+  EXPECT_NEAR(s23.isa_chunked_peak_ops("i8mm", 6, 4), 1536e9, 1e-2);
+  // Pixel 9 (Tensor G4), 6 threads: X4 3.105 x 4 x 64 = 794.88, three A720 2.6 x 2 x 64 = 332.8, two A520
+  // 1.95 x 64 = 124.8 (even split 2042.88). The A520s end their first chunks at t1 = 1/124.8, when 6 + 3 x 2 +
+  // 6 = 18 chunks are claimed: both claim one more and end at 2 t1: 24 / (2 / 124.8) = 1497.6 GOP/s.
+  const ComputeUnitSpec p9 = load_device_profile("pixel-9").compute.at("cpu");
+  EXPECT_NEAR(p9.isa_peak_ops("i8mm", 6), 2042.88e9, 1e-2);
+  EXPECT_NEAR(p9.isa_chunked_peak_ops("i8mm", 6, 4), 1497.6e9, 1e-2);
+  // No chunking: the even split.
+  EXPECT_DOUBLE_EQ(p9.isa_chunked_peak_ops("i8mm", 6, 0), p9.isa_peak_ops("i8mm", 6));
+}
+
+// llama.cpp's repack class is vec_dot times PR #637's measured Pixel 9 ratios, divided out of the chunking loss of
+// that run (6 threads, 4 chunks each: 2042.88 / 1497.6 = 1.364103), so that the model gives back the measured
+// ratio on the Pixel 9 (configs/engines/llama.cpp.yaml).
+TEST(CpuIsa, LlamaCppRepackSpeedupIsPr637RatioAtAnEvenSplit) {
+  const EngineProfile repack = llama_cpp_running("repack");
+  const EngineProfile vec_dot = llama_cpp_running("vec_dot");
+  ASSERT_EQ(repack.units.at("cpu").matmul_chunks_per_thread.value_or(0), 4);
+  EXPECT_FALSE(vec_dot.units.at("cpu").matmul_chunks_per_thread.has_value());
+  const ComputeUnitSpec p9 = load_device_profile("pixel-9").compute.at("cpu");
+  const double chunking_loss = p9.isa_peak_ops("i8mm", 6) / p9.isa_chunked_peak_ops("i8mm", 6, 4);
+  EXPECT_NEAR(chunking_loss, 2042.88 / 1497.6, 1e-9);
+  const std::map<DType, double> measured = {{DType::kInt4, 88.49 / 51.85}, {DType::kInt8, 107.71 / 56.56},
+                                            {DType::kInt6, 54.67 / 36.62}};
+  for (const auto& [t, ratio] : measured) {
+    const double r = repack.units.at("cpu").prefill_efficiency.by_dtype.at(t);
+    const double v = vec_dot.units.at("cpu").prefill_efficiency.by_dtype.at(t);
+    EXPECT_NEAR(r / v, ratio * chunking_loss, 2e-6) << models::to_string(t);
+  }
+}
+
+TEST(CpuIsa, MatmulChunksNeedIsaKernels) {
+  EXPECT_NO_THROW(engine("{name: e, description: t, cpu: {prefill_efficiency: 0.1}}"));
+  EXPECT_NO_THROW(engine("{name: e, description: t, cpu: {isa_kernels: [i8mm], threads: all, matmul_chunks_per_thread: 4, "
+                         "prefill_efficiency: 0.1}}"));
+  EXPECT_THROW(engine("{name: e, description: t, cpu: {matmul_chunks_per_thread: 4, prefill_efficiency: 0.1}}"),
+               ConfigError);
+  EXPECT_THROW(engine("{name: e, description: t, gpu: {matmul_chunks_per_thread: 4, prefill_efficiency: 0.1}}"),
+               ConfigError);
+  EXPECT_THROW(engine("{name: e, description: t, cpu: {isa_kernels: [i8mm], threads: all, matmul_chunks_per_thread: 0, "
+                      "prefill_efficiency: 0.1}}"),
+               ConfigError);
 }
 
 }  // namespace

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Points of UbiquitousLearning/TinyLLMLeaderBoard data.json (commit 874c304) for ondevice_cells.yaml (issue 37, llama.cpp x cpu).
+
+Every row whose phone and model the registry can run is taken, both phases; every point validates (the file's rule).
+Usage: tinyllm_points.py DATA_JSON [ONDEVICE_REPORT] > points.yaml  (data.json: git show 874c304:data.json in that
+repository; ONDEVICE_REPORT: the output of `mobisim ondevice`, whose errors decide which points carry a cause: written
+after the residuals were seen, as the registry README asks).
+"""
+import json
+import sys
+
+DEVICES = {"Xiaomi 14": "xiaomi-14", "MEIZU 18Pro": "meizu-18-pro", "Pixel 7Pro": "pixel-7-pro", "Xiaomi 12S": "xiaomi-12s"}
+# leaderboard name -> (id slug, mobisim model, why the shapes are that profile's, tied classifier)
+MODELS = {
+    "LLaMA 7B": ("llama-7b", "llama-2-7b", "LLaMA 7B has Llama-2-7B's shapes (32 layers, 4096 wide, 11008 FFN, 32000 vocabulary)"),
+    "LLaMA 2 7B": ("llama-2-7b", "llama-2-7b", ""),
+    "Vigogne (French) 7B": ("vigogne-7b", "llama-2-7b", "Vigogne 7B is a LLaMA 7B fine-tune (Llama-2-7B's shapes)"),
+    "Vicuna 7B": ("vicuna-7b", "llama-2-7b", "Vicuna 7B is a LLaMA fine-tune (Llama-2-7B's shapes)"),
+    "Koala 7B": ("koala-7b", "llama-2-7b", "Koala 7B is a LLaMA 7B fine-tune (Llama-2-7B's shapes)"),
+    "Pygmalion/Metharme 7B": ("pygmalion-metharme-7b", "llama-2-7b", "Pygmalion/Metharme 7B is a LLaMA 7B fine-tune (Llama-2-7B's shapes)"),
+    "WizardLM 7B": ("wizardlm-7b", "llama-2-7b", "WizardLM 7B is a LLaMA 7B fine-tune (Llama-2-7B's shapes)"),
+    "Baichuan 2-7B": ("baichuan2-7b", "baichuan2-7b", ""),
+    "Qwen 1.5 1.8B": ("qwen1.5-1.8b", "qwen1.5-1.8b", ""),
+    "Qwen 1.5 0.5B": ("qwen1.5-0.5b", "qwen1.5-0.5b", ""),
+    "Qwen 1.8B": ("qwen-1.8b", "qwen1.5-1.8b", "Qwen-1.8B has Qwen1.5-1.8B's shapes"),
+}
+TIED = {"qwen1.5-0.5b"}
+COMMON = ("github.com/UbiquitousLearning/TinyLLMLeaderBoard data.json (commit 874c304, 2024-05-21; the leaderboard of the "
+          "EdgeFM'24 measurement study; src/App.tsx: \"Performance Metrics tested with llama.cpp library\", devices \"Xiaomi "
+          "12S(Snapdragon8Gen1,12G Memory),Meizu 18Pro(Snapdragon888,8G Memory),Pixel 7Pro(Google Tensor2,12G Memory),Xiaomi "
+          "14(Snapdragon8Gen3,16G Memory)\"; src/Table.tsx shows the 4th field of each latency string as Tok/s)")
+ASSUMED = ("Not stated, assumed: the llama.cpp build (data of 2024-05-21 or before: Q4_0 weights in the plain CPU buffer, "
+           "ggml_vec_dot_q4_0_q8_0, the vec_dot class; repacked Q4_0 came in 2024-07), the INT4 type (Q4_0; llama.cpp's "
+           "quantize stores the classifier in Q6_K), the threads (llama.cpp's default then, get_num_physical_cores(): every core)")
+
+
+I8MM_PHONES = {"xiaomi-14", "xiaomi-12s"}
+CAUSES = {
+    "prefill-i8mm": "the vec_dot class is fitted on PocketPal PR #702's Oryon run (SMMLA rows, fine chunks) and taken here against "
+                    "this phone's i8mm peak on every core; what this 2024 build ran is not stated: llama.cpp's SMMLA vec_dot "
+                    "kernels (ggml_vec_dot_q4_0_q8_0 with nrc 2) are compiled only with +i8mm, which the Android build "
+                    "instructions of the time did not give (-march=armv8.4a+dotprod: SDOT, half the peak), and builds before "
+                    "llama.cpp PR #6915 (2024-05) gave each thread nr0/nth rows of every matmul, so the A510/A520 little cores "
+                    "(1 pipe) set its end (llama.rn 0.3.1, 7fbcebce: ggml_compute_forward_mul_mat); neither is modelled for "
+                    "these rows (build and threads not stated); short prompts (8-13 tokens) also weigh per-op costs",
+    "prefill-dotprod": "every core on SDOT at the vec_dot share fitted on an Oryon SMMLA run; builds before llama.cpp PR #6915 "
+                       "(2024-05) gave each thread nr0/nth rows of every matmul, so with llama.cpp's default of every core the "
+                       "four Cortex-A55s (one 128-bit SDOT per cycle) set each matmul's end (not modelled: the build and "
+                       "threads are not stated); short prompts (13 tokens) also weigh per-op costs",
+    "decode-small": "decode of a 0.5B-1.8B model at 11-33 tok/s on every phone alike: a per-token cost that does not scale "
+                    "with the weight bytes (every op of every layer a barrier across all threads, llama.cpp's default of "
+                    "every core including the little ones) dominates; the engine charges call_overhead_us 5 per op "
+                    "(assumed), and decode streams at one DRAM share fitted on PR #702's 1.7B Oryon run",
+    "decode-meizu": "the Meizu 18 Pro has 8 GB (TinyLLMLeaderBoard) for a 3.9-4.8 GB model file: page-cache pressure on "
+                    "the mmap'd weights (llama.cpp's default) is not modelled; its DRAM figure is the 888's LPDDR5-6400 spec",
+    "other": "the vec_dot class and DRAM share fitted on PocketPal PR #702's Oryon run, on a 2024 build whose version, "
+             "threads and ISA flags are not stated",
+}
+
+
+def cause_of(dev, phase, model):
+    if phase == "prefill":
+        return CAUSES["prefill-i8mm" if dev in I8MM_PHONES else "prefill-dotprod"]
+    if model.startswith("qwen"):
+        return CAUSES["decode-small"]
+    if dev == "meizu-18-pro":
+        return CAUSES["decode-meizu"]
+    return CAUSES["other"]
+
+
+def errors_of(report):
+    out = {}
+    if report:
+        for line in open(report):
+            f = line.split()
+            if line.startswith("ondevice.") and len(f) > 3 and f[3].endswith("%"):
+                out[f[0]] = float(f[3].rstrip("%"))
+    return out
+
+
+def q(s):
+    return "'" + s.replace("'", "''") + "'"
+
+
+def main():
+    rows = json.load(open(sys.argv[1]))
+    errors = errors_of(sys.argv[2] if len(sys.argv) > 2 else None)
+    out = []
+    for r in rows:
+        if r["name"] not in MODELS or r["device"] not in DEVICES or r["quantization"] != "INT4":
+            continue
+        slug, model, shapes = MODELS[r["name"]]
+        dev = DEVICES[r["device"]]
+        pre = r["prefilling_latency"].split("/")
+        dec = r["decoding_latency"].split("/")
+        prompt = int(float(pre[1]))
+        generated = int(float(dec[1]))
+        context = prompt + generated // 2
+        row = json.dumps({k: r[k] for k in ("name", "device", "quantization", "decoding_latency", "prefilling_latency")})
+        cls = "" if model in TIED else ", classifier_dtype: int6"
+        extra = (" " + shapes + ".") if shapes else ""
+        tied = " Tied classifier: the model profile's." if model in TIED else ""
+        for phase in ("prefill", "decode"):
+            if phase == "prefill":
+                pid = f"ondevice.{dev}.llama.cpp.tinyllm-{slug}.prefill-{prompt}.cpu"
+                what = f"{prompt} prompt tokens in {pre[0]} ms, {pre[3]} tok/s"
+                value, tokens, qty = float(pre[3]), prompt, f"llama.cpp CPU prefill rate, {r['name']} INT4, {prompt}-token prompt"
+            else:
+                pid = f"ondevice.{dev}.llama.cpp.tinyllm-{slug}.decode.cpu"
+                what = (f"{generated} tokens at {dec[2]} ms per token, {dec[3]} tok/s (context {prompt} to {prompt + generated}: "
+                        f"the probe takes the middle, {context})")
+                value, tokens, qty = float(dec[3]), context, f"llama.cpp CPU decode rate, {r['name']} INT4"
+            out.append(f"- id: {pid}")
+            out.append(f"  source: {q(f'{COMMON}, row {row}: {what}.{extra}{tied} {ASSUMED}')}")
+            out.append(f"  quantity: {q(qty)}")
+            out.append(f"  published: {value}")
+            out.append("  unit: tokens_per_s")
+            out.append("  role: validation")
+            out.append(f"  probe: {{impl: ondevice, device: {dev}, engine: llama.cpp, model: {model}, unit: cpu, phase: {phase}, "
+                       f"tokens: {tokens}, dtype: int4{cls}, activation_dtype: int8, cpu_kernels: vec_dot, metric: tokens_per_s}}")
+            if abs(errors.get(pid, 0.0)) > 25:
+                out.append("  cause_kind: mechanism")
+                out.append(f"  cause: {q(cause_of(dev, phase, model))}")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
