@@ -118,7 +118,48 @@ TEST(GpuKernelClasses, MlcQ4f161ClassesReproduceTheirMeasuredPrefillRates) {
   // A class on a unit that has none is refused where the probe is read, and a layout MLC does not give is an error.
   q.gpu_kernels = "q4f16_2";
   testing::expect_config_error_naming([&] { fidelity::ondevice_prediction(q); },
-                                      {"engine 'mlc'", "no gpu kernel class 'q4f16_2'", "q4f16_0, q4f16_1, q4f16_1_pre_v018"});
+                                      {"engine 'mlc'", "no gpu kernel class 'q4f16_2'", "q4f16_0, q4f16_0_tvm16932, q4f16_1, q4f16_1_pre_v018"});
+}
+
+TEST(GpuKernelClasses, MlcTvm16932GemvReproducesItsMeasuredQwenSpeedup) {
+  // configs/engines/mlc.yaml, class q4f16_0_tvm16932: apache/tvm PR #16932 measured Qwen-7b decode on a Snapdragon 8 Gen 3
+  // at 8.5 tok/s before its Adreno GEMV schedule and 11 after (not a registry point). The class's share is derived so
+  // that the whole probe gives that ratio back: 11 / 8.5 = 1.29412.
+  fidelity::OnDeviceQuery q;
+  q.device = "snapdragon-8-gen3-device";
+  q.engine = "mlc";
+  q.model = "qwen-7b";
+  q.unit = "gpu";
+  q.phase = "decode";
+  q.tokens = 128;
+  q.dtype = "int4";
+  q.activation_dtype = "fp16";
+  q.gpu_kernels = "q4f16_0";
+  const double before = fidelity::ondevice_prediction(q);
+  q.gpu_kernels = "q4f16_0_tvm16932";
+  const double after = fidelity::ondevice_prediction(q);
+  EXPECT_NEAR(after / before, 11.0 / 8.5, 11.0 / 8.5 * 0.002);
+}
+
+TEST(GpuKernelClasses, MlcTvm16932GemvStreamsTheBodyAtItsShareAndTheHeadAtTheOldOne) {
+  // The 8 Gen 3 device: 76.8 GB/s, MLC's Adreno call overhead the device's 40 us per operator and layer. A decode GEMV
+  // of 1e8 weight bytes (one layer; 1 MFLOP, so bound by its bytes): 1e8 / (76.8e9 x share) + 40 us; at the class's share 0.785:
+  // 1e8 / (76.8e9 x 0.785) + 40e-6 s, at the old 0.5461: 1e8 / (76.8e9 x 0.5461) + 40e-6 = 2.42432 ms. A 151936 x 4096
+  // int4 LM head (311.16 MB at 0.5 B per weight, plus its 2 x (4096 + 151936) fp16 activations) keeps 0.5461 in both
+  // classes (its 151936 output rows exceed the new schedule's 32000).
+  const DeviceProfile old_gemv =
+      gkc_engine("{base: mlc, gpu: {kernels: q4f16_0}}").apply(load_device_profile("snapdragon-8-gen3-device"));
+  const DeviceProfile new_gemv =
+      gkc_engine("{base: mlc, gpu: {kernels: q4f16_0_tvm16932}}").apply(load_device_profile("snapdragon-8-gen3-device"));
+  const models::Op gemv{models::OpKind::kFfnGate, 1e6, 1e8, 0, 0, 0, 1, 1, std::nullopt};
+  EXPECT_NEAR(old_gemv.unit("gpu", "t").op_seconds(gemv, DType::kInt4), 1e8 / (76.8e9 * 0.5461) + 40e-6, 1e-9);
+  EXPECT_NEAR(new_gemv.unit("gpu", "t").op_seconds(gemv, DType::kInt4), 1e8 / (76.8e9 * 0.785) + 40e-6, 1e-9);
+  const double head_weight_bytes = 151936.0 * 4096 * 0.5, head_act_bytes = 2.0 * (4096 + 151936);
+  const models::Op head{models::OpKind::kLmHead, 1e6, head_weight_bytes, head_act_bytes, 0, 0, 1, 1, std::nullopt};
+  const double head_s = head_weight_bytes / (76.8e9 * 0.5461) + head_act_bytes / (76.8e9 * 0.785) + 40e-6;
+  EXPECT_NEAR(new_gemv.unit("gpu", "t").op_seconds(head, DType::kInt4), head_s, 1e-9);
+  EXPECT_NEAR(old_gemv.unit("gpu", "t").op_seconds(head, DType::kInt4),
+              (head_weight_bytes + head_act_bytes) / (76.8e9 * 0.5461) + 40e-6, 1e-9);
 }
 
 }  // namespace
