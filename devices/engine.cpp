@@ -188,9 +188,22 @@ ParamSchema engine_npu_schema() {
       .in({"offline", "online"})
       .optional();
   s.real("graph_finalize_ms_per_linear", std::nullopt,
-         "online graph build: CPU time to finalise the graph of one linear layer (x 7 per block x layers)")
+         "online graph build: time to finalise the graph of one linear layer (x 7 per block x layers), as "
+         "measured on the phone whose prime-core clock graph_finalize_host_ghz gives")
       .non_negative()
       .with_unit("ms")
+      .optional();
+  s.real("graph_finalize_npu_ms_per_linear", std::nullopt,
+         "online graph build: the accelerator's (RPC) share of graph_finalize_ms_per_linear, which does not scale "
+         "with the host CPU; the rest is host CPU work")
+      .non_negative()
+      .with_unit("ms")
+      .optional();
+  s.real("graph_finalize_host_ghz", std::nullopt,
+         "online graph build: prime-core clock of the phone graph_finalize_ms_per_linear was measured on; the host "
+         "share scales by this clock over the simulated device's fastest core clock (compute.cpu.clusters)")
+      .positive()
+      .with_unit("GHz")
       .optional();
   s.text("source", std::string(""), "where these numbers come from");
   return s;
@@ -666,12 +679,29 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     if (np.has("graph_weight_dtype")) e.npu.graph_weight_dtype = np.text("graph_weight_dtype");
     if (np.has("graph_build")) e.npu.graph_build = np.text("graph_build");
     e.npu.graph_finalize_ms_per_linear = opt_real(np, "graph_finalize_ms_per_linear");
-    // Graphs built on the phone cost time the device profile knows nothing of: the runtime states it.
-    if (e.npu.graph_build.value_or("offline") == "online" && !e.npu.graph_finalize_ms_per_linear)
-      np.fail("graph_finalize_ms_per_linear",
-              fmt::format("engine '{}' builds its NPU graphs at run time (npu.graph_build: online): give "
-                          "npu.graph_finalize_ms_per_linear (the finalise time of one linear layer's graph, ms)",
-                          e.name));
+    e.npu.graph_finalize_npu_ms_per_linear = opt_real(np, "graph_finalize_npu_ms_per_linear");
+    e.npu.graph_finalize_host_ghz = opt_real(np, "graph_finalize_host_ghz");
+    // Graphs built on the phone cost time the device profile knows nothing of: the runtime states it, and
+    // which part of it is host CPU work measured at which clock (NpuSpec::graph_build_seconds).
+    if (e.npu.graph_build.value_or("offline") == "online") {
+      if (!e.npu.graph_finalize_ms_per_linear)
+        np.fail("graph_finalize_ms_per_linear",
+                fmt::format("engine '{}' builds its NPU graphs at run time (npu.graph_build: online): give "
+                            "npu.graph_finalize_ms_per_linear (the finalise time of one linear layer's graph, ms)",
+                            e.name));
+      for (const char* key : {"graph_finalize_npu_ms_per_linear", "graph_finalize_host_ghz"})
+        if (!np.has(key))
+          np.fail(key, fmt::format("engine '{}' builds its NPU graphs at run time (npu.graph_build: online): give "
+                                   "npu.{} (the finalise time's accelerator share and the measuring phone's prime-core "
+                                   "clock, so that its host share scales with each device's CPU)",
+                                   e.name, key));
+    }
+    if (e.npu.graph_finalize_npu_ms_per_linear && e.npu.graph_finalize_ms_per_linear &&
+        *e.npu.graph_finalize_npu_ms_per_linear > *e.npu.graph_finalize_ms_per_linear)
+      np.fail("graph_finalize_npu_ms_per_linear",
+              fmt::format("engine '{}': the accelerator's share ({} ms) exceeds the whole finalise time "
+                          "npu.graph_finalize_ms_per_linear ({} ms)",
+                          e.name, *e.npu.graph_finalize_npu_ms_per_linear, *e.npu.graph_finalize_ms_per_linear));
     // A runtime on the HVX units has no device value to fall back to: its kernels' efficiencies and
     // per-call cost are its own, stated or an error (no silent default).
     if (e.npu.prefill_backend.value_or("") == "hvx" || e.npu.decode_backend.value_or("") == "hvx")
@@ -786,6 +816,16 @@ EngineKernelValues values_for_family(const EngineUnitSpec& spec, const std::stri
                         fmt::join(peaks, ", "));
   const EngineKernelValues family = base.overlaid_by(it->second);
   return by_generation ? family.overlaid_by(gen->second) : family;
+}
+
+// The clock of the device's fastest CPU core (compute.cpu.clusters), where a single host thread such as QNN's
+// graph finalise runs; 0 when the device does not describe its clusters.
+double fastest_cpu_core_ghz(const DeviceProfile& d) {
+  const auto cpu = d.compute.find("cpu");
+  if (cpu == d.compute.end()) return 0.0;
+  double ghz = 0.0;
+  for (const CpuCluster& c : cpu->second.clusters) ghz = std::max(ghz, c.ghz);
+  return ghz;
 }
 }  // namespace
 
@@ -913,6 +953,9 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     if (npu.cpu_overlap) n.cpu_overlap = *npu.cpu_overlap;
     if (npu.graph_build) n.online_graph_build = *npu.graph_build == "online";
     if (npu.graph_finalize_ms_per_linear) n.graph_finalize_ms_per_linear = *npu.graph_finalize_ms_per_linear;
+    if (npu.graph_finalize_npu_ms_per_linear) n.graph_finalize_npu_ms_per_linear = *npu.graph_finalize_npu_ms_per_linear;
+    if (npu.graph_finalize_host_ghz) n.graph_finalize_host_ghz = *npu.graph_finalize_host_ghz;
+    n.host_fastest_core_ghz = fastest_cpu_core_ghz(d);
   }
   if (d.storage && storage.read_command_overhead_us) d.storage->read_command_overhead_us = *storage.read_command_overhead_us;
   if (d.storage && storage.load_ns_per_byte) d.storage->load_ns_per_byte = *storage.load_ns_per_byte;

@@ -154,9 +154,12 @@ struct EngineNpuSpec {
   // The dtype the runtime's NPU graphs hold the linear weights in, whatever the model file stores
   // (NpuSpec::graph_model; e.g. MNN's QNN backend dequantises asymmetric int4 weights to fp16).
   std::optional<std::string> graph_weight_dtype;
-  // offline | online (NpuSpec::graph_build_seconds), and the finalise time per linear layer (ms).
+  // offline | online (NpuSpec::graph_build_seconds), and the finalise time per linear layer (ms) on the
+  // measuring phone, the accelerator's share of it (ms), and that phone's prime-core clock (GHz).
   std::optional<std::string> graph_build;
   std::optional<double> graph_finalize_ms_per_linear;
+  std::optional<double> graph_finalize_npu_ms_per_linear;
+  std::optional<double> graph_finalize_host_ghz;
 };
 
 struct EngineStorageSpec {

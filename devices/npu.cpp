@@ -83,8 +83,21 @@ double NpuSpec::graph_build_seconds(const models::ModelSpec& m) const {
                                   "online) but the engine gives no npu.graph_finalize_ms_per_linear (the finalise "
                                   "time of one linear layer's graph, ms)",
                                   device_name, engine_name));
+  if (!graph_finalize_npu_ms_per_linear || !graph_finalize_host_ghz)
+    throw ConfigError(fmt::format("device '{}', engine '{}': the NPU graphs are built at run time (npu.graph_build: "
+                                  "online) but the engine gives no npu.graph_finalize_npu_ms_per_linear and "
+                                  "npu.graph_finalize_host_ghz (the accelerator's share of the finalise time and the "
+                                  "measuring phone's prime-core clock)",
+                                  device_name, engine_name));
+  if (!(host_fastest_core_ghz > 0))
+    throw ConfigError(fmt::format("device '{}', engine '{}': the NPU graphs are built at run time on the host CPU, "
+                                  "whose speed is scaled by its fastest core's clock, but the device gives no "
+                                  "compute.cpu.clusters",
+                                  device_name, engine_name));
+  const double host_ms = (*graph_finalize_ms_per_linear - *graph_finalize_npu_ms_per_linear) *
+                         (*graph_finalize_host_ghz / host_fastest_core_ghz);
   const double linears = static_cast<double>(m.n_layers) * models::kProjections;
-  return linears * *graph_finalize_ms_per_linear * 1e-3;
+  return linears * (*graph_finalize_npu_ms_per_linear + host_ms) * 1e-3;
 }
 
 models::ModelSpec NpuSpec::graph_model(const models::ModelSpec& m) const {

@@ -112,11 +112,17 @@
 // request, on the CPU (QNN's HTP prepare library runs on the application processor; the accelerator's
 // own share of a finalise is a few ms). The time is
 //
-//   t_build = n_layers * 7 * graph_finalize_ms_per_linear          (graph_build_seconds)
+//   t_build = n_layers * 7 * [ f_npu + (f - f_npu) * host_ghz / device_ghz ]     (graph_build_seconds)
 //
 // one finalise cost per linear layer (projection) the graphs hold: the evidence is a one-matmul graph's
-// finalise time (configs/engines/mnn.yaml), so a layer's other operators (norms, RoPE, activations) are
-// counted inside its linears' cost, and the classifier, embedding and CPU fallbacks are not counted.
+// finalise time f (configs/engines/mnn.yaml), so a layer's other operators (norms, RoPE, activations) are
+// counted inside its linears' cost, and the classifier, embedding and CPU fallbacks are not counted. QNN's
+// profile splits f into the remote call to the accelerator, f_npu ("RPC (finalize) time"), and the host's
+// part, which is single-threaded CPU work: it is scaled from the measuring phone's prime-core clock
+// (host_ghz, engine graph_finalize_host_ghz) to this device's fastest core clock (device_ghz, from
+// compute.cpu.clusters; a device without clusters cannot build graphs online: ConfigError). ASSUMED: the
+// same work per clock on every core (Cortex-X3 and Oryon alike), so newer cores with more work per clock are
+// predicted slower than they are.
 // Offline (the default: a context binary, or graphs built in a warm-up before the timed request), it is 0.
 #include <algorithm>
 #include <functional>
@@ -186,6 +192,11 @@ struct NpuSpec {
   // (engine `graph_finalize_ms_per_linear`; required when online, EngineProfile::from_yaml).
   bool online_graph_build = false;
   std::optional<double> graph_finalize_ms_per_linear;
+  // Of which the accelerator's (RPC) share, and the prime-core clock of the phone it was measured on (engine
+  // keys; required when online): the rest is host CPU work, scaled to this device's fastest core clock.
+  std::optional<double> graph_finalize_npu_ms_per_linear;
+  std::optional<double> graph_finalize_host_ghz;
+  double host_fastest_core_ghz = 0;       // the device's compute.cpu.clusters (0: not described; EngineProfile::apply)
   std::string device_name, engine_name;   // for error messages (set by DeviceProfile / EngineProfile::apply)
 
   static ParamSchema schema();

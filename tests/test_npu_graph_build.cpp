@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "devices/device.h"
@@ -61,8 +62,13 @@ fidelity::OnDeviceQuery tiny_prefill(const std::string& device) {
 TEST(NpuGraphBuild, OnlinePrefillAddsTheFinaliseTimeOfEveryLinearByHand) {
   const models::ModelSpec m = tiny_model();
   const fidelity::OnDeviceQuery q = tiny_prefill("oneplus-12");
-  const devices::DeviceProfile offline = phone_with("{base: mllm, npu: {graph_build: offline, graph_finalize_ms_per_linear: 10}}");
-  const devices::DeviceProfile online = phone_with("{base: mllm, npu: {graph_build: online, graph_finalize_ms_per_linear: 10}}");
+  // Measured at the OnePlus 12's own prime clock (3.3 GHz): the host share is not rescaled, 10 ms per linear.
+  const devices::DeviceProfile offline = phone_with(
+      "{base: mllm, npu: {graph_build: offline, graph_finalize_ms_per_linear: 10, graph_finalize_npu_ms_per_linear: 4, "
+      "graph_finalize_host_ghz: 3.3}}");
+  const devices::DeviceProfile online = phone_with(
+      "{base: mllm, npu: {graph_build: online, graph_finalize_ms_per_linear: 10, graph_finalize_npu_ms_per_linear: 4, "
+      "graph_finalize_host_ghz: 3.3}}");
   const double offline_ms = fidelity::ondevice_prediction(q, offline, m);
   const double online_ms = fidelity::ondevice_prediction(q, online, m);
   // Offline is the old path: one padded 64-token chunk, nothing else.
@@ -90,8 +96,10 @@ TEST(NpuGraphBuild, TheProbesGraphsKeyOverridesTheEnginesModeForPrefillOnly) {
   q.graphs = "online";
   const double online = fidelity::ondevice_prediction(q);
   EXPECT_DOUBLE_EQ(by_default, offline);
-  // tokens_per_s: 128 / seconds, so the two times differ by the build.
-  EXPECT_NEAR(128.0 / online - 128.0 / offline, 28 * 7 * 0.022085, 1e-9);
+  // tokens_per_s: 128 / seconds, so the two times differ by the build: 196 linears x (5.1955 ms on the
+  // accelerator + 16.8895 ms of host work measured on a 3.2 GHz Cortex-X3, on the Magic7's 4.32 GHz Oryon:
+  // 12.51074 ms) = 196 x 17.70624 ms = 3.470423 s (22.085 ms x 196 = 4.32866 s unscaled).
+  EXPECT_NEAR(128.0 / online - 128.0 / offline, 3.470423, 1e-6);
   // A decode point leaves the build out: the key is refused there.
   ParamSchema s = fidelity::OnDeviceProbe::schema();
   try {
@@ -104,6 +112,34 @@ TEST(NpuGraphBuild, TheProbesGraphsKeyOverridesTheEnginesModeForPrefillOnly) {
   }
 }
 
+TEST(NpuGraphBuild, TheHostShareScalesWithTheDevicesFastestCoreClockByHand) {
+  // 10 ms per linear measured on a 2.2 GHz core, 4 ms of it on the accelerator: on the OnePlus 12 (Cortex-X4 at
+  // 3.3 GHz) the host's 6 ms take 6 x 2.2 / 3.3 = 4 ms, so 8 ms per linear x 14 linears = 112 ms.
+  const devices::DeviceProfile op12 = phone_with(
+      "{base: mllm, npu: {graph_build: online, graph_finalize_ms_per_linear: 10, graph_finalize_npu_ms_per_linear: 4, "
+      "graph_finalize_host_ghz: 2.2}}");
+  EXPECT_DOUBLE_EQ(op12.npu->host_fastest_core_ghz, 3.3);
+  EXPECT_NEAR(op12.npu->graph_build_seconds(tiny_model()), 0.112, 1e-12);
+  // The same engine on the Xiaomi 17 (Oryon v3 prime at 4.6 GHz): 4 + 6 x 2.2 / 4.6 = 6.869565 ms per linear,
+  // x 14 = 96.1739 ms; the accelerator's 4 ms do not scale.
+  const devices::DeviceProfile x17 = phone_with(
+      "{base: mllm, npu: {graph_build: online, graph_finalize_ms_per_linear: 10, graph_finalize_npu_ms_per_linear: 4, "
+      "graph_finalize_host_ghz: 2.2}}",
+      "xiaomi-17");
+  EXPECT_DOUBLE_EQ(x17.npu->host_fastest_core_ghz, 4.6);
+  EXPECT_NEAR(x17.npu->graph_build_seconds(tiny_model()), 14 * (4.0 + 6.0 * 2.2 / 4.6) * 1e-3, 1e-12);
+  EXPECT_NEAR(x17.npu->graph_build_seconds(tiny_model()), 0.0961739, 1e-7);
+  // A device whose CPU clusters are not described cannot scale the host share: ConfigError naming the key.
+  devices::NpuSpec bare = *op12.npu;
+  bare.host_fastest_core_ghz = 0;
+  try {
+    bare.graph_build_seconds(tiny_model());
+    FAIL() << "an online build on a device without CPU clusters must be refused";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("compute.cpu.clusters"), std::string::npos) << e.what();
+  }
+}
+
 TEST(NpuGraphBuild, OnlineWithoutAFinaliseCostIsAConfigErrorNamingTheKey) {
   // An engine profile that selects online mode must state the cost.
   try {
@@ -111,6 +147,26 @@ TEST(NpuGraphBuild, OnlineWithoutAFinaliseCostIsAConfigErrorNamingTheKey) {
     FAIL() << "online graph build without its cost must be refused";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("graph_finalize_ms_per_linear"), std::string::npos) << e.what();
+  }
+  // ... and which part of it is the host's, measured at which clock.
+  const std::vector<std::pair<std::string, std::string>> missing_and_other = {
+      {"graph_finalize_npu_ms_per_linear", "graph_finalize_host_ghz: 3.2"},
+      {"graph_finalize_host_ghz", "graph_finalize_npu_ms_per_linear: 4"}};
+  for (const auto& [missing, other] : missing_and_other) {
+    try {
+      phone_with(std::string("{base: qnn, npu: {graph_build: online, graph_finalize_ms_per_linear: 10, ") + other + "}}");
+      FAIL() << "online graph build without " << missing << " must be refused";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+    }
+  }
+  // An accelerator share above the whole finalise time is refused, naming the key.
+  try {
+    phone_with("{base: qnn, npu: {graph_build: online, graph_finalize_ms_per_linear: 10, "
+               "graph_finalize_npu_ms_per_linear: 11, graph_finalize_host_ghz: 3.2}}");
+    FAIL() << "an accelerator share above the finalise time must be refused";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("graph_finalize_npu_ms_per_linear"), std::string::npos) << e.what();
   }
   // A probe point that says its run built the graphs online, on a runtime without the cost: the same error.
   fidelity::OnDeviceQuery q;
@@ -156,9 +212,11 @@ std::unique_ptr<policies::App> npu_prefill_app(int queries) {
 }
 
 TEST(NpuGraphBuild, ASimulatedRunBuildsTheGraphsOnTheCpuInItsFirstPrefillOnly) {
-  // Prompts of 384 tokens on a 128-token graph; the runtime builds its graphs online at 10 ms per linear.
-  const devices::DeviceProfile profile =
-      phone_with("{base: mllm, npu: {graph_build: online, graph_finalize_ms_per_linear: 10}}");
+  // Prompts of 384 tokens on a 128-token graph; the runtime builds its graphs online at 10 ms per linear
+  // (measured at the OnePlus 12's own 3.3 GHz prime clock: not rescaled).
+  const devices::DeviceProfile profile = phone_with(
+      "{base: mllm, npu: {graph_build: online, graph_finalize_ms_per_linear: 10, graph_finalize_npu_ms_per_linear: 4, "
+      "graph_finalize_host_ghz: 3.3}}");
   const models::CostModel cost(models::load_model_spec(
       YAML::Load("{base: qwen2.5-0.5b, weight_dtype: int8, activation_dtype: fp16, kv_dtype: fp16}"), ConfigSource{}));
   auto app = npu_prefill_app(2);
