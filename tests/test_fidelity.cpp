@@ -998,6 +998,16 @@ TEST(FidelityHonest, RegistryClassesTheNamedPoints) {
   EXPECT_FALSE(find("ondevice.pixel7.mllm.llama-3.2-3b.cpu.prefill").counted());
   EXPECT_TRUE(find("ondevice.pixel7.mllm.llama-3.2-3b.cpu.prefill").external);
   EXPECT_DOUBLE_EQ(find("coordgen.synth.fig10.speedup_vs_npu_eagle").hi, 1.80);
+  // The K70 Pro's own range: 1 - 1/1.09 = 8.26%, 1 - 1/1.64 = 39.02% (section 4.2).
+  EXPECT_DOUBLE_EQ(find("coordgen.synth.fig10.k70pro.lowest_latency_pct").lo, 8.26);
+  EXPECT_DOUBLE_EQ(find("coordgen.synth.fig10.k70pro.lowest_latency_pct").hi, 39.02);
+  // Found by the fitted-cell rule: its first term is the fitted QA hit rate of the calibrated workload.
+  EXPECT_EQ(find("percache.calibrated.fig16.qa_hit_gain_085_pp").point_class(), "derived");
+  // The interpolated marks are exactly what the series rule finds.
+  std::map<std::string, std::pair<std::string, std::string>> marked;
+  for (const auto& p : points)
+    if (!p.interpolated_between.empty()) marked[p.id] = {p.interpolated_between[0], p.interpolated_between[1]};
+  EXPECT_EQ(validation_between_fitted_points(points), marked);
   std::size_t headline = 0;
   for (const auto& p : points) headline += p.headline ? 1 : 0;
   EXPECT_GE(headline, 10u);
