@@ -1343,6 +1343,36 @@ TEST(FidelityCompare, ListsWhatMovedAndRecountsTheMediansByTheReportsRule) {
   EXPECT_EQ(std::get<std::vector<double>>(only.column("mid_error"))[0], 0.30);
 }
 
+// A point moves for the report when what it is scored against or how it counts changes, the model unchanged:
+// a published range made the document's own (same simulated value, another midpoint error), a point found
+// derived (out of the medians), a point tagged headline.
+TEST(FidelityCompare, AChangedRangeClassOrHeadlineTagIsListedAsMoved) {
+  const h5::Table before = report_of({
+      {"a.range", "validation", "coordgen", "seed", 0, 0, -17.3, -1.699},
+      {"a.gain", "validation", "percache", "seed", 0, 0, 0.5, -0.94},
+      {"a.tagged", "validation", "coordgen", "seed", 0, 1, 1.2, -0.30},
+      {"a.same", "validation", "coordgen", "seed", 0, 1, 2.0, 0.05},
+  });
+  const h5::Table after = report_of({
+      {"a.range", "validation", "coordgen", "seed", 0, 0, -17.3, -1.732},
+      {"a.gain", "derived", "percache", "seed", 0, 0, 0.5, -0.94},
+      {"a.tagged", "validation", "coordgen", "seed", 1, 1, 1.2, -0.30},
+      {"a.same", "validation", "coordgen", "seed", 0, 1, 2.0, 0.05},
+  });
+  const ReportComparison c = compare_reports(before, after);
+  ASSERT_EQ(c.moved.size(), 3u);
+  EXPECT_EQ(c.unchanged, 1u);
+  EXPECT_EQ(c.moved[0].id, "a.range");
+  EXPECT_DOUBLE_EQ(c.moved[0].error_before, -1.699);
+  EXPECT_DOUBLE_EQ(c.moved[0].error_after, -1.732);
+  EXPECT_EQ(c.moved[1].point_class, "validation->derived");
+  EXPECT_EQ(c.moved[2].point_class, "validation +headline");
+  // Headline before: none counted; after: a.tagged, |-0.30|.
+  EXPECT_EQ(c.before.headline.n, 0u);
+  EXPECT_EQ(c.after.headline.n, 1u);
+  EXPECT_DOUBLE_EQ(c.after.headline.median, 0.30);
+}
+
 TEST(FidelityCompare, AReportWithoutTheHonestColumnsIsRefusedByName) {
   h5::Table old;
   old.add("id", std::vector<std::string>{"a"});
