@@ -170,15 +170,15 @@ TEST(FidelityRegistry, ValidationReadingAFittedValueIsNamed) {
              "     experiment: e.yaml, extract: {dataset: /summary, where: {device: a}, column: c}}\n"
              "  - {id: t.same, source: x, quantity: q, unit: s, role: validation, published: 2, derived_from: [t.cal],\n"
              "     experiment: e.yaml, extract: {dataset: /summary, where: {device: a}, column: c}}\n"
-             "  - {id: t.row, source: x, quantity: q, unit: s, role: validation, published: 2,\n"
+             "  - {id: t.row, source: x, quantity: q, unit: s, role: validation, published: 3,\n"
              "     experiment: e.yaml, extract: {dataset: /summary, where: {device: b}, column: c}}\n"
-             "  - {id: t.run, source: x, quantity: q, unit: s, role: validation, published: 2, set: [experiment.k=2],\n"
+             "  - {id: t.run, source: x, quantity: q, unit: s, role: validation, published: 4, set: [experiment.k=2],\n"
              "     experiment: e.yaml, extract: {dataset: /summary, where: {device: a}, column: c}}\n"
-             "  - {id: t.pcal, source: x, quantity: q, unit: s, role: calibration, published: 1, fitted: [engine.y],\n"
+             "  - {id: t.pcal, source: x, quantity: q, unit: s, role: calibration, published: 7, fitted: [engine.y],\n"
              "     probe: {impl: ondevice, device: d, model: m, phase: decode}}\n"
-             "  - {id: t.psame, source: x, quantity: q, unit: s, role: validation, published: 2, derived_from: [t.pcal],\n"
+             "  - {id: t.psame, source: x, quantity: q, unit: s, role: validation, published: 5, derived_from: [t.pcal],\n"
              "     probe: {impl: ondevice, device: d, model: m, phase: decode}}\n"
-             "  - {id: t.pother, source: x, quantity: q, unit: s, role: validation, published: 2,\n"
+             "  - {id: t.pother, source: x, quantity: q, unit: s, role: validation, published: 6,\n"
              "     probe: {impl: ondevice, device: d, model: m, phase: prefill}}\n");
   const auto shared = validation_reading_a_fitted_value(load_registry_file(dir.file("t.yaml")));
   EXPECT_EQ(shared, (std::map<std::string, std::string>{{"t.same", "t.cal"}, {"t.psame", "t.pcal"}}));
@@ -998,9 +998,147 @@ TEST(FidelityHonest, RegistryClassesTheNamedPoints) {
   EXPECT_FALSE(find("ondevice.pixel7.mllm.llama-3.2-3b.cpu.prefill").counted());
   EXPECT_TRUE(find("ondevice.pixel7.mllm.llama-3.2-3b.cpu.prefill").external);
   EXPECT_DOUBLE_EQ(find("coordgen.synth.fig10.speedup_vs_npu_eagle").hi, 1.80);
+  // The K70 Pro's own range: 1 - 1/1.09 = 8.26%, 1 - 1/1.64 = 39.02% (section 4.2).
+  EXPECT_DOUBLE_EQ(find("coordgen.synth.fig10.k70pro.lowest_latency_pct").lo, 8.26);
+  EXPECT_DOUBLE_EQ(find("coordgen.synth.fig10.k70pro.lowest_latency_pct").hi, 39.02);
+  // Found by the fitted-cell rule: its first term is the fitted QA hit rate of the calibrated workload.
+  EXPECT_EQ(find("percache.calibrated.fig16.qa_hit_gain_085_pp").point_class(), "derived");
+  // The interpolated marks are exactly what the series rule finds.
+  std::map<std::string, std::pair<std::string, std::string>> marked;
+  for (const auto& p : points)
+    if (!p.interpolated_between.empty()) marked[p.id] = {p.interpolated_between[0], p.interpolated_between[1]};
+  EXPECT_EQ(validation_between_fitted_points(points), marked);
   std::size_t headline = 0;
   for (const auto& p : points) headline += p.headline ? 1 : 0;
   EXPECT_GE(headline, 10u);
+}
+
+// Issue 38 item 1, enforced from the fit rather than the label: the cells a fitted parameter's calibration
+// point reads are fitted values, and a validation point reading one of them, directly or as an input of a
+// share, ratio or columns_ratio, is refused unless derived; the error names the point, the calibration
+// point and the parameter. A point reading another row or another column of the same run is independent.
+std::string fitted_cell_case(const std::string& id, const std::string& extract) {
+  return std::string("  - {id: ") + id + ", source: x, quantity: q, unit: s, role: validation, published: 3, cell: " + id +
+         ",\n     experiment: e.yaml, extract: " + extract + "}\n";
+}
+
+TEST(FidelityHonest, AValidationPointReadingAFittedCellIsRefusedNamingTheParameter) {
+  TempDir dir("fidelity-cells");
+  const std::map<std::string, std::string> reads_fitted{
+      {"t.share", "{function: share, column: c, key: device, of: b}"},  // the denominator sums every row
+      {"t.ratio", "{function: ratio, column: c, key: device, numerator: a, denominator: b}"},
+      {"t.cols", "{function: columns_ratio, where: {device: a}, numerator_column: c, denominator_column: d}"},
+      {"t.max", "{dataset: /summary, column: c, reduce: max}"}};
+  for (const auto& [id, extract] : reads_fitted) {
+    write_text(dir.file("t.yaml"), header() + calibration_point() + fitted_cell_case(id, extract));
+    try {
+      load_registry(dir.path().string());
+      ADD_FAILURE() << id << " reads the fitted cell and was accepted";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("'" + id + "'"), std::string::npos) << what;
+      EXPECT_NE(what.find("'t.cal'"), std::string::npos) << what;
+      EXPECT_NE(what.find("parameter device.x"), std::string::npos) << what;
+    }
+  }
+  // Independent of the fit: other rows, another column, another run.
+  std::string body = header() + calibration_point();
+  body += fitted_cell_case("t.rows", "{function: ratio, column: c, key: device, numerator: b, denominator: z}");
+  body += fitted_cell_case("t.col", "{dataset: /summary, where: {device: a}, column: d}");
+  body += std::string("  - {id: t.run, source: x, quantity: q, unit: s, role: validation, published: 4, set: [experiment.k=2],\n") +
+          "     experiment: e.yaml, extract: {dataset: /summary, where: {device: a}, column: c}}\n";
+  write_text(dir.file("t.yaml"), body);
+  const auto points = load_registry(dir.path().string());
+  EXPECT_TRUE(validation_reads_of_fitted_values(points).empty());
+  // The map `mobisim calibrate` fits by: parameter -> the cells its calibration points read.
+  EXPECT_EQ(fitted_parameter_cells(points),
+            (std::map<std::string, std::vector<std::string>>{{"device.x", {"e.yaml []: /summary c where device=a"}}}));
+  // Marked derived: accepted and classed so.
+  write_text(dir.file("t.yaml"), header() + calibration_point() +
+                                     "  - {id: t.share, derived_from: [t.cal], source: x, quantity: q, unit: s, role: validation,"
+                                     " published: 3,\n     experiment: e.yaml, extract: {function: share, column: c, key: device, of: b}}\n");
+  EXPECT_EQ(load_registry(dir.path().string())[1].point_class(), "derived");
+}
+
+// A validation point between two fitted points of its series (one numeric row value apart, or one number
+// in the column's name apart) must be marked interpolated; beyond the fitted range it is not.
+TEST(FidelityHonest, APointBetweenTwoFittedPointsOfItsSeriesMustBeInterpolated) {
+  TempDir dir("fidelity-series");
+  auto point = [](const std::string& id, const std::string& role, double published, const std::string& where,
+                  const std::string& column, const std::string& extra) {
+    std::string s = std::string("  - {id: ") + id + ", source: x, quantity: q, unit: s, role: " + role +
+                    ", published: " + fmt::format("{}", published) + ", " + extra + "\n     experiment: e.yaml, extract: {where: {" +
+                    where + "}, column: " + column + "}}\n";
+    return s;
+  };
+  const std::string fitted = point("t.1k", "calibration", 1, "model: m, n: 1024", "ms", "fitted: [engine.a],") +
+                             point("t.16k", "calibration", 16, "model: m, n: 16384", "ms", "fitted: [engine.b],");
+  write_text(dir.file("t.yaml"), header() + fitted + point("t.4k", "validation", 4, "model: m, n: 4096", "ms", ""));
+  try {
+    load_registry(dir.path().string());
+    ADD_FAILURE() << "a point between two fitted points of its series was accepted unmarked";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'t.4k' lies between the fitted points 't.1k' and 't.16k'"), std::string::npos) << what;
+  }
+  // Beyond the fitted ends, another model's row, or marked: accepted.
+  std::string body = header() + fitted + point("t.32k", "validation", 32, "model: m, n: 32768", "ms", "") +
+                     point("t.other", "validation", 5, "model: o, n: 4096", "ms", "") +
+                     point("t.8k", "validation", 8, "model: m, n: 8192.0", "ms", "interpolated_between: [t.1k, t.16k],");
+  write_text(dir.file("t.yaml"), body);
+  const auto points = load_registry(dir.path().string());
+  EXPECT_EQ(validation_between_fitted_points(points),
+            (std::map<std::string, std::pair<std::string, std::string>>{{"t.8k", {"t.1k", "t.16k"}}}));
+  // A series along a column's name: within_1 and within_16 fitted, within_4 between them.
+  body = header() + point("t.w1", "calibration", 1, "model: m", "within_1", "fitted: [engine.a],") +
+         point("t.w16", "calibration", 16, "model: m", "within_16", "fitted: [engine.b],") +
+         point("t.w4", "validation", 4, "model: m", "within_4", "") + point("t.w4x", "validation", 6, "model: m", "other_4", "");
+  write_text(dir.file("t.yaml"), body);
+  try {
+    load_registry(dir.path().string());
+    ADD_FAILURE() << "within_4 between fitted within_1 and within_16 was accepted unmarked";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'t.w4' lies between the fitted points 't.w1' and 't.w16'"), std::string::npos)
+        << e.what();
+  }
+}
+
+// One statement, one point: two points quoting one source's same value must share a statement group, or
+// name their cells when the source states the value twice for different things.
+TEST(FidelityHonest, TwoPointsQuotingOneValueNeedAStatementOrTheirCells) {
+  TempDir dir("fidelity-quotes");
+  auto point = [](const std::string& id, const std::string& extra) {
+    return std::string("  - {id: ") + id + ", source: \"Section 5.4\", quantity: q, unit: \"%\", role: validation, published: 51.94, " +
+           extra + "\n     experiment: e.yaml, extract: {where: {policy: " + id + "}, column: c}}\n";
+  };
+  write_text(dir.file("t.yaml"), header() + point("t.naive", "") + point("t.meancache", ""));
+  try {
+    load_registry_file(dir.file("t.yaml"));
+    ADD_FAILURE() << "two points quoting one value without a group were accepted";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'t.naive' and 't.meancache' quote the same published value (51.94 %"), std::string::npos) << what;
+  }
+  write_text(dir.file("t.yaml"), header() + point("t.naive", "cell: \"51.94% (Naive)\",") +
+                                     point("t.meancache", "cell: \"51.94% (MeanCache)\","));
+  EXPECT_EQ(load_registry_file(dir.file("t.yaml")).size(), 2u);
+  write_text(dir.file("t.yaml"), header() + point("t.naive", "statement: s, representative: true,") +
+                                     point("t.meancache", "statement: s,"));
+  EXPECT_EQ(load_registry_file(dir.file("t.yaml")).size(), 2u);
+}
+
+// The calibration spec and the points' `fitted` agree both ways: a point naming a parameter the spec does
+// not fit to it is a problem (the fitted-cell map is read from `fitted`).
+TEST(FidelityHonest, ACalibrationPointsFittedParameterMustBeInTheSpec) {
+  TempDir dir("fidelity-spec");
+  write_text(dir.file("t.yaml"), header() +
+                                     "  - {id: t.cal, source: x, quantity: q, unit: s, role: calibration, published: 1, fitted: [device.x, device.y],\n"
+                                     "     experiment: e.yaml, extract: {dataset: /summary, where: {device: a}, column: c}}\n");
+  write_text(dir.file("c.yaml"), "parameters:\n  - {key: device.x, profile: p, initial: 1, bounds: [0.1, 10], points: [t.cal]}\n");
+  const auto problems = check_calibration(CalibrationSpec::load(dir.file("c.yaml")), load_registry_file(dir.file("t.yaml")));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("calibration point t.cal names device.y in fitted, but no parameter device.y"), std::string::npos)
+      << problems[0];
 }
 
 }  // namespace
@@ -1203,6 +1341,36 @@ TEST(FidelityCompare, ListsWhatMovedAndRecountsTheMediansByTheReportsRule) {
   ASSERT_EQ(only.rows(), 1u);
   EXPECT_EQ(std::get<std::vector<std::string>>(only.column("id"))[0], "ext.one");
   EXPECT_EQ(std::get<std::vector<double>>(only.column("mid_error"))[0], 0.30);
+}
+
+// A point moves for the report when what it is scored against or how it counts changes, the model unchanged:
+// a published range made the document's own (same simulated value, another midpoint error), a point found
+// derived (out of the medians), a point tagged headline.
+TEST(FidelityCompare, AChangedRangeClassOrHeadlineTagIsListedAsMoved) {
+  const h5::Table before = report_of({
+      {"a.range", "validation", "coordgen", "seed", 0, 0, -17.3, -1.699},
+      {"a.gain", "validation", "percache", "seed", 0, 0, 0.5, -0.94},
+      {"a.tagged", "validation", "coordgen", "seed", 0, 1, 1.2, -0.30},
+      {"a.same", "validation", "coordgen", "seed", 0, 1, 2.0, 0.05},
+  });
+  const h5::Table after = report_of({
+      {"a.range", "validation", "coordgen", "seed", 0, 0, -17.3, -1.732},
+      {"a.gain", "derived", "percache", "seed", 0, 0, 0.5, -0.94},
+      {"a.tagged", "validation", "coordgen", "seed", 1, 1, 1.2, -0.30},
+      {"a.same", "validation", "coordgen", "seed", 0, 1, 2.0, 0.05},
+  });
+  const ReportComparison c = compare_reports(before, after);
+  ASSERT_EQ(c.moved.size(), 3u);
+  EXPECT_EQ(c.unchanged, 1u);
+  EXPECT_EQ(c.moved[0].id, "a.range");
+  EXPECT_DOUBLE_EQ(c.moved[0].error_before, -1.699);
+  EXPECT_DOUBLE_EQ(c.moved[0].error_after, -1.732);
+  EXPECT_EQ(c.moved[1].point_class, "validation->derived");
+  EXPECT_EQ(c.moved[2].point_class, "validation +headline");
+  // Headline before: none counted; after: a.tagged, |-0.30|.
+  EXPECT_EQ(c.before.headline.n, 0u);
+  EXPECT_EQ(c.after.headline.n, 1u);
+  EXPECT_DOUBLE_EQ(c.after.headline.median, 0.30);
 }
 
 TEST(FidelityCompare, AReportWithoutTheHonestColumnsIsRefusedByName) {

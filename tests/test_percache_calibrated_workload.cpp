@@ -104,8 +104,11 @@ TEST(PercacheCalibratedWorkload, WorkloadKeysAreCalibrationParameters) {
   std::erase_if(without.parameters,
                 [](const fid::FreeParameter& f) { return f.key.starts_with("experiment.workload.generate."); });
   const auto problems = fid::check_calibration(without, registry);
-  ASSERT_EQ(problems.size(), 2u);
+  // Each of the two points twice: fitted by no parameter, and naming in `fitted` a key the spec no longer fits to it.
+  ASSERT_EQ(problems.size(), 4u);
   EXPECT_NE(problems.front().find("percache.calibrated."), std::string::npos) << problems.front();
+  EXPECT_NE(problems.back().find("in fitted, but no parameter experiment.workload.generate."), std::string::npos)
+      << problems.back();
   // The candidates reach the generator through `generate: NAME`: a bad value is refused by it.
   const auto bad = testing::run_mobisim("validate " + kSource +
                                         "/experiments/percache/fig14_calibrated.yaml -p experiment.workload.generate.knowledge.chunks_per_user=0");

@@ -253,6 +253,18 @@ std::vector<std::string> check_calibration(const CalibrationSpec& spec, const st
   for (const auto& p : registry)
     if (p.calibration() && !covered.count(p.id))
       problems.push_back(fmt::format("calibration point {} is fitted by no parameter of {}", p.id, spec.file));
+  // The reverse: every parameter a calibration point names in `fitted` lists that point in the spec, so
+  // the fitted-parameter -> cells map (registry.h fitted_parameter_cells, read from the points' `fitted`)
+  // is the fit the spec performs, not a label that outlived it.
+  std::set<std::pair<std::string, std::string>> listed;  // (key, point)
+  for (const auto& f : spec.parameters)
+    for (const auto& id : f.points) listed.emplace(f.key, id);
+  for (const auto& p : registry)
+    if (p.calibration())
+      for (const auto& key : p.fitted)
+        if (!listed.count({key, p.id}))
+          problems.push_back(fmt::format("calibration point {} names {} in fitted, but no parameter {} of {} lists it",
+                                         p.id, key, key, spec.file));
   // One experiment key listed twice must be fitted in different experiments: in one run the two
   // candidates would both be applied to the same key.
   std::map<std::string, std::string> key_experiment_owner;  // key + experiment -> first point

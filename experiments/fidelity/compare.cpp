@@ -58,8 +58,20 @@ struct Rows {
 // Exactly equal, NaN equal to NaN (a point that did not evaluate on both sides has not moved).
 bool same_value(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
+// Moved: its simulated value, status or verdict, and also what it is scored against or how it counts: its
+// error (a published value or range changed), its class (a point found derived), whether it is in the
+// medians or tagged headline. Any of these moves a median without the model moving.
 bool row_moved(const Rows& a, std::size_t i, const Rows& b, std::size_t j) {
-  return !same_value(a.simulated[i], b.simulated[j]) || a.status[i] != b.status[j] || a.verdict[i] != b.verdict[j];
+  return !same_value(a.simulated[i], b.simulated[j]) || a.status[i] != b.status[j] || a.verdict[i] != b.verdict[j] ||
+         !same_value(a.mid_error[i], b.mid_error[j]) || a.cls[i] != b.cls[j] || a.in_medians[i] != b.in_medians[j] ||
+         a.headline[i] != b.headline[j];
+}
+
+// "validation -> derived" when the class changed, else the class; "+headline" / "-headline" when tagged or untagged.
+std::string class_change(const Rows& a, std::size_t i, const Rows& b, std::size_t j) {
+  std::string out = a.cls[i] == b.cls[j] ? b.cls[j] : a.cls[i] + "->" + b.cls[j];
+  if (a.headline[i] != b.headline[j]) out += b.headline[j] == 1 ? " +headline" : " -headline";
+  return out;
 }
 
 std::string percent(double fraction) { return std::isnan(fraction) ? "-" : fmt::format("{:+.1f}%", 100 * fraction); }
@@ -107,6 +119,7 @@ ReportComparison compare_reports(const h5::Table& before, const h5::Table& after
         ++c.unchanged;
         continue;
       }
+      m.point_class = class_change(a, i, b, j);
       m.simulated_before = a.simulated[i];
       m.error_before = a.mid_error[i];
       m.verdict_before = a.verdict[i];
@@ -129,10 +142,10 @@ std::vector<std::string> ReportComparison::lines() const {
   out.push_back(fmt::format("{} points moved, new or removed ({} of them in the medians); {} unchanged", moved.size(),
                             counted, unchanged));
   if (moved.empty()) return out;
-  out.push_back(fmt::format("{:<64} {:<13} {:<7} {:>12} {:>12} {:>9} {:>9}", "point", "class", "change",
+  out.push_back(fmt::format("{:<64} {:<24} {:<7} {:>12} {:>12} {:>9} {:>9}", "point", "class", "change",
                             "sim. before", "sim. after", "err. bef.", "err. aft."));
   for (const auto& m : moved)
-    out.push_back(fmt::format("{:<64} {:<13} {:<7} {:>12.5g} {:>12.5g} {:>9} {:>9}{}", m.id, m.point_class, m.change,
+    out.push_back(fmt::format("{:<64} {:<24} {:<7} {:>12.5g} {:>12.5g} {:>9} {:>9}{}", m.id, m.point_class, m.change,
                               m.simulated_before, m.simulated_after, percent(m.error_before), percent(m.error_after),
                               m.in_medians ? "" : "  (in no median)"));
   return out;

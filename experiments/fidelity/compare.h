@@ -5,7 +5,8 @@
 // before mechanism"); this makes that list from the reports themselves instead of by hand. Both
 // sides are fidelity reports' `points` tables (report_table in fidelity.h; an earlier run's
 // OUT/fidelity.h5): rows are matched by point id, and a point has moved when its simulated value,
-// its status or its verdict differs (values compared exactly: a report is deterministic). Points
+// its status, its verdict, its error (a published value or range changed), its class, its place in
+// the medians or its headline tag differs (values compared exactly: a report is deterministic). Points
 // only in one report are listed as new or removed. The honest medians (headline, seed, external,
 // as fidelity.h's HonestSummary counts them) are recomputed from each table, so both sides are
 // counted by the same rule.

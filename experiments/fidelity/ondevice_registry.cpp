@@ -38,6 +38,7 @@ ParamSchema point_schema() {
   s.text("statement", std::string(""), "the published statement several points score (registry.h)");
   s.boolean("representative", false, "the statement group's member that counts (registry.h)");
   s.boolean("headline", false, "an abstract / introduction / conclusion number (registry.h)");
+  s.text("cell", std::string(""), "the table cell quoted when one source repeats a value (registry.h)");
   return s;
 }
 

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include "sim/atomic_file.h"
 #include "sim/error.h"
@@ -45,6 +47,8 @@ ParamSchema point_schema() {
   s.text("statement", std::string(), "the published sentence or cell several points score (a group counts once)");
   s.boolean("representative", false, "the statement group's member that counts in the medians");
   s.boolean("headline", false, "a number of the document's abstract, introduction or conclusion");
+  s.text("cell", std::string(), "the sentence fragment or table cell quoted, when one source states the same value twice "
+         "for different things (two points with one source, unit and value are one statement otherwise)");
   s.text("notes", std::string(), "free text: the measured phone, runtime, workload and how the value was derived");
   return s;
 }
@@ -185,6 +189,7 @@ Point parse_point(const YAML::Node& node, const ConfigSource& src, const std::st
   pt.statement = p.text("statement");
   pt.representative = p.boolean("representative");
   pt.headline = p.boolean("headline");
+  pt.cell = p.text("cell");
   if (pt.calibration() && !pt.derived_from.empty()) p.fail("derived_from", "only a validation point is derived");
   if (pt.calibration() && !pt.interpolated_between.empty())
     p.fail("interpolated_between", "only a validation point is interpolated");
@@ -286,28 +291,305 @@ std::string value_signature(const Point& p) {
 }
 }  // namespace
 
-std::map<std::string, std::string> validation_reading_a_fitted_value(const std::vector<Point>& points) {
-  std::map<std::string, std::string> fitted;  // signature -> first calibration point
-  for (const auto& p : points)
-    if (p.calibration()) fitted.emplace(value_signature(p), p.id);
-  std::map<std::string, std::string> out;
-  for (const auto& p : points)
-    if (!p.calibration())
-      if (auto it = fitted.find(value_signature(p)); it != fitted.end()) out[p.id] = it->second;
+namespace {
+using Where = std::vector<std::pair<std::string, std::string>>;
+
+std::string run_signature(const Point& p) {
+  return fmt::format("{} [{}]{}", p.experiment, fmt::join(p.run_overrides, ", "),
+                     p.vary_key.empty() ? std::string() : fmt::format(" varying {}", p.vary_key));
+}
+
+std::string scalar_text(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : yaml_to_string(n); }
+
+// A YAML argument that is one name or a list of names.
+std::vector<std::string> names_of(const YAML::Node& n) {
+  std::vector<std::string> out;
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (n.IsSequence())
+    for (const auto& x : n) out.push_back(scalar_text(x));
+  else
+    out.push_back(scalar_text(n));
   return out;
+}
+
+Where where_of(const YAML::Node& n) {
+  Where w;
+  if (n.IsDefined() && n.IsMap())
+    for (const auto& kv : n) w.emplace_back(kv.first.as<std::string>(), scalar_text(kv.second));
+  return w;
+}
+
+// The rows a named extractor reads (extract.cpp run_function): its `where`, plus `key: NAME` for each
+// row name it takes; `share` also reads the whole column (its denominator), i.e. every row.
+std::vector<Where> function_rows(const Extract& e) {
+  const Where base = where_of(e.args["where"]);
+  std::vector<std::string> names;
+  auto add = [&](const char* arg) {
+    for (auto& n : names_of(e.args[arg])) names.push_back(std::move(n));
+  };
+  if (e.function == "columns_ratio") return {base};
+  if (e.function == "ratio" || e.function == "ratios") add("numerator"), add("denominator");
+  if (e.function == "reduction_pct") add("of"), add("vs");
+  if (e.function == "difference") add("of"), add("minus");
+  if (e.function == "sum") add("rows");
+  if (e.function == "share") add("of");
+  const std::string key = e.args["key"].IsDefined() ? scalar_text(e.args["key"]) : std::string();
+  std::vector<Where> rows;
+  for (const auto& name : names) {
+    Where w = base;
+    w.emplace_back(key, name);
+    rows.push_back(std::move(w));
+  }
+  if (e.function == "share") rows.push_back(Where{});  // the column's total: every row
+  return rows;
+}
+
+bool same_scalar(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  char* end_a = nullptr;
+  char* end_b = nullptr;
+  const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
+  return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+}
+
+std::string cell_text(const ReadCell& c) {
+  std::vector<std::string> w;
+  for (const auto& [k, v] : c.where) w.push_back(fmt::format("{}={}", k, v));
+  return fmt::format("{}: {} {}{}", c.run, c.dataset, c.column,
+                     w.empty() ? std::string(" (every row)") : fmt::format(" where {}", fmt::join(w, ", ")));
+}
+}  // namespace
+
+std::vector<ReadCell> cells_read(const Point& p) {
+  std::vector<ReadCell> out;
+  if (p.experiment.empty()) return out;
+  const Extract& e = p.extract;
+  auto add = [&](const std::string& dataset, const std::vector<std::string>& columns, Where where) {
+    std::sort(where.begin(), where.end());
+    for (const auto& c : columns) out.push_back(ReadCell{run_signature(p), dataset, c, where});
+  };
+  if (e.function.empty()) {
+    add(e.dataset, {e.column}, e.where);
+    return out;
+  }
+  const std::string dataset = e.args["dataset"].IsDefined() ? scalar_text(e.args["dataset"]) : "/summary";
+  std::vector<std::string> columns = names_of(e.args["column"]);
+  for (auto& c : names_of(e.args["numerator_column"])) columns.push_back(std::move(c));
+  for (auto& c : names_of(e.args["denominator_column"])) columns.push_back(std::move(c));
+  for (const auto& rows : function_rows(e)) add(dataset, columns, rows);
+  return out;
+}
+
+bool cells_overlap(const ReadCell& a, const ReadCell& b) {
+  if (a.run != b.run || a.dataset != b.dataset || a.column != b.column) return false;
+  for (const auto& [k, v] : a.where)
+    for (const auto& [k2, v2] : b.where)
+      if (k == k2 && !same_scalar(v, v2)) return false;
+  return true;
+}
+
+namespace {
+// The cells a calibration point pins: the one cell (or column of rows) a table extractor reads. A
+// named extractor (a share, ratio or difference of several cells) pins only its combination, which
+// the same-value rule covers: its inputs stay free (Figure 13's decode share fits the context length,
+// not NPU vanilla's decode time, which other points may read).
+std::vector<ReadCell> pinned_cells(const Point& p) {
+  if (!p.extract.function.empty()) return {};
+  return cells_read(p);
+}
+}  // namespace
+
+std::map<std::string, std::vector<std::string>> fitted_parameter_cells(const std::vector<Point>& points) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& p : points) {
+    if (!p.calibration()) continue;
+    std::vector<std::string> cells;
+    for (const auto& c : pinned_cells(p)) cells.push_back(cell_text(c));
+    if (p.experiment.empty()) cells.push_back(fmt::format("probe of {}", p.id));
+    if (!p.extract.function.empty()) cells.push_back(fmt::format("the {} value of {}", p.extract.function, p.id));
+    for (const auto& parameter : p.fitted)
+      for (const auto& c : cells) out[parameter].push_back(c);
+  }
+  return out;
+}
+
+std::map<std::string, FittedRead> validation_reads_of_fitted_values(const std::vector<Point>& points) {
+  std::map<std::string, FittedRead> out;
+  std::vector<std::pair<const Point*, std::vector<ReadCell>>> fits;
+  for (const auto& p : points)
+    if (p.calibration()) fits.emplace_back(&p, pinned_cells(p));
+  for (const auto& v : points) {
+    // A trend is pass/fail and in no median; the numeric points are what a fitted value could flatter.
+    if (v.calibration() || v.kind == PublishedKind::kTrend) continue;
+    const std::string signature = value_signature(v);
+    const auto read = cells_read(v);
+    for (const auto& [cal, cal_cells] : fits) {
+      std::string how;
+      if (value_signature(*cal) == signature) how = "the same value";
+      for (const auto& a : read)
+        for (const auto& b : cal_cells)
+          if (how.empty() && cells_overlap(a, b)) how = cell_text(b);
+      if (how.empty()) continue;
+      out.emplace(v.id, FittedRead{cal->id, cal->fitted, how});
+      break;
+    }
+  }
+  return out;
+}
+
+namespace {
+bool numeric_text(const std::string& s, double& value) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  value = std::strtod(s.c_str(), &end);
+  return *end == '\0' && std::isfinite(value);
+}
+
+// A column name with its digit runs replaced by '#', and the runs' values.
+std::pair<std::string, std::vector<double>> name_skeleton(const std::string& name) {
+  std::string skeleton;
+  std::vector<double> numbers;
+  for (std::size_t i = 0; i < name.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) {
+      skeleton.push_back(name[i++]);
+      continue;
+    }
+    std::size_t j = i;
+    while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
+    numbers.push_back(std::stod(name.substr(i, j - i)));
+    skeleton.push_back('#');
+    i = j;
+  }
+  return {skeleton, numbers};
+}
+
+// Where two single-row keyed maps (a row filter, a probe specification) differ in exactly one key whose
+// values are both numbers: that key and the two values.
+std::optional<std::tuple<std::string, double, double>> one_numeric_difference(const Where& a, const Where& b) {
+  if (a.size() != b.size()) return std::nullopt;
+  std::optional<std::tuple<std::string, double, double>> diff;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].first != b[i].first) return std::nullopt;
+    if (same_scalar(a[i].second, b[i].second)) continue;
+    double x = 0, y = 0;
+    if (diff || !numeric_text(a[i].second, x) || !numeric_text(b[i].second, y)) return std::nullopt;
+    diff = std::make_tuple(a[i].first, x, y);
+  }
+  return diff;
+}
+
+Where probe_fields(const YAML::Node& probe) {
+  Where w = where_of(probe);
+  std::sort(w.begin(), w.end());
+  return w;
+}
+
+// The series coordinate of `v` and `c` when both are points of one series (see the header): the
+// series' name and the two positions.
+std::optional<std::tuple<std::string, double, double>> series_positions(const Point& v, const Point& c) {
+  if (v.kind == PublishedKind::kTrend || c.kind == PublishedKind::kTrend) return std::nullopt;
+  if (v.experiment.empty() != c.experiment.empty()) return std::nullopt;
+  if (v.experiment.empty()) return one_numeric_difference(probe_fields(v.probe), probe_fields(c.probe));
+  if (!v.extract.function.empty() || !c.extract.function.empty() || !v.extract.reduce.empty() ||
+      !c.extract.reduce.empty())
+    return std::nullopt;  // a single cell each
+  if (run_signature(v) != run_signature(c) || v.extract.dataset != c.extract.dataset) return std::nullopt;
+  Where wv = v.extract.where, wc = c.extract.where;
+  std::sort(wv.begin(), wv.end());
+  std::sort(wc.begin(), wc.end());
+  if (v.extract.column == c.extract.column) return one_numeric_difference(wv, wc);
+  if (wv.size() != wc.size() || !std::equal(wv.begin(), wv.end(), wc.begin(), [](const auto& x, const auto& y) {
+        return x.first == y.first && same_scalar(x.second, y.second);
+      }))
+    return std::nullopt;
+  const auto [sv, nv] = name_skeleton(v.extract.column);
+  const auto [sc, nc] = name_skeleton(c.extract.column);
+  if (sv != sc || nv.size() != nc.size()) return std::nullopt;
+  std::optional<std::tuple<std::string, double, double>> diff;
+  for (std::size_t i = 0; i < nv.size(); ++i) {
+    if (nv[i] == nc[i]) continue;
+    if (diff) return std::nullopt;
+    diff = std::make_tuple(sv, nv[i], nc[i]);
+  }
+  return diff;
+}
+}  // namespace
+
+std::map<std::string, std::pair<std::string, std::string>> validation_between_fitted_points(
+    const std::vector<Point>& points) {
+  std::map<std::string, std::pair<std::string, std::string>> out;
+  for (const auto& v : points) {
+    if (v.calibration()) continue;
+    // Per series: the nearest fitted point below and above v's position.
+    std::map<std::string, std::pair<std::pair<double, const Point*>, std::pair<double, const Point*>>> sides;
+    for (const auto& c : points) {
+      if (!c.calibration()) continue;
+      const auto pos = series_positions(v, c);
+      if (!pos) continue;
+      const auto& [series, at_v, at_c] = *pos;
+      auto& [below, above] = sides.try_emplace(series, std::make_pair(-INFINITY, nullptr), std::make_pair(INFINITY, nullptr))
+                                 .first->second;
+      if (at_c < at_v && at_c > below.first) below = {at_c, &c};
+      if (at_c > at_v && at_c < above.first) above = {at_c, &c};
+    }
+    for (const auto& [series, ends] : sides)
+      if (ends.first.second && ends.second.second) {
+        out.emplace(v.id, std::make_pair(ends.first.second->id, ends.second.second->id));
+        break;
+      }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> validation_reading_a_fitted_value(const std::vector<Point>& points) {
+  std::map<std::string, std::string> out;
+  for (const auto& [validation, read] : validation_reads_of_fitted_values(points)) out[validation] = read.calibration;
+  return out;
+}
+
+namespace {
+// What a point quotes: its document, source, unit and published value (or range); the cell when given.
+std::string quote_key(const Point& p) {
+  return fmt::format("{}\n{}\n{}\n{}\n{}", p.document, p.source, p.unit, p.published_text(), p.cell);
+}
+}  // namespace
+
+void check_one_statement_one_point(const std::vector<Point>& points) {
+  std::map<std::string, const Point*> first;  // quote -> the first numeric point quoting it
+  for (const auto& p : points) {
+    if (p.kind == PublishedKind::kTrend) continue;  // a trend quotes no number
+    const auto [it, fresh] = first.emplace(quote_key(p), &p);
+    if (fresh) continue;
+    const Point& q = *it->second;
+    if (!q.statement.empty() && q.statement == p.statement) continue;
+    throw ConfigError(fmt::format(
+        "{}: points '{}' and '{}' quote the same published value ({} {}, source \"{}\"): one statement counts once; "
+        "give both statement: ID (one representative: true), or, if the source states this value twice for "
+        "different things, name each one's sentence fragment or table cell in cell:",
+        p.file, q.id, p.id, p.published_text(), p.unit, p.source));
+  }
 }
 
 void check_hygiene(const std::vector<Point>& points, bool whole) {
   std::map<std::string, const Point*> by_id;
   for (const auto& p : points) by_id.emplace(p.id, &p);
-  for (const auto& [validation, calibration] : validation_reading_a_fitted_value(points)) {
+  for (const auto& [validation, read] : validation_reads_of_fitted_values(points)) {
     const Point& p = *by_id.at(validation);
-    if (std::find(p.derived_from.begin(), p.derived_from.end(), calibration) == p.derived_from.end())
+    if (std::find(p.derived_from.begin(), p.derived_from.end(), read.calibration) == p.derived_from.end())
       throw ConfigError(fmt::format(
-          "{}: validation point '{}' reads the value calibration point '{}' is fitted to: mark it "
+          "{}: validation point '{}' reads a value calibration point '{}' is fitted to (parameter {}; {}): mark it "
           "derived_from: [{}] (class derived, in no median) or make it read something else",
-          p.file, p.id, calibration, calibration));
+          p.file, p.id, read.calibration, fmt::join(read.parameters, ", "), read.how, read.calibration));
   }
+  for (const auto& [validation, ends] : validation_between_fitted_points(points)) {
+    const Point& p = *by_id.at(validation);
+    if (p.interpolated_between.empty() && p.derived_from.empty())
+      throw ConfigError(fmt::format(
+          "{}: validation point '{}' lies between the fitted points '{}' and '{}' of its series: mark it "
+          "interpolated_between: [{}, {}] (class interpolated, reported apart)",
+          p.file, p.id, ends.first, ends.second, ends.first, ends.second));
+  }
+  check_one_statement_one_point(points);
   if (!whole) return;
   auto must_calibrate = [&](const Point& p, const char* key, const std::string& ref) {
     const auto it = by_id.find(ref);

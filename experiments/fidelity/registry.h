@@ -35,6 +35,8 @@
 //       representative: true              # the group counts once, through its representative (one per
 //                                         # group); the others are sensitivity runs, in no median
 //       headline: true                    # a number of the document's abstract, introduction or conclusion
+//       cell: "51.94% (MeanCache)"        # the fragment / cell quoted, when the source states one value twice
+//                                         # for different things (else two such points must share a statement)
 //       cause_kind: workload              # what the cause is: workload (mobisim's inputs differ from the
 //                                         # document's), mechanism (the model omits or simplifies something)
 //                                         # or document (the source's own numbers disagree); required with
@@ -96,6 +98,7 @@ struct Point {
   std::string statement;                          // statement group ("" = a group of its own)
   bool representative = false;                    // the group's member that counts
   bool headline = false;                          // abstract / introduction / conclusion number
+  std::string cell;                               // the sentence fragment / table cell, when a source repeats a value
   bool external = false;                          // from an `external: true` file (on-device measurements)
 
   bool calibration() const { return role == "calibration"; }
@@ -128,11 +131,56 @@ std::vector<Point> load_registry_file(const std::string& path);
 // numbers, not from the model. Validation id -> the calibration point's id (the first, in registry order).
 std::map<std::string, std::string> validation_reading_a_fitted_value(const std::vector<Point>& points);
 
+// One table cell set a point's extractor reads: `column` of the rows of `dataset` in run `run` that
+// match `where` (sorted by column; a row key a function names, e.g. {policy: percache}, is part of it).
+// An empty `where` reads every row (a share's denominator, a whole-column extractor).
+struct ReadCell {
+  std::string run;      // the experiment, its -p overrides and its varied key: which result file
+  std::string dataset, column;
+  std::vector<std::pair<std::string, std::string>> where;
+};
+// Every cell `p` reads (none for a probe point: a probe is compared by its whole specification).
+std::vector<ReadCell> cells_read(const Point& p);
+// Whether two cell sets can share a row: the same run, table and column, and no `where` key that both
+// name with different values (numbers compare as numbers: 1024 = 1024.0).
+bool cells_overlap(const ReadCell& a, const ReadCell& b);
+
+// What a validation point reads of a fit: the calibration point, the parameters fitted to it (its
+// `fitted`, which check_calibration ties to calibration.yaml) and how (the same value, or the cell).
+struct FittedRead {
+  std::string calibration;
+  std::vector<std::string> parameters;
+  std::string how;  // "the same value" or "column C of DATASET where ..."
+};
+// The map issue 38 asks `mobisim calibrate` to know, derived from the calibration points (whose `fitted`
+// check_calibration ties to calibration.yaml both ways): fitted parameter -> the values it is fitted to,
+// i.e. the run cell a table-extractor calibration point reads, or the whole value of a probe or of a
+// named extractor (a share, ratio or difference pins only its combination, not each input). A numeric
+// validation point reading such a cell, directly or as an input of a ratio, share, difference or sum,
+// or the same value, reads a fitted value (trends, pass/fail and in no median, are not checked).
+// Not seen: a column the experiment itself computes from a fitted one (prefix.iphone.speedup reads
+// speedup_median); such points stay marked by hand. Validation id -> the first such calibration point.
+std::map<std::string, FittedRead> validation_reads_of_fitted_values(const std::vector<Point>& points);
+// Parameter -> every cell it is fitted to, as text ("RUN: DATASET COLUMN where ..."; probes by their id).
+std::map<std::string, std::vector<std::string>> fitted_parameter_cells(const std::vector<Point>& points);
+
+// Validation points between two fitted points of the same series: validation id -> [low, high]
+// (calibration ids). A series: points reading one column of one table of one run whose row filters
+// differ in one numeric value (Table 6's decode_length), or columns of one row whose names differ in
+// one number (Table 2's updated_retrieved_within_1 ... _16), or probes whose specifications differ in
+// one numeric key (tokens); a point is between when fitted points of its series lie on both sides.
+std::map<std::string, std::pair<std::string, std::string>> validation_between_fitted_points(const std::vector<Point>& points);
+
 // The hygiene rules over `points` (a whole registry, or one file when `whole` is false): a validation
 // point reading a fitted value must be marked derived_from; derived_from and interpolated_between name
 // calibration points; every statement group has exactly one representative (whole registry only, as
 // groups may span files). ConfigError naming the point's file and id.
 void check_hygiene(const std::vector<Point>& points, bool whole);
+
+// One statement, one point: two numeric points quoting one document's same source, unit and published
+// value (or range) must share a statement group unless their `cell`s tell the two quotes apart.
+// ConfigError naming the file and both points.
+void check_one_statement_one_point(const std::vector<Point>& points);
 
 // Counts by role and the disjointness rule: a point has exactly one role, at most a third of
 // the numeric points calibrate. Returns the problems found (empty when the registry is sound).
