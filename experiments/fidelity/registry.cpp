@@ -344,12 +344,17 @@ std::vector<Where> function_rows(const Extract& e) {
   return rows;
 }
 
+bool numeric_text(const std::string& s, double& value) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  value = std::strtod(s.c_str(), &end);
+  return *end == '\0' && std::isfinite(value);
+}
+
+// Equal as text, or as numbers ("8192" and "8192.0").
 bool same_scalar(const std::string& a, const std::string& b) {
-  if (a == b) return true;
-  char* end_a = nullptr;
-  char* end_b = nullptr;
-  const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
-  return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+  double x = 0, y = 0;
+  return a == b || (numeric_text(a, x) && numeric_text(b, y) && x == y);
 }
 
 std::string cell_text(const ReadCell& c) {
@@ -415,17 +420,22 @@ std::map<std::string, std::vector<std::string>> fitted_parameter_cells(const std
 
 std::map<std::string, FittedRead> validation_reads_of_fitted_values(const std::vector<Point>& points) {
   std::map<std::string, FittedRead> out;
-  std::vector<std::pair<const Point*, std::vector<ReadCell>>> fits;
+  struct Fit {
+    const Point* point;
+    std::string signature;
+    std::vector<ReadCell> cells;
+  };
+  std::vector<Fit> fits;
   for (const auto& p : points)
-    if (p.calibration()) fits.emplace_back(&p, pinned_cells(p));
+    if (p.calibration()) fits.push_back(Fit{&p, value_signature(p), pinned_cells(p)});
   for (const auto& v : points) {
     // A trend is pass/fail and in no median; the numeric points are what a fitted value could flatter.
     if (v.calibration() || v.kind == PublishedKind::kTrend) continue;
     const std::string signature = value_signature(v);
     const auto read = cells_read(v);
-    for (const auto& [cal, cal_cells] : fits) {
+    for (const auto& [cal, cal_signature, cal_cells] : fits) {
       std::string how;
-      if (value_signature(*cal) == signature) how = "the same value";
+      if (cal_signature == signature) how = "the same value";
       for (const auto& a : read)
         for (const auto& b : cal_cells)
           if (how.empty() && cells_overlap(a, b)) how = cell_text(b);
@@ -438,13 +448,6 @@ std::map<std::string, FittedRead> validation_reads_of_fitted_values(const std::v
 }
 
 namespace {
-bool numeric_text(const std::string& s, double& value) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  value = std::strtod(s.c_str(), &end);
-  return *end == '\0' && std::isfinite(value);
-}
-
 // A column name with its digit runs replaced by '#', and the runs' values.
 std::pair<std::string, std::vector<double>> name_skeleton(const std::string& name) {
   std::string skeleton;
