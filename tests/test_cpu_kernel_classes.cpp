@@ -184,5 +184,45 @@ TEST(CpuKernelClasses, AProbesDetectedIsaPicksThePathTheBuildRan) {
       {"cpu_isa_detected", "unit cpu"});
 }
 
+// A llama.cpp build compiled for dotprod only (ggml of 2024 chose its kernels at compile time; llama.cpp's Android
+// instructions then gave -march=armv8.4a+dotprod, docs/cpu_isa_sources.md): TinyLLMLeaderBoard's rows on the Xiaomi
+// 14 (8 Gen 3, the OnePlus 12's clusters) run vec_dot on SDOT over every core. Its 8 cores: 1 X4 @ 3.3 GHz x 4 pipes
+// + 3 A720 @ 3.15 x 2 + 2 A720 @ 2.96 x 2 + 2 A520 @ 2.27 x 1 = 13.2 + 18.9 + 11.84 + 4.54 = 48.48 GHz-pipes;
+// x 64 (SMMLA) = 3102.72e9 op/s, x 32 (SDOT) = 1551.36e9 op/s.
+TEST(CpuKernelClasses, ALlamaCppBuildCompiledForDotprodRunsSdotOnAnI8mmPhone) {
+  YAML::Node eng = YAML::LoadFile(std::string(MOBISIM_SOURCE_DIR) + "/configs/engines/llama.cpp.yaml");
+  eng["cpu"]["kernels"] = "vec_dot";
+  const EngineProfile e = load_engine_profile(eng, ConfigSource{});
+  const double e4 = e.units.at("cpu").kernel_classes.at("vec_dot").prefill_efficiency.by_dtype.at(DType::kInt4);
+  EXPECT_NEAR(int_rate(e.apply(load_device_profile("xiaomi-14")), DType::kInt4), e4 * 3102.72e9, 1e-2);
+  YAML::Node sdot_only = YAML::Load("{base: xiaomi-14, compute: {cpu: {isa: [dotprod]}}}");
+  EXPECT_NEAR(int_rate(e.apply(load_device_profile(sdot_only, ConfigSource{})), DType::kInt4), e4 * 1551.36e9, 1e-2);
+  // The leaderboard's LLaMA-2-7B prefill of 28 tokens: the probe key does what the device override does, and the
+  // compute-bound prefill slows to about half.
+  fidelity::OnDeviceQuery q;
+  q.device = "xiaomi-14";
+  q.engine = "llama.cpp";
+  q.model = "llama-2-7b";
+  q.unit = "cpu";
+  q.phase = "prefill";
+  q.tokens = 28;
+  q.dtype = "int4";
+  q.classifier_dtype = "int6";
+  q.activation_dtype = "int8";
+  q.cpu_kernels = "vec_dot";
+  const double chip = fidelity::ondevice_prediction(q);
+  const double by_override = fidelity::ondevice_prediction(q, {"device.compute.cpu.isa=[dotprod]"});
+  q.cpu_isa_detected = {"dotprod"};
+  const double compiled_for_dotprod = fidelity::ondevice_prediction(q);
+  EXPECT_DOUBLE_EQ(compiled_for_dotprod, by_override);
+  EXPECT_GT(compiled_for_dotprod, 0.45 * chip);
+  EXPECT_LT(compiled_for_dotprod, 0.55 * chip);
+  // On a phone without i8mm (the Pixel 7 Pro's Tensor G2) the key changes nothing: SDOT was its path already.
+  q.device = "pixel-7-pro";
+  const double g2_compiled_for_dotprod = fidelity::ondevice_prediction(q);
+  q.cpu_isa_detected.clear();
+  EXPECT_DOUBLE_EQ(g2_compiled_for_dotprod, fidelity::ondevice_prediction(q));
+}
+
 }  // namespace
 }  // namespace mobisim::devices

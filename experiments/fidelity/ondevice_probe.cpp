@@ -213,8 +213,9 @@ ParamSchema OnDeviceProbe::schema() {
          "the engine's gpu kernel class the measured build ran (engine gpu.families.F.kernel_classes; \"\": its `kernels`)");
   s.integer("threads", 0, "CPU threads of the measured run (0: the engine's cpu.threads)").range(0, 1024);
   s.text_list("cpu_isa_detected", std::vector<std::string>{},
-              "CPU features the measured build's feature detection reported, where its source shows it missed one "
-              "the chip has (a subset of the device's compute.cpu.isa; empty: the device's isa)");
+              "CPU features the measured build used (its run-time detection reported them, or it was compiled for "
+              "them), where its source shows it missed one the chip has (a subset of the device's compute.cpu.isa; "
+              "empty: the device's isa)");
   s.text("runtime", std::string(""),
          "the engine's runtime path the measured run used (a key of the engine's `runtimes`, e.g. mllm's aot); \"\": "
          "the engine profile as it is");

@@ -52,11 +52,14 @@
 //   measured build ran, where its source dates the build or names the weight layout (ExecuTorch Vulkan's
 //   q4gsw GEMM of 2026-06, MLC's q4f16_1 vs q4f16_0 layouts); a class the device's GPU family of that
 //   engine does not give is a ConfigError.
-//   cpu_isa_detected lists the CPU features the measured build's own feature detection reported, where its
-//   source shows that it missed one the chip has (MNN 2.8.0 on iOS read the A16's cpufamily and set no i8mm,
-//   so its int8 GEMMs ran SDOT: docs/cpu_isa_sources.md). The engine then picks its first isa_kernels path
-//   among these instead of among the device's compute.cpu.isa. A feature the device's isa does not list is a
-//   ConfigError (a build cannot detect what the chip lacks), and so is the key with any unit but cpu.
+//   cpu_isa_detected lists the CPU features the measured build used, where its source shows that it missed one
+//   the chip has: those its own run-time detection reported (MNN 2.8.0 on iOS read the A16's cpufamily and set
+//   no i8mm, so its int8 GEMMs ran SDOT), or those it was compiled for where the kernels are chosen at compile
+//   time (ggml of 2024: the SMMLA kernels exist only under __ARM_FEATURE_MATMUL_INT8, and llama.cpp's Android
+//   build instructions of the time gave -march=armv8.4a+dotprod; docs/cpu_isa_sources.md). The engine then
+//   picks its first isa_kernels path among these instead of among the device's compute.cpu.isa. A feature the
+//   device's isa does not list is a ConfigError (a build cannot use what the chip lacks), and so is the key
+//   with any unit but cpu.
 #include <cstdint>
 #include <string>
 #include <vector>

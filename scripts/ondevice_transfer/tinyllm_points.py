@@ -30,36 +30,45 @@ COMMON = ("github.com/UbiquitousLearning/TinyLLMLeaderBoard data.json (commit 87
           "12S(Snapdragon8Gen1,12G Memory),Meizu 18Pro(Snapdragon888,8G Memory),Pixel 7Pro(Google Tensor2,12G Memory),Xiaomi "
           "14(Snapdragon8Gen3,16G Memory)\"; src/Table.tsx shows the 4th field of each latency string as Tok/s)")
 ASSUMED = ("Not stated, assumed: the llama.cpp build (data of 2024-05-21 or before: Q4_0 weights in the plain CPU buffer, "
-           "ggml_vec_dot_q4_0_q8_0, the vec_dot class; repacked Q4_0 came in 2024-07), the INT4 type (Q4_0; llama.cpp's "
-           "quantize stores the classifier in Q6_K), the threads (llama.cpp's default then, get_num_physical_cores(): every core)")
+           "the vec_dot class; repacked Q4_0 came in 2024-07), its ISA flags (llama.cpp's README of the time builds for "
+           "Android with -DCMAKE_C_FLAGS=-march=armv8.4a+dotprod: no __ARM_FEATURE_MATMUL_INT8, so SDOT kernels; "
+           "cpu_isa_detected: [dotprod]), the INT4 type (Q4_0; llama.cpp's quantize stores the classifier, or the token "
+           "embedding a tied classifier reads, in Q6_K: llama_tensor_get_type), the threads (llama.cpp's default then, "
+           "get_num_physical_cores(): every core)")
 
 
 I8MM_PHONES = {"xiaomi-14", "xiaomi-12s"}
 CAUSES = {
-    "prefill-i8mm": "the vec_dot class is fitted on PocketPal PR #702's Oryon run (SMMLA rows, fine chunks) and taken here against "
-                    "this phone's i8mm peak on every core; what this 2024 build ran is not stated: llama.cpp's SMMLA vec_dot "
-                    "kernels (ggml_vec_dot_q4_0_q8_0 with nrc 2) are compiled only with +i8mm, which the Android build "
-                    "instructions of the time did not give (-march=armv8.4a+dotprod: SDOT, half the peak), and builds before "
-                    "llama.cpp PR #6915 (2024-05) gave each thread nr0/nth rows of every matmul, so the A510/A520 little cores "
-                    "(1 pipe) set its end (llama.rn 0.3.1, 7fbcebce: ggml_compute_forward_mul_mat); neither is modelled for "
-                    "these rows (build and threads not stated); short prompts (8-13 tokens) also weigh per-op costs",
-    "prefill-dotprod": "every core on SDOT at the vec_dot share fitted on an Oryon SMMLA run; builds before llama.cpp PR #6915 "
-                       "(2024-05) gave each thread nr0/nth rows of every matmul, so with llama.cpp's default of every core the "
-                       "four Cortex-A55s (one 128-bit SDOT per cycle) set each matmul's end (not modelled: the build and "
-                       "threads are not stated); short prompts (13 tokens) also weigh per-op costs",
+    "prefill-i8mm": "the build ran SDOT (cpu_isa_detected: [dotprod]: llama.cpp's Android instructions of the time compiled "
+                    "with -march=armv8.4a+dotprod, and ggml's SMMLA kernels exist only under __ARM_FEATURE_MATMUL_INT8) at "
+                    "the vec_dot share fitted on PocketPal PR #702's Oryon run on every core; that build's matmuls gave each "
+                    "thread an even share (ggml before PR #6915: nr0/nth rows; llamafile's tinyBLAS_Q0_ARM from 2024-04: "
+                    "ceil(tiles/nth)), so the A510/A520 little cores set each matmul's end (not modelled: no per-core "
+                    "share of these cores is measured)",
+    "prefill-dotprod": "every core on SDOT at the vec_dot share fitted on an Oryon SMMLA run; that build's matmuls gave each "
+                       "thread an even share (ggml before PR #6915: nr0/nth rows; llamafile's tinyBLAS_Q0_ARM from 2024-04: "
+                       "ceil(tiles/nth)), so with llama.cpp's default of every core the four Cortex-A55s (one 128-bit SDOT "
+                       "per cycle) set each matmul's end (not modelled: no per-core share of these cores is measured)",
+    "prefill-small": "a prompt of 8-13 tokens on a 0.5B-1.8B model is not compute-bound at the build's SDOT rate: a fixed cost "
+                     "per graph node (ggml of 2024 synchronised its threads after every node, llama.cpp's default of every "
+                     "core including the little ones) weighs as in decode; the engine charges call_overhead_us 5 per op "
+                     "(assumed; no per-node sync cost of that build measured on these phones was found)",
     "decode-small": "decode of a 0.5B-1.8B model at 11-33 tok/s on every phone alike: a per-token cost that does not scale "
-                    "with the weight bytes (every op of every layer a barrier across all threads, llama.cpp's default of "
+                    "with the weight bytes (every node of every layer a barrier across all threads, llama.cpp's default of "
                     "every core including the little ones) dominates; the engine charges call_overhead_us 5 per op "
-                    "(assumed), and decode streams at one DRAM share fitted on PR #702's 1.7B Oryon run",
+                    "(assumed), and decode streams the weights and the Q6_K classifier at one DRAM share fitted on PR "
+                    "#702's 1.7B Oryon run",
     "decode-meizu": "the Meizu 18 Pro has 8 GB (TinyLLMLeaderBoard) for a 3.9-4.8 GB model file: page-cache pressure on "
                     "the mmap'd weights (llama.cpp's default) is not modelled; its DRAM figure is the 888's LPDDR5-6400 spec",
-    "other": "the vec_dot class and DRAM share fitted on PocketPal PR #702's Oryon run, on a 2024 build whose version, "
-             "threads and ISA flags are not stated",
+    "other": "the vec_dot class and DRAM share fitted on PocketPal PR #702's Oryon run, on a 2024 build whose version and "
+             "threads are not stated",
 }
 
 
 def cause_of(dev, phase, model):
     if phase == "prefill":
+        if model.startswith("qwen"):
+            return CAUSES["prefill-small"]
         return CAUSES["prefill-i8mm" if dev in I8MM_PHONES else "prefill-dotprod"]
     if model.startswith("qwen"):
         return CAUSES["decode-small"]
@@ -97,9 +106,10 @@ def main():
         generated = int(float(dec[1]))
         context = prompt + generated // 2
         row = json.dumps({k: r[k] for k in ("name", "device", "quantization", "decoding_latency", "prefilling_latency")})
-        cls = "" if model in TIED else ", classifier_dtype: int6"
+        cls = ", classifier_dtype: int6"  # tied or not: llama_tensor_get_type gives the output (or tied token_embd) Q6_K
         extra = (" " + shapes + ".") if shapes else ""
-        tied = " Tied classifier: the model profile's." if model in TIED else ""
+        tied = (" Tied classifier: the Q6_K token embedding (llama_tensor_get_type quantises token_embd as the output "
+                "tensor when the file has none).") if model in TIED else ""
         for phase in ("prefill", "decode"):
             if phase == "prefill":
                 pid = f"ondevice.{dev}.llama.cpp.tinyllm-{slug}.prefill-{prompt}.cpu"
@@ -117,7 +127,7 @@ def main():
             out.append("  unit: tokens_per_s")
             out.append("  role: validation")
             out.append(f"  probe: {{impl: ondevice, device: {dev}, engine: llama.cpp, model: {model}, unit: cpu, phase: {phase}, "
-                       f"tokens: {tokens}, dtype: int4{cls}, activation_dtype: int8, cpu_kernels: vec_dot, metric: tokens_per_s}}")
+                       f"tokens: {tokens}, dtype: int4{cls}, activation_dtype: int8, cpu_kernels: vec_dot, cpu_isa_detected: [dotprod], metric: tokens_per_s}}")
             if abs(errors.get(pid, 0.0)) > 25:
                 out.append("  cause_kind: mechanism")
                 out.append(f"  cause: {q(cause_of(dev, phase, model))}")
