@@ -129,6 +129,7 @@ double ondevice_prediction(const OnDeviceQuery& q, const std::vector<std::string
   if (!q.kv_dtype.empty()) mod["kv_dtype"] = q.kv_dtype;
   if (!q.classifier_dtype.empty()) mod["classifier_dtype"] = q.classifier_dtype;
   if (q.group_size > 0) mod["weight_group_size"] = q.group_size;
+  if (!q.scale_dtype.empty()) mod["weight_scale_dtype"] = q.scale_dtype;
   if (q.lora_rank > 0) mod["lora_rank"] = q.lora_rank;
   if (!q.lora_dtype.empty()) mod["lora_dtype"] = q.lora_dtype;
   if (q.linear_dtypes.IsDefined() && !q.linear_dtypes.IsNull()) mod["linear_dtypes"] = yaml_clone(q.linear_dtypes);
@@ -202,6 +203,9 @@ ParamSchema OnDeviceProbe::schema() {
   s.text("classifier_dtype", std::string(""), "LM head dtype of the published run (\"\": the model profile's)");
   s.integer("group_size", 0, "weights per quantisation scale in the published run (0: the model profile's)")
       .range(0, 1 << 20);
+  s.text("scale_dtype", std::string(""),
+         "storage dtype of each group's scale in the published run (needs group_size; \"\": the model profile's, "
+         "fp32 by default); e.g. int8 for QNN's blockwise-expansion encoding (4-bit block scales in 8-bit storage)");
   s.integer("lora_rank", 0, "rank of the published run's adapters on every projection (0: the model profile's)")
       .range(0, 1 << 16);
   s.text("lora_dtype", std::string(""), "dtype of those adapters (\"\": the model profile's)");
@@ -251,6 +255,7 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
   q_.kv_dtype = p.text("kv_dtype");
   q_.classifier_dtype = p.text("classifier_dtype");
   q_.group_size = p.integer("group_size");
+  q_.scale_dtype = p.text("scale_dtype");
   q_.lora_rank = p.integer("lora_rank");
   q_.lora_dtype = p.text("lora_dtype");
   q_.linear_dtypes = yaml_clone(p.node("linear_dtypes"));
@@ -300,7 +305,9 @@ OnDeviceProbe::OnDeviceProbe(const Params& p) {
       }
     }
   }
-  for (const auto* key : {"dtype", "activation_dtype", "kv_dtype", "classifier_dtype", "lora_dtype"}) {
+  if (!q_.scale_dtype.empty() && q_.group_size <= 0)
+    p.fail("scale_dtype", "says how the published run stored its group scales: only with group_size");
+  for (const auto* key : {"dtype", "activation_dtype", "kv_dtype", "classifier_dtype", "lora_dtype", "scale_dtype"}) {
     const std::string v = p.text(key);
     if (v.empty()) continue;
     try {

@@ -41,7 +41,9 @@
 //   dtype / activation_dtype override the model profile's weight / activation dtypes (the published
 //   run's quantisation, e.g. int4 for Q4_0 / q4f16 / w4a16); group_size and classifier_dtype
 //   complete it where the scheme says (ExecuTorch SpinQuant: int4 in groups of 32, 8-bit classifier),
-//   since decode streams the scales and the classifier with the weights. lora_rank / lora_dtype add
+//   since decode streams the scales and the classifier with the weights; scale_dtype is how the run
+//   stored those scales (fp32 unless said: QNN's blockwise expansion, ExecuTorch's 16a4w_block, keeps
+//   a 4-bit block scale in 8-bit storage, so int8). lora_rank / lora_dtype add
 //   the adapters a scheme keeps beside its quantised linears (ExecuTorch QAT+LoRA: `-lora 16`,
 //   exported with `-d fp32`), which every token streams and computes too. linear_dtypes names the
 //   projections a recipe stores at another dtype ({v_proj: int6, ffn_down: int6}: mllm's Q4_K files).
@@ -76,6 +78,7 @@ struct OnDeviceQuery {
   std::string device, engine = devices::kDefaultEngine, model, unit, phase, metric = "tokens_per_s";
   std::int64_t tokens = 0, context = -1, chunk = 0;
   std::string dtype, activation_dtype, kv_dtype, classifier_dtype, lora_dtype;  // "": the model profile's
+  std::string scale_dtype;  // storage of a group's scale (with group_size); "": the model profile's
   std::int64_t group_size = 0, lora_rank = 0;                                    // 0: the model profile's
   YAML::Node linear_dtypes;  // {projection: dtype} (models/model_spec.h); undefined: the model profile's
   std::string cpu_kernels;   // the engine's cpu kernel class the measured build ran ("": the engine's `kernels`)
