@@ -27,7 +27,9 @@ unity=(-DCMAKE_UNITY_BUILD="${MOBISIM_UNITY:-ON}")
 jobs=${JOBS:-2}
 start=$(date +%s)
 if ! grep -qs '^MOBISIM_FUZZ:BOOL=ON' "$build/CMakeCache.txt"; then
-  CXX=clang++ cmake -S . -B "$build" -DMOBISIM_FUZZ=ON -DCMAKE_BUILD_TYPE=Fuzz -DMOBISIM_BUILD_TESTS=OFF \
+  source scripts/cmake_generator.sh
+  cmake_generator "$build"
+  CXX=clang++ cmake -S . -B "$build" "${generator[@]}" -DMOBISIM_FUZZ=ON -DCMAKE_BUILD_TYPE=Fuzz -DMOBISIM_BUILD_TESTS=OFF \
     -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF "${launcher[@]}" "${unity[@]}" >/dev/null
 fi
 cmake --build "$build" -j"$jobs" --target "${targets[@]/#/fuzz_}" >/dev/null

@@ -12,7 +12,7 @@ packages=(
   libeigen3-dev libboost-dev libyaml-cpp-dev libhdf5-dev libgsl-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev nlohmann-json3-dev
   libboost-mpi-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev lld
-  python3 python3-matplotlib python3-h5py python3-pandas python3-yaml python3-simpy valgrind ccache
+  ninja-build python3 python3-matplotlib python3-h5py python3-pandas python3-yaml python3-simpy valgrind ccache
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -34,6 +34,8 @@ export CCACHE_BASEDIR="$PWD"   # cache hits across clones of the repository
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # Unity builds halve a cold build (see CMakeLists.txt); MOBISIM_UNITY=OFF compiles file by file.
 unity=(-DCMAKE_UNITY_BUILD="${MOBISIM_UNITY:-ON}")
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${unity[@]}" >/dev/null
+source scripts/cmake_generator.sh
+cmake_generator "$build"
+cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${unity[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target mobisim
 echo "setup: built $build/mobisim"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (Release, ./build) and runs the whole test suite with ctest.
 #   scripts/test.sh             # Release build + ctest
-#   SANITIZE=1 scripts/test.sh  # ./build-asan with AddressSanitizer + UBSan: end-to-end runs, then ctest
+#   SANITIZE=1 scripts/test.sh  # ./build-asan with AddressSanitizer + UBSan: end-to-end runs beside ctest
 #                               # (the suite in CTEST_SHARDS processes, default 24)
 #   SANITIZE=1 FUZZ=1 scripts/test.sh  # the same with clang, libraries also instrumented for libFuzzer,
 #                               # so scripts/ci_fuzz.sh (FUZZ_BUILD_DIR=build-asan) reuses them (CI)
@@ -16,10 +16,12 @@ export CCACHE_BASEDIR="$PWD"   # cache hits across clones of the repository
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # Unity builds halve a cold build (see CMakeLists.txt); MOBISIM_UNITY=OFF compiles file by file.
 unity=(-DCMAKE_UNITY_BUILD="${MOBISIM_UNITY:-ON}")
+source scripts/cmake_generator.sh
 if [ "${TSAN:-0}" = 1 ]; then
   build=${BUILD_DIR:-build-tsan}
+  cmake_generator "$build"
   # Only the binary: TSan watches whole runs whose simulations share worker threads.
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" "${launcher[@]}" "${unity[@]}" \
+  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" "${launcher[@]}" "${unity[@]}" \
         -DMOBISIM_TSAN=ON -DMOBISIM_BUILD_TESTS=OFF -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF >/dev/null
   cmake --build "$build" -j"$jobs" --target mobisim
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
@@ -28,6 +30,7 @@ if [ "${TSAN:-0}" = 1 ]; then
 fi
 if [ "${SANITIZE:-0}" = 1 ]; then
   build=${BUILD_DIR:-build-asan}
+  cmake_generator "$build"
   fuzz=()
   if [ "${FUZZ:-0}" = 1 ]; then
     command -v clang++ >/dev/null || { echo "test.sh: FUZZ=1 needs clang++ (scripts/setup.sh installs it)" >&2; exit 1; }
@@ -37,7 +40,7 @@ if [ "${SANITIZE:-0}" = 1 ]; then
   # -O1 keeps the sanitized build and its tests fast enough for CI on 2 cores. The suite runs as
   # MOBISIM_CTEST_SHARDS processes (CMakeLists.txt): an ASan process start costs ~0.2 CPU s, paid
   # once per shard instead of once per test. CTEST_SHARDS=0 registers one ctest test per test.
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" "${launcher[@]}" "${unity[@]}" \
+  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" "${launcher[@]}" "${unity[@]}" \
         -DMOBISIM_SANITIZE=ON "${fuzz[@]}" -DMOBISIM_BUILD_BENCH=OFF -DMOBISIM_MPI=OFF \
         -DMOBISIM_CTEST_SHARDS="${CTEST_SHARDS:-24}" >/dev/null
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
@@ -45,9 +48,24 @@ if [ "${SANITIZE:-0}" = 1 ]; then
   export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp}
 else
   build=${BUILD_DIR:-build}
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${unity[@]}" >/dev/null
+  cmake_generator "$build"
+  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${unity[@]}" >/dev/null
 fi
 cmake --build "$build" -j"$jobs"
-if [ "${SANITIZE:-0}" = 1 ]; then bash scripts/e2e.sh "$build" 8; fi
-cd "$build"
-ctest --output-on-failure -j"$jobs" --timeout 600
+if [ "${SANITIZE:-0}" = 1 ]; then
+  # The end-to-end runs go beside the suite, not before it: alone, each left one core idle while its
+  # last processes finished (docs/speed.md, fourteenth session). Their verdicts print after the suite's.
+  e2e_log=$(mktemp)
+  trap 'rm -f "$e2e_log"' EXIT
+  bash scripts/e2e.sh "$build" 8 >"$e2e_log" 2>&1 &
+  e2e_pid=$!
+fi
+suite_status=0
+(cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 600) || suite_status=$?
+if [ "${SANITIZE:-0}" = 1 ]; then
+  e2e_status=0
+  wait "$e2e_pid" || e2e_status=$?
+  cat "$e2e_log"
+  [ "$e2e_status" = 0 ] || exit "$e2e_status"
+fi
+exit "$suite_status"
