@@ -64,5 +64,24 @@ TEST(QnnBlockScales, ScaleDtypeWithoutGroupsOrUnknownIsRefusedNamingTheKey) {
   EXPECT_NO_THROW((void)probe("group_size: 16, scale_dtype: int8"));
 }
 
+// Qwen3-0.6B as PR #13544's 16a8w kv-mode export (issue 37, sixth pass): the static llama's per-head convs hold the
+// config's head_dim 128 x 16 query heads = 2048 rows, twice the hidden size (examples/models/qwen3/config/0_6b_config.json
+// at executorch f154d50d88, = Hugging Face config.json), so the q and o projections are 1024 x 2048 each.
+TEST(QnnBlockScales, Qwen3HalfBillionDecodeStreamsItsHeadDimSizedProjections) {
+  fidelity::OnDeviceQuery int8 = qwen_block16_decode();
+  int8.model = "qwen3-0.6b";
+  int8.dtype = "int8";
+  int8.group_size = 0;
+  fidelity::OnDeviceQuery fp16 = int8;
+  fp16.dtype = "fp16";
+  // Weights by hand: per layer q 1024*2048 = 2,097,152, k and v 1024*1024 = 1,048,576 each, o 2,097,152, gate/up/down
+  // 3*1024*3072 = 9,437,184, two norms 2,048: 15,730,688; x 28 = 440,459,264; plus the final norm 1,024, the tied head
+  // 1024 * 151,936 = 155,582,464 and one embedding row 1,024: 596,043,776 weights, one byte more each at fp16. K/V
+  // (16-bit) and activations do not depend on the weight dtype.
+  const double int8_s = 1.0 / fidelity::ondevice_prediction(int8, kFiftyGbps);
+  const double fp16_s = 1.0 / fidelity::ondevice_prediction(fp16, kFiftyGbps);
+  EXPECT_NEAR(fp16_s - int8_s, 596043776.0 / 50e9, 1e-12);
+}
+
 }  // namespace
 }  // namespace mobisim::qnn_block_scales_test
