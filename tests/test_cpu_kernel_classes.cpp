@@ -184,6 +184,51 @@ TEST(CpuKernelClasses, AProbesDetectedIsaPicksThePathTheBuildRan) {
       {"cpu_isa_detected", "unit cpu"});
 }
 
+// MNN's two CPU kernel classes differ only in how a linear's work reaches the 4 threads (configs/engines/mnn.yaml):
+// int8_tiled (3.x) follows the cores' rates; hybrid (2.8.0 and a980dba3, ConvolutionHybrid) gives each thread an equal
+// quarter, so an op ends when the slowest thread's core ends: 4 x the slowest of the 4 fastest cores' peaks. On an
+// iPhone those 4 threads are the 2 P-cores and 2 E-cores (Apple's CPU Optimization Guide 3.0, section 5.1), and the
+// E-cores' 2 SIMD units (Table 4.10) at their clock set the op's end.
+TEST(CpuKernelClasses, MnnsHybridClassEndsEachOpWithTheSlowestThreadsQuarter) {
+  YAML::Node hybrid_yaml = YAML::LoadFile(std::string(MOBISIM_SOURCE_DIR) + "/configs/engines/mnn.yaml");
+  hybrid_yaml["cpu"]["kernels"] = "hybrid";
+  const EngineProfile hybrid = load_engine_profile(hybrid_yaml, ConfigSource{});
+  const EngineProfile tiled = load_engine_profile(
+      YAML::LoadFile(std::string(MOBISIM_SOURCE_DIR) + "/configs/engines/mnn.yaml"), ConfigSource{});
+  ASSERT_EQ(hybrid.units.at("cpu").matmul_chunks_per_thread.value_or(0), 1);
+  EXPECT_FALSE(tiled.units.at("cpu").matmul_chunks_per_thread.has_value());
+  // One share for both classes (speedup 1: the same int8 GEMM family).
+  const double e4 = tiled.units.at("cpu").prefill_efficiency.by_dtype.at(DType::kInt4);
+  EXPECT_DOUBLE_EQ(hybrid.units.at("cpu").prefill_efficiency.by_dtype.at(DType::kInt4), e4);
+  EXPECT_DOUBLE_EQ(hybrid.units.at("cpu").prefill_efficiency.by_dtype.at(DType::kInt8), e4);
+  // iPhone 15 Pro (A17 Pro), SMMLA: summed, 2 x 3.78 x 4 x 64 + 2 x 2.11 x 2 x 64 = 1935.36 + 540.16 = 2475.52e9;
+  // equal quarters, 4 x (2.11 x 2 x 64 = 270.08) = 1080.32e9.
+  EXPECT_NEAR(int_rate(tiled.apply(load_device_profile("iphone-15-pro")), DType::kInt4), e4 * 2475.52e9, 1.0);
+  EXPECT_NEAR(int_rate(hybrid.apply(load_device_profile("iphone-15-pro")), DType::kInt4), e4 * 1080.32e9, 1.0);
+  // iPhone 14 Pro (A16) on SDOT (MNN 2.8.0's iOS detection): 4 x 2.02 x 2 x 32 = 517.12e9 (summed: 1144.32e9).
+  YAML::Node a16_sdot = YAML::Load("{base: iphone-14-pro, compute: {cpu: {isa: [dotprod, bf16]}}}");
+  EXPECT_NEAR(int_rate(hybrid.apply(load_device_profile(a16_sdot, ConfigSource{})), DType::kInt8), e4 * 517.12e9, 1.0);
+  // Xiaomi 12 (8 Gen 1), SMMLA: the X2 (768) and three A710s (320 each) sum to 1728e9; quarters, 4 x 320 = 1280e9.
+  EXPECT_NEAR(int_rate(hybrid.apply(load_device_profile("xiaomi-12")), DType::kInt4), e4 * 1280e9, 1.0);
+  // The probe key runs the class as the engine override does, and the iPhone 15 Pro's 128-token prefill slows
+  // (it is compute-bound there; per-op costs keep it above 1080.32 / 2475.52 = 0.436 of the summed case).
+  fidelity::OnDeviceQuery q;
+  q.device = "iphone-15-pro";
+  q.engine = "mnn";
+  q.model = "qwen2.5-1.5b";
+  q.unit = "cpu";
+  q.phase = "prefill";
+  q.tokens = 128;
+  q.dtype = "int4";
+  const double summed = fidelity::ondevice_prediction(q);
+  const double by_override = fidelity::ondevice_prediction(q, {"engine.cpu.kernels=hybrid"});
+  q.cpu_kernels = "hybrid";
+  const double quarters = fidelity::ondevice_prediction(q);
+  EXPECT_DOUBLE_EQ(quarters, by_override);
+  EXPECT_GT(quarters, 0.436 * summed);
+  EXPECT_LT(quarters, 0.6 * summed);
+}
+
 // A llama.cpp build compiled for dotprod only (ggml of 2024 chose its kernels at compile time; llama.cpp's Android
 // instructions then gave -march=armv8.4a+dotprod, docs/cpu_isa_sources.md): TinyLLMLeaderBoard's rows on the Xiaomi
 // 14 (8 Gen 3, the OnePlus 12's clusters) run vec_dot on SDOT over every core. Its 8 cores: 1 X4 @ 3.3 GHz x 4 pipes

@@ -1,7 +1,8 @@
 # Builds experiments/published/ondevice_transfer.yaml from the collected points and applies the
 # calibration rule of docs/ondevice_data.md mechanically (it never reads a residual).
 import yaml, sys, collections
-HVX_ENGINES = {'llama.cpp'}   # issue 37 item 2: llama.cpp's Hexagon backend runs on HVX (devices/npu.h)
+HVX_ENGINES = {'llama.cpp'}
+CPU_CLASS_BASE = {('mnn', 'hybrid'): 'int8_tiled'}   # configs/engines/mnn.yaml: hybrid = int8_tiled's share, split equally   # issue 37 item 2: llama.cpp's Hexagon backend runs on HVX (devices/npu.h)
 
 MODEL_B = {'qwen2.5-0.5b':0.49,'llama-3.2-1b':1.24,'qwen2.5-1.5b':1.54,'qwen3-1.7b':1.72,'qwen1.5-1.8b':1.84,
            'llama-3.2-3b':3.21,'mistral-7b':7.25,'llama-2-7b':6.74,'baichuan2-7b':7.5,'qwen2.5-7b':7.62,'llama-3-8b':8.03}
@@ -111,13 +112,16 @@ for t, v in [('pp512',394.43),('tg128',13.60)]:
 # ---- MNN CPU: mnn-llm README (Xiaomi 12) ---------------------------------------------------------------
 src = ('github.com/wangzhaode/mnn-llm README.md (revision before effc141, 2024-06), "CPU 4线程速度: prefill / decode tok/s", column "android(f16/32)", row {r}: {v} '
        '(device table: "android | XiaoMi12 | Snapdragon 8gen1 | 8 GB"; prompt length not stated: the probe takes 128 tokens{extra})')
+# MNN 2.8.0 (this build) and a980dba3 (the iPhone 15 Pro's) run the low-memory ConvolutionHybrid, which splits each
+# linear's output channels equally among the threads: the engine's `hybrid` kernel class (configs/engines/mnn.yaml).
+MNN_HYBRID = dict(cpu_kernels='hybrid')
 for r, model, dt, pre, dec, extra in [('qwen-1.8b-int4','qwen1.5-1.8b','int4',100.21,22.22,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
                                       ('qwen-1.8b-int8','qwen1.5-1.8b','int8',99.95,16.94,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
                                       ('baichuan2-7b-int4','baichuan2-7b','int4',13.87,6.08,''),
                                       ('llama-2-7b-int4','llama-2-7b','int4',17.98,5.17,'')]:
     s = src.format(r=r, v=f'{pre} / {dec}', extra=extra)
-    add('mnn-llm-readme', s, 'xiaomi-12','mnn',model,'cpu','prefill',pre, quantity=f'CPU prefill, 4 threads ({r})', idx=f'{r}.prefill', tokens=128, dtype=dt, activation_dtype='fp16')
-    add('mnn-llm-readme', s, 'xiaomi-12','mnn',model,'cpu','decode',dec, quantity=f'CPU decode, 4 threads ({r})', idx=f'{r}.decode', tokens=128, dtype=dt, activation_dtype='fp16')
+    add('mnn-llm-readme', s, 'xiaomi-12','mnn',model,'cpu','prefill',pre, quantity=f'CPU prefill, 4 threads ({r})', idx=f'{r}.prefill', tokens=128, dtype=dt, activation_dtype='fp16', **MNN_HYBRID)
+    add('mnn-llm-readme', s, 'xiaomi-12','mnn',model,'cpu','decode',dec, quantity=f'CPU decode, 4 threads ({r})', idx=f'{r}.decode', tokens=128, dtype=dt, activation_dtype='fp16', **MNN_HYBRID)
 
 # ---- MNN CPU on iOS: MNN transformers/llm/engine/ios/README.md ---------------------------------------
 src = ('github.com/alibaba/MNN transformers/llm/engine/ios/README.md (commit of the MNN mirror HEAD), section "速度": "{m}" "{d}: pefill {p} tok/s, decode {q} tok/s" '
@@ -125,12 +129,12 @@ src = ('github.com/alibaba/MNN transformers/llm/engine/ios/README.md (commit of 
 # The iPhone 14 Pro rows (mnn-llm commit 92d745b, 2023-12-15) ran the prebuilt mnn_2.8.0_ios_llm.zip: MNN 2.8.0's
 # iOS feature detection (source/backend/cpu/CPURuntime.cpp, hw.cpufamily) sets dot but not i8mm for the A16
 # (i8mm from 2.8.1), so its int8 GEMMs ran SDOT (docs/cpu_isa_sources.md, "MNN's feature detection by build").
-MNN_280_IOS = dict(cpu_isa_detected=['dotprod'])
+MNN_280_IOS = dict(cpu_isa_detected=['dotprod'], **MNN_HYBRID)
 for m, d, dev, model, dt, pre, dec, extra, build in [
         ('Qwen-1.8b-chat 4bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int4',102.63,33.53,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes', MNN_280_IOS),
         ('Qwen-1.8b-chat 8bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int8',105.41,25.45,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes', MNN_280_IOS),
-        ('Qwen2-0.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-0.5b','int4',234.51,51.36,'; Qwen2-0.5B has Qwen2.5-0.5B\'s shapes', {}),
-        ('Qwen2-1.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-1.5b','int4',107.64,25.57,'; Qwen2-1.5B has Qwen2.5-1.5B\'s shapes', {})]:
+        ('Qwen2-0.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-0.5b','int4',234.51,51.36,'; Qwen2-0.5B has Qwen2.5-0.5B\'s shapes', MNN_HYBRID),
+        ('Qwen2-1.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-1.5b','int4',107.64,25.57,'; Qwen2-1.5B has Qwen2.5-1.5B\'s shapes', MNN_HYBRID)]:
     s = src.format(m=m, d=d, p=pre, q=dec, extra=extra)
     tag = m.split()[0].lower() + '-' + m.split()[-1]
     add('mnn-ios-readme', s, dev,'mnn',model,'cpu','prefill',pre, quantity=f'CPU prefill ({m})', idx=f'{tag}.prefill', tokens=128, dtype=dt, activation_dtype='fp16', **build)
@@ -381,7 +385,9 @@ for (eng, unit), idxs in groups.items():
             if pr.get('runtime'): fitted[c] = fitted[c].replace('engine.', f'engine.runtimes.{pr["runtime"]}.', 1)   # that runtime path's value
         else:
             fitted[c] = f'engine.{unit}.prefill_efficiency.{pr["dtype"]}' if phase == 'prefill' else f'engine.{unit}.bandwidth_efficiency'
-            if pr.get('cpu_kernels'): fitted[c] = fitted[c].replace('engine.cpu.prefill_efficiency.', f'engine.cpu.kernel_classes.{pr["cpu_kernels"]}.prefill_efficiency.')
+            if pr.get('cpu_kernels'):   # a class relative to another (engine kernel_classes relative_to) fits its base's value
+                base = CPU_CLASS_BASE.get((eng, pr['cpu_kernels']), pr['cpu_kernels'])
+                fitted[c] = fitted[c].replace('engine.cpu.prefill_efficiency.', f'engine.cpu.kernel_classes.{base}.prefill_efficiency.')
             if unit == 'gpu':   # GPU kernel values are per GPU family (engine gpu.families, docs/gpu_sources.md)
                 fitted[c] = fitted[c].replace('engine.gpu.', f'engine.gpu.families.{GPU_FAMILY.get(pr["device"], "adreno")}.')
                 if phase == 'prefill' and pr.get('gpu_kernels'):   # a family's prefill efficiencies per kernel class
@@ -418,8 +424,8 @@ CAUSES = {
 # work the probe does not model (a first-run graph compilation), by what the cause says.
 CAUSE_BY_ID = {
     'ondevice.snapdragon-8-gen3-device.executorch.llama-3.2-3b.decode.npu': ('mechanism', "another ExecuTorch graph than the one modelled: the maintainers' reply in the same thread (cccclai, 2025-01-03) puts the gap on the generic model definition the run exported, \"the model definition in `llama_transformer.py` isn't ideal for running llama model on qnn backend. We've started a new model definition in ... examples/qualcomm/oss_scripts/llama3_2 which have better latency number\"; the engine's NPU path is that static llama (per-head attention, KV cache as graph I/O), whose decode bandwidth share is fitted on Qwen2.5-1.5B (PR #13544); export_llama's QNN graph of 2024 is not modelled"),
-    'ondevice.iphone-14-pro.mnn.qwen-1.8b-chat-4bit.prefill.cpu': ('mechanism', "the build ran SDOT (MNN 2.8.0's iOS feature detection sets no i8mm for the A16: probe cpu_isa_detected, docs/cpu_isa_sources.md), at MNN's share fitted on two Android SoCs (Oryon, Cortex-X2/A710); the A16's SDOT rate rests on estimated Apple pipe counts (4 per P-core, 2 per E-core) and E-core clock, Apple publishing neither (and LLVM no scheduling model of an Apple core)"),
-    'ondevice.iphone-14-pro.mnn.qwen-1.8b-chat-8bit.prefill.cpu': ('mechanism', "the build ran SDOT (MNN 2.8.0's iOS feature detection sets no i8mm for the A16: probe cpu_isa_detected, docs/cpu_isa_sources.md), at MNN's share fitted on two Android SoCs (Oryon, Cortex-X2/A710); the A16's SDOT rate rests on estimated Apple pipe counts (4 per P-core, 2 per E-core) and E-core clock, Apple publishing neither (and LLVM no scheduling model of an Apple core)"),
+    'ondevice.iphone-14-pro.mnn.qwen-1.8b-chat-4bit.prefill.cpu': ('mechanism', "MNN 2.8.0's ConvolutionHybrid splits each linear's output channels equally over its 4 threads, and iOS runs 2 of them on the A16's E-cores (2 threads more than the 2 P-cores; Apple's CPU Optimization Guide 3.0, sections 5.1-5.3: static partitions and spin-waits leave that work on the E-cores), so each op ends with an E-core's quarter (engine class hybrid): 4 x 2.02 GHz (estimated) x 2 SIMD units (Apple's guide) on SDOT (the tag's iOS detection sets no i8mm, probe cpu_isa_detected) at MNN's share fitted on Android SoCs. The published rate is 2.8x that: not reachable on the E-cores' documented units at that clock unless the prebuilt package ran SMMLA (its own detection code was not read, only the 2.8.0 tag's) or iOS moved the lagging threads to the P-cores; neither is documented for this run (docs/cpu_isa_sources.md, \"Where MNN's threads run on an iPhone\")"),
+    'ondevice.iphone-14-pro.mnn.qwen-1.8b-chat-8bit.prefill.cpu': ('mechanism', "MNN 2.8.0's ConvolutionHybrid splits each linear's output channels equally over its 4 threads, and iOS runs 2 of them on the A16's E-cores (2 threads more than the 2 P-cores; Apple's CPU Optimization Guide 3.0, sections 5.1-5.3: static partitions and spin-waits leave that work on the E-cores), so each op ends with an E-core's quarter (engine class hybrid): 4 x 2.02 GHz (estimated) x 2 SIMD units (Apple's guide) on SDOT (the tag's iOS detection sets no i8mm, probe cpu_isa_detected) at MNN's share fitted on Android SoCs. The published rate is 2.8x that: not reachable on the E-cores' documented units at that clock unless the prebuilt package ran SMMLA (its own detection code was not read, only the 2.8.0 tag's) or iOS moved the lagging threads to the P-cores; neither is documented for this run (docs/cpu_isa_sources.md, \"Where MNN's threads run on an iPhone\")"),
     'ondevice.xiaomi-17.mnn.qwen3-1.7b.prefill.npu': ('mechanism', "the graph build is one finalise cost per linear layer from a Snapdragon 8 Gen 2 phone's profile of a one-matmul graph (22.085 ms, of which 16.89 ms host work, configs/engines/mnn.yaml), the host share scaled by prime-core clock only (3.2 GHz Cortex-X3 -> 4.6 GHz Oryon v3: 16.94 ms per linear, 3.32 s for 196 linears; devices/npu.h); this SM8850 phone spent 2.6 s on the prompt (at the 128 tokens assumed) against the SM8750 Magic7's 3.6 s under the same build and export (3.5 s and 3.7 s predicted), so its host finalises faster than its clock says: the model assumes the same work per clock on Cortex-X3 and Oryon, while single-core benchmarks give the 8 Elite Gen 5 about 1.3x the X3's work per clock (Geekbench 6: about 3,830 at 4.6 GHz against about 2,100 at 3.36 GHz), a per-core speed no device profile carries (docs/npu_sources.md)"),
     'ondevice.oneplus-12.mllm.qwen1.5-1.8b.prefill-1022.npu': ('workload', "the demo's timer (quoted in issue #206) starts before the chunk loop whose first chunk builds and finalises the QNN graphs at run time (Module::isFirstChunk; the maintainers in issue #116: building the graph takes most of the time); 9.6 of the 10 s are not graph execution at the rate mobisim's curve gives (0.36 s). Also serial: the attention and shadow linears run on the CPU between each layer's two QNN sub-graphs, without the paper's overlap"),
     'ondevice.snapdragon-8-elite-qrd.executorch.qwen3-1.7b-kv1024.decode.npu': ('mechanism', 'the same PR\'s table gives Qwen3-0.6B ~56 tok/s and Qwen3-1.7B ~14 on the same SoC and settings: both have 28 layers and the same KV shape (8 KV heads x 128), so the 4x between them is not in costs per layer or per KV byte, and 14 tok/s is below what the 1.7B\'s bytes at Qwen2.5-1.5B\'s fitted share give (29 tok/s); the PR\'s example command gives no --num_sharding, and Qualcomm\'s engineers say sharding (--num_sharding) has the largest effect on static-llama speed (issue #7614: HTP execution longer than the RPC polling time); not modelled (no point separates it). The next Qualcomm PR (#13755, d6864726a9) switched this model to 16a4w block-16 because "16a8w ... is much slower" and measured 37 tok/s, which the model predicts at 44.8 (+21.1%, a point of ondevice_cells.yaml; its 4-bit block scales costed in the 8-bit storage the export writes): the slowness is specific to this model\'s 16a8w export'),
