@@ -1,8 +1,8 @@
 # Builds experiments/published/ondevice_transfer.yaml from the collected points and applies the
 # calibration rule of docs/ondevice_data.md mechanically (it never reads a residual).
 import yaml, sys, collections
-HVX_ENGINES = {'llama.cpp'}
-CPU_CLASS_BASE = {('mnn', 'hybrid'): 'int8_tiled'}   # configs/engines/mnn.yaml: hybrid = int8_tiled's share, split equally   # issue 37 item 2: llama.cpp's Hexagon backend runs on HVX (devices/npu.h)
+HVX_ENGINES = {'llama.cpp'}   # issue 37 item 2: llama.cpp's Hexagon backend runs on HVX (devices/npu.h)
+CPU_CLASS_BASE = {('mnn', 'hybrid'): 'int8_tiled'}   # configs/engines/mnn.yaml: hybrid = int8_tiled's share, split equally
 
 MODEL_B = {'qwen2.5-0.5b':0.49,'llama-3.2-1b':1.24,'qwen2.5-1.5b':1.54,'qwen3-1.7b':1.72,'qwen1.5-1.8b':1.84,
            'llama-3.2-3b':3.21,'mistral-7b':7.25,'llama-2-7b':6.74,'baichuan2-7b':7.5,'qwen2.5-7b':7.62,'llama-3-8b':8.03}
