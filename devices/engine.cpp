@@ -112,6 +112,12 @@ ParamSchema engine_kernel_class_schema() {
   return s;
 }
 
+std::vector<std::string> graph_weight_dtype_names() {
+  std::vector<std::string> names = models::dtype_names();
+  names.push_back(kGraphWeightsAsStored);
+  return names;
+}
+
 ParamSchema engine_npu_schema() {
   ParamSchema s;
   s.real("max_utilization", std::nullopt, "fraction of peak reached by long chunks").range(1e-6, 1.0).optional();
@@ -159,6 +165,12 @@ ParamSchema engine_npu_schema() {
          "decode, builds without HMX); required with hmx_min_rows")
       .range(1e-6, 1.0)
       .optional();
+  s.real("hmx_dequant_hvx_cycles_per_tile", std::nullopt,
+         "HVX context-cycles to dequantise one 32 x 32 weight tile to fp16 before HMX multiplies it, once per weight "
+         "per HMX ubatch (prefill) or token (decode), on the device's HVX contexts (npu.h); absent: folded into "
+         "hvx_gemm_efficiency")
+      .non_negative()
+      .optional();
   s.real("hmx_max_corner_speedup", std::nullopt,
          "prefill throughput of HMX ubatches at the max clock corner over the lowest (a measured ratio)")
       .range(1.0, 100.0)
@@ -178,8 +190,9 @@ ParamSchema engine_npu_schema() {
       .optional();
   s.text("graph_weight_dtype", std::nullopt,
          "dtype the runtime's NPU graphs hold every linear weight in, whatever the model file stores (e.g. fp16: "
-         "the runtime dequantises the file's weights when it builds the graph; unset: the model's dtypes)")
-      .in(models::dtype_names())
+         "the runtime dequantises the file's weights when it builds the graph; unset or stored: the model's dtypes, "
+         "e.g. a runtime path that keeps the file's quantised weights)")
+      .in(graph_weight_dtype_names())
       .optional();
   s.text("graph_build", std::nullopt,
          "when the runtime's QNN graphs are built: offline (compiled beforehand, or in a warm-up before the timed "
@@ -654,6 +667,7 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     if (np.has("hmx_clock")) e.npu.hmx_clock = np.text("hmx_clock");
     e.npu.hmx_max_corner_speedup = opt_real(np, "hmx_max_corner_speedup");
     e.npu.hvx_matmul_efficiency = opt_real(np, "hvx_matmul_efficiency");
+    e.npu.hmx_dequant_hvx_cycles_per_tile = opt_real(np, "hmx_dequant_hvx_cycles_per_tile");
     // A build at the lowest HMX corner is slower by a measured ratio, which the engine states (no default).
     if (e.npu.hmx_clock.value_or("max") == "lowest") {
       if (!e.npu.hmx_min_rows)
@@ -668,7 +682,8 @@ EngineProfile EngineProfile::from_yaml(const YAML::Node& given, const ConfigSour
     }
     // Matmuls that HMX does not take run other kernels (flat HVX vrmpy): their rate is the engine's to state,
     // never the HMX ubatches' hvx_gemm_efficiency reused.
-    if ((e.npu.hmx_min_rows || e.npu.hmx_clock.value_or("") == "none") && !e.npu.hvx_matmul_efficiency)
+    // hmx_min_rows 1 sends every matmul to HMX (MNN's Hexagon backend): none stays on HVX.
+    if ((e.npu.hmx_min_rows.value_or(1) > 1 || e.npu.hmx_clock.value_or("") == "none") && !e.npu.hvx_matmul_efficiency)
       np.fail("hvx_matmul_efficiency",
               fmt::format("engine '{}' runs some matmuls on HMX and the rest on HVX (npu.hmx_min_rows or hmx_clock: "
                           "none): give npu.hvx_matmul_efficiency (the share of the HVX peak of the HVX matmuls)",
@@ -943,11 +958,13 @@ DeviceProfile EngineProfile::apply(const DeviceProfile& device) const {
     if (npu.hvx_gemm_efficiency) n.hvx_gemm_efficiency = *npu.hvx_gemm_efficiency;
     if (npu.hvx_bandwidth_efficiency) n.hvx_bandwidth_efficiency = *npu.hvx_bandwidth_efficiency;
     if (npu.hvx_op_overhead_us) n.hvx_op_overhead_us = *npu.hvx_op_overhead_us;
-    if (npu.graph_weight_dtype) n.graph_weight_dtype = models::parse_dtype(*npu.graph_weight_dtype);
+    if (npu.graph_weight_dtype && *npu.graph_weight_dtype != kGraphWeightsAsStored)
+      n.graph_weight_dtype = models::parse_dtype(*npu.graph_weight_dtype);
     if (npu.hmx_min_rows) n.hmx_min_rows = *npu.hmx_min_rows;
     if (npu.hmx_clock.value_or("max") == "lowest") n.hmx_clock_slowdown = *npu.hmx_max_corner_speedup;
     n.hmx_in_build = npu.hmx_clock.value_or("max") != "none";
     if (npu.hvx_matmul_efficiency) n.hvx_matmul_efficiency = *npu.hvx_matmul_efficiency;
+    if (npu.hmx_dequant_hvx_cycles_per_tile) n.hmx_dequant_hvx_cycles_per_tile = *npu.hmx_dequant_hvx_cycles_per_tile;
     if (npu.graph_context) n.graph_context = *npu.graph_context;
     if (npu.graph_logits) n.graph_logits_all_rows = *npu.graph_logits == "all";
     if (npu.cpu_overlap) n.cpu_overlap = *npu.cpu_overlap;

@@ -58,7 +58,9 @@
 //               hmx_min_rows, hmx_clock (max | lowest | none), hmx_max_corner_speedup (HMX ubatches of an hvx
 //               prefill and the build's HMX clock corner, devices/npu.h), hvx_matmul_efficiency (the
 //               matmuls HMX does not take; required with hmx_min_rows or hmx_clock none)
-//               graph_weight_dtype (the dtype the NPU graphs hold the weights in, devices/npu.h)
+//               hmx_dequant_hvx_cycles_per_tile (HVX dequantisation of each weight tile before HMX, npu.h)
+//               graph_weight_dtype (the dtype the NPU graphs hold the weights in, devices/npu.h; stored:
+//               the model's own, e.g. a runtime path over an engine whose graphs dequantise)
 //               graph_build (offline | online: graphs finalised on the phone inside the first request of a
 //               shape) and graph_finalize_ms_per_linear (required when online; devices/npu.h)
 //   storage:    read_command_overhead_us  host time per read command of the runtime's loader
@@ -133,6 +135,10 @@ struct EngineUnitSpec : EngineKernelValues {
   std::map<std::pair<std::string, std::string>, EngineKernelValues> generations;
 };
 
+// engine npu.graph_weight_dtype value that keeps the model's own weights (a runtime path laid over an
+// engine whose graphs dequantise them, e.g. MNN's Hexagon backend over its QNN backend).
+inline constexpr const char* kGraphWeightsAsStored = "stored";
+
 struct EngineNpuSpec {
   std::optional<double> max_utilization, half_utilization_chunk, exec_overhead_ms, graph_chunk,
       decode_bandwidth_efficiency, mixed_precision_fraction;
@@ -147,12 +153,15 @@ struct EngineNpuSpec {
   // The share of the HVX peak of the matmuls that stay on HVX beside HMX (fewer rows, decode, builds
   // without HMX: hmx_clock none).
   std::optional<double> hvx_matmul_efficiency;
+  // HVX context-cycles per 32 x 32 weight tile dequantised before HMX (npu.h; MNN's Hexagon backend).
+  std::optional<double> hmx_dequant_hvx_cycles_per_tile;
   std::optional<bool> cpu_overlap;
   // Static-context prefill graphs (npu.h): the KV length every pass reads, and last | all logit rows.
   std::optional<std::int64_t> graph_context;
   std::optional<std::string> graph_logits;
   // The dtype the runtime's NPU graphs hold the linear weights in, whatever the model file stores
-  // (NpuSpec::graph_model; e.g. MNN's QNN backend dequantises asymmetric int4 weights to fp16).
+  // (NpuSpec::graph_model; e.g. MNN's QNN backend dequantises asymmetric int4 weights to fp16); "stored"
+  // (kGraphWeightsAsStored): the model's own, for a runtime path that keeps the file's weights.
   std::optional<std::string> graph_weight_dtype;
   // offline | online (NpuSpec::graph_build_seconds), and the finalise time per linear layer (ms) on the
   // measuring phone, the accelerator's share of it (ms), and that phone's prime-core clock (GHz).

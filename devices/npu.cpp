@@ -258,13 +258,38 @@ double NpuSpec::hmx_peak_ops(const std::string& phase) const {
   return hmx_peak_tflops_fp16 * 1e12;
 }
 
+namespace {
+// The operators whose weights are quantised matrices multiplied on HMX (the projections and the LM head).
+bool is_hmx_linear(models::OpKind k) {
+  using models::OpKind;
+  return k == OpKind::kQProj || k == OpKind::kKProj || k == OpKind::kVProj || k == OpKind::kOProj ||
+         k == OpKind::kFfnGate || k == OpKind::kFfnUp || k == OpKind::kFfnDown || k == OpKind::kLmHead;
+}
+}  // namespace
+
+double NpuSpec::hmx_tile_padding(const models::Op& op) const {
+  if (hmx_min_rows <= 0 || hmx_min_rows >= kHmxTileRows || !is_hmx_linear(op.kind)) return 1.0;
+  if (op.tokens <= 0 || op.tokens >= kHmxTileRows) return 1.0;
+  return static_cast<double>(kHmxTileRows) / static_cast<double>(op.tokens);
+}
+
+double NpuSpec::hmx_dequant_seconds(const models::Work& w, const std::string& phase) const {
+  if (!(hmx_dequant_hvx_cycles_per_tile > 0)) return 0.0;
+  double weights = 0;
+  // A linear of `tokens` rows does 2 flops per weight per row (models/cost_model.cpp), over all its layers.
+  for (const auto& op : w.ops)
+    if (is_hmx_linear(op.kind) && op.tokens > 0) weights += op.flops / (2.0 * static_cast<double>(op.tokens));
+  const double context_cycles_per_s = hvx_peak_ops(models::DType::kInt8, phase) / kHvxInt8OpsPerContextCycle;
+  return weights / kHmxTileWeights * hmx_dequant_hvx_cycles_per_tile / context_cycles_per_s;
+}
+
 double NpuSpec::hmx_seconds(const models::Work& w, const std::string& phase, double compute_slowdown) const {
   const double peak = hmx_peak_ops(phase) * hvx_gemm_efficiency / compute_slowdown;
   const double bw = mem_bandwidth_gbps * 1e9 * hvx_bandwidth_efficiency;
   double s = 0;
   for (const auto& op : w.ops)
-    s += std::max(op.flops / peak, op.bytes() / bw) + op.layers * hvx_op_overhead_us * 1e-6;
-  return s;
+    s += std::max(op.flops * hmx_tile_padding(op) / peak, op.bytes() / bw) + op.layers * hvx_op_overhead_us * 1e-6;
+  return s + hmx_dequant_seconds(w, phase);
 }
 
 double NpuSpec::hvx_prefill_seconds(const models::CostModel& cost, std::int64_t n_new, std::int64_t n_cached,

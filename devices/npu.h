@@ -87,6 +87,21 @@
 //
 // A device without hmx_peak_tflops_fp16 cannot run an HMX ubatch: ConfigError naming device, engine and key.
 //
+// Runtimes that send every matmul to HMX, with the weights dequantised on HVX (engine `hmx_min_rows: 1`,
+// `hmx_dequant_hvx_cycles_per_tile`; MNN's Hexagon backend, docs/npu_sources.md). HMX multiplies 32 x 32 fp16
+// tiles (kHmxTileRows): a matmul of fewer activation rows than a tile still costs whole tiles, so when the
+// runtime's hmx_min_rows is below a tile a linear operator of 0 < tokens < 32 rows on HMX computes
+// flops x 32 / tokens (MNN alibaba/MNN e128c5503, htp-ops-lib matmul_q4block_fp16_mle32.c: M = 1 runs one
+// HMX tile-op per 32 x 32 weight tile, its 32 activation rows holding the block scales). And every 32 x 32
+// weight tile is dequantised once per HMX ubatch (the outer loop runs over output-channel chunks, so a
+// prefill ubatch dequantises each weight once; decode once per token) by the HVX workers, serially before
+// the HMX multiply of that tile:
+//
+//   t_dequant = sum over linear ops of weights / 1024 * hmx_dequant_hvx_cycles_per_tile
+//               / (hvx_peak_tops_int8 / kHvxInt8OpsPerContextCycle)     (HVX context-cycles per second)
+//
+// 0 (the default, llama.cpp): the dequantisation is folded into hvx_gemm_efficiency.
+//
 // Weights as the graph holds them (engine `graph_weight_dtype`, graph_model): a runtime that cannot keep
 // the model file's quantisation on the NPU builds its graphs from dequantised weights, so NPU work reads
 // and multiplies weights of that dtype: MNN's QNN backend keeps only symmetric integer weights quantised
@@ -144,6 +159,14 @@ NpuBackend parse_npu_backend(const std::string& s);  // "htp" | "hvx", else Conf
 // a and b must have the same length; empty: 0.
 double pipelined_seconds(const std::vector<double>& a, const std::vector<double>& b);
 
+// HMX multiplies 32 x 32 fp16 tiles (htp-ops-lib and ggml-hexagon: 32 x 32 x 2-byte = 2048-byte tiles).
+inline constexpr std::int64_t kHmxTileRows = 32;
+inline constexpr double kHmxTileWeights = 1024;
+// The int8 ops one 128-byte HVX context does per cycle in the device profiles' HVX peak (npu.hvx_peak_tops_int8
+// = contexts x 512 x clock: one vrmpy of 128 byte pairs on each of two multiply resources): dividing the peak by
+// it gives the contexts' cycles per second.
+inline constexpr double kHvxInt8OpsPerContextCycle = 512;
+
 struct NpuSpec {
   double peak_tops_int8 = 0;
   // The HVX vector units of the same NPU (0: the device profile does not give them).
@@ -185,6 +208,9 @@ struct NpuSpec {
   double hmx_clock_slowdown = 1.0;        // their compute time factor at the build's HMX clock corner (see above)
   bool hmx_in_build = true;               // false: the build predates HMX (engine/probe hmx_clock: none)
   double hvx_matmul_efficiency = 0;       // fraction of the HVX peak of matmuls on HVX beside HMX (0: not given)
+  // HVX context-cycles to dequantise one 32 x 32 weight tile to fp16 before HMX multiplies it (see above;
+  // 0: folded into hvx_gemm_efficiency).
+  double hmx_dequant_hvx_cycles_per_tile = 0;
   bool cpu_overlap = false;               // chunk i's NPU work overlaps chunk i-1's CPU float work
   // The dtype the runtime's NPU graphs hold every linear weight in (engine profile; unset: the model's own).
   std::optional<models::DType> graph_weight_dtype;
@@ -245,7 +271,15 @@ struct NpuSpec {
   // The HMX unit's peak (ConfigError naming device, engine and key when the profile lacks it), and `work` run
   // op by op with every op's compute on it at hvx_gemm_efficiency / `compute_slowdown` (the clock corner).
   double hmx_peak_ops(const std::string& phase) const;
+  // Linear ops of fewer rows than a tile pay whole tiles when hmx_min_rows is below a tile, and the weight
+  // tiles' HVX dequantisation is added (see above).
   double hmx_seconds(const models::Work& work, const std::string& phase, double compute_slowdown) const;
+  // The HVX time to dequantise the weight tiles of `work`'s linear operators once (0 when
+  // hmx_dequant_hvx_cycles_per_tile is 0); ConfigError naming the device when it gives no HVX peak.
+  double hmx_dequant_seconds(const models::Work& work, const std::string& phase) const;
+  // The compute factor of a linear operator of `tokens` rows on HMX: kHmxTileRows / tokens when the runtime
+  // sends sub-tile matmuls to HMX (hmx_min_rows < kHmxTileRows) and 0 < tokens < kHmxTileRows, else 1.
+  double hmx_tile_padding(const models::Op& op) const;
   // One hvx-backend ubatch of `rows` tokens (decode: 1): on the HMX unit when on_hmx(rows), else on HVX.
   double hvx_ubatch_seconds(const models::Work& work, models::DType weight, const std::string& phase,
                             std::int64_t rows) const {
