@@ -51,8 +51,8 @@ else
   build=${BUILD_DIR:-build}
   cmake_generator "$build"
   # One ctest test per test unless CTEST_SHARDS=N (CI's release step): a Release test process costs
-  # ~0.08 CPU s before its first test (loading, static initialisers), ~60 CPU s over the suite run
-  # one test a process (docs/speed.md, fifteenth session). Passed every time, so a later run
+  # ~0.08 CPU s before its first test (loading, static initialisers): the suite took 252 CPU s run
+  # one test a process, 197 in 24 shards (docs/speed.md, fifteenth session). Passed every time, so a later run
   # without CTEST_SHARDS gets one test per test again.
   cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${unity[@]}" \
         -DMOBISIM_CTEST_SHARDS="${CTEST_SHARDS:-0}" >/dev/null
