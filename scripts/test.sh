@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds (Release, ./build) and runs the whole test suite with ctest.
-#   scripts/test.sh             # Release build + ctest
+#   scripts/test.sh             # Release build + ctest (one ctest test per test)
+#   CTEST_SHARDS=24 scripts/test.sh  # the same suite in 24 processes + the slowest tests alone (CI)
 #   SANITIZE=1 scripts/test.sh  # ./build-asan with AddressSanitizer + UBSan: end-to-end runs beside ctest
 #                               # (the suite in CTEST_SHARDS processes, default 24)
 #   SANITIZE=1 FUZZ=1 scripts/test.sh  # the same with clang, libraries also instrumented for libFuzzer,
@@ -49,7 +50,12 @@ if [ "${SANITIZE:-0}" = 1 ]; then
 else
   build=${BUILD_DIR:-build}
   cmake_generator "$build"
-  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${unity[@]}" >/dev/null
+  # One ctest test per test unless CTEST_SHARDS=N (CI's release step): a Release test process costs
+  # ~0.08 CPU s before its first test (loading, static initialisers): the suite took 252 CPU s run
+  # one test a process, 197 in 24 shards (docs/speed.md, fifteenth session). Passed every time, so a later run
+  # without CTEST_SHARDS gets one test per test again.
+  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${unity[@]}" \
+        -DMOBISIM_CTEST_SHARDS="${CTEST_SHARDS:-0}" >/dev/null
 fi
 cmake --build "$build" -j"$jobs"
 if [ "${SANITIZE:-0}" = 1 ]; then
