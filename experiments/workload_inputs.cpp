@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -81,9 +82,23 @@ void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared
   traces::write_rag_trace(trace_path, t);
 }
 
-void ensure_example_requests(const std::string& dir, const std::string& shared) {
+namespace {
+
+void check_example_tasks(const std::vector<std::string>& tasks) {
+  std::vector<std::string> known;
+  for (const auto& e : kExampleRequests) known.emplace_back(e.task);
+  for (const auto& t : tasks)
+    if (std::find(known.begin(), known.end(), t) == known.end())
+      throw InputError(fmt::format("no example request task '{}' (the tasks: {})", t, fmt::join(known, ", ")));
+}
+
+}  // namespace
+
+void ensure_example_requests(const std::string& dir, const std::string& shared, const std::vector<std::string>& tasks) {
+  check_example_tasks(tasks);
   const std::string model_path = shared + "/models/stories260K.bin";
   for (const auto& e : kExampleRequests) {
+    if (!tasks.empty() && std::find(tasks.begin(), tasks.end(), e.task) == tasks.end()) continue;
     const std::string out = fmt::format("{}/{}_stories260K.jsonl", dir, e.task);
     if (path_exists(out)) continue;
     if (!path_exists(model_path))

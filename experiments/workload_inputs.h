@@ -3,6 +3,7 @@
 // experiments replay (`experiment.workload.trace`), imported on first use from the shared data
 // folder. Used by `mobisim reproduce` and `mobisim fidelity`.
 #include <string>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -40,13 +41,16 @@ void ensure_qmsum_trace(const std::string& trace_path, const std::string& shared
 // The CAG request files CoordGen's `reproduce` replays: {ui,tweet,summary}_stories260K.jsonl in `dir`,
 // made by the real transformer from <shared>/models/stories260K.bin when missing (derived from the
 // shared checkpoint, so never committed). The options are kExampleRequests'; InputError when the
-// checkpoint is absent.
+// checkpoint is absent. `tasks` (empty: all of kExampleRequests) limits it to those tasks' files, for
+// callers that replay only some (each file costs a transformer run); a task not in kExampleRequests is
+// an InputError.
 struct ExampleRequests {
   const char* task;
   int context_tokens, output_tokens;
 };
 inline constexpr ExampleRequests kExampleRequests[] = {{"ui", 96, 24}, {"tweet", 96, 24}, {"summary", 200, 96}};
 inline constexpr int kExampleRequestUsers = 3, kExampleRequestsPerUser = 4;
-void ensure_example_requests(const std::string& dir, const std::string& shared);
+void ensure_example_requests(const std::string& dir, const std::string& shared,
+                             const std::vector<std::string>& tasks = {});
 
 }  // namespace mobisim::experiments
