@@ -50,8 +50,7 @@ TEST(KernelCli, CheckSyntheticPassesEveryMustPassRow) {
 }
 
 TEST(KernelCli, CheckFailsWhenExpectedIdsDisagree) {
-  const std::string tokenizer = mobisim::testing::sanitized_build() ? " --tokenizer /nonexistent" : "";  // as above
-  const CliRun r = run("check --synthetic --long-tokens 64" + tokenizer + " --expected-ids \"1 2 3\"");
+  const CliRun r = run("check --synthetic --long-tokens 64 --expected-ids \"1 2 3\"");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("FAIL"), std::string::npos);
 }
