@@ -111,21 +111,24 @@ for t, v in [('pp512',394.43),('tg128',13.60)]:
 
 # ---- MNN CPU: mnn-llm README (Xiaomi 12) ---------------------------------------------------------------
 src = ('github.com/wangzhaode/mnn-llm README.md (revision before effc141, 2024-06), "CPU 4线程速度: prefill / decode tok/s", column "android(f16/32)", row {r}: {v} '
-       '(device table: "android | XiaoMi12 | Snapdragon 8gen1 | 8 GB"; prompt length not stated: the probe takes 128 tokens{extra})')
+       '(device table: "android | XiaoMi12 | Snapdragon 8gen1 | 8 GB"; the benchmark, demo/cli_demo.cpp benchmark() at 2af82db, runs the three short prompts of resource/prompt.txt in the model\'s chat template: the probe takes one 128-token prefill{extra})')
 # MNN 2.8.0 (this build) and a980dba3 (the iPhone 15 Pro's) run the low-memory ConvolutionHybrid, which splits each
 # linear's output channels equally among the threads: the engine's `hybrid` kernel class (configs/engines/mnn.yaml).
 MNN_HYBRID = dict(cpu_kernels='hybrid')
-for r, model, dt, pre, dec, extra in [('qwen-1.8b-int4','qwen1.5-1.8b','int4',100.21,22.22,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
-                                      ('qwen-1.8b-int8','qwen1.5-1.8b','int8',99.95,16.94,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
-                                      ('baichuan2-7b-int4','baichuan2-7b','int4',13.87,6.08,''),
-                                      ('llama-2-7b-int4','llama-2-7b','int4',17.98,5.17,'')]:
+# Activations: the README's first table (2af82db) tags each row w4a16 or w4a32; 58d6ada renamed the rows and kept the
+# column "android(f16/32)". Baichuan2-7B's values are the tagged w4a32 run's (unchanged since); Llama-2-7B's were
+# replaced by a new run in 58d6ada, whose activations are not stated (fp16 assumed, as the column's first dtype).
+for r, model, dt, act, pre, dec, extra in [('qwen-1.8b-int4','qwen1.5-1.8b','int4','fp16',100.21,22.22,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
+                                      ('qwen-1.8b-int8','qwen1.5-1.8b','int8','fp16',99.95,16.94,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes'),
+                                      ('baichuan2-7b-int4','baichuan2-7b','int4','fp32',13.87,6.08,'; 2af82db tags the row baichuan2-7b-w4a32: fp32 activations'),
+                                      ('llama-2-7b-int4','llama-2-7b','int4','fp16',17.98,5.17,'; 2af82db tags an earlier run llama-2-7b-w4a32 (12.83 / 3.73), replaced by these values in 58d6ada without a tag: fp16 activations assumed')]:
     s = src.format(r=r, v=f'{pre} / {dec}', extra=extra)
-    add('mnn-llm-readme', s, 'xiaomi-12','mnn',model,'cpu','prefill',pre, quantity=f'CPU prefill, 4 threads ({r})', idx=f'{r}.prefill', tokens=128, dtype=dt, activation_dtype='fp16', **MNN_HYBRID)
-    add('mnn-llm-readme', s, 'xiaomi-12','mnn',model,'cpu','decode',dec, quantity=f'CPU decode, 4 threads ({r})', idx=f'{r}.decode', tokens=128, dtype=dt, activation_dtype='fp16', **MNN_HYBRID)
+    add('mnn-llm-readme', s, 'xiaomi-12','mnn',model,'cpu','prefill',pre, quantity=f'CPU prefill, 4 threads ({r})', idx=f'{r}.prefill', tokens=128, dtype=dt, activation_dtype=act, **MNN_HYBRID)
+    add('mnn-llm-readme', s, 'xiaomi-12','mnn',model,'cpu','decode',dec, quantity=f'CPU decode, 4 threads ({r})', idx=f'{r}.decode', tokens=128, dtype=dt, activation_dtype=act, **MNN_HYBRID)
 
 # ---- MNN CPU on iOS: MNN transformers/llm/engine/ios/README.md ---------------------------------------
 src = ('github.com/alibaba/MNN transformers/llm/engine/ios/README.md (commit of the MNN mirror HEAD), section "速度": "{m}" "{d}: pefill {p} tok/s, decode {q} tok/s" '
-       '(MNN iOS demo, CPU backend; bench prompt files, length not stated: the probe takes 128 tokens{extra})')
+       '(MNN iOS demo, CPU backend; the README\'s {prompts}: the probe takes 128 tokens{extra})')
 # The iPhone 14 Pro rows (mnn-llm commit 92d745b, 2023-12-15) ran the prebuilt mnn_2.8.0_ios_llm.zip: MNN 2.8.0's
 # iOS feature detection (source/backend/cpu/CPURuntime.cpp, hw.cpufamily) sets dot but not i8mm for the A16
 # (i8mm from 2.8.1), so its int8 GEMMs ran SDOT (docs/cpu_isa_sources.md, "MNN's feature detection by build").
@@ -135,7 +138,9 @@ for m, d, dev, model, dt, pre, dec, extra, build in [
         ('Qwen-1.8b-chat 8bit','iPhone 14 Pro','iphone-14-pro','qwen1.5-1.8b','int8',105.41,25.45,'; Qwen-1.8B has Qwen1.5-1.8B\'s shapes', MNN_280_IOS),
         ('Qwen2-0.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-0.5b','int4',234.51,51.36,'; Qwen2-0.5B has Qwen2.5-0.5B\'s shapes', MNN_HYBRID),
         ('Qwen2-1.5b-instruct 4bit','iPhone 15 Pro','iphone-15-pro','qwen2.5-1.5b','int4',107.64,25.57,'; Qwen2-1.5B has Qwen2.5-1.5B\'s shapes', MNN_HYBRID)]:
-    s = src.format(m=m, d=d, p=pre, q=dec, extra=extra)
+    prompts = ('old prompts, the three short lines of mnn-llm\'s resource/prompt.txt' if dev == 'iphone-14-pro'
+               else 'new prompts, the four lines of resource/bench.txt')
+    s = src.format(m=m, d=d, p=pre, q=dec, extra=extra, prompts=prompts)
     tag = m.split()[0].lower() + '-' + m.split()[-1]
     add('mnn-ios-readme', s, dev,'mnn',model,'cpu','prefill',pre, quantity=f'CPU prefill ({m})', idx=f'{tag}.prefill', tokens=128, dtype=dt, activation_dtype='fp16', **build)
     add('mnn-ios-readme', s, dev,'mnn',model,'cpu','decode',dec, quantity=f'CPU decode ({m})', idx=f'{tag}.decode', tokens=128, dtype=dt, activation_dtype='fp16', **build)
