@@ -47,6 +47,83 @@ TEST(CostModel, Qwen3SmallestShapesByHand) {
   EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(DType::kF16), load_model_spec("qwen3-1.7b").kv_bytes_per_token(DType::kF16));
 }
 
+// The TinyLLMLeaderBoard models added for llama.cpp x cpu (configs/models/*.yaml, each from its config.json). A 7B
+// Llama block (4096 wide, 32 heads of 128, SwiGLU 11008, no biases): 4 x 4096^2 = 67,108,864 attention weights,
+// 3 x 4096 x 11008 = 135,266,304 FFN weights and 2 x 4096 RMSNorm weights = 202,383,360; the models differ in layers
+// and vocabulary. Each total is checked by hand against the size its model card or README publishes.
+constexpr std::int64_t kLlama7bBlock = 4 * 4096LL * 4096 + 3 * 4096LL * 11008 + 2 * 4096;
+
+// Baichuan-7B: README "n_parameters 7000559616" = 32 blocks + untied 64000 x 4096 tables (embedding and head) + the
+// final norm: 32 x 202,383,360 + 2 x 262,144,000 + 4096.
+TEST(CostModel, Baichuan7bShapesGiveTheReadmesParameterCount) {
+  const ModelSpec m = load_model_spec("baichuan-7b");
+  EXPECT_EQ(kLlama7bBlock, 202383360);
+  EXPECT_EQ(m.params_per_layer(), kLlama7bBlock);
+  EXPECT_EQ(m.total_params(), 32 * kLlama7bBlock + 2 * 64000LL * 4096 + 4096);
+  EXPECT_EQ(m.total_params(), 7000559616LL);
+}
+
+// Aquila-7B (and Aquila2-7B of 2023): 32 blocks + 2 x 100008 x 4096 + 4096 = 7,295,537,152, the "7B" of the name.
+// Chinese-Alpaca-2-7B: 32 blocks + 2 x 55296 x 4096 + 4096 = 6,929,256,448 ("7B"). DeepSeek LLM 7B: 30 blocks +
+// 2 x 102400 x 4096 + 4096 = 6,910,365,696 ("7B"). All three run Llama-2-7B's blocks.
+TEST(CostModel, SevenBillionLlamaBlockModelsByHand) {
+  const ModelSpec aquila = load_model_spec("aquila-7b"), chinese = load_model_spec("chinese-alpaca-2-7b"),
+                  deepseek = load_model_spec("deepseek-llm-7b");
+  const std::int64_t llama2_block = load_model_spec("llama-2-7b").params_per_layer();
+  for (const ModelSpec* m : {&aquila, &chinese, &deepseek}) EXPECT_EQ(m->params_per_layer(), llama2_block) << m->name;
+  EXPECT_EQ(llama2_block, kLlama7bBlock);
+  EXPECT_EQ(aquila.total_params(), 32 * kLlama7bBlock + 2 * 100008LL * 4096 + 4096);  // 7,295,537,152
+  EXPECT_EQ(chinese.total_params(), 32 * kLlama7bBlock + 2 * 55296LL * 4096 + 4096);  // 6,929,256,448
+  EXPECT_EQ(deepseek.total_params(), 30 * kLlama7bBlock + 2 * 102400LL * 4096 + 4096);  // 6,910,365,696
+  for (const ModelSpec* m : {&aquila, &chinese, &deepseek})
+    EXPECT_EQ(std::llround(m->total_params() / 1e9), 7) << m->name;
+}
+
+// Yi-6B: grouped-query attention, 4 KV heads of 128 (kv_dim 512). Per block Wq and Wo 4096 x 4096, Wk and Wv
+// 4096 x 512, FFN 3 x 4096 x 11008, 2 norms: 173,023,232; 32 blocks + 2 x 64000 x 4096 + 4096 = 6,061,035,520, "6B".
+// Its FP16 KV cache per token is an eighth of Llama-2-7B's: 2 x 32 layers x 512 x 2 bytes.
+TEST(CostModel, Yi6bGroupedQueryShapesByHand) {
+  const ModelSpec m = load_model_spec("yi-6b");
+  EXPECT_EQ(m.kv_dim(), 512);
+  const std::int64_t block = 2 * 4096LL * 4096 + 2 * 4096LL * 512 + 3 * 4096LL * 11008 + 2 * 4096;
+  EXPECT_EQ(block, 173023232);
+  EXPECT_EQ(m.params_per_layer(), block);
+  EXPECT_EQ(m.total_params(), 32 * block + 2 * 64000LL * 4096 + 4096);
+  EXPECT_EQ(m.total_params(), 6061035520LL);
+  EXPECT_EQ(std::llround(m.total_params() / 1e9), 6);
+  EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(DType::kF16), 2.0 * 32 * 512 * 2);
+  EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(DType::kF16) * 8, load_model_spec("llama-2-7b").kv_bytes_per_token(DType::kF16));
+}
+
+// Qwen-7B (v1) and Qwen1.5-7B share qwen-7b: a 7B Llama block plus the Q, K and V biases (3 x 4096), 202,395,648;
+// 32 blocks + 2 x 151936 x 4096 + 4096 = 7,721,324,544, the count of Qwen-7B's weights (7.72B; the "7B" of the name
+// rounds it down). Qwen1.5-4B: per block 4 x 2560^2 + 3 x 2560 biases + 3 x 2560 x 6912 + 2 x 2560 = 79,311,360;
+// 40 blocks + 2 x 151936 x 2560 + 2560 = 3,950,369,280, the "4B" of its name.
+TEST(CostModel, QwenSevenAndFourBillionShapesByHand) {
+  const ModelSpec q7 = load_model_spec("qwen-7b"), q4 = load_model_spec("qwen1.5-4b");
+  EXPECT_EQ(q7.params_per_layer(), kLlama7bBlock + 3 * 4096);
+  EXPECT_EQ(q7.total_params(), 32 * (kLlama7bBlock + 3 * 4096) + 2 * 151936LL * 4096 + 4096);
+  EXPECT_EQ(q7.total_params(), 7721324544LL);
+  const std::int64_t block4 = 4 * 2560LL * 2560 + 3 * 2560 + 3 * 2560LL * 6912 + 2 * 2560;
+  EXPECT_EQ(block4, 79311360);
+  EXPECT_EQ(q4.params_per_layer(), block4);
+  EXPECT_EQ(q4.total_params(), 40 * block4 + 2 * 151936LL * 2560 + 2560);  // 3,950,369,280
+  EXPECT_EQ(std::llround(q4.total_params() / 1e9), 4);
+}
+
+// StableLM-3B-4E1T: head_dim 80, per block 4 x 2560^2 + 3 x 2560 x 6912 + 2 x 2560 = 79,303,680; 32 blocks +
+// 2 x 50304 x 2560 + 2560 = 2,795,276,800. The model card's 2,795,443,200 also counts its LayerNorms' biases, which
+// this format (RMSNorm weights only) leaves out: 32 x 2 x 2560 + 2560 = 166,400.
+TEST(CostModel, StableLm3bShapesGiveTheCardsCountLessTheNormBiases) {
+  const ModelSpec m = load_model_spec("stablelm-3b-4e1t");
+  EXPECT_EQ(m.q_dim(), 2560);
+  const std::int64_t block = 4 * 2560LL * 2560 + 3 * 2560LL * 6912 + 2 * 2560;
+  EXPECT_EQ(block, 79303680);
+  EXPECT_EQ(m.params_per_layer(), block);
+  EXPECT_EQ(m.total_params(), 32 * block + 2 * 50304LL * 2560 + 2560);
+  EXPECT_EQ(2795443200LL - m.total_params(), 32 * 2 * 2560 + 2560);
+}
+
 // The prefix-caching note: "180 x 32 x 2560 x 2 x 2 bytes (FP16) = 74MB". Its own formula
 // gives 58,982,400 bytes (59.0 MB / 56.25 MiB), not 74 MB; 74 MB would need ~226 tokens or
 // 40 layers. We reproduce the formula and record the discrepancy.

@@ -23,7 +23,26 @@ MODELS = {
     "Qwen 1.5 1.8B": ("qwen1.5-1.8b", "qwen1.5-1.8b", ""),
     "Qwen 1.5 0.5B": ("qwen1.5-0.5b", "qwen1.5-0.5b", ""),
     "Qwen 1.8B": ("qwen-1.8b", "qwen1.5-1.8b", "Qwen-1.8B has Qwen1.5-1.8B's shapes"),
+    # Added with their profiles (issue 37, H2); each profile cites its config.json.
+    "Chinese LLaMA / Alpaca 7B": ("chinese-llama-alpaca-7b", "chinese-alpaca-2-7b",
+                                  "The row evaluates Chinese-Alpaca-2-7B-GGUF (its performance.model): Llama-2-7B's blocks "
+                                  "with a 55296-token vocabulary"),
+    "Baichuan 1-7B": ("baichuan-7b", "baichuan-7b", ""),
+    "Aquila  2-7B": ("aquila2-7b", "aquila-7b", "Aquila2-7B as released in 2023 has Aquila-7B's shapes (AquilaChat2-7B "
+                     "config.json; the rows give both models the same memory)"),
+    "Aquila  1-7B": ("aquila-7b", "aquila-7b", ""),
+    "Yi models 6B": ("yi-6b", "yi-6b", ""),
+    "StableLM-3b-4e1t 3B": ("stablelm-3b-4e1t", "stablelm-3b-4e1t", ""),
+    "Deepseek LLM 7B": ("deepseek-llm-7b", "deepseek-llm-7b", ""),
+    "Qwen 1.5 7B": ("qwen1.5-7b", "qwen-7b", "Qwen1.5-7B has Qwen-7B's shapes (only rope_theta differs)"),
+    "Qwen 1.5 4B": ("qwen1.5-4b", "qwen1.5-4b", ""),
+    "Qwen 7B": ("qwen-7b", "qwen-7b", ""),
 }
+# The 0.5B-1.8B models whose fixed per-node costs the small-model causes name.
+SMALL = {"qwen1.5-0.5b", "qwen1.5-1.8b"}
+# The 2.8-4.0B models, whose decode the decode-mid cause names, and the profile of the 5.0-5.1 GB Qwen 7B files.
+MID = {"stablelm-3b-4e1t", "qwen1.5-4b"}
+FIVE_GB = {"qwen-7b"}
 TIED = {"qwen1.5-0.5b"}
 COMMON = ("github.com/UbiquitousLearning/TinyLLMLeaderBoard data.json (commit 874c304, 2024-05-21; the leaderboard of the "
           "EdgeFM'24 measurement study; src/App.tsx: \"Performance Metrics tested with llama.cpp library\", devices \"Xiaomi "
@@ -60,6 +79,18 @@ CAUSES = {
                     "#702's 1.7B Oryon run",
     "decode-meizu": "the Meizu 18 Pro has 8 GB (TinyLLMLeaderBoard) for a 3.9-4.8 GB model file: page-cache pressure on "
                     "the mmap'd weights (llama.cpp's default) is not modelled; its DRAM figure is the 888's LPDDR5-6400 spec",
+    # Written after the residuals of the models added in H2 were seen (issue 37): the 3-4B decodes do not follow the
+    # phones' bandwidth, and the Qwen 7B files are larger than the range decode-meizu states.
+    "decode-mid": "decode of a 2.8-4.0B model (StableLM-3B-4E1T, Qwen1.5-4B) at 7-13 tok/s that does not follow the "
+                  "phones' DRAM bandwidth (the Xiaomi 12S is the fastest of the four phones, the Xiaomi 14, with the most "
+                  "bandwidth, second): a per-token cost that does not scale with the weight bytes (every node of 32-40 "
+                  "layers a barrier across all threads, llama.cpp's default of every core including the little ones), as "
+                  "for the 0.5B-1.8B models; the engine charges call_overhead_us 5 per op (assumed), and decode streams the "
+                  "weights and the Q6_K classifier at one DRAM share fitted on PR #702's 1.7B Oryon run",
+    "decode-meizu-5gb": "the Meizu 18 Pro has 8 GB (TinyLLMLeaderBoard) for a model of 5.0-5.1 GB (the rows' memory for "
+                        "Qwen 7B and Qwen 1.5 7B, whose 151936-token tables are the largest of the 7B files): page-cache "
+                        "pressure on the mmap'd weights (llama.cpp's default) is not modelled; its DRAM figure is the "
+                        "888's LPDDR5-6400 spec",
     "other": "the vec_dot class and DRAM share fitted on PocketPal PR #702's Oryon run, on a 2024 build whose version and "
              "threads are not stated",
 }
@@ -67,13 +98,15 @@ CAUSES = {
 
 def cause_of(dev, phase, model):
     if phase == "prefill":
-        if model.startswith("qwen"):
+        if model in SMALL:
             return CAUSES["prefill-small"]
         return CAUSES["prefill-i8mm" if dev in I8MM_PHONES else "prefill-dotprod"]
-    if model.startswith("qwen"):
+    if model in SMALL:
         return CAUSES["decode-small"]
+    if model in MID:
+        return CAUSES["decode-mid"]
     if dev == "meizu-18-pro":
-        return CAUSES["decode-meizu"]
+        return CAUSES["decode-meizu-5gb" if model in FIVE_GB else "decode-meizu"]
     return CAUSES["other"]
 
 
