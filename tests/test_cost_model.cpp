@@ -100,6 +100,78 @@ TEST(CostModel, PrefillFlopsByHand) {
   EXPECT_DOUBLE_EQ(w.flops_of(OpKind::kEmbed), 0.0);
 }
 
+// One decode step of the tiny model (L 2, d 8, q 8, kv 4, ffn 12, 4 heads of 2, vocab 10, fp32) after 3 cached
+// tokens: 4 (query, key) pairs per head. Per layer, FLOPs: attention norm 32, Q 128, K 64, V 64, RoPE 36, scores 64,
+// softmax 80, context 64, O 128, residuals 16, FFN norm 32, then the FFN:
+//   plain: up 192, GELU 9 x 12 = 108, down 192                  -> 1,200 per layer
+//   gated: gate 192, up 192, silu(g) * u 5 x 12 = 60, down 192   -> 1,344 per layer
+// plus the final norm 32 and the LM head 160: plain 2 x 1,200 + 192 = 2,592, gated 2 x 1,344 + 192 = 2,880.
+// Bytes (4 per value), per layer: attention norm 96, Q 320, K 176, V 176 (each with 16 of new K/V), RoPE 96,
+// scores 160 (64 of K), softmax 128, context 160 (64 of V), O 320, residuals 192, FFN norm 96, then
+//   plain: up 464 (384 weights + 80 activations), GELU 96 (reads u, writes), down 464  -> 2,944 per layer
+//   gated: gate 464, up 464, silu(g) * u 144 (reads g and u, writes), down 464         -> 3,456 per layer
+// plus the embedding row 64, the final norm 96 and the LM head 392 (320 weights + 72): plain 6,440, gated 7,464.
+TEST(CostModel, PlainFfnDecodeCountsTwoMatricesByHand) {
+  ModelSpec gated = tiny();
+  ModelSpec plain = tiny();
+  plain.ffn = FfnKind::kPlain;
+  const Work p = CostModel(plain).decode(3);
+  const Work g = CostModel(gated).decode(3);
+  EXPECT_DOUBLE_EQ(p.flops(), 2592.0);
+  EXPECT_DOUBLE_EQ(g.flops(), 2880.0);
+  EXPECT_DOUBLE_EQ(p.bytes(), 6440.0);
+  EXPECT_DOUBLE_EQ(g.bytes(), 7464.0);
+  EXPECT_DOUBLE_EQ(p.flops_of(OpKind::kFfnGate), 0.0);
+  EXPECT_TRUE(std::none_of(p.ops.begin(), p.ops.end(), [](const Op& o) { return o.kind == OpKind::kFfnGate; }));
+  EXPECT_DOUBLE_EQ(p.flops_of(OpKind::kFfnAct), 2 * 108.0);
+  EXPECT_DOUBLE_EQ(g.flops_of(OpKind::kFfnAct), 2 * 60.0);
+  // The pass streams every stored weight but the embedding table (one row of it): 400 parameters per block
+  // (Wq 64, Wk 32, Wv 32, Wo 64, up 96, down 96, norms 16; gated +96), 2 blocks, the final norm 8, the head 80.
+  EXPECT_EQ(plain.params_per_layer(), 400);
+  EXPECT_EQ(gated.params_per_layer(), 496);
+  EXPECT_DOUBLE_EQ(p.weight_bytes(), 4.0 * (2 * 400 + 8 + 80 + 8));
+  EXPECT_DOUBLE_EQ(plain.weight_bytes(), 4.0 * (2 * 400 + 8 + 80));  // tied table counted once
+  EXPECT_EQ(plain.total_params(), 2 * 400 + 80 + 8);
+  // Rank-2 adapters: r (in + out) over six linears, (16) + 2 (12) + (16) + (20) + (20) = 96 -> 192 (gated: + 40),
+  // two kernels each: 12 calls per layer (gated 14).
+  plain.lora_rank = gated.lora_rank = 2;
+  EXPECT_EQ(plain.lora_params_per_layer(), 192);
+  EXPECT_EQ(gated.lora_params_per_layer(), 232);
+  auto lora_calls = [](const ModelSpec& m) {
+    for (const Op& o : CostModel(m).decode(3).ops)
+      if (o.kind == OpKind::kLora) return o.layers;
+    return -1;
+  };
+  EXPECT_EQ(lora_calls(plain), 2 * 12);
+  EXPECT_EQ(lora_calls(gated), 2 * 14);
+}
+
+TEST(CostModel, TheFfnKindIsReadCheckedAndDefaultsToGated) {
+  const std::string base = "{name: x, n_layers: 2, hidden: 8, n_heads: 2, n_kv_heads: 2, head_dim: 4, ffn_hidden: 8, vocab: 10";
+  EXPECT_EQ(load_model_spec(YAML::Load(base + "}"), ConfigSource{}).ffn, FfnKind::kGated);
+  EXPECT_EQ(load_model_spec(YAML::Load(base + ", ffn: plain}"), ConfigSource{}).ffn, FfnKind::kPlain);
+  EXPECT_EQ(load_model_spec(YAML::Load(base + ", ffn: gated}"), ConfigSource{}).linear_layers_per_block(), 7);
+  auto message = [](const std::string& yaml) -> std::string {
+    try {
+      load_model_spec(YAML::Load(yaml), ConfigSource{});
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  // An unknown kind names the key and the allowed values.
+  const std::string unknown = message(base + ", ffn: swiglu}");
+  EXPECT_NE(unknown.find("ffn"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("'swiglu' is not one of: gated, plain"), std::string::npos) << unknown;
+  // A plain FFN has no gate whose dtype a recipe could set; the other FFN projections can be.
+  const std::string gate = message(base + ", ffn: plain, linear_dtypes: {ffn_gate: int6}}");
+  EXPECT_NE(gate.find("linear_dtypes"), std::string::npos) << gate;
+  EXPECT_NE(gate.find("ffn_gate"), std::string::npos) << gate;
+  EXPECT_NE(gate.find("no gate projection"), std::string::npos) << gate;
+  EXPECT_EQ(message(base + ", ffn: plain, linear_dtypes: {ffn_down: int6}}"), "(accepted)");
+  EXPECT_EQ(message(base + ", ffn: gated, linear_dtypes: {ffn_gate: int6}}"), "(accepted)");
+}
+
 TEST(CostModel, QkvReuseSkipsOnlyProjectionsAndRope) {
   const CostModel cm(load_model_spec("llama-3.2-3b"));
   const Work full = cm.prefill(PrefillShape{500, 0, 0, 1});
