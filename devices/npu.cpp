@@ -96,7 +96,7 @@ double NpuSpec::graph_build_seconds(const models::ModelSpec& m) const {
                                   device_name, engine_name));
   const double host_ms = (*graph_finalize_ms_per_linear - *graph_finalize_npu_ms_per_linear) *
                          (*graph_finalize_host_ghz / host_fastest_core_ghz);
-  const double linears = static_cast<double>(m.n_layers) * models::kProjections;
+  const double linears = static_cast<double>(m.n_layers) * m.linear_layers_per_block();
   return linears * (*graph_finalize_npu_ms_per_linear + host_ms) * 1e-3;
 }
 

@@ -127,9 +127,10 @@
 // request, on the CPU (QNN's HTP prepare library runs on the application processor; the accelerator's
 // own share of a finalise is a few ms). The time is
 //
-//   t_build = n_layers * 7 * [ f_npu + (f - f_npu) * host_ghz / device_ghz ]     (graph_build_seconds)
+//   t_build = n_layers * k * [ f_npu + (f - f_npu) * host_ghz / device_ghz ]     (graph_build_seconds)
 //
-// one finalise cost per linear layer (projection) the graphs hold: the evidence is a one-matmul graph's
+// one finalise cost per linear layer (projection) the graphs hold, k per block (ModelSpec::
+// linear_layers_per_block: 7 with a gated FFN, 6 with a plain one): the evidence is a one-matmul graph's
 // finalise time f (configs/engines/mnn.yaml), so a layer's other operators (norms, RoPE, activations) are
 // counted inside its linears' cost, and the classifier, embedding and CPU fallbacks are not counted. QNN's
 // profile splits f into the remote call to the accelerator, f_npu ("RPC (finalize) time"), and the host's

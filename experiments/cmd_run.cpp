@@ -212,13 +212,13 @@ void list_engines() {
 
 void list_models() {
   std::cout << "\nmodels (configs/models/, built in):\n";
-  std::cout << fmt::format("  {:<14} {:>7} {:>6} {:>6} {:>9} {:>6} {:>7} {:>8} {:>14}\n", "name", "params", "layers",
-                           "hidden", "heads/kv", "head", "ffn", "vocab", "KV B/token fp16");
+  std::cout << fmt::format("  {:<14} {:>7} {:>6} {:>6} {:>9} {:>6} {:>7} {:<5} {:>8} {:>14}\n", "name", "params",
+                           "layers", "hidden", "heads/kv", "head", "ffn", "kind", "vocab", "KV B/token fp16");
   for (const auto& name : models::builtin_model_names()) {
     auto m = models::load_model_spec(name);
-    std::cout << fmt::format("  {:<14} {:>6.2f}B {:>6} {:>6} {:>5}/{:<3} {:>6} {:>7} {:>8} {:>14.0f}\n", name,
+    std::cout << fmt::format("  {:<14} {:>6.2f}B {:>6} {:>6} {:>5}/{:<3} {:>6} {:>7} {:<5} {:>8} {:>14.0f}\n", name,
                              m.total_params() / 1e9, m.n_layers, m.hidden, m.n_heads, m.n_kv_heads, m.head_dim,
-                             m.ffn_hidden, m.vocab, m.kv_bytes_per_token(models::DType::kF16));
+                             m.ffn_hidden, models::to_string(m.ffn), m.vocab, m.kv_bytes_per_token(models::DType::kF16));
   }
 }
 

@@ -101,9 +101,14 @@ void CostModel::add_layer_ops(Work& w, std::int64_t n_proj_qkv, std::int64_t n_q
   linear(OpKind::kOProj, Projection::kO, 2 * nq * q * d, q * d, nq * (q + d) * ab);
   add(OpKind::kResidual, 2 * nq * d, 0, 6 * nq * d * ab);
   add(OpKind::kFfnNorm, 4 * nq * d, d * wb, 2 * nq * d * ab);
-  linear(OpKind::kFfnGate, Projection::kGate, 2 * nq * d * f, d * f, nq * (d + f) * ab);
-  linear(OpKind::kFfnUp, Projection::kUp, 2 * nq * d * f, d * f, nq * (d + f) * ab);
-  add(OpKind::kFfnAct, 5 * nq * f, 0, 3 * nq * f * ab);
+  if (m.has_projection(Projection::kGate)) {
+    linear(OpKind::kFfnGate, Projection::kGate, 2 * nq * d * f, d * f, nq * (d + f) * ab);
+    linear(OpKind::kFfnUp, Projection::kUp, 2 * nq * d * f, d * f, nq * (d + f) * ab);
+    add(OpKind::kFfnAct, 5 * nq * f, 0, 3 * nq * f * ab);  // silu(g) * u: reads g and u, writes one vector
+  } else {
+    linear(OpKind::kFfnUp, Projection::kUp, 2 * nq * d * f, d * f, nq * (d + f) * ab);
+    add(OpKind::kFfnAct, 9 * nq * f, 0, 2 * nq * f * ab);  // GELU(u) (cost_model.h): reads u, writes one vector
+  }
   linear(OpKind::kFfnDown, Projection::kDown, 2 * nq * f * d, f * d, nq * (f + d) * ab);
   add_lora_op(w, n_proj_qkv, n_proj_qkv, n_queries);
 }
@@ -123,7 +128,7 @@ void CostModel::add_lora_op(Work& w, std::int64_t n_q, std::int64_t n_kv, std::i
   const Adapted groups[] = {{static_cast<double>(n_q), d, q, 1},
                             {static_cast<double>(n_kv), d, kv, 2},
                             {static_cast<double>(n_rest), q, d, 1},
-                            {static_cast<double>(n_rest), d, f, 2},
+                            {static_cast<double>(n_rest), d, f, m.ffn_matrices() - 1},  // gate and up, or up
                             {static_cast<double>(n_rest), f, d, 1}};
   const double ab = dtype_bytes(m.activation_dtype), wb = dtype_bytes(m.lora_dtype);
   double flops = 0, weights = 0, act = 0;
@@ -163,7 +168,7 @@ static void add_logit_ops(Work& w, const ModelSpec& m, std::int64_t logit_tokens
   }
 }
 
-// At most: embedding, 15 layer operators, the adapters, final norm and LM head.
+// At most: embedding, 15 layer operators (14 with a plain FFN), the adapters, final norm and LM head.
 static constexpr std::size_t kMaxPassOps = 19;
 
 void CostModel::prefill(const PrefillShape& s, Work& w) const {

@@ -13,7 +13,11 @@
 //   softmax (incl. 1/sqrt(hd))      5              per (query, head, key) pair
 //   attention context               2*head_dim     per (query, head, key) pair
 //   residual add                    m*d            (two per layer)
-//   SwiGLU activation silu(g)*u     5*m*ffn
+//   SwiGLU activation silu(g)*u     5*m*ffn        (gated FFN: neg, exp, add, divide for silu; the product)
+//   GELU activation of a plain FFN  9*m*ffn        (tanh form 0.5x(1+tanh(c x(1+0.044715x^2))): 8 arithmetic,
+//                                                   tanh counted as 1, like exp; ChatGLM-6B's gelu, Phi-2's
+//                                                   gelu_new. ASSUMED for every plain FFN: erf-GELU or OPT's
+//                                                   ReLU cost less, all < 0.5% of the FFN's 4*m*d*ffn at d >= 1024)
 //   embedding lookup                0 FLOPs        (bytes only)
 //   LM head                         2*t*d*vocab    for the t positions whose logits are needed
 //   LoRA adapters (rank r)          2*m*r*(in+out) per adapted linear, + m*out to add the update
@@ -52,7 +56,7 @@ enum class OpKind : int {
   kFfnDown,
   kFinalNorm,
   kLmHead,
-  kLora,  // low-rank adapters of all seven projections of a layer (ModelSpec::lora_rank > 0 only)
+  kLora,  // low-rank adapters of all linear layers of a block (ModelSpec::lora_rank > 0 only)
   kCount
 };
 const char* to_string(OpKind k);
@@ -72,7 +76,7 @@ struct Op {
   double kv_read_bytes = 0;
   double kv_write_bytes = 0;
   int layers = 1;  // kernel calls summed here (for per-call overheads): one per layer instance, or more
-                   // where an operator is several kernels per layer (LoRA: A and B of seven linears)
+                   // where an operator is several kernels per layer (LoRA: A and B of each linear)
   std::int64_t tokens = 0;  // query tokens processed per layer (1 = matrix-vector work)
   // The precision it computes at when that differs from the pass's weights (adapters in floating
   // point beside int4 linears); unset, the pass's.

@@ -20,9 +20,17 @@ constexpr DTypeInfo kDTypes[] = {
 };
 constexpr const char* kProjectionNames[kProjections] = {"q_proj", "k_proj", "v_proj", "o_proj",
                                                         "ffn_gate", "ffn_up", "ffn_down"};
+constexpr const char* kFfnKindNames[] = {"gated", "plain"};  // in FfnKind's order
 
-// Weights of one projection of a block (its bias, when the model has one, included).
+FfnKind parse_ffn_kind(const Params& p) {
+  const std::string name = p.text("ffn");  // the schema has already refused other values
+  return name == kFfnKindNames[static_cast<int>(FfnKind::kPlain)] ? FfnKind::kPlain : FfnKind::kGated;
+}
+
+// Weights of one projection of a block (its bias, when the model has one, included; 0 for a gate the
+// block does not have).
 double projection_params(const ModelSpec& m, Projection p) {
+  if (!m.has_projection(p)) return 0.0;
   const double d = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn_hidden, bias = m.qkv_bias ? 1.0 : 0.0;
   switch (p) {
     case Projection::kQ: return d * q + bias * q;
@@ -66,6 +74,10 @@ const char* to_string(Projection p) { return kProjectionNames[static_cast<int>(p
 
 std::vector<std::string> projection_names() { return {std::begin(kProjectionNames), std::end(kProjectionNames)}; }
 
+const char* to_string(FfnKind k) { return kFfnKindNames[static_cast<int>(k)]; }
+
+std::vector<std::string> ffn_kind_names() { return {std::begin(kFfnKindNames), std::end(kFfnKindNames)}; }
+
 double dtype_bytes(DType t) {
   for (const auto& d : kDTypes)
     if (d.type == t) return d.bytes;
@@ -93,7 +105,7 @@ std::vector<std::string> dtype_names() {
 std::int64_t ModelSpec::params_per_layer() const {
   const std::int64_t d = hidden, q = q_dim(), kv = kv_dim(), f = ffn_hidden;
   std::int64_t p = d * q + 2 * d * kv + q * d;  // Wq, Wk, Wv, Wo
-  p += 3 * d * f;                                // gate, up, down
+  p += ffn_matrices() * d * f;                   // (gate,) up, down
   p += 2 * d;                                    // attention and FFN RMSNorm weights
   if (qkv_bias) p += q + 2 * kv;
   return p;
@@ -106,7 +118,8 @@ std::int64_t ModelSpec::params_outside_layers() const {
 
 std::int64_t ModelSpec::lora_params_per_layer() const {
   const std::int64_t d = hidden, q = q_dim(), kv = kv_dim(), f = ffn_hidden;
-  const std::int64_t in_plus_out = (d + q) + 2 * (d + kv) + (q + d) + 3 * (d + f);  // Wq, Wk, Wv, Wo, FFN
+  // Wq, Wk, Wv, Wo; then the FFN's input matrices (gate and up, or up) and down.
+  const std::int64_t in_plus_out = (d + q) + 2 * (d + kv) + (q + d) + (ffn_matrices() - 1) * (d + f) + (f + d);
   return static_cast<std::int64_t>(lora_rank) * in_plus_out;
 }
 
@@ -157,7 +170,12 @@ ParamSchema ModelSpec::schema() {
   s.integer("n_heads", std::nullopt, "attention (query) heads").range(1, 65536);
   s.integer("n_kv_heads", std::nullopt, "key/value heads (grouped-query attention)").range(1, 65536);
   s.integer("head_dim", std::nullopt, "dimension of one head").range(1, 65536);
-  s.integer("ffn_hidden", std::nullopt, "SwiGLU intermediate size").range(1, 4194304);
+  s.integer("ffn_hidden", std::nullopt, "FFN intermediate size: outputs of ffn_up (and ffn_gate), input of ffn_down")
+      .range(1, 4194304);
+  s.text("ffn", std::string("gated"),
+         "FFN kind: gated (SwiGLU/GeGLU: ffn_gate, ffn_up, ffn_down, three matrices hidden x ffn_hidden) or plain "
+         "(ffn_up, an activation such as GELU, ffn_down: two matrices, no gate; ChatGLM-6B v1, Phi-2, GPT-2, OPT)")
+      .in(ffn_kind_names());
   s.integer("vocab", std::nullopt, "vocabulary size").range(1, 16777216);
   s.boolean("tied_embeddings", true, "classifier shares the embedding table");
   s.boolean("qkv_bias", false, "Q/K/V projections have biases (Qwen)");
@@ -187,6 +205,7 @@ ModelSpec ModelSpec::from_params(const Params& p) {
   m.n_kv_heads = static_cast<int>(p.integer("n_kv_heads"));
   m.head_dim = static_cast<int>(p.integer("head_dim"));
   m.ffn_hidden = static_cast<int>(p.integer("ffn_hidden"));
+  m.ffn = parse_ffn_kind(p);
   m.vocab = static_cast<int>(p.integer("vocab"));
   m.tied_embeddings = p.boolean("tied_embeddings");
   m.qkv_bias = p.boolean("qkv_bias");
@@ -206,6 +225,8 @@ ModelSpec ModelSpec::from_params(const Params& p) {
   m.lora_rank = static_cast<int>(p.integer("lora_rank"));
   m.lora_dtype = parse_dtype(p.text("lora_dtype"));
   m.projection_dtypes = parse_projection_dtypes(p);
+  if (m.projection_dtype(Projection::kGate) && !m.has_projection(Projection::kGate))
+    p.fail("linear_dtypes", "ffn_gate: the model's FFN is plain (ffn: plain), it has no gate projection");
   if (m.n_heads % m.n_kv_heads != 0)
     p.fail("n_kv_heads", fmt::format("n_heads ({}) must be a multiple of n_kv_heads ({})", m.n_heads, m.n_kv_heads));
   m.resolved = p.resolved();

@@ -20,11 +20,19 @@ DType parse_dtype(const std::string& name);  // "fp32", "fp16", "bf16", "fp8", "
 const char* to_string(DType t);
 std::vector<std::string> dtype_names();
 
-// The seven linear layers of a block, by the names configs use for them.
+// The linear layers a block can have, by the names configs use for them: seven in a gated FFN block,
+// six in a plain one (no ffn_gate; ModelSpec::linear_layers_per_block).
 enum class Projection { kQ, kK, kV, kO, kGate, kUp, kDown };
 inline constexpr int kProjections = 7;
 const char* to_string(Projection p);  // "q_proj", "k_proj", "v_proj", "o_proj", "ffn_gate", "ffn_up", "ffn_down"
 std::vector<std::string> projection_names();
+
+// The FFN of a block. gated: act(x W_gate) * (x W_up), then W_down, three matrices d x ffn_hidden (SwiGLU of
+// Llama/Qwen/ChatGLM2, GeGLU of Gemma). plain: act(x W_up), then W_down, two matrices (GELU of ChatGLM-6B v1,
+// Phi-2, GPT-2, Falcon; ReLU of OPT).
+enum class FfnKind { kGated, kPlain };
+const char* to_string(FfnKind k);  // "gated", "plain"
+std::vector<std::string> ffn_kind_names();
 
 struct ModelSpec {
   std::string name;
@@ -34,7 +42,8 @@ struct ModelSpec {
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
-  int ffn_hidden = 0;         // SwiGLU intermediate size
+  int ffn_hidden = 0;         // FFN intermediate size: the outputs of W_up (and of W_gate), the input of W_down
+  FfnKind ffn = FfnKind::kGated;
   int vocab = 0;
   bool tied_embeddings = true;
   bool qkv_bias = false;      // Qwen: biases on the Q/K/V projections
@@ -65,13 +74,19 @@ struct ModelSpec {
   std::array<std::optional<DType>, kProjections> projection_dtypes{};
 
   int q_dim() const { return n_heads * head_dim; }
+  // Whether a block has this linear layer (a plain FFN has no gate).
+  bool has_projection(Projection p) const { return p != Projection::kGate || ffn == FfnKind::kGated; }
+  // The linear layers of one block: Wq, Wk, Wv, Wo and the FFN's matrices (7 gated, 6 plain).
+  int linear_layers_per_block() const { return 4 + ffn_matrices(); }
+  // The FFN's matrices d x ffn_hidden: up and down, and the gate when gated.
+  int ffn_matrices() const { return ffn == FfnKind::kGated ? 3 : 2; }
   int kv_dim() const { return n_kv_heads * head_dim; }
-  // Parameters of one transformer block (projections, FFN, two norms, QKV biases).
+  // Parameters of one transformer block (projections, FFN matrices, two norms, QKV biases).
   std::int64_t params_per_layer() const;
   // Embedding table + (untied) classifier + final norm.
   std::int64_t params_outside_layers() const;
   std::int64_t total_params() const;
-  // Adapter weights of one block (0 without adapters): r * (in + out) over the seven projections.
+  // Adapter weights of one block (0 without adapters): r * (in + out) over the block's linear layers.
   std::int64_t lora_params_per_layer() const;
   double lora_bytes_per_layer() const { return static_cast<double>(lora_params_per_layer()) * dtype_bytes(lora_dtype); }
   // Bytes per weight of a linear layer inside the blocks, group scales included.

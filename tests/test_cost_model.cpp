@@ -124,6 +124,84 @@ TEST(CostModel, StableLm3bShapesGiveTheCardsCountLessTheNormBiases) {
   EXPECT_EQ(2795443200LL - m.total_params(), 32 * 2 * 2560 + 2560);
 }
 
+// ChatGLM-6B v1 (configs/models/chatglm-6b.yaml, THUDM/chatglm-6b config.json): per block query_key_value 4096 x
+// 3 x 4096 with its bias, dense 4096 x 4096, a plain FFN of two matrices 4096 x 16384 (no gate) and two norm vectors;
+// the embedding table of 130528 x 4096, tied (counted once), and the final norm outside.
+TEST(CostModel, ChatGlm6bPlainFfnShapesByHand) {
+  const ModelSpec m = load_model_spec("chatglm-6b");
+  EXPECT_EQ(m.ffn, FfnKind::kPlain);
+  EXPECT_EQ(m.linear_layers_per_block(), 6);
+  // 4 x 16,777,216 (Wq, Wk, Wv, Wo) + 2 x 67,108,864 (up, down) + 8,192 (norms) + 12,288 (QKV bias) = 201,347,072.
+  const std::int64_t per_layer = 4 * 4096LL * 4096 + 2 * 4096LL * 16384 + 2 * 4096 + 3 * 4096;
+  EXPECT_EQ(per_layer, 201347072);
+  EXPECT_EQ(m.params_per_layer(), per_layer);
+  // 28 x 201,347,072 = 5,637,718,016, + 534,642,688 (130528 x 4096) + 4,096 = 6,172,364,800.
+  EXPECT_EQ(m.total_params(), 28 * per_layer + 130528LL * 4096 + 4096);
+  EXPECT_EQ(m.total_params(), 6172364800LL);
+  // The model card's 6.2 B. Not counted: the biases of dense, dense_h_to_4h and dense_4h_to_h (4,096 + 16,384 +
+  // 4,096) and of the two LayerNorms (8,192) per block and the final LayerNorm's (4,096): 921,600 more, still 6.2 B.
+  EXPECT_NEAR(std::round(m.total_params() / 1e8) / 10, 6.2, 1e-9);
+  EXPECT_NEAR(std::round((m.total_params() + 28 * (24576 + 8192) + 4096) / 1e8) / 10, 6.2, 1e-9);
+  // An untied head would add the table again: 6.71 B, not the card's count.
+  EXPECT_NEAR(std::round((m.total_params() + 130528LL * 4096) / 1e7) / 100, 6.71, 1e-9);
+}
+
+// ChatGLM2-6B (configs/models/chatglm2-6b.yaml): multi-query groups 2 x 128 (kv_dim 256), a gated FFN of 13696
+// (dense_h_to_4h outputs 2 x 13696), QKV bias, untied output_layer over 65024 tokens.
+TEST(CostModel, ChatGlm2_6bShapesByHand) {
+  const ModelSpec m = load_model_spec("chatglm2-6b");
+  EXPECT_EQ(m.ffn, FfnKind::kGated);
+  EXPECT_EQ(m.kv_dim(), 256);
+  // Wq, Wo 2 x 16,777,216 + Wk, Wv 2 x 1,048,576 + FFN 3 x 56,098,816 + norms 8,192 + QKV bias 4,608 = 203,960,832.
+  const std::int64_t per_layer = 2 * 4096LL * 4096 + 2 * 4096LL * 256 + 3 * 4096LL * 13696 + 2 * 4096 + (4096 + 2 * 256);
+  EXPECT_EQ(per_layer, 203960832);
+  EXPECT_EQ(m.params_per_layer(), per_layer);
+  // 28 x 203,960,832 = 5,710,903,296, + 2 x 266,338,304 (65024 x 4096, embedding and output_layer) + 4,096 =
+  // 6,243,584,000: every parameter of the checkpoint (add_bias_linear false: no other bias; RMSNorm has no bias),
+  // the model card's 6.2 B.
+  EXPECT_EQ(m.total_params(), 28 * per_layer + 2 * 65024LL * 4096 + 4096);
+  EXPECT_EQ(m.total_params(), 6243584000LL);
+  EXPECT_NEAR(std::round(m.total_params() / 1e8) / 10, 6.2, 1e-9);
+}
+
+// Phi-2 (configs/models/phi-2.yaml): MHA 32 x 80, a plain FFN fc1/fc2 of 10240, Q/K/V biases, untied head.
+TEST(CostModel, Phi2PlainFfnShapesByHand) {
+  const ModelSpec m = load_model_spec("phi-2");
+  EXPECT_EQ(m.ffn, FfnKind::kPlain);
+  EXPECT_EQ(m.q_dim(), 2560);
+  // 4 x 6,553,600 (Wq, Wk, Wv, dense) + 2 x 26,214,400 (fc1, fc2) + 5,120 (the LayerNorm's weight and bias,
+  // counted as two norm vectors) + 7,680 (Q/K/V bias) = 78,656,000.
+  const std::int64_t per_layer = 4 * 2560LL * 2560 + 2 * 2560LL * 10240 + 2 * 2560 + 3 * 2560;
+  EXPECT_EQ(per_layer, 78656000);
+  EXPECT_EQ(m.params_per_layer(), per_layer);
+  // 32 x 78,656,000 = 2,516,992,000, + 2 x 131,072,000 (51200 x 2560, embedding and lm_head) + 2,560 = 2,779,138,560.
+  EXPECT_EQ(m.total_params(), 32 * per_layer + 2 * 51200LL * 2560 + 2560);
+  EXPECT_EQ(m.total_params(), 2779138560LL);
+  // Not counted: dense, fc1 and fc2 biases (2,560 + 10,240 + 2,560 per block), the final LayerNorm's bias (2,560) and
+  // lm_head's (51,200): 545,280. With them, 2,779,683,840, the checkpoint's count; the model card says 2.7 B.
+  EXPECT_EQ(m.total_params() + 32 * (2560 + 10240 + 2560) + 2560 + 51200, 2779683840LL);
+  EXPECT_NEAR(std::floor(m.total_params() / 1e8) / 10, 2.7, 1e-9);
+}
+
+// Gemma 2B (configs/models/gemma-2b.yaml): 8 query heads of 256 over one KV head, GeGLU of 16384, tied 256000-token
+// table (half a billion of its parameters).
+TEST(CostModel, Gemma2bShapesByHand) {
+  const ModelSpec m = load_model_spec("gemma-2b");
+  EXPECT_EQ(m.ffn, FfnKind::kGated);
+  EXPECT_EQ(m.linear_layers_per_block(), 7);
+  EXPECT_EQ(m.q_dim(), 2048);
+  EXPECT_EQ(m.kv_dim(), 256);
+  // Wq, Wo 2 x 4,194,304 + Wk, Wv 2 x 524,288 + FFN 3 x 33,554,432 + norms 4,096 = 110,104,576.
+  const std::int64_t per_layer = 2 * 2048LL * 2048 + 2 * 2048LL * 256 + 3 * 2048LL * 16384 + 2 * 2048;
+  EXPECT_EQ(per_layer, 110104576);
+  EXPECT_EQ(m.params_per_layer(), per_layer);
+  // 18 x 110,104,576 = 1,981,882,368, + 524,288,000 (256000 x 2048, tied) + 2,048 = 2,506,172,416: the model card's
+  // "2B" is ~2.5 B (no biases to leave out).
+  EXPECT_EQ(m.total_params(), 18 * per_layer + 256000LL * 2048 + 2048);
+  EXPECT_EQ(m.total_params(), 2506172416LL);
+  EXPECT_NEAR(std::round(m.total_params() / 1e8) / 10, 2.5, 1e-9);
+}
+
 // The prefix-caching note: "180 x 32 x 2560 x 2 x 2 bytes (FP16) = 74MB". Its own formula
 // gives 58,982,400 bytes (59.0 MB / 56.25 MiB), not 74 MB; 74 MB would need ~226 tokens or
 // 40 layers. We reproduce the formula and record the discrepancy.
@@ -175,6 +253,84 @@ TEST(CostModel, PrefillFlopsByHand) {
   EXPECT_DOUBLE_EQ(w.flops_of(OpKind::kFfnAct), L * 5 * 3 * 12);
   EXPECT_DOUBLE_EQ(w.flops_of(OpKind::kLmHead), 2 * 1 * 8 * 10);
   EXPECT_DOUBLE_EQ(w.flops_of(OpKind::kEmbed), 0.0);
+}
+
+// One decode step of the tiny model (L 2, d 8, q 8, kv 4, ffn 12, 4 heads of 2, vocab 10, fp32) after 3 cached
+// tokens: 4 (query, key) pairs per head. Per layer, FLOPs: attention norm 32, Q 128, K 64, V 64, RoPE 36, scores 64,
+// softmax 80, context 64, O 128, residuals 16, FFN norm 32, then the FFN:
+//   plain: up 192, GELU 9 x 12 = 108, down 192                  -> 1,200 per layer
+//   gated: gate 192, up 192, silu(g) * u 5 x 12 = 60, down 192   -> 1,344 per layer
+// plus the final norm 32 and the LM head 160: plain 2 x 1,200 + 192 = 2,592, gated 2 x 1,344 + 192 = 2,880.
+// Bytes (4 per value), per layer: attention norm 96, Q 320, K 176, V 176 (each with 16 of new K/V), RoPE 96,
+// scores 160 (64 of K), softmax 128, context 160 (64 of V), O 320, residuals 192, FFN norm 96, then
+//   plain: up 464 (384 weights + 80 activations), GELU 96 (reads u, writes), down 464  -> 2,944 per layer
+//   gated: gate 464, up 464, silu(g) * u 144 (reads g and u, writes), down 464         -> 3,456 per layer
+// plus the embedding row 64, the final norm 96 and the LM head 392 (320 weights + 72): plain 6,440, gated 7,464.
+TEST(CostModel, PlainFfnDecodeCountsTwoMatricesByHand) {
+  ModelSpec gated = tiny();
+  ModelSpec plain = tiny();
+  plain.ffn = FfnKind::kPlain;
+  const Work p = CostModel(plain).decode(3);
+  const Work g = CostModel(gated).decode(3);
+  EXPECT_DOUBLE_EQ(p.flops(), 2592.0);
+  EXPECT_DOUBLE_EQ(g.flops(), 2880.0);
+  EXPECT_DOUBLE_EQ(p.bytes(), 6440.0);
+  EXPECT_DOUBLE_EQ(g.bytes(), 7464.0);
+  EXPECT_DOUBLE_EQ(p.flops_of(OpKind::kFfnGate), 0.0);
+  EXPECT_TRUE(std::none_of(p.ops.begin(), p.ops.end(), [](const Op& o) { return o.kind == OpKind::kFfnGate; }));
+  EXPECT_DOUBLE_EQ(p.flops_of(OpKind::kFfnAct), 2 * 108.0);
+  EXPECT_DOUBLE_EQ(g.flops_of(OpKind::kFfnAct), 2 * 60.0);
+  // The pass streams every stored weight but the embedding table (one row of it): 400 parameters per block
+  // (Wq 64, Wk 32, Wv 32, Wo 64, up 96, down 96, norms 16; gated +96), 2 blocks, the final norm 8, the head 80.
+  EXPECT_EQ(plain.params_per_layer(), 400);
+  EXPECT_EQ(gated.params_per_layer(), 496);
+  EXPECT_DOUBLE_EQ(p.weight_bytes(), 4.0 * (2 * 400 + 8 + 80 + 8));
+  EXPECT_DOUBLE_EQ(plain.weight_bytes(), 4.0 * (2 * 400 + 8 + 80));  // tied table counted once
+  EXPECT_EQ(plain.total_params(), 2 * 400 + 80 + 8);
+  // Rank-2 adapters: r (in + out) over six linears, (16) + 2 (12) + (16) + (20) + (20) = 96 -> 192 (gated: + 40),
+  // two kernels each: 12 calls per layer (gated 14).
+  plain.lora_rank = gated.lora_rank = 2;
+  EXPECT_EQ(plain.lora_params_per_layer(), 192);
+  EXPECT_EQ(gated.lora_params_per_layer(), 232);
+  auto lora_calls = [](const ModelSpec& m) {
+    for (const Op& o : CostModel(m).decode(3).ops)
+      if (o.kind == OpKind::kLora) return o.layers;
+    return -1;
+  };
+  EXPECT_EQ(lora_calls(plain), 2 * 12);
+  EXPECT_EQ(lora_calls(gated), 2 * 14);
+}
+
+TEST(CostModel, TheFfnKindIsReadCheckedAndDefaultsToGated) {
+  const std::string base = "{name: x, n_layers: 2, hidden: 8, n_heads: 2, n_kv_heads: 2, head_dim: 4, ffn_hidden: 8, vocab: 10";
+  EXPECT_EQ(load_model_spec(YAML::Load(base + "}"), ConfigSource{}).ffn, FfnKind::kGated);
+  EXPECT_EQ(load_model_spec(YAML::Load(base + ", ffn: plain}"), ConfigSource{}).ffn, FfnKind::kPlain);
+  EXPECT_EQ(load_model_spec(YAML::Load(base + ", ffn: gated}"), ConfigSource{}).linear_layers_per_block(), 7);
+  auto message = [](const std::string& yaml) -> std::string {
+    try {
+      load_model_spec(YAML::Load(yaml), ConfigSource{});
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  // An unknown kind names the key and the allowed values.
+  const std::string unknown = message(base + ", ffn: swiglu}");
+  EXPECT_NE(unknown.find("ffn"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("'swiglu' is not one of: gated, plain"), std::string::npos) << unknown;
+  // A plain FFN has no gate whose dtype a recipe could set; the other FFN projections can be.
+  const std::string gate = message(base + ", ffn: plain, linear_dtypes: {ffn_gate: int6}}");
+  EXPECT_NE(gate.find("linear_dtypes"), std::string::npos) << gate;
+  EXPECT_NE(gate.find("ffn_gate"), std::string::npos) << gate;
+  EXPECT_NE(gate.find("no gate projection"), std::string::npos) << gate;
+  EXPECT_EQ(message(base + ", ffn: plain, linear_dtypes: {ffn_down: int6}}"), "(accepted)");
+  EXPECT_EQ(message(base + ", ffn: gated, linear_dtypes: {ffn_gate: int6}}"), "(accepted)");
+  // A built-in plain model takes a recipe on its two matrices: ffn_down in int6 over int4 adds 0.25 byte for each of
+  // ChatGLM-6B's 28 x 16384 x 4096 = 1,879,048,192 down weights: 469,762,048 bytes.
+  const ModelSpec q4 = load_model_spec(YAML::Load("{base: chatglm-6b, weight_dtype: int4}"), ConfigSource{});
+  const ModelSpec q46 =
+      load_model_spec(YAML::Load("{base: chatglm-6b, weight_dtype: int4, linear_dtypes: {ffn_down: int6}}"), ConfigSource{});
+  EXPECT_DOUBLE_EQ(q46.weight_bytes() - q4.weight_bytes(), 469762048.0);
 }
 
 TEST(CostModel, QkvReuseSkipsOnlyProjectionsAndRope) {

@@ -77,6 +77,10 @@ TEST(NpuGraphBuild, OnlinePrefillAddsTheFinaliseTimeOfEveryLinearByHand) {
   EXPECT_NEAR(online_ms - offline_ms, 140.0, 1e-9);
   EXPECT_DOUBLE_EQ(online.npu->graph_build_seconds(m), 0.140);
   EXPECT_DOUBLE_EQ(offline.npu->graph_build_seconds(m), 0.0);
+  // A plain FFN (no gate) holds six linears per block: 2 x 6 x 10 ms = 120 ms.
+  models::ModelSpec plain = m;
+  plain.ffn = models::FfnKind::kPlain;
+  EXPECT_NEAR(online.npu->graph_build_seconds(plain), 0.120, 1e-12);
 }
 
 TEST(NpuGraphBuild, TheProbesGraphsKeyOverridesTheEnginesModeForPrefillOnly) {

@@ -36,6 +36,7 @@ models::ModelSpec Config::spec() const {
   s.n_kv_heads = n_kv_heads;
   s.head_dim = head_dim;
   s.ffn_hidden = hidden_dim;
+  s.ffn = models::FfnKind::kGated;  // llama2.c and GGUF Llama checkpoints: SwiGLU (w1, w3, w2)
   s.vocab = vocab_size;
   s.tied_embeddings = tied_classifier;
   s.qkv_bias = qkv_bias;
