@@ -1,4 +1,5 @@
 // `mobisim run`, `mobisim validate` and `mobisim list`.
+#include <algorithm>
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -212,11 +213,14 @@ void list_engines() {
 
 void list_models() {
   std::cout << "\nmodels (configs/models/, built in):\n";
-  std::cout << fmt::format("  {:<14} {:>7} {:>6} {:>6} {:>9} {:>6} {:>7} {:<5} {:>8} {:>14}\n", "name", "params",
+  const std::vector<std::string> names = models::builtin_model_names();
+  std::size_t width = 4;  // "name"; the column fits the longest profile name
+  for (const auto& name : names) width = std::max(width, name.size());
+  std::cout << fmt::format("  {:<{}} {:>7} {:>6} {:>6} {:>9} {:>6} {:>7} {:<5} {:>8} {:>14}\n", "name", width, "params",
                            "layers", "hidden", "heads/kv", "head", "ffn", "kind", "vocab", "KV B/token fp16");
-  for (const auto& name : models::builtin_model_names()) {
+  for (const auto& name : names) {
     auto m = models::load_model_spec(name);
-    std::cout << fmt::format("  {:<14} {:>6.2f}B {:>6} {:>6} {:>5}/{:<3} {:>6} {:>7} {:<5} {:>8} {:>14.0f}\n", name,
+    std::cout << fmt::format("  {:<{}} {:>6.2f}B {:>6} {:>6} {:>5}/{:<3} {:>6} {:>7} {:<5} {:>8} {:>14.0f}\n", name, width,
                              m.total_params() / 1e9, m.n_layers, m.hidden, m.n_heads, m.n_kv_heads, m.head_dim,
                              m.ffn_hidden, models::to_string(m.ffn), m.vocab, m.kv_bytes_per_token(models::DType::kF16));
   }
