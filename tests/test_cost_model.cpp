@@ -183,6 +183,94 @@ TEST(CostModel, Phi2PlainFfnShapesByHand) {
   EXPECT_NEAR(std::floor(m.total_params() / 1e8) / 10, 2.7, 1e-9);
 }
 
+// Falcon-7B (configs/models/falcon-7b.yaml): 71 query heads of 64 over ONE key/value head, plain GELU FFN 18176,
+// tied 65024-token table, no biases.
+TEST(CostModel, Falcon7bMultiQueryPlainFfnByHand) {
+  const ModelSpec m = load_model_spec("falcon-7b");
+  EXPECT_EQ(m.ffn, FfnKind::kPlain);
+  EXPECT_EQ(m.q_dim(), 4544);
+  EXPECT_EQ(m.kv_dim(), 64);  // query_key_value: 4544 -> 4672 = 4544 + 2 x 64
+  // Wq, dense 2 x 20,647,936 (4544^2) + Wk, Wv 2 x 290,816 (4544 x 64) + FFN 2 x 82,591,744 (4544 x 18176)
+  // + norms 9,088 = 207,070,080.
+  const std::int64_t per_layer = 2 * 4544LL * 4544 + 2 * 4544LL * 64 + 2 * 4544LL * 18176 + 2 * 4544;
+  EXPECT_EQ(per_layer, 207070080);
+  EXPECT_EQ(m.params_per_layer(), per_layer);
+  // 32 x 207,070,080 = 6,626,242,560, + 295,469,056 (65024 x 4544, tied) + 4,544 = 6,921,716,160.
+  EXPECT_EQ(m.total_params(), 32 * per_layer + 65024LL * 4544 + 4544);
+  EXPECT_EQ(m.total_params(), 6921716160LL);
+  // Not counted: ln_f's bias (4,544): 6,921,720,704, the checkpoint's count; the card says 7B.
+  EXPECT_EQ(m.total_params() + 4544, 6921720704LL);
+  EXPECT_NEAR(std::round(m.total_params() / 1e9), 7.0, 1e-9);
+}
+
+// Persimmon-8B (configs/models/persimmon-8b.yaml): 64 heads of 64, plain squared-ReLU FFN 16384, untied 262144-token
+// table and head, Q/K/V bias.
+TEST(CostModel, Persimmon8bPlainFfnByHand) {
+  const ModelSpec m = load_model_spec("persimmon-8b");
+  EXPECT_EQ(m.ffn, FfnKind::kPlain);
+  EXPECT_EQ(m.q_dim(), 4096);
+  // 4 x 16,777,216 (Wq, Wk, Wv, dense) + 2 x 67,108,864 (4096 x 16384) + norms 8,192 + Q/K/V bias 12,288
+  // = 201,347,072.
+  const std::int64_t per_layer = 4 * 4096LL * 4096 + 2 * 4096LL * 16384 + 2 * 4096 + 3 * 4096;
+  EXPECT_EQ(per_layer, 201347072);
+  EXPECT_EQ(m.params_per_layer(), per_layer);
+  // 36 x 201,347,072 = 7,248,494,592, + 2 x 1,073,741,824 (262144 x 4096, embedding and head) + 4,096
+  // = 9,395,982,336.
+  EXPECT_EQ(m.total_params(), 36 * per_layer + 2 * 262144LL * 4096 + 4096);
+  EXPECT_EQ(m.total_params(), 9395982336LL);
+  // Not counted: dense, dense_h_to_4h, dense_4h_to_h biases (4,096 + 16,384 + 4,096), LayerNorm biases (8,192), q/k
+  // LayerNorms (4 x 64) per block, final LayerNorm bias 4,096: 36 x 33,024 + 4,096 = 1,192,960 -> 9,397,175,296.
+  // The name's "8B" is neither that total nor the blocks alone (7.25 B): it sits between.
+  EXPECT_EQ(m.total_params() + 36 * (4096 + 16384 + 4096 + 8192 + 4 * 64) + 4096, 9397175296LL);
+  EXPECT_GT(m.total_params(), 8e9);
+  EXPECT_LT(36 * per_layer, 8e9);
+}
+
+// MPT-7B (configs/models/mpt-7b.yaml): MHA 32 x 128, plain GELU FFN 16384, tied 50432-token table, no biases at all.
+TEST(CostModel, Mpt7bPlainFfnByHand) {
+  const ModelSpec m = load_model_spec("mpt-7b");
+  EXPECT_EQ(m.ffn, FfnKind::kPlain);
+  EXPECT_EQ(m.linear_layers_per_block(), 6);
+  // 4 x 16,777,216 + 2 x 67,108,864 + norms 8,192 = 201,334,784.
+  const std::int64_t per_layer = 4 * 4096LL * 4096 + 2 * 4096LL * 16384 + 2 * 4096;
+  EXPECT_EQ(per_layer, 201334784);
+  EXPECT_EQ(m.params_per_layer(), per_layer);
+  // 32 x 201,334,784 = 6,442,713,088, + 206,569,472 (50432 x 4096, tied) + 4,096 = 6,649,286,656: every weight
+  // (no_bias: true); the model card says 6.7 B.
+  EXPECT_EQ(m.total_params(), 32 * per_layer + 50432LL * 4096 + 4096);
+  EXPECT_EQ(m.total_params(), 6649286656LL);
+  // The card's 6.7 B is 6.649 B rounded up (0.8% over; no weight is left out here: no_bias).
+  EXPECT_NEAR(m.total_params() / 1e9, 6.7, 0.06);
+}
+
+// BLOOM (configs/models/bloom-*.yaml): MHA, plain GELU FFN 4d, tied 250880-token table, Q/K/V bias; the other
+// biases (8d per block), ln_f's bias (d) and the embedding LayerNorm (2d) are not counted.
+TEST(CostModel, BloomPlainFfnByHand) {
+  struct Case {
+    const char* name;
+    int layers, d;
+    std::int64_t published;  // Hugging Face's count: bloom-560m, bloom-1b1 (card), bloom-7b1
+  };
+  for (const Case c : {Case{"bloom-560m", 24, 1024, 559214592LL}, Case{"bloom-1b1", 24, 1536, 1065314304LL},
+                       Case{"bloom-7b1", 30, 4096, 7069016064LL}}) {
+    SCOPED_TRACE(c.name);
+    const ModelSpec m = load_model_spec(c.name);
+    EXPECT_EQ(m.ffn, FfnKind::kPlain);
+    EXPECT_EQ(m.q_dim(), c.d);
+    const std::int64_t d = c.d;
+    // 4d^2 (query_key_value, dense) + 2 x 4d^2 (FFN) + 2d (norms) + 3d (Q/K/V bias) = 12d^2 + 5d.
+    EXPECT_EQ(m.params_per_layer(), 12 * d * d + 5 * d);
+    EXPECT_EQ(m.total_params(), c.layers * (12 * d * d + 5 * d) + 250880 * d + d);
+    EXPECT_EQ(m.total_params() + c.layers * 8 * d + d + 2 * d, c.published);
+  }
+  // By hand for bloom-560m: 24 x (12,582,912 + 5,120) = 302,112,768, + 256,901,120 (250880 x 1024) + 1,024
+  // = 559,014,912; with 24 x 8,192 + 1,024 + 2,048 = 199,680 more, 559,214,592.
+  EXPECT_EQ(load_model_spec("bloom-560m").total_params(), 559014912LL);
+  // bloom-1b1: 385,351,680 embedding weights (the card's figure) = 250880 x 1536.
+  EXPECT_EQ(250880LL * 1536, 385351680LL);
+  EXPECT_EQ(load_model_spec("bloom-7b1").total_params(), 7068020736LL);
+}
+
 // Gemma 2B (configs/models/gemma-2b.yaml): 8 query heads of 256 over one KV head, GeGLU of 16384, tied 256000-token
 // table (half a billion of its parameters).
 TEST(CostModel, Gemma2bShapesByHand) {

@@ -37,6 +37,18 @@ MODELS = {
     "Qwen 1.5 7B": ("qwen1.5-7b", "qwen-7b", "Qwen1.5-7B has Qwen-7B's shapes (only rope_theta differs)"),
     "Qwen 1.5 4B": ("qwen1.5-4b", "qwen1.5-4b", ""),
     "Qwen 7B": ("qwen-7b", "qwen-7b", ""),
+    # Added with their profiles (issue 37, H3): the plain-MLP models (ffn: plain); each profile cites its config.json.
+    "Falcon 7B": ("falcon-7b", "falcon-7b", "Falcon-7B's classifier rows are 4544 wide, not a multiple of Q6_K's 256: "
+                  "llama_tensor_get_type's fallback for such a tensor (convert_incompatible_tensor) stores it Q8_0, "
+                  "classifier_dtype: int8"),
+    "Persimmon 8B": ("persimmon-8b", "persimmon-8b", ""),
+    "MPT 7B": ("mpt-7b", "mpt-7b", ""),
+    "Bloom 7B": ("bloom-7b", "bloom-7b1", "The row evaluates BLOOM-7B1 (its performance.model: bloom-7b1; the three Bloom "
+                 "rows all link bigscience/bloom-1b7)"),
+    "Bloom 560m": ("bloom-560m", "bloom-560m", "The row evaluates BLOOM-560M (its performance.model: bloom-560m; the three "
+                   "Bloom rows all link bigscience/bloom-1b7)"),
+    "Bloom 1.1B": ("bloom-1.1b", "bloom-1b1", "The row evaluates BLOOM-1B1 (its performance.model: bloom-1b1; the three "
+                   "Bloom rows all link bigscience/bloom-1b7)"),
 }
 # The 0.5B-1.8B models whose fixed per-node costs the small-model causes name.
 SMALL = {"qwen1.5-0.5b", "qwen1.5-1.8b"}
@@ -44,6 +56,14 @@ SMALL = {"qwen1.5-0.5b", "qwen1.5-1.8b"}
 MID = {"stablelm-3b-4e1t", "qwen1.5-4b"}
 FIVE_GB = {"qwen-7b"}
 TIED = {"qwen1.5-0.5b"}
+# Classifiers quantize cannot store in Q6_K (a row length not a multiple of 256): Q8_0 (issue 37, H3).
+CLASSIFIER_DTYPE = {"falcon-7b": "int8"}
+# The 0.56B and 1.07B BLOOMs (250880-token tables), whose 14-15-token prefills the prefill-small-bloom cause names, and
+# the models of 5.7-6.5 GB (the rows' memory) that the 8 GB Meizu 18 Pro runs out of page cache for (issue 37, H3).
+SMALL_BLOOM = {"bloom-560m", "bloom-1b1"}
+OVER_MEIZU = {"persimmon-8b", "bloom-7b1"}
+# Tied in the checkpoint: quantised as the classifier whichever tensor the GGUF file gives it (issue 37, H3).
+TIED_ANY = {"falcon-7b", "mpt-7b", "bloom-7b1", "bloom-560m", "bloom-1b1"}
 COMMON = ("github.com/UbiquitousLearning/TinyLLMLeaderBoard data.json (commit 874c304, 2024-05-21; the leaderboard of the "
           "EdgeFM'24 measurement study; src/App.tsx: \"Performance Metrics tested with llama.cpp library\", devices \"Xiaomi "
           "12S(Snapdragon8Gen1,12G Memory),Meizu 18Pro(Snapdragon888,8G Memory),Pixel 7Pro(Google Tensor2,12G Memory),Xiaomi "
@@ -91,12 +111,31 @@ CAUSES = {
                         "Qwen 7B and Qwen 1.5 7B, whose 151936-token tables are the largest of the 7B files): page-cache "
                         "pressure on the mmap'd weights (llama.cpp's default) is not modelled; its DRAM figure is the "
                         "888's LPDDR5-6400 spec",
+    # Written after the residuals of the plain-MLP models added in H3 were seen (issue 37).
+    "prefill-small-bloom": "a prompt of 14-15 tokens on BLOOM-560M or BLOOM-1B1 is not compute-bound at the build's "
+                           "SDOT rate: a fixed cost per graph node (ggml of 2024 synchronised its threads after every "
+                           "node, llama.cpp's default of every core including the little ones) weighs as in decode; the "
+                           "engine charges call_overhead_us 5 per op (assumed). And if the build predates llama.cpp PR "
+                           "#6122 (2024-03, which skips the logits of unused positions), the 250880-row classifier ran "
+                           "on every prompt token, not only the last the engine charges: 1.5-1.75x the work charged "
+                           "(the build is not stated)",
+    "meizu-over-5.5gb": "the Meizu 18 Pro has 8 GB (TinyLLMLeaderBoard) for a model of 5.7-6.5 GB (the rows' memory for "
+                        "Bloom 7B and Persimmon 8B): the rows run 2.3-2.8x (prefill) and 5.6-17x (decode, 0.73 and 0.20 "
+                        "tok/s) below the same models on the Pixel 7 Pro, as if the mmap'd weights (llama.cpp's default) "
+                        "no longer stayed in the page cache and were read again from flash; not modelled, and its DRAM "
+                        "figure is the 888's LPDDR5-6400 spec",
     "other": "the vec_dot class and DRAM share fitted on PocketPal PR #702's Oryon run, on a 2024 build whose version and "
              "threads are not stated",
 }
 
 
 def cause_of(dev, phase, model):
+    if dev == "meizu-18-pro" and model in OVER_MEIZU:
+        return CAUSES["meizu-over-5.5gb"]
+    if phase == "prefill" and model in SMALL_BLOOM:
+        return CAUSES["prefill-small-bloom"]
+    if phase == "decode" and model in SMALL_BLOOM:
+        return CAUSES["decode-small"]
     if phase == "prefill":
         if model in SMALL:
             return CAUSES["prefill-small"]
@@ -139,10 +178,15 @@ def main():
         generated = int(float(dec[1]))
         context = prompt + generated // 2
         row = json.dumps({k: r[k] for k in ("name", "device", "quantization", "decoding_latency", "prefilling_latency")})
-        cls = ", classifier_dtype: int6"  # tied or not: llama_tensor_get_type gives the output (or tied token_embd) Q6_K
+        # Tied or not: llama_tensor_get_type gives the output (or tied token_embd) Q6_K, Q8_0 if its rows do not fit.
+        cls = f", classifier_dtype: {CLASSIFIER_DTYPE.get(model, 'int6')}"
         extra = (" " + shapes + ".") if shapes else ""
         tied = (" Tied classifier: the Q6_K token embedding (llama_tensor_get_type quantises token_embd as the output "
                 "tensor when the file has none).") if model in TIED else ""
+        if model in TIED_ANY:
+            tied = (" Tied classifier, quantised as the classifier either way (llama_tensor_get_type): as the output "
+                    "tensor a converter writes (llama.cpp's convert-hf-to-gguf.py copies MPT's and Bloom's token "
+                    "embedding to output.weight) or as the token embedding when the file has none.")
         for phase in ("prefill", "decode"):
             if phase == "prefill":
                 pid = f"ondevice.{dev}.llama.cpp.tinyllm-{slug}.prefill-{prompt}.cpu"
