@@ -10,7 +10,7 @@ import json
 import sys
 
 DEVICES = {"Xiaomi 14": "xiaomi-14", "MEIZU 18Pro": "meizu-18-pro", "Pixel 7Pro": "pixel-7-pro", "Xiaomi 12S": "xiaomi-12s"}
-# leaderboard name -> (id slug, mobisim model, why the shapes are that profile's, tied classifier)
+# leaderboard name -> (id slug, mobisim model, why the shapes are that profile's); tied classifiers are in TIED
 MODELS = {
     "LLaMA 7B": ("llama-7b", "llama-2-7b", "LLaMA 7B has Llama-2-7B's shapes (32 layers, 4096 wide, 11008 FFN, 32000 vocabulary)"),
     "LLaMA 2 7B": ("llama-2-7b", "llama-2-7b", ""),
